@@ -1,0 +1,39 @@
+# Two commands do all set-up on a fresh machine: `make up` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install up test lint proto sim bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+up: install
+	$(BIN)/jetraft local up --nodes 3 --mirror-nodes 1 --data-dir $${DATA_DIR:-./data}
+
+lint: install
+	$(BIN)/ruff check .
+
+test: install
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+# Regenerate protobuf/gRPC code after editing a .proto file.
+proto: install
+	for p in raft gateway; do \
+	  if ls $$p/*.proto >/dev/null 2>&1; then \
+	    $(BIN)/python -m grpc_tools.protoc -I. --python_out=. --grpc_python_out=. --pyi_out=. $$p/*.proto; \
+	  fi; \
+	done
+
+sim: install
+	$(BIN)/jetraft sim --seeds 2000 --first-seed 1
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

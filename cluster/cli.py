@@ -1,0 +1,42 @@
+"""The `jetraft` command: a thin dispatcher to each subcommand's own module.
+
+Subcommand modules are imported lazily so that `jetraft sim` does not pay for
+gRPC or RocksDB imports, and so each package owns its own command line.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+# subcommand -> (module exposing `main(argv) -> int`, one-line help)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "node": ("cluster.node_cli", "run one node from flags or a config file"),
+    "local": ("cluster.local_cli", "run a local cluster of node processes on 127.0.0.1"),
+    "sim": ("raft.sim_cli", "run the deterministic Raft simulator over many seeds"),
+    "toxiproxy": ("chaos.toxiproxy_cli", "serve the Toxiproxy HTTP API with an embedded proxy"),
+    "demo": ("chaos.demo_cli", "run a demonstration (read-after-write under injected lag)"),
+}
+
+
+def _usage() -> str:
+    lines = ["usage: jetraft <command> [options]", "", "commands:"]
+    lines += [f"  {name:<10} {help_}" for name, (_, help_) in SUBCOMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] in ("-h", "--help"):
+        print(_usage())
+        return 0 if args else 2
+    name, rest = args[0], args[1:]
+    if name not in SUBCOMMANDS:
+        print(f"jetraft: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(SUBCOMMANDS[name][0])
+    return int(module.main(rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""The NATS subject grammar, shared by every package that reads a subject.
+
+A subject is dot-separated tokens; a filter may also use `*` (one token) and
+`>` (one or more trailing tokens). Kept dependency-free so storage/ and
+cluster/ can use it without pulling in the gateway's networking.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+_FORBIDDEN = frozenset(" \t\r\n")
+
+
+def _tokens_ok(subject: str, allow_wildcards: bool) -> bool:
+    if not subject or any(ch in _FORBIDDEN for ch in subject):
+        return False
+    tokens = subject.split(".")
+    last = len(tokens) - 1
+    for i, tok in enumerate(tokens):
+        if not tok:
+            return False
+        if tok == ">":
+            if not allow_wildcards or i != last:
+                return False
+        elif tok == "*" and not allow_wildcards:
+            return False
+    return True
+
+
+@lru_cache(maxsize=65536)
+def is_valid_subject(subject: str) -> bool:
+    """A literal subject: what a message may be published or stored on."""
+    return _tokens_ok(subject, allow_wildcards=False)
+
+
+@lru_cache(maxsize=65536)
+def is_valid_filter(subject: str) -> bool:
+    """A subject or a wildcard filter: what a subscription or a stream may name."""
+    return _tokens_ok(subject, allow_wildcards=True)
+
+
+def has_wildcard(subject: str) -> bool:
+    return any(tok in ("*", ">") for tok in subject.split("."))
+
+
+def subject_matches(filter_: str, subject: str) -> bool:
+    """Whether literal `subject` is matched by `filter_` (which may hold wildcards)."""
+    if filter_ == subject or filter_ == ">":
+        return True
+    return _matches_tokens(tuple(filter_.split(".")), tuple(subject.split(".")))
+
+
+def _matches_tokens(ftoks: tuple[str, ...], stoks: tuple[str, ...]) -> bool:
+    for i, ft in enumerate(ftoks):
+        if ft == ">":
+            return len(stoks) > i
+        if i >= len(stoks):
+            return False
+        if ft != "*" and ft != stoks[i]:
+            return False
+    return len(ftoks) == len(stoks)
+
+
+def filters_overlap(a: str, b: str) -> bool:
+    """Whether some literal subject is matched by both filters."""
+    at, bt = a.split("."), b.split(".")
+    for i in range(max(len(at), len(bt))):
+        x = at[i] if i < len(at) else None
+        y = bt[i] if i < len(bt) else None
+        if x == ">" or y == ">":
+            return x is not None and y is not None
+        if x is None or y is None:
+            return False
+        if x != y and x != "*" and y != "*":
+            return False
+    return True
+
+
+def is_subset_filter(inner: str, outer: str) -> bool:
+    """Whether every subject matched by `inner` is also matched by `outer`."""
+    it, ot = inner.split("."), outer.split(".")
+    for i, o in enumerate(ot):
+        if o == ">":
+            return len(it) > i
+        if i >= len(it):
+            return False
+        x = it[i]
+        if x == ">":
+            return False
+        if o != "*" and (x == "*" or x != o):
+            return False
+    return len(it) == len(ot)

@@ -1,0 +1,58 @@
+import pytest
+
+from gateway.subjects import (
+    filters_overlap,
+    is_subset_filter,
+    is_valid_filter,
+    is_valid_subject,
+    subject_matches,
+)
+
+
+@pytest.mark.parametrize("subject", ["a", "a.b", "ORDERS.new.1", "$JS.API.INFO", "_INBOX.x.y"])
+def test_valid_subjects(subject: str) -> None:
+    assert is_valid_subject(subject)
+    assert is_valid_filter(subject)
+
+
+@pytest.mark.parametrize("subject", ["", ".", "a.", ".a", "a..b", "a b", "a\tb", "a.*", "a.>", "*", ">"])
+def test_invalid_literal_subjects(subject: str) -> None:
+    assert not is_valid_subject(subject)
+
+
+@pytest.mark.parametrize("filter_", ["a.*", "a.>", "*", ">", "*.b.>"])
+def test_valid_filters(filter_: str) -> None:
+    assert is_valid_filter(filter_)
+
+
+@pytest.mark.parametrize("filter_", ["a.>.b", "a..*", "", "a >"])
+def test_invalid_filters(filter_: str) -> None:
+    assert not is_valid_filter(filter_)
+
+
+@pytest.mark.parametrize(
+    ("filter_", "subject", "expected"),
+    [
+        ("a.*", "a.b", True),
+        ("a.*", "a.b.c", False),
+        ("a.>", "a.b.c", True),
+        ("a.>", "a", False),
+        (">", "x.y", True),
+        ("*.b", "a.b", True),
+        ("a.b", "a.b", True),
+        ("a.b", "a.c", False),
+    ],
+)
+def test_subject_matches(filter_: str, subject: str, expected: bool) -> None:
+    assert subject_matches(filter_, subject) is expected
+
+
+def test_overlap_and_subset() -> None:
+    assert filters_overlap("a.*", "a.b")
+    assert filters_overlap("a.>", "*.b.c")
+    assert not filters_overlap("a.*", "b.*")
+    assert not filters_overlap("a.*", "a.b.c")
+    assert is_subset_filter("a.b", "a.*")
+    assert is_subset_filter("a.b.c", "a.>")
+    assert not is_subset_filter("a.*", "a.b")
+    assert not is_subset_filter("a.>", "a.*")
