@@ -1,0 +1,86 @@
+"""NATS message header blocks: `NATS/1.0[ code[ description]]\\r\\n` then
+`Key: Value\\r\\n` lines and an empty line.
+
+Pure functions shared by the gateway (no-responders, status replies) and the
+JetStream layer (Direct Get replies, expected-header checks). Header names
+keep the case they were sent with; lookups by `get` are case-sensitive, as
+nats-server's are for the `Nats-*` headers it reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+STATUS_LINE = b"NATS/1.0"
+_CRLF = b"\r\n"
+
+
+class HeaderError(ValueError):
+    """A header block that does not follow the NATS/1.0 format."""
+
+
+@dataclass(slots=True)
+class Headers:
+    """A decoded header block: optional status and ordered, multi-valued fields."""
+
+    status: int | None = None
+    description: str = ""
+    fields: list[tuple[str, str]] = field(default_factory=list)
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        """The first value of `name`, or `default`."""
+        for key, value in self.fields:
+            if key == name:
+                return value
+        return default
+
+    def get_all(self, name: str) -> list[str]:
+        return [value for key, value in self.fields if key == name]
+
+    def add(self, name: str, value: str) -> None:
+        self.fields.append((name, value))
+
+    def encode(self) -> bytes:
+        return encode_headers(self.fields, status=self.status, description=self.description)
+
+
+def encode_headers(
+    fields: Iterable[tuple[str, str]] = (),
+    status: int | None = None,
+    description: str = "",
+) -> bytes:
+    """Encode a header block, ending with the empty line."""
+    line = STATUS_LINE
+    if status is not None:
+        line += b" %d" % status
+        if description:
+            line += b" " + description.encode()
+    parts = [line]
+    parts.extend(f"{key}: {value}".encode() for key, value in fields)
+    return _CRLF.join(parts) + _CRLF + _CRLF
+
+
+def decode_headers(block: bytes | bytearray | memoryview) -> Headers:
+    """Decode a header block (as carried by HPUB/HMSG, including the final empty line)."""
+    data = bytes(block)
+    lines = data.split(_CRLF)
+    first = lines[0]
+    if not first.startswith(STATUS_LINE):
+        raise HeaderError("header block must start with NATS/1.0")
+    headers = Headers()
+    rest = first[len(STATUS_LINE) :].strip()
+    if rest:
+        code, _, desc = rest.partition(b" ")
+        if not code.isdigit():
+            raise HeaderError(f"bad status code {code!r}")
+        headers.status = int(code)
+        headers.description = desc.decode(errors="replace").strip()
+    for raw in lines[1:]:
+        if not raw:
+            continue
+        key, sep, value = raw.partition(b":")
+        if not sep or not key.strip():
+            raise HeaderError(f"bad header line {raw!r}")
+        headers.fields.append((key.strip().decode(errors="replace"), value.strip().decode(errors="replace")))
+    return headers
