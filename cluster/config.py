@@ -1,0 +1,128 @@
+"""A node's configuration: from `jetraft node` flags or a TOML file, one dataclass either way."""
+
+from __future__ import annotations
+
+import argparse
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+DIRECT_GET_POLICIES = ("random", "local-first", "round-robin", "nearest")
+
+
+class ConfigError(ValueError):
+    """A node configuration that cannot run; the message names the offending setting."""
+
+
+@dataclass(slots=True)
+class NodeConfig:
+    name: str
+    host: str = "127.0.0.1"
+    client_port: int = 4222
+    cluster_port: int = 6222
+    http_port: int = 8222
+    # peer name -> the host:port this node dials to reach that peer's cluster port
+    # (a Toxiproxy proxy's address when the link is faultable)
+    peers: dict[str, str] = field(default_factory=dict)
+    data_dir: str = "./data"
+    tags: list[str] = field(default_factory=list)
+    direct_get_policy: str = "random"
+    log_level: str = "INFO"
+    log_format: str = "auto"
+    user: str | None = None
+    password: str | None = None
+    token: str | None = None
+    # the client URL other nodes advertise for this node (INFO connect_urls)
+    advertise: str | None = None
+
+    def validate(self) -> None:
+        if not self.name or any(ch in self.name for ch in " .*>"):
+            raise ConfigError(f"node name {self.name!r} must be non-empty without spaces, dots or wildcards")
+        if self.direct_get_policy not in DIRECT_GET_POLICIES:
+            raise ConfigError(
+                f"direct_get_policy {self.direct_get_policy!r} is not one of {', '.join(DIRECT_GET_POLICIES)}"
+            )
+        for port_name in ("client_port", "cluster_port", "http_port"):
+            port = getattr(self, port_name)
+            if not 0 <= port <= 65535:
+                raise ConfigError(f"{port_name} {port} is out of range")
+        if self.name in self.peers:
+            raise ConfigError(f"node {self.name!r} lists itself as a peer")
+        for peer, address in self.peers.items():
+            host, sep, port = address.rpartition(":")
+            if not sep or not host or not port.isdigit():
+                raise ConfigError(f"peer {peer!r} address {address!r} is not host:port")
+        if (self.user is None) != (self.password is None):
+            raise ConfigError("user and password go together")
+        if self.token is not None and self.user is not None:
+            raise ConfigError("use either a token or a user and password, not both")
+
+    @property
+    def client_url(self) -> str:
+        return self.advertise or f"nats://{self.host}:{self.client_port}"
+
+    @property
+    def node_data_dir(self) -> Path:
+        return Path(self.data_dir) / self.name
+
+
+def parse_peer(spec: str) -> tuple[str, str]:
+    name, sep, address = spec.partition("=")
+    if not sep or not name or not address:
+        raise ConfigError(f"--peer {spec!r} must be NAME=HOST:PORT")
+    return name, address
+
+
+def load_toml(path: str | Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+    known = {f.name for f in fields(NodeConfig)}
+    unknown = set(data) - known
+    if unknown:
+        raise ConfigError(f"config file {path}: unknown settings {', '.join(sorted(unknown))}")
+    return data
+
+
+def add_node_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="TOML file with the same settings as the flags (flags win)")
+    parser.add_argument("--name", help="node name, e.g. n1")
+    parser.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", dest="client_port", type=int, help="NATS client port (default 4222)")
+    parser.add_argument("--cluster-port", type=int, help="node-to-node gRPC port (default 6222)")
+    parser.add_argument("--http-port", type=int, help="/healthz and /metrics port (default 8222)")
+    parser.add_argument("--peer", action="append", default=[], help="NAME=HOST:PORT of a peer's cluster port")
+    parser.add_argument("--data-dir", help="directory for this node's data (a subdirectory per node name)")
+    parser.add_argument("--tag", action="append", default=[], dest="tags", help="placement tag (repeatable)")
+    parser.add_argument("--direct-get-policy", choices=DIRECT_GET_POLICIES, help="queue-member choice")
+    parser.add_argument("--log-level", help="DEBUG, INFO, WARNING, ERROR (or $JETRAFT_LOG_LEVEL)")
+    parser.add_argument("--log-format", choices=("json", "console", "auto"))
+    parser.add_argument("--user")
+    parser.add_argument("--password")
+    parser.add_argument("--token")
+    parser.add_argument("--advertise", help="client URL to advertise to clients, e.g. nats://host:4222")
+
+
+def config_from_args(args: argparse.Namespace) -> NodeConfig:
+    settings: dict[str, Any] = load_toml(args.config) if args.config else {}
+    for key in (
+        "name", "host", "client_port", "cluster_port", "http_port", "data_dir", "direct_get_policy",
+        "log_level", "log_format", "user", "password", "token", "advertise",
+    ):  # fmt: skip
+        value = getattr(args, key)
+        if value is not None:
+            settings[key] = value
+    if args.peer:
+        settings["peers"] = dict(parse_peer(spec) for spec in args.peer)
+    if args.tags:
+        settings["tags"] = list(args.tags)
+    if not settings.get("name"):
+        raise ConfigError("a node needs a name (--name or name = ... in the config file)")
+    config = NodeConfig(**settings)
+    config.validate()
+    return config

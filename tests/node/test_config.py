@@ -1,0 +1,55 @@
+import argparse
+from pathlib import Path
+
+import pytest
+
+from cluster.config import ConfigError, NodeConfig, add_node_arguments, config_from_args
+
+
+def _parse(argv: list[str]) -> NodeConfig:
+    parser = argparse.ArgumentParser()
+    add_node_arguments(parser)
+    return config_from_args(parser.parse_args(argv))
+
+
+def test_flags_build_a_config() -> None:
+    config = _parse(
+        ["--name", "n1", "--port", "4300", "--peer", "n2=127.0.0.1:6301", "--tag", "mirror", "--direct-get-policy", "nearest"]
+    )
+    assert config.client_port == 4300
+    assert config.peers == {"n2": "127.0.0.1:6301"}
+    assert config.tags == ["mirror"]
+    assert config.direct_get_policy == "nearest"
+    assert config.client_url == "nats://127.0.0.1:4300"
+
+
+def test_flags_override_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "n1.toml"
+    path.write_text('name = "n1"\nclient_port = 4400\nhttp_port = 8400\n[peers]\nn2 = "127.0.0.1:6402"\n')
+    config = _parse(["--config", str(path), "--port", "4401"])
+    assert (config.client_port, config.http_port) == (4401, 8400)
+    assert config.peers == {"n2": "127.0.0.1:6402"}
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([], "needs a name"),
+        (["--name", "n1", "--peer", "n2"], "NAME=HOST:PORT"),
+        (["--name", "n1", "--peer", "n2=nohostport"], "not host:port"),
+        (["--name", "n1", "--peer", "n1=127.0.0.1:1"], "itself"),
+        (["--name", "a.b"], "without spaces, dots"),
+        (["--name", "n1", "--user", "u"], "go together"),
+        (["--name", "n1", "--port", "70000"], "out of range"),
+    ],
+)
+def test_bad_configs_name_the_setting(argv: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        _parse(argv)
+
+
+def test_unknown_file_settings_are_rejected(tmp_path: Path) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text('name = "n1"\nclient_prot = 1\n')
+    with pytest.raises(ConfigError, match="client_prot"):
+        _parse(["--config", str(path)])
