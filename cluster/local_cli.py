@@ -1,0 +1,59 @@
+"""`jetraft local up`: a local cluster of node processes on 127.0.0.1, until interrupted."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+
+from cluster.config import DIRECT_GET_POLICIES
+from cluster.local_cluster import LocalCluster, NodeProcessError, plan_nodes
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="jetraft local", description="run a local cluster on 127.0.0.1")
+    sub = parser.add_subparsers(dest="action", required=True)
+    up = sub.add_parser("up", help="start the nodes, print their URLs, run until interrupted")
+    up.add_argument("--nodes", type=int, default=3)
+    up.add_argument("--mirror-nodes", type=int, default=1, help="nodes tagged 'mirror' (m1, m2, ...)")
+    up.add_argument("--port-base", type=int, default=4222, help="client port of n1; node i gets base + i - 1")
+    up.add_argument("--http-port-base", type=int, default=8222)
+    up.add_argument("--cluster-port-base", type=int, default=6222)
+    up.add_argument("--data-dir", default="./data")
+    up.add_argument("--direct-get-policy", choices=DIRECT_GET_POLICIES, default="random")
+    up.add_argument("--startup-timeout", type=float, default=60.0)
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    if args.nodes < 1 or args.mirror_nodes < 0:
+        print("jetraft local: --nodes must be at least 1 and --mirror-nodes at least 0", file=sys.stderr)
+        return 2
+    specs = plan_nodes(args.nodes, args.mirror_nodes, args.port_base, args.http_port_base, args.cluster_port_base)
+    cluster = LocalCluster(specs, args.data_dir, extra_args=["--direct-get-policy", args.direct_get_policy])
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        cluster.start(timeout=args.startup_timeout)
+    except (TimeoutError, NodeProcessError) as exc:
+        print(f"jetraft local: {exc}", file=sys.stderr)
+        return 1
+    for spec in specs:
+        role = " (mirror)" if "mirror" in spec.tags else ""
+        print(f"{spec.name}{role}: {spec.client_url}  http {spec.http_url}", flush=True)
+    print("ready", flush=True)
+    code = 0
+    try:
+        while not stop.wait(0.5):
+            for name, proc in cluster.procs.items():
+                if proc.poll() is not None:
+                    print(f"jetraft local: node {name} exited with code {proc.returncode}", file=sys.stderr)
+                    stop.set()
+                    code = 1
+    finally:
+        print("stopping", flush=True)
+        cluster.stop()
+    return code

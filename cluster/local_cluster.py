@@ -1,0 +1,194 @@
+"""Start and stop a cluster of `jetraft node` processes on 127.0.0.1.
+
+Used by `jetraft local up`, by the integration tests and by the benchmarks:
+one place that knows the port plan and how to wait for a node to be ready.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HOST = "127.0.0.1"
+
+
+@dataclass(slots=True)
+class NodeSpec:
+    name: str
+    client_port: int
+    http_port: int
+    cluster_port: int
+    tags: list[str] = field(default_factory=list)
+    # peer name -> address this node dials for it (the peer itself, or a proxy in front of it)
+    dial: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def client_url(self) -> str:
+        return f"nats://{HOST}:{self.client_port}"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://{HOST}:{self.http_port}"
+
+
+def plan_nodes(
+    nodes: int,
+    mirror_nodes: int,
+    port_base: int,
+    http_port_base: int,
+    cluster_port_base: int,
+) -> list[NodeSpec]:
+    """Node i (1-based) gets port_base + i - 1; mirror nodes m1.. take the ports after n1..nN."""
+    names = [f"n{i}" for i in range(1, nodes + 1)] + [f"m{i}" for i in range(1, mirror_nodes + 1)]
+    specs = [
+        NodeSpec(
+            name=name,
+            client_port=port_base + offset,
+            http_port=http_port_base + offset,
+            cluster_port=cluster_port_base + offset,
+            tags=["mirror"] if name.startswith("m") else [],
+        )
+        for offset, name in enumerate(names)
+    ]
+    for spec in specs:
+        spec.dial = {peer.name: f"{HOST}:{peer.cluster_port}" for peer in specs if peer.name != spec.name}
+    return specs
+
+
+class NodeProcessError(RuntimeError):
+    """A node process failed to start or died."""
+
+
+class LocalCluster:
+    """A set of node processes; `start()` returns once every node is healthy and the meta group has a leader."""
+
+    def __init__(
+        self,
+        specs: list[NodeSpec],
+        data_dir: str | Path,
+        extra_args: list[str] | None = None,
+        log_dir: str | Path | None = None,
+    ) -> None:
+        self.specs = specs
+        self.data_dir = Path(data_dir)
+        self.log_dir = Path(log_dir) if log_dir is not None else self.data_dir / "logs"
+        self.extra_args = extra_args or []
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def spec(self, name: str) -> NodeSpec:
+        for spec in self.specs:
+            if spec.name == name:
+                return spec
+        raise KeyError(name)
+
+    @property
+    def client_urls(self) -> list[str]:
+        return [spec.client_url for spec in self.specs]
+
+    def command(self, spec: NodeSpec) -> list[str]:
+        cmd = [
+            sys.executable, "-m", "cluster.node_cli",
+            "--name", spec.name, "--host", HOST,
+            "--port", str(spec.client_port),
+            "--cluster-port", str(spec.cluster_port),
+            "--http-port", str(spec.http_port),
+            "--data-dir", str(self.data_dir),
+            "--log-format", "json",
+        ]  # fmt: skip
+        for peer, address in spec.dial.items():
+            cmd += ["--peer", f"{peer}={address}"]
+        for tag in spec.tags:
+            cmd += ["--tag", tag]
+        return cmd + self.extra_args
+
+    def start_node(self, name: str) -> subprocess.Popen[bytes]:
+        spec = self.spec(name)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child for its lifetime
+        proc = subprocess.Popen(
+            self.command(spec), stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=os.environ.copy()
+        )
+        log.close()
+        self.procs[name] = proc
+        return proc
+
+    def start(self, timeout: float = 60.0) -> None:
+        for spec in self.specs:
+            self.start_node(spec.name)
+        try:
+            self.wait_ready(timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def health(self, name: str) -> dict[str, object] | None:
+        """The node's /healthz body when it answers 200, else None."""
+        try:
+            with urllib.request.urlopen(f"{self.spec(name).http_url}/healthz", timeout=1.0) as resp:
+                return json.loads(resp.read())
+        except (urllib.error.URLError, OSError, ValueError):
+            return None
+
+    def wait_until(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:
+        """Poll a cross-process condition (no event to await across processes) until it holds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self._check_alive()
+            if predicate():
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+            time.sleep(0.05)
+
+    def wait_ready(self, timeout: float = 60.0, names: list[str] | None = None) -> None:
+        names = names or [spec.name for spec in self.specs]
+
+        def ready() -> bool:
+            bodies = [self.health(name) for name in names]
+            return all(body is not None and body.get("meta_leader") for body in bodies)
+
+        self.wait_until(ready, timeout, f"nodes {', '.join(names)} to be healthy with a meta leader")
+
+    def _check_alive(self) -> None:
+        for name, proc in self.procs.items():
+            if proc.poll() is not None and not getattr(proc, "_jetraft_expected_exit", False):
+                raise NodeProcessError(
+                    f"node {name} exited with code {proc.returncode}; see {self.log_dir / (name + '.log')}"
+                )
+
+    def kill_node(self, name: str, sig: int = signal.SIGKILL) -> None:
+        """Stop one node by PID (SIGKILL by default: a crash, not a shutdown)."""
+        proc = self.procs[name]
+        proc._jetraft_expected_exit = True  # type: ignore[attr-defined]
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, sig)
+        proc.wait(timeout=15)
+
+    def restart_node(self, name: str) -> None:
+        self.start_node(name)
+
+    def stop(self, grace: float = 10.0) -> None:
+        """SIGTERM every node, then SIGKILL whatever is still running after `grace` seconds."""
+        for proc in self.procs.values():
+            proc._jetraft_expected_exit = True  # type: ignore[attr-defined]
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=5)

@@ -1,0 +1,55 @@
+"""Choosing which nodes host a stream's replicas.
+
+The meta leader decides and writes the chosen peers into the replicated
+assignment, so placement need not be deterministic across nodes; it is
+anyway (ties broken by name) so that tests and operators can predict it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+MIRROR_TAG = "mirror"
+
+
+class PlacementError(Exception):
+    """No set of nodes satisfies the request (JetStream err_code 10005)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    name: str
+    tags: frozenset[str] = field(default_factory=frozenset)
+    online: bool = True
+
+
+def choose_peers(
+    replicas: int,
+    nodes: Iterable[NodeInfo],
+    load: Mapping[str, int],
+    required_tags: Iterable[str] = (),
+    is_mirror: bool = False,
+    exclude: Iterable[str] = (),
+) -> list[str]:
+    """Pick `replicas` online nodes carrying every required tag, least loaded first.
+
+    Nodes tagged `mirror` are reserved for mirror streams: a mirror goes there
+    when enough of them exist, and other streams avoid them unless the
+    placement asks for the tag explicitly.
+    """
+    if replicas < 1:
+        raise PlacementError("replicas must be at least 1")
+    wanted = frozenset(required_tags)
+    excluded = frozenset(exclude)
+    candidates = [n for n in nodes if n.online and n.name not in excluded and wanted <= n.tags]
+    if is_mirror:
+        mirror_nodes = [n for n in candidates if MIRROR_TAG in n.tags]
+        if len(mirror_nodes) >= replicas:
+            candidates = mirror_nodes
+    elif MIRROR_TAG not in wanted:
+        candidates = [n for n in candidates if MIRROR_TAG not in n.tags]
+    if len(candidates) < replicas:
+        raise PlacementError("no suitable peers for placement")
+    candidates.sort(key=lambda n: (load.get(n.name, 0), n.name))
+    return [n.name for n in candidates[:replicas]]

@@ -1,0 +1,39 @@
+import pytest
+
+from cluster.placement import NodeInfo, PlacementError, choose_peers
+
+NODES = [
+    NodeInfo("n1", frozenset({"az:1"})),
+    NodeInfo("n2", frozenset({"az:2"})),
+    NodeInfo("n3", frozenset({"az:3"})),
+    NodeInfo("m1", frozenset({"mirror"})),
+]
+
+
+def test_plain_streams_avoid_mirror_nodes_and_balance_load() -> None:
+    assert choose_peers(3, NODES, {}) == ["n1", "n2", "n3"]
+    assert choose_peers(1, NODES, {"n1": 2, "n2": 1, "n3": 1}) == ["n2"]
+
+
+def test_mirror_streams_go_to_mirror_nodes() -> None:
+    assert choose_peers(1, NODES, {}, is_mirror=True) == ["m1"]
+    # not enough mirror nodes for R3: fall back to the whole cluster
+    assert sorted(choose_peers(3, NODES, {"m1": 0, "n1": 5}, is_mirror=True)) == ["m1", "n2", "n3"]
+
+
+def test_tags_and_exclusions() -> None:
+    assert choose_peers(1, NODES, {}, required_tags=["az:2"]) == ["n2"]
+    assert choose_peers(2, NODES, {}, exclude=["n1"]) == ["n2", "n3"]
+    offline = [NodeInfo("n1"), NodeInfo("n2", online=False), NodeInfo("n3")]
+    assert choose_peers(2, offline, {}) == ["n1", "n3"]
+
+
+@pytest.mark.parametrize("replicas", [5, 4])
+def test_too_few_nodes_is_the_servers_error(replicas: int) -> None:
+    with pytest.raises(PlacementError, match="no suitable peers for placement"):
+        choose_peers(replicas, NODES, {})
+
+
+def test_zero_replicas_rejected() -> None:
+    with pytest.raises(PlacementError):
+        choose_peers(0, NODES, {})
