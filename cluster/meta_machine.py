@@ -1,0 +1,129 @@
+"""The meta group's replicated state: which streams exist and which nodes host them.
+
+Entries are an op-code byte followed by a JSON body; op codes are only ever
+appended (an old log must keep replaying the same way). Every node applies
+the same entries in the same order and then reconciles: it starts the Raft
+groups of the streams it hosts and stops the others.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+
+class MetaOp(enum.IntEnum):
+    ASSIGN_STREAM = 1
+    UPDATE_STREAM = 2
+    REMOVE_STREAM = 3
+    SET_STREAM_PEERS = 4
+
+
+@dataclass(slots=True)
+class StreamAssignment:
+    name: str
+    config: dict[str, Any]
+    peers: list[str]
+    created_ns: int
+    # bumps whenever the peer set changes, so a node can tell a re-created group from the old one
+    epoch: int = 1
+
+    @property
+    def group(self) -> str:
+        return f"S-{self.name}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "config": self.config,
+            "peers": self.peers,
+            "created_ns": self.created_ns,
+            "epoch": self.epoch,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> StreamAssignment:
+        return cls(data["name"], data["config"], list(data["peers"]), data["created_ns"], data.get("epoch", 1))
+
+
+def encode_meta_entry(op: MetaOp, body: dict[str, Any]) -> bytes:
+    return bytes([op]) + orjson.dumps(body)
+
+
+@dataclass(slots=True)
+class MetaResult:
+    ok: bool
+    error: str | None = None
+    assignment: StreamAssignment | None = None
+
+
+ChangeListener = Callable[[str, StreamAssignment | None], None]
+
+
+@dataclass
+class MetaMachine:
+    """Deterministic meta state; `listeners` hear (stream name, assignment or None when removed)."""
+
+    streams: dict[str, StreamAssignment] = field(default_factory=dict)
+    listeners: list[ChangeListener] = field(default_factory=list)
+
+    def load(self) -> dict[str, int]:
+        """Streams per node, for placement."""
+        counts: dict[str, int] = {}
+        for assignment in self.streams.values():
+            for peer in assignment.peers:
+                counts[peer] = counts.get(peer, 0) + 1
+        return counts
+
+    def apply(self, data: bytes) -> MetaResult:
+        if not data:
+            return MetaResult(ok=True)  # the empty entry a new leader commits
+        try:
+            op = MetaOp(data[0])
+        except ValueError:
+            # an entry from a newer version; skipping keeps every replica in step
+            return MetaResult(ok=False, error=f"unknown meta op {data[0]}")
+        body = orjson.loads(data[1:])
+        name = body["name"]
+        existing = self.streams.get(name)
+        if op is MetaOp.ASSIGN_STREAM:
+            if existing is not None:
+                return MetaResult(ok=False, error="stream name already in use", assignment=existing)
+            assignment = StreamAssignment.from_json(body)
+            self.streams[name] = assignment
+            self._notify(name, assignment)
+            return MetaResult(ok=True, assignment=assignment)
+        if existing is None:
+            return MetaResult(ok=False, error="stream not found")
+        if op is MetaOp.UPDATE_STREAM:
+            existing.config = body["config"]
+        elif op is MetaOp.SET_STREAM_PEERS:
+            existing.peers = list(body["peers"])
+            existing.epoch += 1
+        elif op is MetaOp.REMOVE_STREAM:
+            del self.streams[name]
+            self._notify(name, None)
+            return MetaResult(ok=True)
+        self._notify(name, existing)
+        return MetaResult(ok=True, assignment=existing)
+
+    def snapshot(self) -> bytes:
+        return orjson.dumps({"streams": [a.to_json() for a in self.streams.values()]})
+
+    def restore(self, data: bytes) -> None:
+        previous = set(self.streams)
+        self.streams = {
+            a["name"]: StreamAssignment.from_json(a) for a in orjson.loads(data).get("streams", [])
+        }
+        for name in previous - set(self.streams):
+            self._notify(name, None)
+        for name, assignment in self.streams.items():
+            self._notify(name, assignment)
+
+    def _notify(self, name: str, assignment: StreamAssignment | None) -> None:
+        for listener in self.listeners:
+            listener(name, assignment)

@@ -1,0 +1,44 @@
+from cluster.meta_machine import MetaMachine, MetaOp, StreamAssignment, encode_meta_entry
+
+
+def _assign(name: str, peers: list[str]) -> bytes:
+    return encode_meta_entry(
+        MetaOp.ASSIGN_STREAM, {"name": name, "config": {"name": name}, "peers": peers, "created_ns": 1}
+    )
+
+
+def test_assign_update_remove_notify_listeners() -> None:
+    seen: list[tuple[str, list[str] | None]] = []
+    machine = MetaMachine()
+    machine.listeners.append(lambda name, a: seen.append((name, a.peers if a else None)))
+    assert machine.apply(_assign("ORDERS", ["n1", "n2", "n3"])).ok
+    again = machine.apply(_assign("ORDERS", ["n1"]))
+    assert not again.ok and again.error == "stream name already in use"
+    assert machine.apply(encode_meta_entry(MetaOp.SET_STREAM_PEERS, {"name": "ORDERS", "peers": ["n1", "n2", "m1"]})).ok
+    assert machine.streams["ORDERS"].epoch == 2
+    assert machine.load() == {"n1": 1, "n2": 1, "m1": 1}
+    assert machine.apply(encode_meta_entry(MetaOp.REMOVE_STREAM, {"name": "ORDERS"})).ok
+    assert not machine.apply(encode_meta_entry(MetaOp.REMOVE_STREAM, {"name": "ORDERS"})).ok
+    assert seen == [("ORDERS", ["n1", "n2", "n3"]), ("ORDERS", ["n1", "n2", "m1"]), ("ORDERS", None)]
+
+
+def test_snapshot_restore_reaches_the_same_state_and_reports_removals() -> None:
+    source = MetaMachine()
+    source.apply(_assign("A", ["n1"]))
+    source.apply(_assign("B", ["n2"]))
+    target = MetaMachine()
+    target.apply(_assign("C", ["n3"]))
+    removed: list[str] = []
+    target.listeners.append(lambda name, a: removed.append(name) if a is None else None)
+    target.restore(source.snapshot())
+    assert {n: a.peers for n, a in target.streams.items()} == {"A": ["n1"], "B": ["n2"]}
+    assert removed == ["C"]
+    assert StreamAssignment.from_json(target.streams["A"].to_json()) == target.streams["A"]
+
+
+def test_empty_and_unknown_entries_do_not_diverge() -> None:
+    machine = MetaMachine()
+    assert machine.apply(b"").ok
+    result = machine.apply(bytes([250]) + b"{}")
+    assert not result.ok and "unknown meta op" in (result.error or "")
+    assert machine.streams == {}
