@@ -1,0 +1,303 @@
+"""One client connection: bytes in through the sans-IO parser, events applied to the router,
+deliveries batched into one socket write per event-loop turn.
+
+`data_received` only feeds the parser and drains its events. What nats-server
+closes the connection for, we close it for, after an `-ERR '...'` in its
+wording; what it only reports (a bad subject), we only report.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+import structlog
+
+from gateway.connect_options import ConnectOptions
+from gateway.events import (
+    ERR_AUTH_TIMEOUT,
+    ERR_AUTHORIZATION,
+    ERR_HEADERS_NOT_SUPPORTED,
+    ERR_INVALID_PUBLISH_SUBJECT,
+    ERR_INVALID_SUBJECT,
+    ERR_STALE_CONNECTION,
+    NEED_DATA,
+    Connect,
+    Err,
+    HPub,
+    Ping,
+    Pong,
+    ProtocolError,
+    Pub,
+    Sub,
+    Unsub,
+)
+from gateway.protocol import OK_BYTES, PING_BYTES, PONG_BYTES, ClientCommandParser, encode_err, encode_token
+from gateway.router import InvalidSubjectError, Subscription
+from gateway.subjects import is_valid_subject
+
+if TYPE_CHECKING:
+    from gateway.server import GatewayServer
+
+log = structlog.get_logger(__name__)
+
+
+class ClientConnection(asyncio.Protocol):
+    def __init__(self, server: GatewayServer, client_id: int) -> None:
+        self.server = server
+        self.client_id = client_id
+        self.router = server.router
+        limits = server.limits
+        self._parser = ClientCommandParser(limits.max_payload, limits.max_control_line)
+        self._max_pending = limits.max_pending
+        self.options = ConnectOptions()
+        # Mirrors of `options` read on every delivery (ClientSink attributes).
+        self.echo = True
+        self.no_responders = False
+        self.headers_enabled = False
+        self.verbose = True
+        self.authenticated = server.auth is None
+        self.subs: dict[str, Subscription] = {}
+        self.transport: asyncio.Transport | None = None
+        self.remote_ip = ""
+        self.closed = False
+        self.pings_out = 0
+        self._out: list[bytes] = []
+        self._out_size = 0
+        self._flush_pending = False
+        self._loop = asyncio.get_running_loop()
+        self._auth_timer: asyncio.TimerHandle | None = None
+        self._ping_timer: asyncio.TimerHandle | None = None
+        self.in_msgs = 0
+        self.out_msgs = 0
+
+    # --- asyncio.Protocol -------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.remote_ip = peer[0] if peer else ""
+        self.server.register(self)
+        self._write(self.server.info_bytes(self))
+        limits = self.server.limits
+        if not self.authenticated:
+            self._auth_timer = self._loop.call_later(limits.auth_timeout, self._auth_timed_out)
+        self._ping_timer = self._loop.call_later(limits.ping_interval, self._ping_tick)
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self._parser.receive_data(data)
+        self._drain_events()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._shutdown()
+
+    # --- events -------------------------------------------------------------------------
+
+    def _drain_events(self) -> None:
+        parser = self._parser
+        while not self.closed:
+            try:
+                event = parser.next_event()
+            except ProtocolError as exc:
+                self.close_with_error(exc.message)
+                return
+            if event is NEED_DATA:
+                return
+            kind = type(event)
+            if not self.authenticated and kind is not Connect:
+                self.close_with_error(ERR_AUTHORIZATION)
+                return
+            if kind is Pub:
+                self._publish(event.subject, event.reply, None, event.payload)  # type: ignore[union-attr]
+            elif kind is HPub:
+                if not self.headers_enabled:
+                    self.close_with_error(ERR_HEADERS_NOT_SUPPORTED)
+                    return
+                self._publish(event.subject, event.reply, event.headers or None, event.payload)  # type: ignore[union-attr]
+            elif kind is Ping:
+                self._write(PONG_BYTES)
+            elif kind is Pong:
+                self.pings_out = 0
+            elif kind is Sub:
+                self._subscribe(event)  # type: ignore[arg-type]
+            elif kind is Unsub:
+                self._unsubscribe(event)  # type: ignore[arg-type]
+            elif kind is Connect:
+                self._connect(event)  # type: ignore[arg-type]
+            elif kind is Err:
+                # nats-server treats an error from a client as the end of the conversation.
+                self.close()
+            # INFO and +OK from a client carry nothing a server acts on.
+
+    def _connect(self, event: Connect) -> None:
+        try:
+            options = ConnectOptions.from_dict(event.options)
+        except ProtocolError as exc:
+            self.close_with_error(exc.message)
+            return
+        auth = self.server.auth
+        if auth is not None and not auth.check(options):
+            self.close_with_error(ERR_AUTHORIZATION)
+            return
+        self.authenticated = True
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
+            self._auth_timer = None
+        self.options = options
+        self.echo = options.echo
+        self.no_responders = options.no_responders
+        self.headers_enabled = options.headers
+        self.verbose = options.verbose
+        if self.verbose:
+            self._write(OK_BYTES)
+
+    def _publish(self, subject: str, reply: str | None, headers: bytes | None, payload: bytes) -> None:
+        self.in_msgs += 1
+        if self.verbose:
+            # nats-server acknowledges before it delivers, so a publisher subscribed to
+            # its own subject sees +OK ahead of the MSG.
+            if not is_valid_subject(subject):
+                self._write(encode_err(ERR_INVALID_PUBLISH_SUBJECT))
+                return
+            self._write(OK_BYTES)
+        try:
+            self.router.publish(subject, payload, reply, headers, origin=self)
+        except InvalidSubjectError:
+            self._write(encode_err(ERR_INVALID_PUBLISH_SUBJECT))
+
+    def _subscribe(self, event: Sub) -> None:
+        existing = self.subs.get(event.sid)
+        if existing is None:
+            try:
+                sub = self.router.subscribe_client(self, encode_token(event.sid), event.subject, event.queue)
+            except InvalidSubjectError:
+                self._write(encode_err(ERR_INVALID_SUBJECT))
+                return
+            self.subs[event.sid] = sub
+        if self.verbose:
+            self._write(OK_BYTES)
+
+    def _unsubscribe(self, event: Unsub) -> None:
+        sub = self.subs.get(event.sid)
+        if sub is not None:
+            if event.max_msgs:
+                self.router.auto_unsubscribe(sub, event.max_msgs)
+            else:
+                self.router.unsubscribe(sub)
+        if self.verbose:
+            self._write(OK_BYTES)
+
+    # --- ClientSink: called by the router -----------------------------------------------
+
+    def deliver(
+        self, sid: bytes, subject: bytes, reply: bytes | None, headers: bytes | None, payload: bytes
+    ) -> None:
+        if self.closed:
+            return
+        if headers is not None and self.headers_enabled:
+            hdr_len = len(headers)
+            if reply:
+                line = b"HMSG %s %s %s %d %d\r\n" % (subject, sid, reply, hdr_len, hdr_len + len(payload))
+            else:
+                line = b"HMSG %s %s %d %d\r\n" % (subject, sid, hdr_len, hdr_len + len(payload))
+            data = line + headers + payload + b"\r\n"
+        elif reply:
+            data = b"MSG %s %s %s %d\r\n%s\r\n" % (subject, sid, reply, len(payload), payload)
+        else:
+            data = b"MSG %s %s %d\r\n%s\r\n" % (subject, sid, len(payload), payload)
+        self.out_msgs += 1
+        self._out.append(data)
+        self._out_size += len(data)
+        if not self._flush_pending:
+            self._flush_pending = True
+            self._loop.call_soon(self._flush)
+        if self._out_size > self._max_pending:
+            self._slow_consumer()
+
+    def subscription_closed(self, sub: Subscription) -> None:
+        sid = sub.sid.decode("utf-8", "surrogateescape")
+        if self.subs.get(sid) is sub:
+            del self.subs[sid]
+
+    # --- output -------------------------------------------------------------------------
+
+    def _write(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self._out.append(data)
+        self._out_size += len(data)
+        if not self._flush_pending:
+            self._flush_pending = True
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_pending = False
+        transport = self.transport
+        if not self._out or transport is None or self.closed:
+            return
+        out = self._out
+        transport.write(out[0] if len(out) == 1 else b"".join(out))
+        out.clear()
+        self._out_size = 0
+        if transport.get_write_buffer_size() > self._max_pending:
+            self._slow_consumer()
+
+    def _slow_consumer(self) -> None:
+        log.warning("slow consumer, closing", client_id=self.client_id, name=self.options.name)
+        self.server.stats.slow_consumers += 1
+        self.closed = True
+        self._out.clear()
+        if self.transport is not None:
+            self.transport.abort()
+        self._shutdown()
+
+    # --- closing and timers ---------------------------------------------------------------
+
+    def close_with_error(self, message: str) -> None:
+        """Send `-ERR '<message>'`, flush what is pending, and close."""
+        self._write(encode_err(message))
+        self.close()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self._flush()
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+        self._shutdown()
+
+    def send_info(self, info: bytes) -> None:
+        """An asynchronous INFO (cluster membership changed), for clients that understand it."""
+        if self.authenticated and self.options.protocol >= 1:
+            self._write(info)
+
+    def _shutdown(self) -> None:
+        """Drop everything this connection holds in the router; safe to call twice."""
+        self.closed = True
+        for timer in (self._auth_timer, self._ping_timer):
+            if timer is not None:
+                timer.cancel()
+        subs = list(self.subs.values())
+        self.subs.clear()
+        for sub in subs:
+            self.router.unsubscribe(sub)
+        self.server.unregister(self)
+
+    def _auth_timed_out(self) -> None:
+        if not self.authenticated:
+            self.close_with_error(ERR_AUTH_TIMEOUT)
+
+    def _ping_tick(self) -> None:
+        if self.closed:
+            return
+        limits = self.server.limits
+        if self.pings_out >= limits.max_pings_out:
+            self.close_with_error(ERR_STALE_CONNECTION)
+            return
+        self.pings_out += 1
+        self._write(PING_BYTES)
+        self._ping_timer = self._loop.call_later(limits.ping_interval, self._ping_tick)

@@ -1,0 +1,469 @@
+"""Subject routing for one node: local clients, internal services and peer nodes.
+
+Everything that listens registers in one `Sublist`: client subscriptions,
+internal subscriptions (callbacks, for the JetStream layer) and the interest
+peer nodes advertised. `publish` matches a subject once (cached), turns the
+match into a delivery plan (memoised on the cached result), and delivers:
+every plain local subscriber, one member per queue group chosen by the
+queue policy cluster-wide, and one forward per peer node that has interest.
+
+All of it is plain synchronous code on the event loop: an internal callback
+is a function call, a client delivery appends to that client's output
+buffer, a forward appends to the peer link's batch.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable, Sequence
+from typing import Final, Protocol
+
+import structlog
+
+from gateway.headers import encode_headers
+from gateway.protocol import encode_token
+from gateway.queue_policy import QueueGroup, QueuePolicy, make_policy
+from gateway.subjects import is_valid_filter, is_valid_subject
+from gateway.sublist import Sublist, SublistResult
+
+log = structlog.get_logger(__name__)
+
+NO_RESPONDERS_STATUS: Final = 503
+
+
+class InvalidSubjectError(ValueError):
+    """A subject or filter that breaks the NATS subject grammar."""
+
+
+class ClientSink(Protocol):
+    """What the router needs from a client connection to deliver to it."""
+
+    echo: bool
+    no_responders: bool
+
+    def deliver(
+        self, sid: bytes, subject: bytes, reply: bytes | None, headers: bytes | None, payload: bytes
+    ) -> None: ...
+
+    def subscription_closed(self, sub: Subscription) -> None:
+        """The router removed `sub` (UNSUB with a maximum reached, or unsubscribe)."""
+        ...
+
+
+class RemoteLinks(Protocol):
+    """The route mesh, as the router sees it."""
+
+    def forward(
+        self,
+        peer: str,
+        subject: str,
+        reply: str | None,
+        headers: bytes | None,
+        payload: bytes,
+        queues: Sequence[str],
+    ) -> None: ...
+
+    def rtt(self, peer: str) -> float | None: ...
+
+
+class Message:
+    """A message as an internal subscription's callback receives it.
+
+    `headers` is the raw header block (`NATS/1.0...\\r\\n\\r\\n`) or None;
+    `gateway.headers.decode_headers` reads it.
+    """
+
+    __slots__ = ("headers", "payload", "reply", "subject")
+
+    def __init__(self, subject: str, reply: str | None, headers: bytes | None, payload: bytes) -> None:
+        self.subject = subject
+        self.reply = reply
+        self.headers = headers
+        self.payload = payload
+
+    def __repr__(self) -> str:
+        return f"Message(subject={self.subject!r}, reply={self.reply!r}, headers={self.headers!r}, payload={self.payload!r})"
+
+
+MessageCallback = Callable[[Message], None]
+InterestListener = Callable[[str, str | None, int], None]
+
+
+class Subscription:
+    """A local subscriber: a client's (`client` and `sid` set) or an internal one (`callback` set)."""
+
+    __slots__ = ("callback", "client", "closed", "delivered", "max_msgs", "queue", "sid", "subject")
+
+    def __init__(
+        self,
+        subject: str,
+        queue: str | None,
+        *,
+        client: ClientSink | None = None,
+        sid: bytes = b"",
+        callback: MessageCallback | None = None,
+    ) -> None:
+        self.subject = subject
+        self.queue = queue
+        self.client = client
+        self.sid = sid
+        self.callback = callback
+        self.max_msgs = 0
+        self.delivered = 0
+        self.closed = False
+
+    def __repr__(self) -> str:
+        owner = f"sid={self.sid!r}" if self.client is not None else "internal"
+        return f"Subscription({self.subject!r}, queue={self.queue!r}, {owner})"
+
+
+class RemoteInterest:
+    """A peer node's interest in a filter: `weight` subscribers (queue members) there."""
+
+    __slots__ = ("peer", "queue", "subject", "weight")
+
+    def __init__(self, peer: str, subject: str, queue: str | None, weight: int) -> None:
+        self.peer = peer
+        self.subject = subject
+        self.queue = queue
+        self.weight = weight
+
+    def __repr__(self) -> str:
+        return f"RemoteInterest({self.peer!r}, {self.subject!r}, queue={self.queue!r}, weight={self.weight})"
+
+
+class _Plan:
+    """A matched subject turned into who gets a message on it."""
+
+    __slots__ = ("groups", "groups_by_name", "local", "peers")
+
+    def __init__(
+        self,
+        local: tuple[Subscription, ...],
+        peers: tuple[str, ...],
+        groups: tuple[QueueGroup[Subscription], ...],
+    ) -> None:
+        self.local = local
+        self.peers = peers
+        self.groups = groups
+        self.groups_by_name = {group.name: group for group in groups}
+
+
+def _build_plan(result: SublistResult[Subscription | RemoteInterest]) -> _Plan:
+    local: list[Subscription] = []
+    peers: dict[str, None] = {}
+    for entry in result.plain:
+        if type(entry) is RemoteInterest:
+            peers[entry.peer] = None
+        else:
+            local.append(entry)  # type: ignore[arg-type]
+    groups = []
+    for name, members in result.queues:
+        local_members: list[Subscription] = []
+        weights: dict[str, int] = {}
+        for entry in members:
+            if type(entry) is RemoteInterest:
+                weights[entry.peer] = weights.get(entry.peer, 0) + entry.weight
+            else:
+                local_members.append(entry)  # type: ignore[arg-type]
+        groups.append(QueueGroup(name, local_members, sorted(weights.items())))
+    return _Plan(tuple(local), tuple(peers), tuple(groups))
+
+
+def _check_queue(queue: str | None) -> None:
+    if queue is not None and (not queue or any(ch in queue for ch in " \t\r\n")):
+        raise InvalidSubjectError(f"invalid queue group name {queue!r}")
+
+
+class Router:
+    def __init__(
+        self,
+        queue_policy: str | QueuePolicy = "random",
+        *,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._sublist: Sublist[Subscription | RemoteInterest] = Sublist()
+        self._links: RemoteLinks | None = None
+        self.policy: QueuePolicy = (
+            make_policy(queue_policy, rng, self._rtt) if isinstance(queue_policy, str) else queue_policy
+        )
+        self._interest: dict[tuple[str, str | None], int] = {}
+        self._interest_listeners: list[InterestListener] = []
+        self._remote: dict[str, dict[tuple[str, str | None], RemoteInterest]] = {}
+
+    # --- local subscriptions -------------------------------------------------------
+
+    def subscribe(
+        self,
+        subject: str,
+        callback: MessageCallback,
+        queue: str | None = None,
+        *,
+        max_msgs: int = 0,
+    ) -> Subscription:
+        """An internal subscription: `callback(message)` runs synchronously for each message.
+
+        The callback must not block; it may publish, subscribe and unsubscribe,
+        and schedule its own async work. Interest reaches the peer nodes like a
+        client's. Raises InvalidSubjectError for a bad filter or queue name.
+        """
+        sub = Subscription(subject, queue, callback=callback)
+        sub.max_msgs = max_msgs
+        self._add(sub)
+        return sub
+
+    def subscribe_client(self, client: ClientSink, sid: bytes, subject: str, queue: str | None) -> Subscription:
+        """A client connection's subscription; deliveries go to `client.deliver`."""
+        sub = Subscription(subject, queue, client=client, sid=sid)
+        self._add(sub)
+        return sub
+
+    def _add(self, sub: Subscription) -> None:
+        if not is_valid_filter(sub.subject):
+            raise InvalidSubjectError(f"invalid subject {sub.subject!r}")
+        _check_queue(sub.queue)
+        self._sublist.insert(sub.subject, sub)
+        self._change_interest(sub.subject, sub.queue, +1)
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        """Remove a subscription (idempotent)."""
+        if sub.closed:
+            return
+        sub.closed = True
+        if self._sublist.remove(sub.subject, sub):
+            self._change_interest(sub.subject, sub.queue, -1)
+        if sub.client is not None:
+            sub.client.subscription_closed(sub)
+
+    def auto_unsubscribe(self, sub: Subscription, max_msgs: int) -> None:
+        """UNSUB with a maximum: stop after `max_msgs` deliveries in total (now, if already reached)."""
+        sub.max_msgs = max_msgs
+        if max_msgs <= 0 or sub.delivered >= max_msgs:
+            self.unsubscribe(sub)
+
+    # --- interest, as advertised to peers ----------------------------------------------
+
+    def add_interest_listener(self, listener: InterestListener) -> None:
+        """`listener(subject, queue, count)` runs whenever the number of local subscribers on a
+        (filter, queue group) pair changes; count 0 means the interest is gone."""
+        self._interest_listeners.append(listener)
+
+    def local_interest(self) -> list[tuple[str, str | None, int]]:
+        return [(subject, queue, count) for (subject, queue), count in self._interest.items()]
+
+    def _change_interest(self, subject: str, queue: str | None, delta: int) -> None:
+        key = (subject, queue)
+        count = self._interest.get(key, 0) + delta
+        if count > 0:
+            self._interest[key] = count
+        else:
+            self._interest.pop(key, None)
+            count = 0
+        for listener in self._interest_listeners:
+            listener(subject, queue, count)
+
+    # --- peers -----------------------------------------------------------------------
+
+    def attach_links(self, links: RemoteLinks) -> None:
+        self._links = links
+
+    def _rtt(self, peer: str) -> float | None:
+        return self._links.rtt(peer) if self._links is not None else None
+
+    def set_remote_interest(self, peer: str, subject: str, queue: str | None, weight: int) -> None:
+        """Record that `peer` has `weight` subscribers on (subject, queue); 0 removes the interest."""
+        interests = self._remote.setdefault(peer, {})
+        key = (subject, queue)
+        current = interests.get(key)
+        if current is not None:
+            if weight > 0 and current.weight == weight:
+                return
+            self._sublist.remove(subject, current)
+            del interests[key]
+        if weight > 0:
+            if not is_valid_filter(subject):
+                raise InvalidSubjectError(f"invalid subject {subject!r} from peer {peer}")
+            _check_queue(queue)
+            interest = RemoteInterest(peer, subject, queue, weight)
+            interests[key] = interest
+            self._sublist.insert(subject, interest)
+
+    def clear_remote_interest(self, peer: str) -> None:
+        """Forget everything `peer` advertised (its link went down or it restarted)."""
+        for interest in self._remote.pop(peer, {}).values():
+            self._sublist.remove(interest.subject, interest)
+
+    def remote_interest(self, peer: str) -> list[tuple[str, str | None, int]]:
+        return [(i.subject, i.queue, i.weight) for i in self._remote.get(peer, {}).values()]
+
+    # --- publishing ---------------------------------------------------------------------
+
+    def _plan(self, subject: str) -> _Plan:
+        result = self._sublist.cached(subject)
+        if result is None:
+            if not is_valid_subject(subject):
+                raise InvalidSubjectError(f"invalid publish subject {subject!r}")
+            result = self._sublist.match(subject)
+        plan = result.memo
+        if plan is None:
+            plan = result.memo = _build_plan(result)
+        return plan
+
+    def has_interest(self, subject: str) -> bool:
+        """Whether a message on `subject` would reach anyone, here or on a peer."""
+        plan = self._plan(subject)
+        return bool(plan.local or plan.peers or plan.groups)
+
+    def publish(
+        self,
+        subject: str,
+        payload: bytes = b"",
+        reply: str | None = None,
+        headers: bytes | None = None,
+        *,
+        origin: ClientSink | None = None,
+        no_responders: bool = False,
+    ) -> int:
+        """Deliver a message everywhere it is wanted; returns how many local deliveries and peer forwards it made.
+
+        `origin` is the publishing client (None for internal publishers): it
+        decides echo, and gets the 503 no-responders status when it asked for
+        it. An internal publisher gets that status on `reply` by passing
+        `no_responders=True`. Raises InvalidSubjectError for a non-literal subject.
+        """
+        plan = self._plan(subject)
+        targets: Sequence[Subscription] = plan.local
+        forwards: dict[str, list[str]] | None = None
+        if plan.peers:
+            forwards = {peer: [] for peer in plan.peers}
+        if plan.groups:
+            targets = list(targets)
+            for group in plan.groups:
+                chosen = self._choose(group)
+                if chosen is None:
+                    continue
+                if type(chosen) is str:
+                    if forwards is None:
+                        forwards = {}
+                    forwards.setdefault(chosen, []).append(group.name)
+                else:
+                    targets.append(chosen)  # type: ignore[arg-type]
+        count = self._deliver(targets, subject, reply, headers, payload, origin) if targets else 0
+        if forwards:
+            links = self._links
+            if links is not None:
+                for peer, queues in forwards.items():
+                    links.forward(peer, subject, reply, headers, payload, queues)
+                    count += 1
+        if count == 0 and reply:
+            if origin is not None:
+                if origin.no_responders:
+                    self._no_responders_to_client(origin, subject, reply)
+            elif no_responders:
+                self._no_responders_local(subject, reply)
+        return count
+
+    def deliver_routed(
+        self,
+        subject: str,
+        reply: str | None,
+        headers: bytes | None,
+        payload: bytes,
+        queues: Iterable[str],
+    ) -> int:
+        """A message a peer forwarded: every local plain subscriber, and one local member of each
+        queue group in `queues` (the peer chose this node for them). Never forwarded again."""
+        plan = self._plan(subject)
+        targets: Sequence[Subscription] = plan.local
+        for name in queues:
+            group = plan.groups_by_name.get(name)
+            if group is None:
+                continue
+            members = [sub for sub in group.local if not sub.closed]
+            if members:
+                if targets is plan.local:
+                    targets = list(targets)
+                targets.append(self.policy.choose_local(name, members))  # type: ignore[union-attr]
+        return self._deliver(targets, subject, reply, headers, payload, None) if targets else 0
+
+    def _deliver(
+        self,
+        targets: Sequence[Subscription],
+        subject: str,
+        reply: str | None,
+        headers: bytes | None,
+        payload: bytes,
+        origin: ClientSink | None,
+    ) -> int:
+        count = 0
+        subject_b: bytes | None = None
+        reply_b: bytes | None = None
+        message: Message | None = None
+        for sub in targets:
+            if sub.closed:
+                continue
+            client = sub.client
+            if client is None:
+                if message is None:
+                    message = Message(subject, reply, headers, payload)
+                self._call(sub, message)
+            else:
+                if client is origin and not client.echo:
+                    continue
+                if subject_b is None:
+                    subject_b = encode_token(subject)
+                    reply_b = encode_token(reply) if reply else None
+                client.deliver(sub.sid, subject_b, reply_b, headers, payload)
+            count += 1
+            sub.delivered += 1
+            if sub.max_msgs and sub.delivered >= sub.max_msgs:
+                self.unsubscribe(sub)
+        return count
+
+    def _choose(self, group: QueueGroup[Subscription]) -> Subscription | str | None:
+        chosen = self.policy.choose(group)
+        if chosen is None or type(chosen) is str or not chosen.closed:  # type: ignore[union-attr]
+            return chosen
+        # The chosen member unsubscribed while this plan was in use (e.g. from a callback
+        # earlier in the same publish): fall back to any live member.
+        for sub in group.local:
+            if not sub.closed:
+                return sub
+        return group.remote[0][0] if group.remote else None
+
+    def _call(self, sub: Subscription, message: Message) -> None:
+        try:
+            sub.callback(message)  # type: ignore[misc]
+        except Exception:
+            log.exception("internal subscription callback failed", subject=sub.subject, queue=sub.queue)
+
+    def _no_responders_to_client(self, origin: ClientSink, subject: str, reply: str) -> None:
+        try:
+            result = self._plan(reply)
+        except InvalidSubjectError:
+            return
+        status = encode_headers([("Nats-Subject", subject)], status=NO_RESPONDERS_STATUS)
+        reply_b = encode_token(reply)
+        for sub in result.local:
+            if sub.client is origin and not sub.closed:
+                origin.deliver(sub.sid, reply_b, None, status, b"")
+                sub.delivered += 1
+                if sub.max_msgs and sub.delivered >= sub.max_msgs:
+                    self.unsubscribe(sub)
+                return
+
+    def _no_responders_local(self, subject: str, reply: str) -> None:
+        status = encode_headers([("Nats-Subject", subject)], status=NO_RESPONDERS_STATUS)
+        try:
+            plan = self._plan(reply)
+        except InvalidSubjectError:
+            return
+        message = Message(reply, None, status, b"")
+        reply_b = encode_token(reply)
+        for sub in plan.local:
+            if sub.closed:
+                continue
+            if sub.client is None:
+                self._call(sub, message)
+            else:
+                sub.client.deliver(sub.sid, reply_b, None, status, b"")

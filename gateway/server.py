@@ -1,0 +1,151 @@
+"""The NATS client port of one node: accepts connections, sends INFO, keeps the client list.
+
+Composed with a `Router` it is given (which cluster/ also hands to the
+JetStream layer and to the route mesh): the server owns no routing itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import secrets
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.auth import Authenticator
+from gateway.connection import ClientConnection
+from gateway.protocol import DEFAULT_MAX_CONTROL_LINE, DEFAULT_MAX_PAYLOAD, encode_info
+from gateway.router import Router
+
+# The nats-server release whose client protocol and JetStream API we follow;
+# clients gate features on it (nats-py uses the 2.9+ consumer create API).
+NATS_COMPAT_VERSION = "2.15.1"
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """nats-server's defaults, except where a test needs them short."""
+
+    max_payload: int = DEFAULT_MAX_PAYLOAD
+    max_control_line: int = DEFAULT_MAX_CONTROL_LINE
+    # Bytes queued to one client before it is cut off as a slow consumer.
+    max_pending: int = 64 * 1024 * 1024
+    ping_interval: float = 120.0
+    max_pings_out: int = 2
+    auth_timeout: float = 2.0
+
+
+@dataclass(slots=True)
+class ServerStats:
+    connections_total: int = 0
+    slow_consumers: int = 0
+
+
+def new_server_id() -> str:
+    """An id shaped like nats-server's: 'N' and 55 base32 characters."""
+    return "N" + base64.b32encode(secrets.token_bytes(35)).decode()[:55]
+
+
+def host_port(url: str) -> str:
+    """`nats://127.0.0.1:4222` -> `127.0.0.1:4222`, the form INFO connect_urls uses."""
+    return url.split("://", 1)[-1].rstrip("/")
+
+
+class GatewayServer:
+    def __init__(
+        self,
+        router: Router,
+        *,
+        name: str,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        limits: Limits | None = None,
+        auth: Authenticator | None = None,
+        advertise: str | None = None,
+        info_extra: dict[str, Any] | None = None,
+        version: str = NATS_COMPAT_VERSION,
+    ) -> None:
+        self.router = router
+        self.name = name
+        self.host = host
+        self.port = port
+        self.limits = limits or Limits()
+        self.auth = auth
+        self.server_id = new_server_id()
+        self.stats = ServerStats()
+        self._advertise = advertise
+        self._version = version
+        self._info_extra = dict(info_extra or {})
+        self._cluster_urls: list[str] = []
+        self._clients: dict[int, ClientConnection] = {}
+        self._next_client_id = 0
+        self._server: asyncio.Server | None = None
+        self._info: dict[str, Any] = {}
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(self._new_connection, self.host, self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._rebuild_info()
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for client in list(self._clients.values()):
+            client.close()
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+
+    @property
+    def client_url(self) -> str:
+        return self._advertise or f"nats://{self.host}:{self.port}"
+
+    @property
+    def clients(self) -> list[ClientConnection]:
+        return list(self._clients.values())
+
+    def _new_connection(self) -> ClientConnection:
+        self._next_client_id += 1
+        self.stats.connections_total += 1
+        return ClientConnection(self, self._next_client_id)
+
+    def register(self, client: ClientConnection) -> None:
+        self._clients[client.client_id] = client
+
+    def unregister(self, client: ClientConnection) -> None:
+        self._clients.pop(client.client_id, None)
+
+    # --- INFO ---------------------------------------------------------------------------
+
+    def set_cluster_urls(self, urls: Iterable[str]) -> None:
+        """The other nodes' client URLs; clients get them in INFO connect_urls (and an INFO update now)."""
+        cluster = sorted({host_port(url) for url in urls} - {host_port(self.client_url)})
+        if cluster == self._cluster_urls:
+            return
+        self._cluster_urls = cluster
+        self._rebuild_info()
+        for client in list(self._clients.values()):
+            client.send_info(encode_info(self._info))
+
+    def _rebuild_info(self) -> None:
+        info: dict[str, Any] = {
+            "server_id": self.server_id,
+            "server_name": self.name,
+            "version": self._version,
+            "proto": 1,
+            "host": self.host,
+            "port": self.port,
+            "headers": True,
+            "max_payload": self.limits.max_payload,
+        }
+        if self.auth is not None:
+            info["auth_required"] = True
+        if self._cluster_urls:
+            info["connect_urls"] = [host_port(self.client_url), *self._cluster_urls]
+        info.update(self._info_extra)
+        self._info = info
+
+    def info_bytes(self, client: ClientConnection) -> bytes:
+        return encode_info({**self._info, "client_id": client.client_id, "client_ip": client.remote_ip})
