@@ -1,0 +1,512 @@
+"""Raft logs on RocksDB: every group of a node in one database, written with group commit.
+
+`RocksLogEngine` owns the node's database. `open_group()` gives a
+`RocksLogStorage` per group that satisfies the same `LogStorage` Protocol
+(and has the same write methods) as `MemoryLogStorage`. A write method
+changes the group's in-memory view at once and stages the change in the
+engine's pending `WriteBatch`; `persist()` writes whatever every group staged
+as one batch, with one fsync, on a writer thread so the event loop keeps
+running. That is the group commit: one fsync covers every entry and hard
+state all groups produced in one driver iteration.
+
+Key layout (group names never contain NUL):
+
+    G<group>                      registry: the group exists (value: options)
+    r<group>\\0 e <index:8 BE>    entry: term:8 BE, type:1, data
+    r<group>\\0 h                 hard state: term:8, commit:8, vote (utf-8)
+    r<group>\\0 o                 compaction point: index:8, term:8
+    r<group>\\0 m                 snapshot metadata (JSON)
+    r<group>\\0 d                 snapshot data
+
+Reads of recent entries come from an in-memory tail (the leader reads what it
+just appended to send it to followers); older ones from RocksDB.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import concurrent.futures
+import struct
+import threading
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import orjson
+from rocksdict import Options, Rdict, ReadOptions, WriteBatch, WriteOptions
+
+from raft.log_storage import (
+    CompactedError,
+    InitialState,
+    SnapshotOutOfDateError,
+    UnavailableError,
+    entry_size,
+    limit_size,
+)
+from raft.types import ConfState, Entry, EntryType, HardState, Snapshot, SnapshotMetadata
+
+_ENTRY_HEADER = struct.Struct(">QB")
+_INDEX = struct.Struct(">Q")
+_PAIR = struct.Struct(">QQ")
+_MAX_GROUP_NAME_BYTES = 1024
+# Entries kept in memory behind the last index; older reads go to RocksDB.
+DEFAULT_TAIL_ENTRIES = 65_536
+
+
+class StorageClosedError(RuntimeError):
+    """The engine was closed; the group cannot be read or written any more."""
+
+
+def _group_prefix(group: str) -> bytes:
+    return b"r" + group.encode() + b"\x00"
+
+
+def _validate_group_name(group: str) -> None:
+    encoded = group.encode()
+    if not encoded or b"\x00" in encoded or len(encoded) > _MAX_GROUP_NAME_BYTES:
+        raise ValueError(f"group name {group!r} must be 1..{_MAX_GROUP_NAME_BYTES} bytes without NUL")
+
+
+def _encode_entry(entry: Entry) -> bytes:
+    return _ENTRY_HEADER.pack(entry.term, entry.type) + entry.data
+
+
+def _decode_entry(index: int, value: bytes) -> Entry:
+    term, entry_type = _ENTRY_HEADER.unpack_from(value)
+    return Entry(term, index, EntryType(entry_type), value[_ENTRY_HEADER.size :])
+
+
+def _encode_hard_state(state: HardState) -> bytes:
+    return _PAIR.pack(state.term, state.commit) + (state.vote or "").encode()
+
+
+def _decode_hard_state(value: bytes) -> HardState:
+    term, commit = _PAIR.unpack_from(value)
+    vote = value[_PAIR.size :].decode()
+    return HardState(term=term, vote=vote or None, commit=commit)
+
+
+def _encode_snapshot_metadata(meta: SnapshotMetadata) -> bytes:
+    return orjson.dumps(
+        {
+            "index": meta.index,
+            "term": meta.term,
+            "voters": list(meta.conf_state.voters),
+            "learners": list(meta.conf_state.learners),
+        }
+    )
+
+
+def _decode_snapshot_metadata(value: bytes) -> SnapshotMetadata:
+    data = orjson.loads(value)
+    return SnapshotMetadata(
+        data["index"], data["term"], ConfState(tuple(data["voters"]), tuple(data["learners"]))
+    )
+
+
+class RocksLogEngine:
+    """The node's Raft-log database: opens groups, batches their writes, fsyncs once per persist."""
+
+    def __init__(self, path: str | Path, *, tail_entries: int = DEFAULT_TAIL_ENTRIES) -> None:
+        options = Options(raw_mode=True)
+        options.create_if_missing(True)
+        # The WAL is what makes a write durable; RocksDB's own background flushes
+        # and compactions do not need to be fsynced for that.
+        self._db = Rdict(str(path), options)
+        self._path = Path(path)
+        self._tail_entries = tail_entries
+        self._pending = WriteBatch(raw_mode=True)
+        # Groups that staged entries into _pending: their in-memory tails may be
+        # trimmed once that batch is on disk, not before.
+        self._dirty: set[RocksLogStorage] = set()
+        self._groups: dict[str, RocksLogStorage] = {}
+        self._sync_options = WriteOptions()
+        self._sync_options.sync = True
+        self._nosync_options = WriteOptions()
+        self._nosync_options.sync = False
+        # One writer thread keeps batches in the order they were staged.
+        self._writer = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="raft-log-writer")
+        self._write_lock = threading.Lock()
+        self._closed = False
+        self.fsyncs = 0
+        self.batches = 0
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    # --- groups ---
+
+    def groups(self) -> list[str]:
+        """Names of the groups stored in this database."""
+        return [key[1:].decode() for key, _ in self._scan(b"G", b"H")]
+
+    def open_group(self, group: str, *, conf_state: ConfState | None = None) -> RocksLogStorage:
+        """The storage of `group`, recovered from disk; `conf_state` seeds a group new to this node.
+
+        A group created here is registered in the pending batch: it is durable
+        after the next `persist()`.
+        """
+        self._check_open()
+        _validate_group_name(group)
+        if group in self._groups:
+            raise ValueError(f"group {group!r} is already open")
+        registry_key = b"G" + group.encode()
+        storage = RocksLogStorage(self, group, self._tail_entries)
+        if self._db.get(registry_key) is None:
+            storage._initialise(conf_state or ConfState())
+            self._pending.put(registry_key, b"")
+        else:
+            storage._recover()
+        self._groups[group] = storage
+        return storage
+
+    def close_group(self, group: str) -> None:
+        """Forget the open handle (the data stays)."""
+        self._groups.pop(group, None)
+
+    def drop_group(self, group: str) -> None:
+        """Delete everything stored for `group` (staged; durable after the next persist)."""
+        self._check_open()
+        storage = self._groups.pop(group, None)
+        if storage is not None:
+            storage._dropped = True
+        prefix = _group_prefix(group)
+        self._pending.delete_range(prefix, prefix[:-1] + b"\x01")
+        self._pending.delete(b"G" + group.encode())
+
+    # --- writing ---
+
+    def stage(self) -> WriteBatch:
+        """The batch the next persist() writes; groups add to it."""
+        self._check_open()
+        return self._pending
+
+    def has_pending(self) -> bool:
+        return not self._pending.is_empty()
+
+    def persist_blocking(self, sync: bool = True) -> None:
+        """Write everything staged so far as one batch; fsync the WAL when `sync`."""
+        self._check_open()
+        taken = self._take_pending()
+        if taken is not None:
+            batch, written = taken
+            self._write(batch, sync)
+            self._written(written)
+
+    async def persist(self, sync: bool = True) -> None:
+        """persist_blocking() on the writer thread, so the loop keeps serving other groups."""
+        self._check_open()
+        taken = self._take_pending()
+        if taken is None:
+            return
+        batch, written = taken
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._writer, self._write, batch, sync)
+        self._written(written)
+
+    def _take_pending(self) -> tuple[WriteBatch, list[tuple[RocksLogStorage, int, int]]] | None:
+        if self._pending.is_empty():
+            return None
+        batch = self._pending
+        # Writes staged while this batch is on disk go into the next one.
+        self._pending = WriteBatch(raw_mode=True)
+        written = [(storage, storage._last, storage._rewrites) for storage in self._dirty]
+        self._dirty = set()
+        return batch, written
+
+    @staticmethod
+    def _written(written: list[tuple[RocksLogStorage, int, int]]) -> None:
+        for storage, last, rewrites in written:
+            # After a truncation the indices up to `last` may hold entries that
+            # are not on disk yet; the next persist trims instead.
+            if storage._rewrites == rewrites:
+                storage._trim_tail(last)
+
+    def _write(self, batch: WriteBatch, sync: bool) -> None:
+        with self._write_lock:
+            if self._closed:
+                raise StorageClosedError("raft log engine is closed")
+            self._db.write(batch, self._sync_options if sync else self._nosync_options)
+            self.batches += 1
+            if sync:
+                self.fsyncs += 1
+
+    # --- reading (used by the groups) ---
+
+    def _get(self, key: bytes) -> bytes | None:
+        self._check_open()
+        return self._db.get(key)
+
+    def _scan(self, start: bytes, end: bytes) -> Iterable[tuple[bytes, bytes]]:
+        self._check_open()
+        options = ReadOptions()
+        options.set_iterate_upper_bound(end)
+        it = self._db.iter(options)
+        it.seek(start)
+        while it.valid():
+            key = it.key()
+            if key >= end:
+                return
+            yield key, it.value()
+            it.next()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageClosedError("raft log engine is closed")
+
+    def close(self) -> None:
+        """Stop the writer (after the batches it already took) and close the database."""
+        if self._closed:
+            return
+        self._writer.shutdown(wait=True)
+        with self._write_lock:
+            self._closed = True
+            self._groups.clear()
+            self._db.close()
+
+
+class RocksLogStorage:
+    """One group's log, term, vote, commit and snapshot in the shared database."""
+
+    def __init__(self, engine: RocksLogEngine, group: str, tail_entries: int) -> None:
+        self._engine = engine
+        self.group = group
+        self._prefix = _group_prefix(group)
+        self._entry_prefix = self._prefix + b"e"
+        self._tail_limit = max(tail_entries, 1)
+        self._hard_state = HardState()
+        self._snapshot = Snapshot()
+        # The last compacted entry: its term is still answered by term().
+        self._offset = 0
+        self._offset_term = 0
+        self._last = 0
+        # Terms change rarely: run starts (ascending) and the term of each run
+        # cover offset+1..last without a list entry per index.
+        self._run_starts: list[int] = []
+        self._run_terms: list[int] = []
+        # The most recent entries, _tail[k] at index _tail_first + k, ending at _last.
+        self._tail: list[Entry] = []
+        self._tail_first = 1
+        # Bumped whenever stored entries are replaced (truncation, snapshot install).
+        self._rewrites = 0
+        self._dropped = False
+
+    # --- recovery ---
+
+    def _initialise(self, conf_state: ConfState) -> None:
+        self._snapshot = Snapshot(SnapshotMetadata(0, 0, conf_state))
+        self._engine.stage().put(self._prefix + b"m", _encode_snapshot_metadata(self._snapshot.metadata))
+
+    def _recover(self) -> None:
+        engine = self._engine
+        hard = engine._get(self._prefix + b"h")
+        if hard is not None:
+            self._hard_state = _decode_hard_state(hard)
+        meta = engine._get(self._prefix + b"m")
+        if meta is not None:
+            data = engine._get(self._prefix + b"d") or b""
+            self._snapshot = Snapshot(_decode_snapshot_metadata(meta), data)
+        offset = engine._get(self._prefix + b"o")
+        if offset is not None:
+            self._offset, self._offset_term = _PAIR.unpack(offset)
+        self._last = self._offset
+        self._tail_first = self._offset + 1
+        expected = self._offset + 1
+        for key, value in engine._scan(self._entry_key(expected), self._prefix + b"f"):
+            index = _INDEX.unpack_from(key, len(self._entry_prefix))[0]
+            if index != expected:
+                raise RuntimeError(f"raft log of group {self.group!r} has a hole at {expected} (found {index})")
+            entry = _decode_entry(index, value)
+            self._note_term(index, entry.term)
+            self._tail.append(entry)
+            self._last = index
+            expected += 1
+        self._trim_tail(self._last)
+
+    # --- read side (LogStorage) ---
+
+    def initial_state(self) -> InitialState:
+        meta = self._snapshot.metadata
+        return InitialState(self._hard_state, meta.conf_state, meta.index)
+
+    def entries(self, lo: int, hi: int, max_bytes: int | None = None) -> list[Entry]:
+        if lo <= self._offset:
+            raise CompactedError(f"index {lo} is compacted (first index {self._offset + 1})")
+        if hi > self._last + 1:
+            raise UnavailableError(f"index {hi - 1} is beyond the last index {self._last}")
+        if lo >= hi:
+            return []
+        if lo >= self._tail_first:
+            start = lo - self._tail_first
+            return limit_size(self._tail[start : start + (hi - lo)], max_bytes)
+        return self._read_entries(lo, hi, max_bytes)
+
+    def _read_entries(self, lo: int, hi: int, max_bytes: int | None) -> list[Entry]:
+        found: list[Entry] = []
+        size = 0
+        stop = min(hi, self._tail_first)
+        for key, value in self._engine._scan(self._entry_key(lo), self._entry_key(stop)):
+            entry = _decode_entry(_INDEX.unpack_from(key, len(self._entry_prefix))[0], value)
+            size += entry_size(entry)
+            if max_bytes is not None and found and size > max_bytes:
+                return found
+            found.append(entry)
+        if len(found) != stop - lo:
+            raise RuntimeError(f"raft log of group {self.group!r} is missing entries in [{lo}, {stop})")
+        if stop < hi:
+            budget = None if max_bytes is None else max_bytes - size
+            if budget is not None and budget <= 0:
+                return found
+            found.extend(limit_size(self._tail[: hi - stop], budget) if budget is not None else self._tail[: hi - stop])
+        return found
+
+    def term(self, index: int) -> int:
+        if index < self._offset:
+            raise CompactedError(f"index {index} is compacted (first index {self._offset + 1})")
+        if index == self._offset:
+            return self._offset_term
+        if index > self._last:
+            raise UnavailableError(f"index {index} is beyond the last index {self._last}")
+        return self._run_terms[bisect.bisect_right(self._run_starts, index) - 1]
+
+    def first_index(self) -> int:
+        return self._offset + 1
+
+    def last_index(self) -> int:
+        return self._last
+
+    def snapshot(self) -> Snapshot:
+        return self._snapshot
+
+    # --- write side (the host); each call stages its change for the next persist() ---
+
+    @property
+    def hard_state(self) -> HardState:
+        return self._hard_state
+
+    def set_hard_state(self, hard_state: HardState) -> None:
+        self._check_writable()
+        self._hard_state = hard_state
+        self._engine.stage().put(self._prefix + b"h", _encode_hard_state(hard_state))
+
+    def append(self, entries: Sequence[Entry]) -> None:
+        """Append entries, replacing any stored entries from entries[0].index on."""
+        self._check_writable()
+        if not entries:
+            return
+        first = entries[0].index
+        if first > self._last + 1:
+            raise ValueError(f"gap: appending at {first} after last index {self._last}")
+        skip = self._offset + 1 - first
+        if skip >= len(entries):
+            return  # everything offered is already compacted
+        if skip > 0:
+            entries = entries[skip:]
+            first = entries[0].index
+        batch = self._engine.stage()
+        if first <= self._last:
+            batch.delete_range(self._entry_key(first), self._entry_key(self._last + 1))
+            self._truncate_from(first)
+        key = self._entry_key
+        for entry in entries:
+            batch.put(key(entry.index), _ENTRY_HEADER.pack(entry.term, entry.type) + entry.data)
+        if not self._run_terms or self._run_terms[-1] != entries[0].term:
+            self._note_term(first, entries[0].term)
+        for entry in entries:
+            if entry.term != self._run_terms[-1]:
+                self._note_term(entry.index, entry.term)
+        self._tail.extend(entries)
+        self._last = entries[-1].index
+        self._engine._dirty.add(self)
+
+    def apply_snapshot(self, snapshot: Snapshot) -> None:
+        """Replace the whole log with `snapshot` (a follower catching up)."""
+        self._check_writable()
+        if snapshot.index < self._snapshot.index:
+            raise SnapshotOutOfDateError(
+                f"snapshot at {snapshot.index} is older than the stored one at {self._snapshot.index}"
+            )
+        batch = self._engine.stage()
+        batch.delete_range(self._entry_key(0), self._prefix + b"f")
+        self._store_snapshot(batch, snapshot)
+        self._offset, self._offset_term = snapshot.index, snapshot.term
+        batch.put(self._prefix + b"o", _PAIR.pack(self._offset, self._offset_term))
+        self._last = snapshot.index
+        self._run_starts.clear()
+        self._run_terms.clear()
+        self._tail = []
+        self._tail_first = snapshot.index + 1
+        self._rewrites += 1
+
+    def create_snapshot(self, index: int, conf_state: ConfState, data: bytes) -> Snapshot:
+        """Record a snapshot of the state machine as of applied entry `index`."""
+        self._check_writable()
+        if index <= self._snapshot.index:
+            raise SnapshotOutOfDateError(f"snapshot at {index} is not newer than {self._snapshot.index}")
+        snapshot = Snapshot(SnapshotMetadata(index, self.term(index), conf_state), data)
+        self._store_snapshot(self._engine.stage(), snapshot)
+        return snapshot
+
+    def compact(self, index: int) -> None:
+        """Discard entries up to and including `index` (which a snapshot must cover)."""
+        self._check_writable()
+        if index <= self._offset:
+            return
+        if index > self._snapshot.index:
+            raise ValueError(f"cannot compact to {index} beyond the snapshot at {self._snapshot.index}")
+        new_offset_term = self.term(index)
+        batch = self._engine.stage()
+        batch.delete_range(self._entry_key(self._offset + 1), self._entry_key(index + 1))
+        batch.put(self._prefix + b"o", _PAIR.pack(index, new_offset_term))
+        self._offset, self._offset_term = index, new_offset_term
+        # Drop the runs wholly below the new first index, keep the one it falls in.
+        keep_from = max(bisect.bisect_right(self._run_starts, index + 1) - 1, 0)
+        del self._run_starts[:keep_from]
+        del self._run_terms[:keep_from]
+        if self._run_starts and self._run_starts[0] < index + 1:
+            self._run_starts[0] = index + 1
+        if index >= self._last:
+            self._run_starts.clear()
+            self._run_terms.clear()
+        if index >= self._tail_first:
+            del self._tail[: index + 1 - self._tail_first]
+            self._tail_first = index + 1
+
+    # --- helpers ---
+
+    def _entry_key(self, index: int) -> bytes:
+        return self._entry_prefix + _INDEX.pack(index)
+
+    def _store_snapshot(self, batch: WriteBatch, snapshot: Snapshot) -> None:
+        batch.put(self._prefix + b"m", _encode_snapshot_metadata(snapshot.metadata))
+        batch.put(self._prefix + b"d", snapshot.data)
+        self._snapshot = snapshot
+
+    def _note_term(self, index: int, term: int) -> None:
+        self._run_starts.append(index)
+        self._run_terms.append(term)
+
+    def _truncate_from(self, index: int) -> None:
+        """Forget entries from `index` on (in memory; the caller deletes them on disk)."""
+        self._rewrites += 1
+        cut = bisect.bisect_left(self._run_starts, index)
+        del self._run_starts[cut:]
+        del self._run_terms[cut:]
+        if index >= self._tail_first:
+            del self._tail[index - self._tail_first :]
+        else:
+            self._tail = []
+            self._tail_first = index
+        self._last = index - 1
+
+    def _trim_tail(self, durable_last: int) -> None:
+        """Keep at most the tail limit in memory, dropping only entries up to `durable_last`."""
+        excess = min(len(self._tail) - self._tail_limit, durable_last + 1 - self._tail_first)
+        if excess > self._tail_limit // 4:  # trim in chunks, not on every append
+            del self._tail[:excess]
+            self._tail_first += excess
+
+    def _check_writable(self) -> None:
+        if self._dropped:
+            raise StorageClosedError(f"group {self.group!r} was dropped")
