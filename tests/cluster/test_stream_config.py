@@ -1,0 +1,299 @@
+import dataclasses
+
+import orjson
+import pytest
+
+from cluster import jsjson
+from cluster.api_errors import ApiError, JSErrors
+from cluster.stream_config import (
+    Retention,
+    StorageType,
+    StreamConfig,
+    StreamSource,
+    parse_stream_config,
+    stream_config_from_bytes,
+)
+from cluster.stream_config_check import (
+    check_replicas_placeable,
+    check_request_subject,
+    decide_create,
+    decide_update,
+    normalize_stream_config,
+    same_config,
+    subjects_match_stream,
+)
+from tests.cluster.trace_data import client_json, server_json, server_obj
+
+VERSION = "2.15.1"
+
+
+def _config_bytes(response: bytes) -> bytes:
+    """The `config` object inside a response line, as the server's bytes (dict order kept)."""
+    return jsjson.dumps(orjson.loads(response)["config"])
+
+
+def _created(trace: str, marker: str, streams: dict[str, StreamConfig] | None = None) -> StreamConfig:
+    decision = decide_create(parse_stream_config(client_json(trace, marker)), streams or {})
+    assert not decision.exists
+    return decision.config
+
+
+def test_r3_create_defaults_match_trace_byte_for_byte() -> None:
+    cfg = _created("13-cluster-r3.txt", "add_stream(name='CLUS'")
+    expected = _config_bytes(server_json("13-cluster-r3.txt", "add_stream(name='CLUS'"))
+    assert jsjson.dumps(cfg.to_json(VERSION)) == expected
+
+
+def test_limits_create_matches_trace_except_adr31_allow_direct() -> None:
+    marker = "add_stream(name='ORDERS'"
+    cfg = _created("05-stream-crud.txt", marker)
+    expected = orjson.loads(server_json("05-stream-crud.txt", marker))["config"]
+    # ADR-31 (followed on purpose, see spec/NOTES.md): max_msgs_per_subject 50 forces allow_direct
+    assert expected["allow_direct"] is False and cfg.allow_direct is True
+    expected["allow_direct"] = True
+    assert jsjson.dumps(cfg.to_json(VERSION)) == jsjson.dumps(expected)
+
+
+def test_kv_bucket_create_matches_trace() -> None:
+    cfg = _created("10-kv.txt", "create_key_value")
+    expected = _config_bytes(server_json("10-kv.txt", "create_key_value"))
+    assert jsjson.dumps(cfg.to_json(VERSION)) == expected
+    assert cfg.metadata["_nats.req.level"] == "1"  # allow_msg_ttl needs API level 1
+
+
+def test_origin_and_mirror_match_trace() -> None:
+    origin = _created("14-cluster-mirror-direct.txt", "add_stream(name='ORIG'")
+    assert jsjson.dumps(origin.to_json(VERSION)) == _config_bytes(
+        server_json("14-cluster-mirror-direct.txt", "add_stream(name='ORIG'")
+    )
+    mirror = _created("14-cluster-mirror-direct.txt", "add_stream(name='ORIG_M'", {"ORIG": origin})
+    assert jsjson.dumps(mirror.to_json(VERSION)) == _config_bytes(
+        server_json("14-cluster-mirror-direct.txt", "add_stream(name='ORIG_M'")
+    )
+    assert mirror.is_mirror and mirror.mirror_direct and not mirror.allow_direct
+
+
+def test_mirror_direct_follows_origin_allow_direct() -> None:
+    origin = normalize_stream_config(StreamConfig(name="O", subjects=("o.>",)))
+    mirror = normalize_stream_config(
+        StreamConfig(name="M", mirror=StreamSource(name="O"), mirror_direct=True), {"O": origin}
+    )
+    assert mirror.mirror_direct is False
+    with pytest.raises(ApiError) as info:
+        normalize_stream_config(StreamConfig(name="X", subjects=("x",), mirror_direct=True))
+    assert info.value.description == "stream has no mirror but does have mirror direct"
+
+
+def test_list_entry_metadata_has_no_dynamic_keys() -> None:
+    cfg = _created("05-stream-crud.txt", "add_stream(name='ORDERS'")
+    listed = orjson.loads(server_json("05-stream-crud.txt", "streams_info()"))["streams"][0]["config"]
+    assert cfg.to_json()["metadata"] == listed["metadata"] == {"_nats.req.level": "0"}
+
+
+def test_update_matches_trace_and_dynamic_metadata_is_not_stored() -> None:
+    old = _created("05-stream-crud.txt", "add_stream(name='ORDERS'")
+    requested = parse_stream_config(client_json("05-stream-crud.txt", "cfg.max_msgs = 2000"))
+    assert requested.metadata["_nats.ver"] == "2.15.1"  # nats-py echoes the info's metadata back
+    updated = decide_update(old, requested, {"ORDERS": old})
+    assert "_nats.ver" not in updated.metadata and "_nats.level" not in updated.metadata
+    expected = orjson.loads(server_json("05-stream-crud.txt", "cfg.max_msgs = 2000"))["config"]
+    expected["allow_direct"] = True  # ADR-31 again
+    assert jsjson.dumps(updated.to_json(VERSION)) == jsjson.dumps(expected)
+
+
+def test_update_storage_change_error_matches_trace() -> None:
+    old = _created("05-stream-crud.txt", "add_stream(name='ORDERS'")
+    requested = parse_stream_config(client_json("05-stream-crud.txt", "storage=MEMORY"))
+    with pytest.raises(ApiError) as info:
+        decide_update(old, requested, {"ORDERS": old})
+    assert info.value.to_json() == server_obj("05-stream-crud.txt", "storage=MEMORY")["error"]
+
+
+def test_create_conflict_error_matches_trace() -> None:
+    existing = _created("05-stream-crud.txt", "add_stream(name='ORDERS'")
+    requested = parse_stream_config(client_json("05-stream-crud.txt", "name in use"))
+    with pytest.raises(ApiError) as info:
+        decide_create(requested, {"ORDERS": existing})
+    assert info.value.to_json() == server_obj("05-stream-crud.txt", "name in use")["error"]
+
+
+def test_identical_recreate_succeeds_after_adr31_adjustment() -> None:
+    body = b'{"name":"KV_b","subjects":["$KV.b.>"],"max_msgs_per_subject":5,"allow_direct":false}'
+    first = decide_create(parse_stream_config(body), {})
+    assert first.config.allow_direct is True
+    again = decide_create(parse_stream_config(body), {"KV_b": first.config})
+    assert again.exists and again.config == first.config
+    # the config as the server printed it (with dynamic metadata) also counts as identical
+    echoed = parse_stream_config(jsjson.dumps(first.config.to_json(VERSION)))
+    assert decide_create(echoed, {"KV_b": first.config}).exists
+    assert same_config(first.config, normalize_stream_config(echoed))
+
+
+def test_unknown_fields_ignored_and_wrong_types_rejected() -> None:
+    cfg = parse_stream_config(b'{"name":"S","subjects":["s"],"future_field":{"x":1},"allow_msg_ttl":true}')
+    assert cfg.name == "S" and cfg.allow_msg_ttl
+    with pytest.raises(ApiError) as info:
+        parse_stream_config(b'{"name":"S","max_msgs":"lots"}')
+    assert (info.value.code, info.value.err_code) == (400, 10025)
+    assert info.value.description.startswith("invalid JSON: ")
+    with pytest.raises(ApiError) as info:
+        parse_stream_config(b"{nope")
+    assert info.value.err_code == 10025
+    with pytest.raises(ApiError):
+        parse_stream_config(b'{"name":"S","retention":"forever"}')
+
+
+def _invalid(cfg: StreamConfig, streams: dict[str, StreamConfig] | None = None) -> ApiError:
+    with pytest.raises(ApiError) as info:
+        decide_create(cfg, streams or {})
+    return info.value
+
+
+@pytest.mark.parametrize(
+    ("cfg", "err_code", "description"),
+    [
+        (
+            StreamConfig(name=""),
+            10052,
+            "stream name is required and can not contain '.', '*', '>', '\\', '/'",
+        ),
+        (
+            StreamConfig(name="a.b"),
+            10052,
+            "stream name is required and can not contain '.', '*', '>', '\\', '/'",
+        ),
+        (StreamConfig(name="x" * 256), 10052, "stream name is too long, maximum allowed is 255"),
+        (StreamConfig(name="S", subjects=("a..b",)), 10052, "invalid subject"),
+        # as in nats-server, the overlap check meets a literal duplicate first
+        (StreamConfig(name="S", subjects=("a", "a")), 10052, 'subject "a" overlaps with "a"'),
+        (StreamConfig(name="S", subjects=("a.*", "a.b")), 10052, 'subject "a.*" overlaps with "a.b"'),
+        (StreamConfig(name="S", subjects=(">",)), 10052, "capturing all subjects requires no-ack to be true"),
+        (
+            StreamConfig(name="S", subjects=("$JS.API.>",)),
+            10052,
+            "subjects that overlap with jetstream api require no-ack to be true",
+        ),
+        (StreamConfig(name="S", max_msgs=-2), 10052, "max_msgs can not be negative (use -1 for unlimited)"),
+        (StreamConfig(name="S", max_bytes=-5), 10052, "max_bytes can not be negative (use -1 for unlimited)"),
+        (StreamConfig(name="S", max_age=-1), 10052, "max age can not be negative"),
+        (StreamConfig(name="S", max_age=5), 10052, "max age needs to be >= 100ms"),
+        (StreamConfig(name="S", duplicate_window=-1), 10052, "duplicates window can not be negative"),
+        (
+            StreamConfig(name="S", max_age=10**9, duplicate_window=2 * 10**9),
+            10052,
+            "duplicates window can not be larger then max age",
+        ),
+        (StreamConfig(name="S", num_replicas=6), 10052, "maximum replicas is 5"),
+        (StreamConfig(name="S", num_replicas=-1), 10133, "replicas count cannot be negative"),
+        (
+            StreamConfig(name="S", deny_purge=True, allow_rollup_hdrs=True),
+            10052,
+            "roll-ups require the purge permission",
+        ),
+        (StreamConfig(name="S", sealed=True), 10052, "stream configuration for create can not be sealed"),
+        (
+            StreamConfig(name="M", subjects=("m",), mirror=StreamSource(name="O")),
+            10034,
+            "stream mirrors can not contain subjects",
+        ),
+        (
+            StreamConfig(name="M", mirror=StreamSource(name="O"), sources=(StreamSource(name="P"),)),
+            10031,
+            "stream mirrors can not also contain other sources",
+        ),
+        (StreamConfig(name="M", mirror=StreamSource(name="a.b")), 10142, "mirrored stream name is invalid"),
+        (
+            StreamConfig(name="S", sources=(StreamSource(name="A"), StreamSource(name="A"))),
+            10140,
+            "duplicate source configuration detected",
+        ),
+        (
+            StreamConfig(name="S", allow_msg_counter=True),
+            10052,
+            "message counters are not supported by jetraft",
+        ),
+        (
+            StreamConfig(name="S", discard_new_per_subject=True),
+            10052,
+            "discard new per subject requires discard new policy to be set",
+        ),
+    ],
+)
+def test_invalid_configs(cfg: StreamConfig, err_code: int, description: str) -> None:
+    error = _invalid(cfg)
+    assert (error.err_code, error.description) == (err_code, description)
+
+
+def test_subjects_overlap_between_streams() -> None:
+    orders = normalize_stream_config(StreamConfig(name="ORDERS", subjects=("orders.>",)))
+    error = _invalid(StreamConfig(name="NEW", subjects=("orders.eu.*",)), {"ORDERS": orders})
+    assert error.to_json() == {
+        "code": 400,
+        "err_code": 10065,
+        "description": "subjects overlap with an existing stream",
+    }
+    # no overlap with a disjoint subject space, and the default subject is the name
+    ok = decide_create(StreamConfig(name="OTHER"), {"ORDERS": orders})
+    assert ok.config.subjects == ("OTHER",)
+    # an update may keep its own subjects
+    assert decide_update(orders, dataclasses.replace(orders, max_msgs=5), {"ORDERS": orders}).max_msgs == 5
+
+
+def test_update_rules() -> None:
+    base = normalize_stream_config(StreamConfig(name="S", subjects=("s",), deny_delete=True, deny_purge=True))
+    streams = {"S": base}
+    cases = [
+        (dataclasses.replace(base, name="T"), "stream configuration name must match original"),
+        (
+            dataclasses.replace(base, deny_delete=False),
+            "stream configuration update can not cancel deny message deletes",
+        ),
+        (
+            dataclasses.replace(base, deny_purge=False),
+            "stream configuration update can not cancel deny purge",
+        ),
+    ]
+    for requested, description in cases:
+        with pytest.raises(ApiError) as info:
+            decide_update(base, requested, streams)
+        assert info.value.description == description
+    wq = normalize_stream_config(StreamConfig(name="W", subjects=("w",)))
+    with pytest.raises(ApiError) as info:
+        decide_update(wq, dataclasses.replace(wq, retention=Retention.WORKQUEUE), {"W": wq})
+    assert "workqueue" in info.value.description
+    sealed = decide_update(base, dataclasses.replace(base, sealed=True), streams)
+    assert sealed.sealed and sealed.deny_delete and sealed.deny_purge and sealed.max_age == 0
+    mirror = normalize_stream_config(StreamConfig(name="M", mirror=StreamSource(name="O")))
+    with pytest.raises(ApiError) as info:
+        decide_update(mirror, dataclasses.replace(mirror, mirror=StreamSource(name="P")), {"M": mirror})
+    assert info.value.err_code == 10055
+
+
+def test_request_subject_checks_and_placement() -> None:
+    cfg = StreamConfig(name="A")
+    with pytest.raises(ApiError) as info:
+        check_request_subject("B", cfg)
+    assert info.value.err_code == 10056
+    check_request_subject("A", cfg)
+    r5 = normalize_stream_config(StreamConfig(name="CLUS5", subjects=("clus5.>",), num_replicas=5))
+    with pytest.raises(ApiError) as info:
+        check_replicas_placeable(r5, cluster_size=3)
+    assert info.value.to_json() == server_obj("13-cluster-r3.txt", "num_replicas=5")["error"]
+
+
+def test_names_filter_and_bytes_round_trip() -> None:
+    cfg = normalize_stream_config(
+        StreamConfig(
+            name="ORDERS", subjects=("orders.>",), storage=StorageType.MEMORY, metadata={"team": "x"}
+        )
+    )
+    assert subjects_match_stream("orders.new", cfg)
+    assert not subjects_match_stream("returns.new", cfg)
+    assert stream_config_from_bytes(cfg.to_bytes()) == cfg
+
+
+def test_max_direct_lag_metadata() -> None:
+    assert StreamConfig(name="S", metadata={"jetraft.max_direct_lag": "100"}).max_direct_lag == 100
+    assert StreamConfig(name="S", metadata={"jetraft.max_direct_lag": "soon"}).max_direct_lag is None
+    assert StreamConfig(name="S").max_direct_lag is None
+    assert JSErrors.STREAM_INVALID_CONFIG.code == 500
