@@ -1,0 +1,172 @@
+"""JetStream targets for the pipeline tests and benchmark: real server processes on 127.0.0.1.
+
+A `JetStreamTarget` is what the tests need to know about a running system:
+its client URLs and whether its Direct Get replies name the responding node
+(`Jetraft-Node`). `start_target(kind, nodes, workdir)` builds one:
+`nats-server` (the reference binary, the default) or `jetraft` (the project's
+own nodes through cluster.local_cluster); the environment variable
+JETRAFT_PIPELINE_TARGET picks the kind for the whole suite.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HOST = "127.0.0.1"
+NATS_SERVER = Path(sys.executable).with_name("nats-server")
+TARGET_ENV = "JETRAFT_PIPELINE_TARGET"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, what: str, alive: Callable[[], None]) -> None:
+    """Poll a condition held by other processes (there is no event to await across processes)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        alive()
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.05)
+
+
+def http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1.0) as resp:
+            return resp.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+@dataclass
+class JetStreamTarget:
+    kind: str
+    urls: list[str]
+    monitor_urls: list[str]
+    sends_responder: bool  # Direct Get replies carry Jetraft-Node
+    stop: Callable[[], None] = field(repr=False)
+
+    @property
+    def servers(self) -> str:
+        """The value of the data source's 'servers' option."""
+        return ",".join(self.urls)
+
+
+class NatsServerProcesses:
+    """nats-server nodes (one, or a cluster with routes between all of them), stopped by PID."""
+
+    def __init__(self, nodes: int, workdir: Path) -> None:
+        self.workdir = workdir
+        self.names = [f"n{i}" for i in range(1, nodes + 1)]
+        self.ports = {name: free_port() for name in self.names}
+        self.monitor_ports = {name: free_port() for name in self.names}
+        self.cluster_ports = {name: free_port() for name in self.names} if nodes > 1 else {}
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def command(self, name: str, jetstream: bool = True) -> list[str]:
+        cmd = [str(NATS_SERVER), "-a", HOST, "-p", str(self.ports[name]), "-m", str(self.monitor_ports[name])]
+        cmd += ["-n", name]
+        if jetstream:
+            cmd += ["-js", "-sd", str(self.workdir / name)]
+        if self.cluster_ports:
+            routes = ",".join(
+                f"nats://{HOST}:{port}" for peer, port in self.cluster_ports.items() if peer != name
+            )
+            cmd += ["--cluster_name", "pipeline", "--cluster", f"nats://{HOST}:{self.cluster_ports[name]}"]
+            cmd += ["--routes", routes]
+        return cmd
+
+    def start(self, jetstream: bool = True, timeout: float = 30.0) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        for name in self.names:
+            log = open(self.workdir / f"{name}.log", "ab")  # noqa: SIM115 - the child owns it
+            self.procs[name] = subprocess.Popen(
+                self.command(name, jetstream), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+            log.close()
+        try:
+            health = "/healthz" if jetstream else "/varz"
+            wait_until(
+                lambda: all(http_ok(f"http://{HOST}:{self.monitor_ports[n]}{health}") for n in self.names),
+                timeout,
+                f"nats-server nodes {self.names} to be healthy",
+                self.check_alive,
+            )
+        except BaseException:
+            self.stop()
+            raise
+
+    def check_alive(self) -> None:
+        for name, proc in self.procs.items():
+            if proc.poll() is not None:
+                raise RuntimeError(
+                    f"nats-server {name} exited with {proc.returncode}; see {self.workdir}/{name}.log"
+                )
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=5)
+
+    def target(self) -> JetStreamTarget:
+        return JetStreamTarget(
+            kind="nats-server",
+            urls=[f"nats://{HOST}:{self.ports[n]}" for n in self.names],
+            monitor_urls=[f"http://{HOST}:{self.monitor_ports[n]}" for n in self.names],
+            sends_responder=False,
+            stop=self.stop,
+        )
+
+
+def start_jetraft(nodes: int, workdir: Path) -> JetStreamTarget:
+    """The project's own nodes; their Direct Get replies name the responder (Jetraft-Node)."""
+    from cluster.local_cluster import LocalCluster, NodeSpec
+
+    names = [f"n{i}" for i in range(1, nodes + 1)]
+    specs = [NodeSpec(name, free_port(), free_port(), free_port()) for name in names]
+    for spec in specs:
+        spec.dial = {peer.name: f"{HOST}:{peer.cluster_port}" for peer in specs if peer.name != spec.name}
+    cluster = LocalCluster(specs, workdir)
+    cluster.start(timeout=60.0)
+    return JetStreamTarget(
+        kind="jetraft",
+        urls=cluster.client_urls,
+        monitor_urls=[spec.http_url for spec in specs],
+        sends_responder=True,
+        stop=cluster.stop,
+    )
+
+
+def start_target(kind: str, nodes: int, workdir: Path) -> JetStreamTarget:
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    if kind == "nats-server":
+        processes = NatsServerProcesses(nodes, workdir)
+        processes.start()
+        return processes.target()
+    if kind == "jetraft":
+        return start_jetraft(nodes, workdir)
+    raise ValueError(f"{TARGET_ENV} must be 'nats-server' or 'jetraft', not {kind!r}")
