@@ -5,16 +5,54 @@ message, `propose*()` for commands, and whenever `has_ready()` it takes
 `ready()`, handles it in the order `Ready` documents (persist, send, apply)
 and calls `advance(ready)`. Between `ready()` and `advance()` the host may
 keep stepping and ticking, but must not take another Ready.
+
+Membership follows the Raft thesis (§4.1, single-server changes): a node
+uses the latest conf-change entry in its log, committed or not; a leader
+accepts a new change only once the previous one is committed and it has
+committed an entry of its own term.
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from raft.log_storage import LogStorage
-from raft.types import ConfChange, ConfState, Message, NodeId, Ready, Role
+from raft.log_storage import CompactedError, LogStorage, SnapshotTemporarilyUnavailableError, UnavailableError
+from raft.progress import Progress, ProgressState
+from raft.raft_log import LogInvariantError, RaftLog
+from raft.read_index import ReadIndexQueue
+from raft.types import (
+    CAMPAIGN_TRANSFER,
+    ConfChange,
+    ConfChangeRecord,
+    ConfState,
+    Entry,
+    EntryType,
+    HardState,
+    Message,
+    MessageType,
+    NodeId,
+    ReadState,
+    Ready,
+    Role,
+    Snapshot,
+    SoftState,
+)
+
+__all__ = [
+    "ConfChangeRejectedError",
+    "LogInvariantError",
+    "ProposalDroppedError",
+    "RaftConfig",
+    "RaftCore",
+    "RaftError",
+]
+
+_RESPONSE_TYPE = {MessageType.VOTE: MessageType.VOTE_RESP, MessageType.PRE_VOTE: MessageType.PRE_VOTE_RESP}
+_FROM_LEADER = (MessageType.APPEND, MessageType.HEARTBEAT, MessageType.SNAPSHOT)
+_CONF_SCAN_BYTES = 4 << 20
 
 
 class RaftError(Exception):
@@ -22,7 +60,7 @@ class RaftError(Exception):
 
 
 class ProposalDroppedError(RaftError):
-    """The proposal was not appended: this node is not the leader, or a transfer is under way."""
+    """Not appended: this node is not the leader (or has no leader to forward to), or a transfer is under way."""
 
 
 class ConfChangeRejectedError(RaftError):
@@ -59,104 +97,883 @@ class RaftCore:
     """One member of one Raft group. Deterministic given its inputs and `rng`."""
 
     def __init__(self, config: RaftConfig, storage: LogStorage, rng: random.Random) -> None:
-        raise NotImplementedError
+        self._config = config
+        self._id = config.id
+        self._rng = rng
+        initial = storage.initial_state()
+        hard = initial.hard_state
+        applied = max(config.applied, initial.conf_index)
+        # An applied entry was committed even if the commit index written with
+        # it was not synced before a crash.
+        self._log = RaftLog(storage, committed=max(hard.commit, applied), applied=applied)
+        if applied > self._log.last_index():
+            raise LogInvariantError(f"applied index {applied} is beyond the last index {self._log.last_index()}")
 
-    # --- inputs ---
+        self._term = hard.term
+        self._vote: NodeId | None = None
+        self._leader_id: NodeId | None = None
+        self._role = Role.FOLLOWER
+        self._progress: dict[NodeId, Progress] = {}
+        self._conf = ConfState()
+        self._conf_history: list[tuple[int, ConfState]] = [(initial.conf_index, initial.conf_state)]
+        self._conf_history += self._scan_conf_entries(initial.conf_index + 1, self._log.last_index())
+        self._votes: dict[NodeId, bool] = {}
+        self._msgs: list[Message] = []
+        self._read_states: list[ReadState] = []
+        self._read_queue = ReadIndexQueue()
+        self._reads_before_first_commit: list[tuple[bytes, NodeId]] = []
+        self._lead_transferee: NodeId | None = None
+        self._election_elapsed = 0
+        self._heartbeat_elapsed = 0
+        self._randomized_election_timeout = config.election_tick
+        self._append_pending = False
+        self._outstanding: Ready | None = None
 
-    def tick(self) -> None:
-        """Advance the logical clock by one tick (elections, heartbeats, check-quorum)."""
-        raise NotImplementedError
+        self._set_conf(self._conf_history[-1][1])
+        self._become_follower(hard.term, None)
+        self._vote = hard.vote
+        self._prev_hard = HardState(self._term, self._vote, self._log.committed)
+        self._prev_soft = SoftState(self._leader_id, self._role)
 
-    def step(self, msg: Message) -> None:
-        """Feed one message from a peer. Stale or malformed messages are ignored."""
-        raise NotImplementedError
-
-    def campaign(self) -> None:
-        """Start an election now (pre-vote first when enabled), as if the timer fired."""
-        raise NotImplementedError
-
-    def propose(self, data: bytes) -> int:
-        """Append one command; returns its index (in the current `term`)."""
-        raise NotImplementedError
-
-    def propose_many(self, datas: Sequence[bytes]) -> int:
-        """Append commands as consecutive entries; returns the first index."""
-        raise NotImplementedError
-
-    def propose_conf_change(self, change: ConfChange) -> int:
-        """Append a membership change; returns its index. One change at a time."""
-        raise NotImplementedError
-
-    def transfer_leader(self, to: NodeId) -> None:
-        """Ask leadership to move to `to` (forwarded to the leader on a follower)."""
-        raise NotImplementedError
-
-    def read_index(self, ctx: bytes) -> None:
-        """Request a linearizable read point; answered by a ReadState with `ctx`."""
-        raise NotImplementedError
-
-    def report_unreachable(self, node_id: NodeId) -> None:
-        """The host failed to send to `node_id`: stop pipelining to it until it answers."""
-        raise NotImplementedError
-
-    def report_snapshot(self, node_id: NodeId, ok: bool) -> None:
-        """The host finished (or failed) sending a snapshot to `node_id`."""
-        raise NotImplementedError
-
-    # --- outputs ---
-
-    def has_ready(self) -> bool:
-        raise NotImplementedError
-
-    def ready(self) -> Ready:
-        raise NotImplementedError
-
-    def advance(self, ready: Ready) -> None:
-        raise NotImplementedError
-
-    # --- accessors ---
+    # ------------------------------------------------------------------ accessors
 
     @property
     def id(self) -> NodeId:
-        raise NotImplementedError
+        return self._id
 
     @property
     def role(self) -> Role:
-        raise NotImplementedError
+        return self._role
 
     @property
     def term(self) -> int:
-        raise NotImplementedError
+        return self._term
+
+    @property
+    def vote(self) -> NodeId | None:
+        return self._vote
 
     @property
     def leader_id(self) -> NodeId | None:
-        raise NotImplementedError
+        return self._leader_id
 
     @property
     def commit_index(self) -> int:
-        raise NotImplementedError
+        return self._log.committed
 
     @property
     def applied(self) -> int:
-        raise NotImplementedError
+        return self._log.applied
+
+    @property
+    def first_index(self) -> int:
+        return self._log.first_index()
 
     @property
     def last_index(self) -> int:
-        raise NotImplementedError
+        return self._log.last_index()
 
     @property
     def conf_state(self) -> ConfState:
         """Current membership: the latest conf-change entry in the log, committed or not."""
-        raise NotImplementedError
+        return self._conf
 
     @property
     def voters(self) -> tuple[NodeId, ...]:
-        raise NotImplementedError
+        return self._conf.voters
 
     @property
     def learners(self) -> tuple[NodeId, ...]:
-        raise NotImplementedError
+        return self._conf.learners
+
+    @property
+    def lead_transferee(self) -> NodeId | None:
+        return self._lead_transferee
+
+    @property
+    def progress(self) -> dict[NodeId, Progress]:
+        """The leader's replication progress per member (read-only use: metrics, tests)."""
+        return self._progress
 
     def conf_state_at(self, index: int) -> ConfState:
         """Membership as of applied `index`, for a snapshot the host takes there."""
-        raise NotImplementedError
+        if index > self._log.applied:
+            raise ValueError(f"index {index} is not applied yet (applied {self._log.applied})")
+        for conf_index, conf in reversed(self._conf_history):
+            if conf_index <= index:
+                return conf
+        raise ValueError(f"membership before index {self._conf_history[0][0]} is no longer known")
+
+    def entry_term(self, index: int) -> int:
+        """Term of the entry at `index` in this node's log (0 if outside it)."""
+        return self._log.term_or_zero(index)
+
+    def log_entries(self, lo: int, hi: int) -> list[Entry]:
+        """Entries [lo, hi) of this node's log, stable or not (tests and the simulator)."""
+        return self._log.slice(lo, hi)
+
+    # ------------------------------------------------------------------ inputs
+
+    def tick(self) -> None:
+        """Advance the logical clock by one tick (elections, heartbeats, check-quorum)."""
+        if self._role is Role.LEADER:
+            self._tick_leader()
+        else:
+            self._tick_election()
+
+    def campaign(self) -> None:
+        """Start an election now (pre-vote first when enabled), as if the timer fired."""
+        if self._role is not Role.LEADER:
+            self._hup(transfer=False)
+
+    def step(self, msg: Message) -> None:
+        """Feed one message from a peer. Stale messages and messages not meant for us are ignored."""
+        if msg.to != self._id or msg.from_ == self._id:
+            return
+        if msg.term > self._term:
+            if not self._accept_higher_term(msg):
+                return
+        elif msg.term < self._term:
+            self._answer_stale(msg)
+            return
+
+        mtype = msg.type
+        if mtype is MessageType.VOTE or mtype is MessageType.PRE_VOTE:
+            self._handle_vote_request(msg)
+        elif self._role is Role.LEADER:
+            self._step_leader(msg)
+        elif self._role is Role.FOLLOWER:
+            self._step_follower(msg)
+        else:
+            self._step_candidate(msg)
+
+    def propose(self, data: bytes) -> int:
+        """Append one command; returns its index (in the current `term`)."""
+        return self.propose_many((data,))
+
+    def propose_many(self, datas: Sequence[bytes]) -> int:
+        """Append commands as consecutive entries; returns the first index."""
+        self._check_can_propose()
+        first = self._log.last_index() + 1
+        term = self._term
+        self._append_entries([Entry(term, first + i, EntryType.NORMAL, data) for i, data in enumerate(datas)])
+        return first
+
+    def propose_conf_change(self, change: ConfChange) -> int:
+        """Append a membership change; returns its index. One change at a time."""
+        self._check_can_propose()
+        if self._conf_history[-1][0] > self._log.committed:
+            raise ConfChangeRejectedError("a membership change is still uncommitted")
+        if self._log.term_or_zero(self._log.committed) != self._term:
+            raise ConfChangeRejectedError("the leader has not committed an entry of its term yet")
+        try:
+            new_conf = change.apply_to(self._conf)
+        except ValueError as exc:
+            raise ConfChangeRejectedError(str(exc)) from exc
+        index = self._log.last_index() + 1
+        data = ConfChangeRecord(change, new_conf).encode()
+        self._append_entries([Entry(self._term, index, EntryType.CONF_CHANGE, data)])
+        return index
+
+    def transfer_leader(self, to: NodeId) -> None:
+        """Ask leadership to move to `to` (forwarded to the leader on a follower)."""
+        if self._role is Role.LEADER:
+            self._start_transfer(to)
+        elif self._leader_id is not None:
+            self._send(MessageType.TRANSFER_LEADER, self._leader_id, context=to.encode())
+        else:
+            raise ProposalDroppedError("no leader to transfer leadership from")
+
+    def read_index(self, ctx: bytes) -> None:
+        """Request a linearizable read point; answered by a ReadState carrying `ctx`.
+
+        `ctx` must be non-empty and unique among pending requests. A request
+        lost to a leader change is never answered: the host times it out.
+        """
+        if not ctx:
+            raise ValueError("read_index ctx must be non-empty")
+        if self._role is Role.LEADER:
+            self._leader_read_index(ctx, self._id)
+        elif self._leader_id is not None:
+            self._send(MessageType.READ_INDEX, self._leader_id, context=ctx)
+        else:
+            raise ProposalDroppedError("no leader to serve the read")
+
+    def report_unreachable(self, node_id: NodeId) -> None:
+        """The host failed to send to `node_id`: stop pipelining to it until it answers."""
+        progress = self._progress.get(node_id)
+        if self._role is Role.LEADER and progress is not None and progress.state is ProgressState.REPLICATE:
+            progress.become_probe()
+
+    def report_snapshot(self, node_id: NodeId, ok: bool) -> None:
+        """The host finished (or failed) sending a snapshot to `node_id`."""
+        progress = self._progress.get(node_id)
+        if self._role is not Role.LEADER or progress is None or progress.state is not ProgressState.SNAPSHOT:
+            return
+        if not ok:
+            progress.pending_snapshot = 0
+        progress.become_probe()
+        # Wait for the follower's answer (or the next heartbeat) before probing.
+        progress.probe_sent = True
+
+    # ------------------------------------------------------------------ outputs
+
+    def has_ready(self) -> bool:
+        if self._outstanding is not None:
+            return False
+        log = self._log
+        return bool(
+            self._msgs
+            or self._read_states
+            or self._append_pending
+            or log.has_unstable_to_hand_out()
+            or log.has_committed_to_hand_out()
+            or self._term != self._prev_hard.term
+            or self._vote != self._prev_hard.vote
+            or log.committed != self._prev_hard.commit
+            or self._leader_id != self._prev_soft.leader_id
+            or self._role is not self._prev_soft.role
+        )
+
+    def ready(self) -> Ready:
+        if self._outstanding is not None:
+            raise RaftError("advance() the previous Ready before taking another")
+        if self._append_pending:
+            self._append_pending = False
+            if self._role is Role.LEADER:
+                self._broadcast_append()
+        log = self._log
+        snapshot = log.take_unstable_snapshot()
+        entries = tuple(log.take_unstable_entries())
+        committed = tuple(log.take_committed_entries(self._config.max_committed_size_per_ready))
+        hard = HardState(self._term, self._vote, log.committed)
+        soft = SoftState(self._leader_id, self._role)
+        prev_hard = self._prev_hard
+        must_sync = bool(entries) or snapshot is not None or hard.term != prev_hard.term or hard.vote != prev_hard.vote
+        ready = Ready(
+            soft_state=soft if soft != self._prev_soft else None,
+            hard_state=hard if hard != prev_hard else None,
+            entries=entries,
+            snapshot=snapshot,
+            committed_entries=committed,
+            messages=tuple(self._msgs),
+            read_states=tuple(self._read_states),
+            must_sync=must_sync,
+        )
+        self._msgs = []
+        self._read_states = []
+        self._prev_hard = hard
+        self._prev_soft = soft
+        self._outstanding = ready
+        return ready
+
+    def advance(self, ready: Ready) -> None:
+        if ready is not self._outstanding:
+            raise RaftError("advance() must be given the Ready last returned by ready()")
+        self._outstanding = None
+        log = self._log
+        if ready.snapshot is not None:
+            log.stable_snapshot_to(ready.snapshot.index)
+            log.applied_to(ready.snapshot.index)
+        if ready.entries:
+            last = ready.entries[-1]
+            log.stable_to(last.index, last.term)
+        if ready.committed_entries:
+            log.applied_to(ready.committed_entries[-1].index)
+
+    # ------------------------------------------------------------------ term and role changes
+
+    def _reset(self, term: int) -> None:
+        if term != self._term:
+            self._term = term
+            self._vote = None
+        self._leader_id = None
+        self._election_elapsed = 0
+        self._heartbeat_elapsed = 0
+        self._randomized_election_timeout = self._config.election_tick + self._rng.randrange(
+            self._config.election_tick
+        )
+        self._lead_transferee = None
+        self._votes = {}
+        self._read_queue.clear()
+        self._reads_before_first_commit = []
+        self._append_pending = False
+        next_index = self._log.last_index() + 1
+        for node_id, progress in self._progress.items():
+            fresh = Progress(next_index, self._config.max_inflight_msgs, progress.is_learner)
+            if node_id == self._id:
+                fresh.match = next_index - 1
+            self._progress[node_id] = fresh
+
+    def _become_follower(self, term: int, leader_id: NodeId | None) -> None:
+        self._reset(term)
+        self._leader_id = leader_id
+        self._role = Role.FOLLOWER
+
+    def _become_pre_candidate(self) -> None:
+        # A pre-candidate changes neither term nor vote: losing costs nothing.
+        self._votes = {}
+        self._leader_id = None
+        self._role = Role.PRE_CANDIDATE
+
+    def _become_candidate(self) -> None:
+        self._reset(self._term + 1)
+        self._vote = self._id
+        self._role = Role.CANDIDATE
+
+    def _become_leader(self) -> None:
+        self._reset(self._term)
+        self._leader_id = self._id
+        self._role = Role.LEADER
+        for progress in self._progress.values():
+            progress.recent_active = False
+        own = self._progress.get(self._id)
+        if own is not None:
+            own.become_replicate()
+            own.recent_active = True
+        # The empty entry lets the new leader commit, and so learn the commit
+        # index, without waiting for a client (§5.4.2, thesis §6.4).
+        self._append_entries([Entry(self._term, self._log.last_index() + 1)])
+
+    # ------------------------------------------------------------------ elections
+
+    def _promotable(self) -> bool:
+        return self._id in self._conf.voters
+
+    def _tick_election(self) -> None:
+        self._election_elapsed += 1
+        if self._election_elapsed >= self._randomized_election_timeout and self._promotable():
+            self._election_elapsed = 0
+            self._hup(transfer=False)
+
+    def _hup(self, transfer: bool) -> None:
+        if not self._promotable():
+            return
+        if self._config.pre_vote and not transfer:
+            self._start_election(MessageType.PRE_VOTE, transfer=False)
+        else:
+            self._start_election(MessageType.VOTE, transfer=transfer)
+
+    def _start_election(self, vote_type: MessageType, transfer: bool) -> None:
+        if vote_type is MessageType.PRE_VOTE:
+            self._become_pre_candidate()
+            term = self._term + 1  # the term we would campaign in
+        else:
+            self._become_candidate()
+            term = self._term
+        if self._poll(self._id, True) == "won":
+            self._election_won(vote_type)
+            return
+        last_index = self._log.last_index()
+        last_term = self._log.last_term()
+        context = CAMPAIGN_TRANSFER if transfer else b""
+        for voter in self._conf.voters:
+            if voter != self._id:
+                self._msgs.append(
+                    Message(
+                        type=vote_type,
+                        from_=self._id,
+                        to=voter,
+                        term=term,
+                        index=last_index,
+                        log_term=last_term,
+                        context=context,
+                    )
+                )
+
+    def _poll(self, voter: NodeId, granted: bool) -> str:
+        self._votes.setdefault(voter, granted)
+        yes = no = 0
+        for node_id in self._conf.voters:
+            result = self._votes.get(node_id)
+            if result is True:
+                yes += 1
+            elif result is False:
+                no += 1
+        quorum = len(self._conf.voters) // 2 + 1
+        if yes >= quorum:
+            return "won"
+        if len(self._conf.voters) - no < quorum:
+            return "lost"
+        return "pending"
+
+    def _election_won(self, vote_type: MessageType) -> None:
+        if vote_type is MessageType.PRE_VOTE:
+            self._start_election(MessageType.VOTE, transfer=False)
+        else:
+            self._become_leader()
+            self._broadcast_append()
+
+    def _accept_higher_term(self, msg: Message) -> bool:
+        """React to a message from a later term; False if it must be ignored."""
+        mtype = msg.type
+        if mtype is MessageType.VOTE or mtype is MessageType.PRE_VOTE:
+            forced = msg.context == CAMPAIGN_TRANSFER
+            in_lease = (
+                self._config.check_quorum
+                and self._leader_id is not None
+                and self._election_elapsed < self._config.election_tick
+            )
+            if in_lease and not forced:
+                # We heard from a live leader recently: a disruptive candidate
+                # (a removed or partitioned node) must not depose it.
+                return False
+        if mtype is MessageType.PRE_VOTE or (mtype is MessageType.PRE_VOTE_RESP and not msg.reject):
+            return True  # pre-votes carry a future term and never change ours
+        if mtype in _FROM_LEADER:
+            self._become_follower(msg.term, msg.from_)
+        else:
+            self._become_follower(msg.term, None)
+        return True
+
+    def _answer_stale(self, msg: Message) -> None:
+        if (self._config.check_quorum or self._config.pre_vote) and msg.type in (
+            MessageType.APPEND,
+            MessageType.HEARTBEAT,
+        ):
+            # A leader cut off from us while we moved on: tell it our term so it
+            # steps down (it may never win a pre-vote against us otherwise).
+            self._send(MessageType.APPEND_RESP, msg.from_)
+        elif msg.type is MessageType.PRE_VOTE:
+            self._send(MessageType.PRE_VOTE_RESP, msg.from_, reject=True)
+
+    def _handle_vote_request(self, msg: Message) -> None:
+        is_pre = msg.type is MessageType.PRE_VOTE
+        can_vote = (
+            self._vote == msg.from_
+            or (self._vote is None and self._leader_id is None)
+            or (is_pre and msg.term > self._term)
+        )
+        if can_vote and self._log.is_up_to_date(msg.index, msg.log_term):
+            self._msgs.append(Message(type=_RESPONSE_TYPE[msg.type], from_=self._id, to=msg.from_, term=msg.term))
+            if not is_pre:
+                self._election_elapsed = 0
+                self._vote = msg.from_
+        else:
+            self._send(_RESPONSE_TYPE[msg.type], msg.from_, reject=True)
+
+    def _step_candidate(self, msg: Message) -> None:
+        mtype = msg.type
+        if mtype in _FROM_LEADER:
+            self._become_follower(msg.term, msg.from_)
+            self._step_follower(msg)
+            return
+        expected = MessageType.PRE_VOTE_RESP if self._role is Role.PRE_CANDIDATE else MessageType.VOTE_RESP
+        if mtype is not expected:
+            return
+        result = self._poll(msg.from_, not msg.reject)
+        if result == "won":
+            self._election_won(MessageType.PRE_VOTE if self._role is Role.PRE_CANDIDATE else MessageType.VOTE)
+        elif result == "lost":
+            self._become_follower(self._term, None)
+
+    # ------------------------------------------------------------------ follower
+
+    def _step_follower(self, msg: Message) -> None:
+        mtype = msg.type
+        if mtype is MessageType.APPEND:
+            self._election_elapsed = 0
+            self._leader_id = msg.from_
+            self._handle_append(msg)
+        elif mtype is MessageType.HEARTBEAT:
+            self._election_elapsed = 0
+            self._leader_id = msg.from_
+            self._handle_heartbeat(msg)
+        elif mtype is MessageType.SNAPSHOT:
+            self._election_elapsed = 0
+            self._leader_id = msg.from_
+            self._handle_snapshot(msg)
+        elif mtype is MessageType.TIMEOUT_NOW:
+            self._hup(transfer=True)
+        elif mtype is MessageType.READ_INDEX_RESP:
+            self._read_states.append(ReadState(msg.index, msg.context))
+        # READ_INDEX / TRANSFER_LEADER reaching a follower were meant for a
+        # leader that has since stepped down; the requester retries.
+
+    def _handle_append(self, msg: Message) -> None:
+        log = self._log
+        if msg.index < log.committed:
+            self._send(MessageType.APPEND_RESP, msg.from_, index=log.committed)
+            return
+        result = log.maybe_append(msg.index, msg.log_term, msg.commit, msg.entries)
+        if result is None:
+            hint = log.find_conflict_by_term(min(msg.index, log.last_index()), msg.log_term)
+            self._send(
+                MessageType.APPEND_RESP,
+                msg.from_,
+                index=msg.index,
+                reject=True,
+                reject_hint=hint,
+                log_term=log.term_or_zero(hint),
+            )
+            return
+        last_new, written_from = result
+        if written_from:
+            self._track_conf_entries(written_from, msg.entries[written_from - msg.index - 1 :])
+        self._send(MessageType.APPEND_RESP, msg.from_, index=last_new)
+
+    def _handle_heartbeat(self, msg: Message) -> None:
+        self._log.commit_to(min(msg.commit, self._log.last_index()))
+        self._send(MessageType.HEARTBEAT_RESP, msg.from_, context=msg.context)
+
+    def _handle_snapshot(self, msg: Message) -> None:
+        snapshot = msg.snapshot
+        if snapshot is not None and self._restore(snapshot):
+            self._send(MessageType.APPEND_RESP, msg.from_, index=self._log.last_index())
+        else:
+            self._send(MessageType.APPEND_RESP, msg.from_, index=self._log.committed)
+
+    def _restore(self, snapshot: Snapshot) -> bool:
+        log = self._log
+        if snapshot.index <= log.committed:
+            return False
+        # A snapshot whose membership lacks us is still adopted: a node that
+        # just joined gets one from before its own addition, and learns it is
+        # a member from the entries that follow.
+        if log.match_term(snapshot.index, snapshot.term):
+            # Our log already has the snapshot's last entry: just learn it is committed.
+            log.commit_to(snapshot.index)
+            return False
+        log.restore(snapshot)
+        self._conf_history = [(snapshot.index, snapshot.metadata.conf_state)]
+        self._set_conf(snapshot.metadata.conf_state)
+        return True
+
+    # ------------------------------------------------------------------ leader
+
+    def _tick_leader(self) -> None:
+        self._heartbeat_elapsed += 1
+        self._election_elapsed += 1
+        if self._election_elapsed >= self._config.election_tick:
+            self._election_elapsed = 0
+            if self._config.check_quorum and not self._quorum_recently_active():
+                self._become_follower(self._term, None)
+                return
+            self._lead_transferee = None  # a transfer that took an election timeout has failed
+        if self._heartbeat_elapsed >= self._config.heartbeat_tick:
+            self._heartbeat_elapsed = 0
+            self._broadcast_heartbeat(self._read_queue.last_ctx())
+
+    def _quorum_recently_active(self) -> bool:
+        active = 0
+        for node_id in self._conf.voters:
+            progress = self._progress.get(node_id)
+            if progress is None:
+                continue
+            if node_id == self._id or progress.recent_active:
+                active += 1
+        for node_id, progress in self._progress.items():
+            progress.recent_active = node_id == self._id
+        return active >= len(self._conf.voters) // 2 + 1
+
+    def _check_can_propose(self) -> None:
+        if self._role is not Role.LEADER:
+            raise ProposalDroppedError(f"not the leader (leader is {self._leader_id})")
+        if self._lead_transferee is not None:
+            raise ProposalDroppedError(f"leadership is being transferred to {self._lead_transferee}")
+        if self._id not in self._conf.voters:
+            raise ProposalDroppedError("this leader is being removed from the group")
+
+    def _append_entries(self, entries: list[Entry]) -> None:
+        if not entries:
+            return
+        last = self._log.append(entries)
+        self._track_conf_entries(entries[0].index, entries)
+        own = self._progress.get(self._id)
+        if own is not None:
+            own.maybe_update(last)
+        self._maybe_commit()
+        # Sending waits until ready(), so proposals made in one go share messages.
+        self._append_pending = True
+
+    def _maybe_commit(self) -> bool:
+        voters = self._conf.voters
+        if not voters:
+            return False
+        matches = sorted(
+            (self._progress[v].match for v in voters if v in self._progress),
+            reverse=True,
+        )
+        quorum = len(voters) // 2 + 1
+        if len(matches) < quorum:
+            return False
+        candidate = matches[quorum - 1]
+        # Only an entry of the current term is committed by counting replicas (§5.4.2).
+        if candidate <= self._log.committed or self._log.term_or_zero(candidate) != self._term:
+            return False
+        self._log.commit_to(candidate)
+        self._on_leader_commit()
+        return True
+
+    def _on_leader_commit(self) -> None:
+        if self._reads_before_first_commit and self._log.term_or_zero(self._log.committed) == self._term:
+            waiting, self._reads_before_first_commit = self._reads_before_first_commit, []
+            for ctx, requester in waiting:
+                self._leader_read_index(ctx, requester)
+        if self._id not in self._conf.voters and self._conf_history[-1][0] <= self._log.committed:
+            # Our own removal is committed: tell the others, then step down.
+            self._broadcast_append()
+            self._become_follower(self._term, None)
+        else:
+            self._append_pending = True
+
+    def _broadcast_append(self) -> None:
+        for node_id in self._progress:
+            if node_id != self._id:
+                self._send_appends(node_id, send_if_empty=True)
+
+    def _send_appends(self, node_id: NodeId, send_if_empty: bool) -> None:
+        """Send as many appends as flow control allows (at least one if `send_if_empty`)."""
+        while self._maybe_send_append(node_id, send_if_empty):
+            send_if_empty = False
+
+    def _maybe_send_append(self, node_id: NodeId, send_if_empty: bool) -> bool:
+        progress = self._progress[node_id]
+        if progress.is_paused():
+            return False
+        log = self._log
+        prev_index = progress.next - 1
+        last_index = log.last_index()
+        try:
+            prev_term = log.term(prev_index)
+            hi = min(last_index + 1, progress.next + self._config.max_entries_per_msg)
+            entries = log.slice(progress.next, hi, self._config.max_size_per_msg)
+        except CompactedError:
+            return self._maybe_send_snapshot(node_id, progress)
+        except UnavailableError:
+            # Our log shrank under the progress (it cannot for a leader): resync.
+            progress.become_probe()
+            return False
+        if not entries and not send_if_empty:
+            return False
+        self._msgs.append(
+            Message(
+                type=MessageType.APPEND,
+                from_=self._id,
+                to=node_id,
+                term=self._term,
+                index=prev_index,
+                log_term=prev_term,
+                entries=tuple(entries),
+                commit=log.committed,
+            )
+        )
+        progress.sent_append(len(entries), entries[-1].index if entries else prev_index)
+        return True
+
+    def _maybe_send_snapshot(self, node_id: NodeId, progress: Progress) -> bool:
+        if not progress.recent_active:
+            return False  # no point shipping a snapshot to a node that is not answering
+        try:
+            snapshot = self._log.storage.snapshot()
+        except SnapshotTemporarilyUnavailableError:
+            return False
+        if snapshot.index == 0:
+            return False
+        self._msgs.append(
+            Message(type=MessageType.SNAPSHOT, from_=self._id, to=node_id, term=self._term, snapshot=snapshot)
+        )
+        progress.become_snapshot(snapshot.index)
+        return True
+
+    def _broadcast_heartbeat(self, ctx: bytes) -> None:
+        for node_id, progress in self._progress.items():
+            if node_id != self._id:
+                self._msgs.append(
+                    Message(
+                        type=MessageType.HEARTBEAT,
+                        from_=self._id,
+                        to=node_id,
+                        term=self._term,
+                        commit=min(progress.match, self._log.committed),
+                        context=ctx,
+                    )
+                )
+
+    def _step_leader(self, msg: Message) -> None:
+        mtype = msg.type
+        if mtype is MessageType.READ_INDEX:
+            if msg.context:
+                self._leader_read_index(msg.context, msg.from_)
+            return
+        if mtype is MessageType.TRANSFER_LEADER:
+            with contextlib.suppress(UnicodeDecodeError, ProposalDroppedError):
+                self._start_transfer(msg.context.decode())
+            return
+        progress = self._progress.get(msg.from_)
+        if progress is None:
+            return  # not (or no longer) a member
+        if mtype is MessageType.APPEND_RESP:
+            progress.recent_active = True
+            self._handle_append_response(msg, progress)
+        elif mtype is MessageType.HEARTBEAT_RESP:
+            progress.recent_active = True
+            self._handle_heartbeat_response(msg, progress)
+
+    def _handle_append_response(self, msg: Message, progress: Progress) -> None:
+        log = self._log
+        if msg.reject:
+            next_probe = msg.reject_hint
+            if msg.log_term > 0:
+                next_probe = log.find_conflict_by_term(msg.reject_hint, msg.log_term)
+            if progress.maybe_decrease_to(msg.index, next_probe):
+                if progress.state is ProgressState.REPLICATE:
+                    progress.become_probe()
+                self._send_appends(msg.from_, send_if_empty=True)
+            return
+        was_paused = progress.is_paused()
+        if not progress.maybe_update(msg.index) and not (
+            progress.match == msg.index and progress.state is ProgressState.PROBE
+        ):
+            return
+        if progress.state is ProgressState.PROBE:
+            progress.become_replicate()
+        elif progress.state is ProgressState.SNAPSHOT:
+            if progress.match + 1 >= log.first_index():
+                progress.become_probe()
+                progress.become_replicate()
+        else:
+            progress.inflights.free_le(msg.index)
+        if self._maybe_commit() and self._role is not Role.LEADER:
+            return
+        self._send_appends(msg.from_, send_if_empty=was_paused)
+        if msg.from_ == self._lead_transferee and progress.match == log.last_index():
+            self._send(MessageType.TIMEOUT_NOW, msg.from_)
+
+    def _handle_heartbeat_response(self, msg: Message, progress: Progress) -> None:
+        progress.probe_sent = False
+        if progress.state is ProgressState.REPLICATE and progress.inflights.full():
+            # An ack may have been lost; free one slot so replication cannot stall.
+            progress.inflights.free_first_one()
+        if progress.match < self._log.last_index() or progress.state is ProgressState.PROBE:
+            self._send_appends(msg.from_, send_if_empty=True)
+        if not msg.context:
+            return
+        acks = self._read_queue.ack(msg.context, msg.from_)
+        if acks is None or not self._is_quorum(acks):
+            return
+        for read in self._read_queue.release_through(msg.context):
+            self._answer_read(read.index, read.ctx, read.requester)
+
+    def _is_quorum(self, acks: set[NodeId]) -> bool:
+        voters = self._conf.voters
+        return sum(1 for v in voters if v in acks) >= len(voters) // 2 + 1
+
+    def _leader_read_index(self, ctx: bytes, requester: NodeId) -> None:
+        if self._log.term_or_zero(self._log.committed) != self._term:
+            # Until it commits an entry of its term a new leader does not know
+            # the commit index (thesis §6.4): answer after that commit.
+            self._reads_before_first_commit.append((ctx, requester))
+            return
+        index = self._log.committed
+        if self._conf.voters == (self._id,):
+            self._answer_read(index, ctx, requester)
+            return
+        if not self._read_queue.add(index, ctx, requester):
+            return  # duplicate ctx: the first request will be answered
+        self._read_queue.ack(ctx, self._id)
+        self._broadcast_heartbeat(ctx)
+
+    def _answer_read(self, index: int, ctx: bytes, requester: NodeId) -> None:
+        if requester == self._id:
+            self._read_states.append(ReadState(index, ctx))
+        else:
+            self._send(MessageType.READ_INDEX_RESP, requester, index=index, context=ctx)
+
+    def _start_transfer(self, to: NodeId) -> None:
+        if to == self._id or to not in self._conf.voters:
+            raise ProposalDroppedError(f"cannot transfer leadership to {to}: not another voter")
+        if self._lead_transferee == to:
+            return
+        self._lead_transferee = to
+        # The transfer must finish within an election timeout or it is abandoned.
+        self._election_elapsed = 0
+        if self._progress[to].match == self._log.last_index():
+            self._send(MessageType.TIMEOUT_NOW, to)
+        else:
+            self._send_appends(to, send_if_empty=True)
+
+    # ------------------------------------------------------------------ membership
+
+    def _scan_conf_entries(self, lo: int, last: int) -> list[tuple[int, ConfState]]:
+        found: list[tuple[int, ConfState]] = []
+        while lo <= last:
+            batch = self._log.slice(lo, last + 1, _CONF_SCAN_BYTES)
+            for entry in batch:
+                if entry.type is EntryType.CONF_CHANGE:
+                    found.append((entry.index, ConfChangeRecord.decode(entry.data).conf_state))
+            lo = batch[-1].index + 1
+        return found
+
+    def _track_conf_entries(self, written_from: int, entries: Sequence[Entry]) -> None:
+        """Keep the membership in step with the log after entries from `written_from` were written."""
+        history = self._conf_history
+        truncated = False
+        while len(history) > 1 and history[-1][0] >= written_from:
+            history.pop()
+            truncated = True
+        found = False
+        for entry in entries:
+            if entry.type is EntryType.CONF_CHANGE:
+                try:
+                    conf = ConfChangeRecord.decode(entry.data).conf_state
+                except ValueError:
+                    continue  # a corrupt record changes nothing; the leader validated it
+                history.append((entry.index, conf))
+                found = True
+        if truncated or found:
+            self._set_conf(history[-1][1])
+
+    def _set_conf(self, conf: ConfState) -> None:
+        if conf == self._conf and self._progress:
+            return
+        self._conf = conf
+        members = conf.members()
+        for node_id in list(self._progress):
+            if node_id not in members:
+                del self._progress[node_id]
+        next_index = self._log.last_index() + 1
+        for node_id in members:
+            progress = self._progress.get(node_id)
+            if progress is None:
+                progress = Progress(next_index, self._config.max_inflight_msgs)
+                if node_id == self._id:
+                    progress.match = next_index - 1
+                    progress.recent_active = True
+                    if self._role is Role.LEADER:
+                        progress.become_replicate()
+                self._progress[node_id] = progress
+            progress.is_learner = node_id in conf.learners
+        if self._role is Role.LEADER:
+            if self._lead_transferee is not None and self._lead_transferee not in conf.voters:
+                self._lead_transferee = None
+            # Fewer voters can mean a smaller quorum: something may now be committed.
+            self._maybe_commit()
+            self._append_pending = self._role is Role.LEADER
+
+    # ------------------------------------------------------------------ helpers
+
+    def _send(
+        self,
+        mtype: MessageType,
+        to: NodeId,
+        *,
+        index: int = 0,
+        log_term: int = 0,
+        reject: bool = False,
+        reject_hint: int = 0,
+        context: bytes = b"",
+    ) -> None:
+        self._msgs.append(
+            Message(
+                type=mtype,
+                from_=self._id,
+                to=to,
+                term=self._term,
+                index=index,
+                log_term=log_term,
+                reject=reject,
+                reject_hint=reject_hint,
+                context=context,
+            )
+        )

@@ -1,0 +1,442 @@
+"""The deterministic Raft simulation: N cores, an integer clock, a faulty network, one seed.
+
+Every choice (fault profile, delays, losses, partitions, crashes, restarts,
+membership changes, leader transfers, proposals, reads, snapshots) comes
+from `random.Random(seed)`, and the cores iterate nothing in hash order, so
+a seed replays exactly. A run is a chaos phase of `steps` ticks followed by a
+settle phase (faults off, everyone restarted) that must converge: every
+member applies every acknowledged entry.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+
+from raft.core import ConfChangeRejectedError, ProposalDroppedError, RaftConfig
+from raft.log_storage import MemoryLogStorage
+from raft.sim.checker import SafetyChecker, SafetyViolation
+from raft.sim.network import NetworkFaults, SimNetwork
+from raft.sim.node import SimNode
+from raft.sim.state_machine import SimStateMachine
+from raft.types import (
+    ConfChange,
+    ConfChangeRecord,
+    ConfChangeType,
+    ConfState,
+    EntryType,
+    Message,
+    MessageType,
+    Role,
+)
+
+ELECTION_TICK = 10
+SETTLE_STEPS = 100 * ELECTION_TICK
+MAX_CLIENT_BACKLOG = 64
+
+
+@dataclass(frozen=True, slots=True)
+class SimOptions:
+    nodes: int = 3
+    steps: int = 1500
+    trace: bool = False
+
+
+@dataclass(slots=True)
+class SimResult:
+    seed: int
+    violation: str | None = None
+    step: int = 0
+    stats: Counter[str] = field(default_factory=Counter)
+    trace: list[str] = field(default_factory=list)
+
+
+class Simulation:
+    def __init__(self, seed: int, options: SimOptions) -> None:
+        if options.nodes < 1:
+            raise ValueError("a simulation needs at least one node")
+        self.seed = seed
+        self.options = options
+        self.rng = rng = random.Random(seed)
+        self.now = 0
+        self.stats: Counter[str] = Counter()
+        self.trace_lines: list[str] = []
+        # Per-seed profile, so that different seeds explore different regimes.
+        self.pre_vote = rng.random() < 0.75
+        self.check_quorum = rng.random() < 0.75
+        self.heartbeat_tick = rng.choice((1, 2, 3))
+        self.max_inflight = rng.choice((1, 2, 4, 64))
+        self.max_entries_per_msg = rng.choice((1, 3, 64))
+        self.max_size_per_msg = rng.choice((64, 1 << 20))
+        self.max_committed_per_ready = rng.choice((64, 16 << 20))
+        self.chaos_faults = NetworkFaults(
+            drop=rng.choice((0.0, 0.01, 0.05, 0.1)),
+            duplicate=rng.choice((0.0, 0.02, 0.05)),
+            min_delay=1,
+            max_delay=rng.choice((1, 2, 3, 6)),
+        )
+        self.p_crash = rng.choice((0.0, 0.002, 0.005))
+        self.p_crash_in_ready = rng.choice((0.0, 0.001, 0.003))
+        self.p_partition = rng.choice((0.0, 0.005, 0.01))
+        self.p_conf_change = rng.choice((0.0, 0.004, 0.01))
+        self.p_transfer = rng.choice((0.0, 0.002, 0.005))
+        self.network = SimNetwork(rng, self.chaos_faults)
+        self.checker = SafetyChecker()
+        ids = [f"n{i}" for i in range(1, options.nodes + 1)]
+        self.min_voters = options.nodes
+        self.max_voters = options.nodes + 2
+        self.max_crashed = (options.nodes - 1) // 2
+        self.next_node_number = options.nodes + 1
+        conf = ConfState(voters=tuple(ids))
+        self.nodes: dict[str, SimNode] = {}
+        for node_id in ids:
+            self.nodes[node_id] = SimNode(node_id, MemoryLogStorage(conf), self._config, rng.getrandbits(64))
+        self.pending_reads: dict[bytes, tuple[str, int]] = {}
+        self.read_seq = 0
+        self.proposal_seq = 0
+
+    # ------------------------------------------------------------------ running
+
+    def run(self) -> SimResult:
+        result = SimResult(self.seed, stats=self.stats, trace=self.trace_lines)
+        try:
+            for _ in range(self.options.steps):
+                self.now += 1
+                self._chaos()
+                self._advance_time()
+            self._settle()
+        except SafetyViolation as exc:
+            result.violation = str(exc)
+            self._trace(f"VIOLATION {exc}")
+        result.step = self.now
+        self.stats["committed"] = self.checker.max_acked
+        self.stats["elections"] = len(self.checker.leaders_by_term)
+        self.stats["reads_checked"] = self.checker.reads_checked
+        self.stats["messages"] = self.network.sent
+        self.stats["dropped"] = self.network.dropped
+        self.stats["duplicated"] = self.network.duplicated
+        return result
+
+    def _config(self, node_id: str, applied: int) -> RaftConfig:
+        return RaftConfig(
+            id=node_id,
+            election_tick=ELECTION_TICK,
+            heartbeat_tick=self.heartbeat_tick,
+            pre_vote=self.pre_vote,
+            check_quorum=self.check_quorum,
+            max_size_per_msg=self.max_size_per_msg,
+            max_entries_per_msg=self.max_entries_per_msg,
+            max_inflight_msgs=self.max_inflight,
+            max_committed_size_per_ready=self.max_committed_per_ready,
+            applied=applied,
+        )
+
+    def _trace(self, line: str) -> None:
+        if self.options.trace:
+            self.trace_lines.append(f"{self.now:6d} {line}")
+
+    def _alive(self) -> list[SimNode]:
+        return [node for node in self.nodes.values() if node.alive]
+
+    def _leader(self) -> SimNode | None:
+        leaders = [n for n in self._alive() if n.live_core.role is Role.LEADER]
+        return max(leaders, key=lambda n: n.live_core.term) if leaders else None
+
+    def _max_term(self) -> int:
+        return max(
+            (n.live_core.term if n.alive else n.storage.hard_state.term) for n in self.nodes.values()
+        )
+
+    # ------------------------------------------------------------------ one tick
+
+    def _advance_time(self) -> None:
+        rng = self.rng
+        alive = self._alive()
+        rng.shuffle(alive)
+        for node in alive:
+            if rng.random() < 0.97:  # occasional missed ticks: clocks drift
+                node.live_core.tick()
+        for msg, blocked in self.network.due(self.now):
+            self._deliver(msg, blocked)
+        alive = self._alive()
+        rng.shuffle(alive)
+        for node in alive:
+            for _ in range(4):
+                if not node.alive or not node.live_core.has_ready():
+                    break
+                self._handle_ready(node)
+        self._check_leaders()
+
+    def _deliver(self, msg: Message, blocked: bool) -> None:
+        target = self.nodes.get(msg.to)
+        lost = blocked or target is None or not target.alive
+        if msg.type is MessageType.SNAPSHOT:
+            sender = self.nodes.get(msg.from_)
+            if sender is not None and sender.alive:
+                sender.live_core.report_snapshot(msg.to, not lost)
+        if lost or target is None:
+            return
+        target.live_core.step(msg)
+
+    def _handle_ready(self, node: SimNode) -> None:
+        core = node.live_core
+        ready = core.ready()
+        crash_point = None
+        if self.p_crash_in_ready and self.rng.random() < self.p_crash_in_ready and self._can_crash():
+            crash_point = self.rng.choice(("before-persist", "after-persist"))
+        if crash_point == "before-persist":
+            self._crash(node, "before persisting a Ready")
+            return
+        storage = node.storage
+        if ready.snapshot is not None:
+            storage.apply_snapshot(ready.snapshot)
+            self.stats["snapshots_installed"] += 1
+        storage.append(ready.entries)
+        if ready.hard_state is not None:
+            storage.set_hard_state(ready.hard_state)
+        if ready.must_sync:
+            node.synced_hard_state = storage.hard_state
+        self.checker.on_persist(node.id, ready.snapshot, ready.entries)
+        if crash_point == "after-persist":
+            self._crash(node, "after persisting a Ready, before sending")
+            return
+        for msg in ready.messages:
+            if self.network.is_blocked(msg.from_, msg.to) and self.rng.random() < 0.5:
+                core.report_unreachable(msg.to)
+            delivered = self.network.send(self.now, msg)
+            if msg.type is MessageType.SNAPSHOT:
+                self.stats["snapshots_sent"] += 1
+                if not delivered:
+                    core.report_snapshot(msg.to, False)
+        if ready.snapshot is not None:
+            node.state_machine = SimStateMachine.from_snapshot(ready.snapshot.data)
+            self.checker.on_restore(node.id, node.state_machine.index, node.state_machine.digest)
+        if ready.committed_entries:
+            max_term = self._max_term()
+            state_machine = node.state_machine
+            for entry in ready.committed_entries:
+                before = state_machine.index
+                state_machine.apply(entry)
+                self.checker.on_apply(node.id, entry, before, state_machine.digest, max_term)
+                if entry.type is EntryType.CONF_CHANGE:
+                    self._on_conf_change_applied(ConfChangeRecord.decode(entry.data))
+        for read in ready.read_states:
+            request = self.pending_reads.pop(read.request_ctx, None)
+            if request is not None and request[0] == node.id:
+                self.checker.on_read(node.id, read.request_ctx, read.index, request[1])
+        if ready.soft_state is not None and ready.soft_state.role is Role.LEADER:
+            self._trace(f"{node.id} leads term {core.term} (last index {core.last_index})")
+        if node.alive:
+            core.advance(ready)
+
+    def _check_leaders(self) -> None:
+        for node in self._alive():
+            core = node.live_core
+            if core.role is not Role.LEADER:
+                continue
+            self.checker.on_leader(node.id, core.term)
+            required = self.checker.index_a_leader_must_hold(core.term)
+            if required:
+                self.checker.verify_leader_has(
+                    node.id, core.term, required, core.entry_term(required), core.first_index
+                )
+
+    # ------------------------------------------------------------------ chaos
+
+    def _chaos(self) -> None:
+        rng = self.rng
+        leader = self._leader()
+        # Clients keep a bounded number of writes in flight, as real ones do.
+        if leader is not None and rng.random() < 0.3 and self._backlog(leader) < MAX_CLIENT_BACKLOG:
+            self._propose(leader, rng.randint(1, 8))
+        if rng.random() < 0.02:
+            alive = self._alive()
+            if alive:
+                self._propose(rng.choice(alive), 1)  # mostly followers: must be refused
+        if rng.random() < 0.05:
+            self._request_read()
+        if self.p_partition:
+            if not self.network.partitioned and rng.random() < self.p_partition:
+                self._partition()
+            elif self.network.partitioned and rng.random() < 0.03:
+                self.network.heal()
+                self._trace("heal")
+        if self.p_crash and rng.random() < self.p_crash and self._can_crash():
+            self._crash(rng.choice(self._alive()), "between steps")
+        for node in list(self.nodes.values()):
+            if not node.alive and not node.removed and rng.random() < 0.03:
+                self._restart(node)
+        if leader is not None and self.p_conf_change and rng.random() < self.p_conf_change:
+            self._change_membership(leader)
+        if leader is not None and self.p_transfer and rng.random() < self.p_transfer:
+            voters = [v for v in leader.live_core.voters if v != leader.id]
+            if voters:
+                target = rng.choice(voters)
+                try:
+                    leader.live_core.transfer_leader(target)
+                    self.stats["transfers"] += 1
+                    self._trace(f"transfer leadership {leader.id} -> {target}")
+                except ProposalDroppedError:
+                    pass
+        for node in self._alive():
+            if rng.random() < 0.02:
+                self._maybe_snapshot(node)
+
+    @staticmethod
+    def _backlog(leader: SimNode) -> int:
+        return leader.live_core.last_index - leader.live_core.commit_index
+
+    def _propose(self, node: SimNode, count: int) -> None:
+        datas = []
+        for _ in range(count):
+            self.proposal_seq += 1
+            datas.append(b"p%d" % self.proposal_seq)
+        try:
+            if count == 1:
+                node.live_core.propose(datas[0])
+            else:
+                node.live_core.propose_many(datas)
+            self.stats["proposed"] += count
+        except ProposalDroppedError:
+            self.stats["proposals_refused"] += count
+
+    def _request_read(self) -> None:
+        alive = self._alive()
+        if not alive:
+            return
+        node = self.rng.choice(alive)
+        self.read_seq += 1
+        ctx = b"read-%d" % self.read_seq
+        committed = max(n.live_core.commit_index for n in alive)
+        try:
+            node.live_core.read_index(ctx)
+        except ProposalDroppedError:
+            return
+        self.pending_reads[ctx] = (node.id, committed)
+        self.stats["reads"] += 1
+
+    def _partition(self) -> None:
+        rng = self.rng
+        ids = [n.id for n in self.nodes.values() if not n.removed]
+        rng.shuffle(ids)
+        kind = rng.choice(("isolate", "split", "one-way"))
+        if kind == "isolate" or len(ids) < 3:
+            groups = [ids[:1], ids[1:]]
+        else:
+            cut = rng.randint(1, len(ids) - 1)
+            groups = [ids[:cut], ids[cut:]]
+        self.network.partition(groups, one_way=kind == "one-way")
+        self.stats["partitions"] += 1
+        self._trace(f"partition {kind} {groups}")
+
+    def _can_crash(self) -> bool:
+        crashed = sum(1 for n in self.nodes.values() if not n.alive and not n.removed)
+        return crashed < self.max_crashed
+
+    def _crash(self, node: SimNode, when: str) -> None:
+        node.crash()
+        self.stats["crashes"] += 1
+        self._trace(f"crash {node.id} {when}")
+
+    def _restart(self, node: SimNode) -> None:
+        node.start(self.rng.getrandbits(64))
+        self.stats["restarts"] += 1
+        self._trace(f"restart {node.id} (term {node.live_core.term}, commit {node.live_core.commit_index})")
+
+    def _maybe_snapshot(self, node: SimNode) -> None:
+        state_machine = node.state_machine
+        storage = node.storage
+        if state_machine.index - storage.snapshot().index < 5:
+            return
+        index = state_machine.index
+        storage.create_snapshot(index, node.live_core.conf_state_at(index), state_machine.snapshot_data())
+        storage.compact(max(storage.first_index() - 1, index - self.rng.randint(0, 3)))
+        self.stats["snapshots_taken"] += 1
+
+    def _change_membership(self, leader: SimNode) -> None:
+        rng = self.rng
+        conf = leader.live_core.conf_state
+        options: list[str] = []
+        if len(conf.learners) < 2:
+            options.append("add-learner")
+        if conf.learners and len(conf.voters) < self.max_voters:
+            options.append("promote")
+        if len(conf.voters) < self.max_voters:
+            options.append("add-voter")
+        if len(conf.voters) > self.min_voters:
+            options.append("remove-voter")
+        if conf.learners:
+            options.append("remove-learner")
+        kind = rng.choice(options)
+        new_node: str | None = None
+        if kind in ("add-learner", "add-voter"):
+            new_node = f"n{self.next_node_number}"
+            change_type = ConfChangeType.ADD_LEARNER if kind == "add-learner" else ConfChangeType.ADD_VOTER
+            change = ConfChange(change_type, new_node)
+        elif kind == "promote":
+            change = ConfChange(ConfChangeType.ADD_VOTER, rng.choice(conf.learners))
+        elif kind == "remove-voter":
+            change = ConfChange(ConfChangeType.REMOVE_NODE, rng.choice(conf.voters))
+        else:
+            change = ConfChange(ConfChangeType.REMOVE_NODE, rng.choice(conf.learners))
+        try:
+            index = leader.live_core.propose_conf_change(change)
+        except (ConfChangeRejectedError, ProposalDroppedError):
+            return
+        self.stats["conf_changes"] += 1
+        self._trace(f"{leader.id} proposes {kind} {change.node_id} at {index}")
+        if new_node is not None:
+            self.next_node_number += 1
+            self.nodes[new_node] = SimNode(
+                new_node, MemoryLogStorage(ConfState()), self._config, self.rng.getrandbits(64)
+            )
+
+    def _on_conf_change_applied(self, record: ConfChangeRecord) -> None:
+        if record.change.type is not ConfChangeType.REMOVE_NODE:
+            return
+        node = self.nodes.get(record.change.node_id)
+        if node is not None and not node.removed:
+            # The host shuts a removed member down once its removal is committed.
+            node.removed = True
+            if node.alive:
+                node.crash()
+            self._trace(f"shut down removed {node.id}")
+
+    # ------------------------------------------------------------------ settling
+
+    def _settle(self) -> None:
+        self.p_crash_in_ready = 0.0
+        self.network.heal()
+        self.network.faults = NetworkFaults(drop=0.0, duplicate=0.0, min_delay=1, max_delay=2)
+        for node in self.nodes.values():
+            if not node.alive and not node.removed:
+                self._restart(node)
+        self._trace("settle")
+        for step in range(SETTLE_STEPS):
+            self.now += 1
+            leader = self._leader()
+            if leader is not None and step % 25 == 0:
+                self._propose(leader, 1)
+            self._advance_time()
+            if self._converged():
+                return
+        raise SafetyViolation(f"liveness: no convergence within {SETTLE_STEPS} ticks after faults stopped")
+
+    def _converged(self) -> bool:
+        leader = self._leader()
+        if leader is None:
+            return False
+        core = leader.live_core
+        commit = core.commit_index
+        if commit < self.checker.max_acked or commit != core.last_index or core.entry_term(commit) != core.term:
+            return False
+        for member in core.conf_state.members():
+            node = self.nodes.get(member)
+            if node is None or not node.alive or node.state_machine.index != commit:
+                return False
+        return True
+
+
+def run_seed(seed: int, options: SimOptions | None = None) -> SimResult:
+    return Simulation(seed, options or SimOptions()).run()
