@@ -35,16 +35,16 @@ def create_app(collection: ProxyCollection) -> web.Application:
         web.get("/proxies", _proxy_index, allow_head=False),
         web.post("/proxies", _proxy_create),
         web.post("/populate", _populate),
-        web.get("/proxies/{proxy}", _proxy_show, allow_head=False),
-        web.post("/proxies/{proxy}", _proxy_update),
-        web.patch("/proxies/{proxy}", _proxy_update),
-        web.delete("/proxies/{proxy}", _proxy_delete),
-        web.get("/proxies/{proxy}/toxics", _toxic_index, allow_head=False),
-        web.post("/proxies/{proxy}/toxics", _toxic_create),
-        web.get("/proxies/{proxy}/toxics/{toxic}", _toxic_show, allow_head=False),
-        web.post("/proxies/{proxy}/toxics/{toxic}", _toxic_update),
-        web.patch("/proxies/{proxy}/toxics/{toxic}", _toxic_update),
-        web.delete("/proxies/{proxy}/toxics/{toxic}", _toxic_delete),
+        web.get("/proxies/{proxy:[^/]+}", _proxy_show, allow_head=False),
+        web.post("/proxies/{proxy:[^/]+}", _proxy_update),
+        web.patch("/proxies/{proxy:[^/]+}", _proxy_update),
+        web.delete("/proxies/{proxy:[^/]+}", _proxy_delete),
+        web.get("/proxies/{proxy:[^/]+}/toxics", _toxic_index, allow_head=False),
+        web.post("/proxies/{proxy:[^/]+}/toxics", _toxic_create),
+        web.get("/proxies/{proxy:[^/]+}/toxics/{toxic:[^/]+}", _toxic_show, allow_head=False),
+        web.post("/proxies/{proxy:[^/]+}/toxics/{toxic:[^/]+}", _toxic_update),
+        web.patch("/proxies/{proxy:[^/]+}/toxics/{toxic:[^/]+}", _toxic_update),
+        web.delete("/proxies/{proxy:[^/]+}/toxics/{toxic:[^/]+}", _toxic_delete),
         web.get("/version", _version, allow_head=False),
     ]
     app.router.add_routes(routes)
@@ -125,14 +125,15 @@ def _field(body: dict[str, Any], key: str, kind: type[str] | type[bool], what: s
 
 
 def _proxy_spec(body: dict[str, Any], position: str = "") -> ProxySpec:
+    # every field's type is checked before any is found missing, as decoding comes first in Toxiproxy
     name = _field(body, "name", str, "proxy") or ""
     upstream = _field(body, "upstream", str, "proxy") or ""
+    listen = _field(body, "listen", str, "proxy") or DEFAULT_LISTEN
+    enabled = _field(body, "enabled", bool, "proxy")
     if not name:
         raise MISSING_FIELD.wrapping(f"name{position}")
     if not upstream:
         raise MISSING_FIELD.wrapping(f"upstream{position}")
-    enabled = _field(body, "enabled", bool, "proxy")
-    listen = _field(body, "listen", str, "proxy") or DEFAULT_LISTEN
     return ProxySpec(name, listen, upstream, True if enabled is None else enabled)
 
 

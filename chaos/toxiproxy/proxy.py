@@ -77,8 +77,10 @@ class Proxy:
         """Whether `listen` (resolved) or `upstream` is not what this proxy has now."""
         try:
             host, port = resolve_listen(listen)
-        except (OSError, ValueError) as exc:
-            raise internal_error(_reason(exc)) from exc
+        except ValueError as exc:
+            raise internal_error(str(exc)) from exc
+        except OSError as exc:
+            raise internal_error(f"address {listen}: {_reason(exc)}") from exc
         return join_host_port(host, port) != self.listen or upstream != self.upstream
 
     async def _accept(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:

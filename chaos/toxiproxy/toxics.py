@@ -21,6 +21,7 @@ from chaos.toxiproxy.stage import Chunk, Stage
 
 # Toxiproxy's attributes are Go int64: larger numbers are a bad body there too.
 _INT64_MAX = 2**63 - 1
+_FLOAT32_MAX = 3.4028234663852886e38
 
 
 class Direction(enum.StrEnum):
@@ -311,8 +312,11 @@ def build_toxic(type_name: str, attributes: object, current: Toxic | None = None
 
 
 def parse_toxicity(value: object) -> float:
+    """Toxiproxy keeps toxicity as a float32: any number in its range (only 0..1 makes sense)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise BAD_REQUEST_BODY.wrapping(f"toxicity must be a number, got {value!r}")
+    if not abs(value) <= _FLOAT32_MAX:
+        raise BAD_REQUEST_BODY.wrapping(f"toxicity {value!r} is out of range")
     return float(value)
 
 
@@ -331,7 +335,8 @@ class ToxicEntry:
 
     def to_json(self) -> dict[str, Any]:
         # Toxiproxy's field order, and its float32 toxicity printed without a needless ".0"
-        toxicity: float | int = int(self.toxicity) if self.toxicity.is_integer() else self.toxicity
+        whole = self.toxicity.is_integer() and abs(self.toxicity) < 2**53
+        toxicity: float | int = int(self.toxicity) if whole else self.toxicity
         return {
             "attributes": self.toxic.attributes(),
             "name": self.name,
