@@ -1,0 +1,732 @@
+"""The asyncio host that runs many Raft groups in one node process.
+
+Each group is a `RaftCore` on a `RocksLogStorage` (or a `MemoryLogStorage`)
+with a `StateMachine` that receives its committed entries. One loop serves
+every group, in etcd's order:
+
+1. take the `Ready` of every group that has one;
+2. persist them all: entries, hard states and snapshots go into one RocksDB
+   write batch, fsynced once (group commit) on the writer thread;
+3. send their messages (only now: an ack or a vote must never leave before
+   the state it promises is durable);
+4. restore snapshots and apply committed entries to the state machines,
+   completing the futures of the proposals and reads they answer;
+5. `advance()` each core.
+
+While step 2 waits for the disk, inbound messages are stepped into the cores
+and proposals are buffered, so the next iteration carries everything that
+arrived meanwhile: under load each fsync covers many entries of many groups.
+
+Bounded everywhere: proposals beyond `max_pending_proposals` per group are
+refused, the transport's per-peer queues drop (and report) when a peer is
+down, and inbound messages are stepped at once rather than queued.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import random
+import secrets
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import structlog
+
+from raft.core import ConfChangeRejectedError, ProposalDroppedError, RaftConfig, RaftCore, RaftError
+from raft.log_storage import MemoryLogStorage
+from raft.rocks_log_storage import RocksLogEngine, RocksLogStorage
+from raft.transport import RaftTransport
+from raft.types import ConfChange, ConfState, Entry, Message, NodeId, Ready, Role, Snapshot
+
+log = structlog.get_logger(__name__)
+
+
+class StateMachine(Protocol):
+    """What a group's committed entries are applied to. Must be deterministic."""
+
+    def apply(self, entries: Sequence[Entry]) -> Sequence[Any]:
+        """Apply committed entries in order; one result per entry (conf-change and empty entries
+        included, so the machine can track its applied index; their result is ignored)."""
+        ...
+
+    def snapshot(self) -> bytes:
+        """An image of the state as of the last applied entry."""
+        ...
+
+    def restore(self, snapshot: Snapshot) -> None:
+        """Replace the whole state with `snapshot` (applied index becomes `snapshot.index`)."""
+        ...
+
+    @property
+    def applied_index(self) -> int:
+        """The last index the machine holds; read once when the group starts (0 for a memory machine)."""
+        ...
+
+
+class RaftHostError(Exception):
+    """Base of the errors the driver gives to its callers."""
+
+
+class GroupNotFoundError(RaftHostError):
+    pass
+
+
+class NotLeaderError(RaftHostError):
+    """This node cannot take the request; `leader_id` is the leader it knows of, if any."""
+
+    def __init__(self, group: str, leader_id: NodeId | None) -> None:
+        super().__init__(f"not the leader of group {group!r} (leader: {leader_id or 'unknown'})")
+        self.group = group
+        self.leader_id = leader_id
+
+
+class LeadershipLostError(RaftHostError):
+    """Leadership changed before the proposal applied: it may or may not commit later."""
+
+
+class ProposalQueueFullError(RaftHostError):
+    """Too many proposals of this group are waiting; retry later."""
+
+
+class GroupStoppedError(RaftHostError):
+    """The group was removed or failed while the request waited."""
+
+
+class ReadIndexTimeoutError(RaftHostError):
+    """No confirmed read point arrived in time (leader change or no quorum)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupOptions:
+    """Per-group settings; ticks are of the host's `tick_interval`."""
+
+    election_tick: int = 10
+    heartbeat_tick: int = 1
+    pre_vote: bool = True
+    check_quorum: bool = True
+    max_size_per_msg: int = 1 << 20
+    max_entries_per_msg: int = 4096
+    max_inflight_msgs: int = 256
+    # UNSAFE when False: the group's entries and votes are written without
+    # fsync, so a power failure or kernel crash can lose acknowledged entries
+    # and let a node vote twice in one term. Only for data you can lose.
+    sync: bool = True
+    # Take a state-machine snapshot after this many applied entries (0: never),
+    # then drop the log behind it except the last `compact_keep` entries, which
+    # lets a briefly lagging follower catch up without a snapshot.
+    snapshot_interval: int = 10_000
+    compact_keep: int = 1_000
+    max_pending_proposals: int = 100_000
+    # Proposals handed to the core per loop iteration (the rest wait a turn).
+    max_proposals_per_ready: int = 8_192
+
+
+LeaderChangeCallback = Callable[[str, NodeId | None, Role, int], None]
+"""(group, leader id, this node's role, term) whenever the leader or this node's role changes."""
+
+
+@dataclass(slots=True)
+class GroupStatus:
+    group: str
+    node_id: NodeId
+    role: Role
+    leader_id: NodeId | None
+    term: int
+    commit_index: int
+    applied_index: int
+    first_index: int
+    last_index: int
+    snapshot_index: int
+    voters: tuple[NodeId, ...]
+    learners: tuple[NodeId, ...]
+    snapshots_restored: int
+    snapshots_taken: int
+
+
+class _Group:
+    """One group's core, storage, state machine and the requests waiting on it."""
+
+    def __init__(
+        self,
+        host: RaftHost,
+        name: str,
+        core: RaftCore,
+        storage: RocksLogStorage | MemoryLogStorage,
+        machine: StateMachine,
+        options: GroupOptions,
+    ) -> None:
+        self.host = host
+        self.name = name
+        self.core = core
+        self.storage = storage
+        self.machine = machine
+        self.options = options
+        self.proposals: list[tuple[bytes, asyncio.Future[Any]]] = []
+        # index -> (term it was proposed in, future)
+        self.waiting: dict[int, tuple[int, asyncio.Future[Any]]] = {}
+        # read ctx -> future; then (index, future) once the leader confirmed a read point
+        self.reads: dict[bytes, asyncio.Future[int]] = {}
+        self.confirmed_reads: list[tuple[int, asyncio.Future[int]]] = []
+        self.applied = core.applied
+        self.snapshot_index = storage.snapshot().index
+        self.snapshots_restored = 0
+        self.snapshots_taken = 0
+        # Replaced on every change, so every waiter holding the old one wakes.
+        self.leader_changed = asyncio.Event()
+        self.applied_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self.stopped = False
+
+    @property
+    def pending_count(self) -> int:
+        return len(self.proposals) + len(self.waiting)
+
+    def fail_all(self, exc_factory: Callable[[], Exception]) -> None:
+        for _, future in self.proposals:
+            _fail(future, exc_factory())
+        self.proposals.clear()
+        for _, future in self.waiting.values():
+            _fail(future, exc_factory())
+        self.waiting.clear()
+        for future in self.reads.values():
+            _fail(future, exc_factory())
+        self.reads.clear()
+        for _, future in self.confirmed_reads:
+            _fail(future, exc_factory())
+        self.confirmed_reads.clear()
+        for _, waiter in self.applied_waiters:
+            _fail(waiter, exc_factory())
+        self.applied_waiters.clear()
+        self.leader_changed.set()
+
+
+def _fail(future: asyncio.Future[Any], exc: Exception) -> None:
+    if not future.done():
+        future.set_exception(exc)
+
+
+class RaftHost:
+    """Runs this node's Raft groups: ticks, steps, persists, sends, applies.
+
+    `engine` is the node's Raft-log database; without one, groups keep their
+    logs in memory (tests). The transport is created here (its `deliver`
+    is this host) and exposed as `transport` so the caller can add peers and
+    add its servicer to the node's gRPC server.
+    """
+
+    def __init__(
+        self,
+        node_id: NodeId,
+        engine: RocksLogEngine | None,
+        *,
+        tick_interval: float = 0.05,
+        on_leader_change: LeaderChangeCallback | None = None,
+        transport_options: dict[str, Any] | None = None,
+    ) -> None:
+        self.node_id = node_id
+        self.engine = engine
+        self.tick_interval = tick_interval
+        self._on_leader_change = on_leader_change
+        self.transport = RaftTransport(
+            node_id,
+            self._deliver,
+            on_unreachable=self._report_unreachable,
+            on_snapshot_sent=self._report_snapshot,
+            **(transport_options or {}),
+        )
+        self._groups: dict[str, _Group] = {}
+        self._dirty: set[_Group] = set()
+        self._wake = asyncio.Event()
+        self._loop_task: asyncio.Task[None] | None = None
+        self._tick_task: asyncio.Task[None] | None = None
+        self._read_ids = itertools.count(1)
+        self._read_prefix = secrets.token_bytes(4)
+        self.iterations = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._loop_task = loop.create_task(self._run(), name=f"raft-host-{self.node_id}")
+        self._tick_task = loop.create_task(self._tick_loop(), name=f"raft-ticks-{self.node_id}")
+
+    async def stop(self) -> None:
+        """Stop ticking and processing, fail waiting requests, close the transport (not the engine)."""
+        for task in (self._tick_task, self._loop_task):
+            if task is not None:
+                task.cancel()
+        for task in (self._tick_task, self._loop_task):
+            if task is not None:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._tick_task = self._loop_task = None
+        for group in self._groups.values():
+            group.stopped = True
+            group.fail_all(lambda: GroupStoppedError("the raft host stopped"))
+        await self.transport.close()
+
+    # ------------------------------------------------------------------ groups
+
+    def add_group(
+        self,
+        name: str,
+        machine: StateMachine,
+        *,
+        voters: Sequence[NodeId] = (),
+        learners: Sequence[NodeId] = (),
+        options: GroupOptions | None = None,
+    ) -> None:
+        """Start `name` on this node. `voters`/`learners` seed a group this node has never stored;
+        a group recovered from disk keeps its own membership."""
+        if name in self._groups:
+            raise ValueError(f"group {name!r} is already running")
+        options = options or GroupOptions()
+        conf = ConfState(tuple(sorted(voters)), tuple(sorted(learners)))
+        storage: RocksLogStorage | MemoryLogStorage
+        if self.engine is not None:
+            storage = self.engine.open_group(name, conf_state=conf)
+        else:
+            storage = MemoryLogStorage(conf)
+        stored = storage.snapshot()
+        applied = machine.applied_index
+        if stored.index > applied:
+            # A memory machine (or one behind the log's snapshot) starts from the snapshot.
+            if stored.data or stored.index:
+                machine.restore(stored)
+            applied = stored.index
+        config = RaftConfig(
+            id=self.node_id,
+            election_tick=options.election_tick,
+            heartbeat_tick=options.heartbeat_tick,
+            pre_vote=options.pre_vote,
+            check_quorum=options.check_quorum,
+            max_size_per_msg=options.max_size_per_msg,
+            max_entries_per_msg=options.max_entries_per_msg,
+            max_inflight_msgs=options.max_inflight_msgs,
+            applied=applied,
+        )
+        core = RaftCore(config, storage, random.Random(secrets.randbits(64)))
+        group = _Group(self, name, core, storage, machine, options)
+        self._groups[name] = group
+        self._mark(group)
+
+    async def remove_group(self, name: str, *, delete_data: bool = False) -> None:
+        """Stop `name` here; with `delete_data` its log is deleted too."""
+        group = self._groups.pop(name, None)
+        if group is None:
+            raise GroupNotFoundError(name)
+        group.stopped = True
+        self._dirty.discard(group)
+        group.fail_all(lambda: GroupStoppedError(f"group {name!r} was removed"))
+        if self.engine is not None:
+            if delete_data:
+                self.engine.drop_group(name)
+                await self.engine.persist()
+            else:
+                self.engine.close_group(name)
+
+    def groups(self) -> list[str]:
+        return list(self._groups)
+
+    def status(self, name: str) -> GroupStatus:
+        group = self._group(name)
+        core = group.core
+        return GroupStatus(
+            group=name,
+            node_id=self.node_id,
+            role=core.role,
+            leader_id=core.leader_id,
+            term=core.term,
+            commit_index=core.commit_index,
+            applied_index=group.applied,
+            first_index=group.storage.first_index(),
+            last_index=core.last_index,
+            snapshot_index=group.storage.snapshot().index,
+            voters=core.voters,
+            learners=core.learners,
+            snapshots_restored=group.snapshots_restored,
+            snapshots_taken=group.snapshots_taken,
+        )
+
+    def is_leader(self, name: str) -> bool:
+        return self._group(name).core.role is Role.LEADER
+
+    def leader_of(self, name: str) -> NodeId | None:
+        return self._group(name).core.leader_id
+
+    async def wait_for_leader(self, name: str, timeout: float) -> NodeId:
+        """Until some node leads `name`; its id."""
+        group = self._group(name)
+
+        async def known() -> NodeId:
+            while group.core.leader_id is None:
+                if group.stopped:
+                    raise GroupStoppedError(f"group {name!r} stopped")
+                await group.leader_changed.wait()
+            return group.core.leader_id
+
+        return await asyncio.wait_for(known(), timeout)
+
+    async def wait_leadership_change(self, name: str) -> None:
+        """Until the leader of `name` or this node's role in it next changes."""
+        await self._group(name).leader_changed.wait()
+
+    async def wait_applied(self, name: str, index: int, timeout: float | None = None) -> None:
+        """Until this node has applied `name` up to `index`."""
+        group = self._group(name)
+        if group.applied >= index:
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        group.applied_waiters.append((index, waiter))
+        await asyncio.wait_for(waiter, timeout)
+
+    def _group(self, name: str) -> _Group:
+        group = self._groups.get(name)
+        if group is None:
+            raise GroupNotFoundError(f"group {name!r} is not running on {self.node_id}")
+        return group
+
+    # ------------------------------------------------------------------ requests
+
+    def propose_nowait(self, name: str, data: bytes) -> asyncio.Future[Any]:
+        """Queue a command for `name`; the future completes with the state machine's result once
+        the entry is committed and applied here, or fails (NotLeaderError, LeadershipLostError...)."""
+        group = self._group(name)
+        core = group.core
+        if core.role is not Role.LEADER:
+            raise NotLeaderError(name, core.leader_id)
+        if group.pending_count >= group.options.max_pending_proposals:
+            raise ProposalQueueFullError(f"group {name!r} has {group.pending_count} proposals waiting")
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        group.proposals.append((data, future))
+        self._mark(group)
+        return future
+
+    async def propose(self, name: str, data: bytes) -> Any:
+        return await self.propose_nowait(name, data)
+
+    async def change_membership(self, name: str, change: ConfChange) -> int:
+        """Propose a membership change on the leader; returns its index once applied here."""
+        group = self._group(name)
+        core = group.core
+        if core.role is not Role.LEADER:
+            raise NotLeaderError(name, core.leader_id)
+        try:
+            index = core.propose_conf_change(change)
+        except ProposalDroppedError as exc:
+            raise NotLeaderError(name, core.leader_id) from exc
+        except ConfChangeRejectedError as exc:
+            raise RaftHostError(str(exc)) from exc
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        group.waiting[index] = (core.term, future)
+        self._mark(group)
+        await future
+        return index
+
+    async def read_index(self, name: str, timeout: float | None = None) -> int:
+        """A commit index that was current when this was called, once applied here.
+
+        Reading the state machine after this returns is linearizable. Works on
+        followers too (the leader confirms its leadership and answers).
+        """
+        group = self._group(name)
+        ctx = self._read_prefix + next(self._read_ids).to_bytes(8, "big")
+        try:
+            group.core.read_index(ctx)
+        except ProposalDroppedError as exc:
+            raise NotLeaderError(name, group.core.leader_id) from exc
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        group.reads[ctx] = future
+        self._mark(group)
+        if timeout is None:
+            timeout = 2 * group.options.election_tick * self.tick_interval
+        try:
+            return await asyncio.wait_for(future, timeout)
+        except TimeoutError as exc:
+            raise ReadIndexTimeoutError(f"no read point for group {name!r} within {timeout}s") from exc
+        finally:
+            group.reads.pop(ctx, None)
+
+    async def transfer_leadership(self, name: str, to: NodeId, timeout: float | None = None) -> None:
+        """Ask leadership of `name` to move to `to`; returns once `to` leads (as seen here)."""
+        group = self._group(name)
+        try:
+            group.core.transfer_leader(to)
+        except ProposalDroppedError as exc:
+            raise RaftHostError(str(exc)) from exc
+        self._mark(group)
+        if timeout is None:
+            timeout = 2 * group.options.election_tick * self.tick_interval
+
+        async def moved() -> None:
+            while group.core.leader_id != to:
+                if group.stopped:
+                    raise GroupStoppedError(f"group {name!r} stopped")
+                await group.leader_changed.wait()
+
+        await asyncio.wait_for(moved(), timeout)
+
+    def campaign(self, name: str) -> None:
+        """Start an election for `name` now (tests, or a node told it should lead)."""
+        group = self._group(name)
+        group.core.campaign()
+        self._mark(group)
+
+    def snapshot_now(self, name: str) -> int:
+        """Snapshot `name` at its applied index and compact its log; returns the snapshot index."""
+        group = self._group(name)
+        self._take_snapshot(group)
+        return group.snapshot_index
+
+    # ------------------------------------------------------------------ transport callbacks
+
+    def _deliver(self, name: str, msg: Message) -> bool:
+        group = self._groups.get(name)
+        if group is None:
+            return False
+        try:
+            group.core.step(msg)
+        except RaftError as exc:
+            log.warning("raft message refused", group=name, peer=msg.from_, error=str(exc))
+            return False
+        self._mark(group)
+        return True
+
+    def _report_unreachable(self, name: str, peer: NodeId) -> None:
+        group = self._groups.get(name)
+        if group is not None:
+            group.core.report_unreachable(peer)
+            self._mark(group)
+
+    def _report_snapshot(self, name: str, peer: NodeId, ok: bool) -> None:
+        group = self._groups.get(name)
+        if group is not None:
+            group.core.report_snapshot(peer, ok)
+            self._mark(group)
+
+    # ------------------------------------------------------------------ the loop
+
+    def _mark(self, group: _Group) -> None:
+        self._dirty.add(group)
+        if not self._wake.is_set():
+            self._wake.set()
+
+    async def _tick_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_tick = loop.time()
+        while True:
+            next_tick += self.tick_interval
+            delay = next_tick - loop.time()
+            if delay < 0:
+                # The loop fell behind (a long GC pause, an overloaded machine):
+                # skip the missed ticks rather than firing a burst of them.
+                next_tick = loop.time()
+                delay = 0
+            await asyncio.sleep(delay)
+            for group in self._groups.values():
+                group.core.tick()
+                self._dirty.add(group)
+            self._wake.set()
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self._iteration()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # A bug in one iteration must not silently stop every group on the node.
+                log.exception("raft host iteration failed")
+
+    async def _iteration(self) -> None:
+        self.iterations += 1
+        dirty, self._dirty = self._dirty, set()
+        readies: list[tuple[_Group, Ready]] = []
+        for group in dirty:
+            if group.stopped:
+                continue
+            if group.proposals:
+                self._hand_proposals(group)
+            core = group.core
+            if core.has_ready():
+                readies.append((group, core.ready()))
+        if not readies:
+            return
+
+        sync = False
+        for group, ready in readies:
+            self._stage(group, ready)
+            if ready.must_sync and group.options.sync:
+                sync = True
+        if self.engine is not None and self.engine.has_pending():
+            try:
+                await self.engine.persist(sync)
+            except Exception as exc:
+                # Nothing of these Readies may be sent or applied, and their cores
+                # wait for an advance that can never safely come: stop them.
+                log.exception("raft log write failed; stopping the groups that wrote")
+                for group, _ in readies:
+                    self._fail_group(group, exc)
+                return
+
+        send = self.transport.send
+        for group, ready in readies:
+            if group.stopped:
+                continue
+            name = group.name
+            for msg in ready.messages:
+                send(name, msg)
+
+        for group, ready in readies:
+            if group.stopped:
+                continue
+            try:
+                self._apply(group, ready)
+                group.core.advance(ready)
+                options = group.options
+                if options.snapshot_interval and group.applied - group.snapshot_index >= options.snapshot_interval:
+                    self._take_snapshot(group)
+            except Exception as exc:
+                log.exception("raft group failed; stopping it", group=group.name)
+                self._fail_group(group, exc)
+                continue
+            # advance() may have made more ready (the next committed batch).
+            self._dirty.add(group)
+        if self._dirty:
+            self._wake.set()
+
+    def _hand_proposals(self, group: _Group) -> None:
+        core = group.core
+        limit = group.options.max_proposals_per_ready
+        batch = group.proposals[:limit]
+        del group.proposals[:limit]
+        if group.proposals:
+            self._dirty.add(group)
+        live = [(data, future) for data, future in batch if not future.done()]
+        if not live:
+            return
+        try:
+            first = core.propose_many([data for data, _ in live])
+        except ProposalDroppedError:
+            for _, future in live:
+                _fail(future, NotLeaderError(group.name, core.leader_id))
+            return
+        term = core.term
+        waiting = group.waiting
+        for offset, (_, future) in enumerate(live):
+            waiting[first + offset] = (term, future)
+
+    def _stage(self, group: _Group, ready: Ready) -> None:
+        storage = group.storage
+        if ready.snapshot is not None:
+            storage.apply_snapshot(ready.snapshot)
+        if ready.entries:
+            storage.append(ready.entries)
+        if ready.hard_state is not None:
+            storage.set_hard_state(ready.hard_state)
+
+    def _apply(self, group: _Group, ready: Ready) -> None:
+        if ready.snapshot is not None:
+            group.machine.restore(ready.snapshot)
+            group.applied = ready.snapshot.index
+            group.snapshot_index = ready.snapshot.index
+            group.snapshots_restored += 1
+            # Proposals at indices the snapshot covers were decided elsewhere.
+            for index in [i for i in group.waiting if i <= ready.snapshot.index]:
+                _fail(group.waiting.pop(index)[1], LeadershipLostError("replaced by a snapshot"))
+        entries = ready.committed_entries
+        if entries:
+            results = group.machine.apply(entries)
+            waiting = group.waiting
+            if waiting:
+                for entry, result in zip(entries, results, strict=True):
+                    pending = waiting.pop(entry.index, None)
+                    if pending is None:
+                        continue
+                    term, future = pending
+                    if future.done():
+                        continue
+                    if term == entry.term:
+                        future.set_result(result)
+                    else:
+                        future.set_exception(LeadershipLostError("the entry was replaced by another leader's"))
+            group.applied = entries[-1].index
+        for read in ready.read_states:
+            future = group.reads.pop(read.request_ctx, None)
+            if future is not None and not future.done():
+                group.confirmed_reads.append((read.index, future))
+        if group.applied_waiters:
+            pending = []
+            for index, waiter in group.applied_waiters:
+                if index <= group.applied:
+                    if not waiter.done():
+                        waiter.set_result(None)
+                elif not waiter.done():
+                    pending.append((index, waiter))
+            group.applied_waiters = pending
+        if group.confirmed_reads:
+            still = []
+            for index, future in group.confirmed_reads:
+                if index <= group.applied:
+                    if not future.done():
+                        future.set_result(index)
+                else:
+                    still.append((index, future))
+            group.confirmed_reads = still
+        if ready.soft_state is not None:
+            self._leadership_changed(group, ready)
+
+    def _leadership_changed(self, group: _Group, ready: Ready) -> None:
+        soft = ready.soft_state
+        assert soft is not None
+        if soft.role is not Role.LEADER:
+            # Whatever is still waiting may commit under the next leader or be
+            # overwritten; this node can no longer tell its callers which.
+            leader = soft.leader_id
+            for _, future in group.proposals:
+                _fail(future, NotLeaderError(group.name, leader))
+            group.proposals.clear()
+            for _, future in group.waiting.values():
+                _fail(future, LeadershipLostError(f"leadership of {group.name!r} moved to {leader or 'nobody'}"))
+            group.waiting.clear()
+        else:
+            # Leader again in a newer term: entries proposed in an older one may have been replaced.
+            term = group.core.term
+            for index in [i for i, (t, _) in group.waiting.items() if t != term]:
+                _fail(group.waiting.pop(index)[1], LeadershipLostError("proposed in an earlier term"))
+        group.leader_changed.set()
+        group.leader_changed = asyncio.Event()
+        log.info(
+            "raft leadership changed",
+            group=group.name,
+            leader=soft.leader_id,
+            role=soft.role.value,
+            term=group.core.term,
+        )
+        if self._on_leader_change is not None:
+            try:
+                self._on_leader_change(group.name, soft.leader_id, soft.role, group.core.term)
+            except Exception:
+                log.exception("leader change callback failed", group=group.name)
+
+    def _take_snapshot(self, group: _Group) -> None:
+        index = group.applied
+        if index <= group.snapshot_index:
+            return
+        storage = group.storage
+        conf = group.core.conf_state_at(index)
+        storage.create_snapshot(index, conf, group.machine.snapshot())
+        compact_to = index - group.options.compact_keep
+        if compact_to >= storage.first_index():
+            storage.compact(compact_to)
+        group.snapshot_index = index
+        group.snapshots_taken += 1
+
+    def _fail_group(self, group: _Group, exc: Exception) -> None:
+        group.stopped = True
+        self._groups.pop(group.name, None)
+        group.fail_all(lambda: GroupStoppedError(f"group {group.name!r} failed: {exc!r}"))

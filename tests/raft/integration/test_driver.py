@@ -1,0 +1,219 @@
+"""RaftHost: several hosts in one process over real gRPC, on RocksDB logs or in memory."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from raft.driver import (
+    GroupOptions,
+    LeadershipLostError,
+    NotLeaderError,
+    ProposalQueueFullError,
+    RaftHostError,
+)
+from raft.types import ConfChange, ConfChangeType, Role
+from tests.raft.integration.cluster_helpers import (
+    HostNode,
+    add_group,
+    connect,
+    start_host,
+    stop_host,
+    wait_applied,
+    wait_for_leader,
+)
+
+NAMES = ("n1", "n2", "n3")
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[list[HostNode]]:
+    nodes = [await start_host(name, tmp_path) for name in NAMES]
+    connect(nodes)
+    try:
+        yield nodes
+    finally:
+        for node in nodes:
+            await stop_host(node)
+
+
+def _values(node: HostNode, group: str) -> list[bytes]:
+    return [data for _, data in node.machines[group].values]
+
+
+async def test_proposals_commit_and_apply_in_the_same_order_everywhere(cluster: list[HostNode]) -> None:
+    add_group(cluster, "g", NAMES)
+    leader = await wait_for_leader(cluster, "g")
+    futures = [leader.host.propose_nowait("g", b"v%d" % i) for i in range(300)]
+    indices = await asyncio.gather(*futures)
+    assert indices == sorted(indices) and len(set(indices)) == 300
+    await wait_applied(cluster, "g", indices[-1])
+    expected = [b"v%d" % i for i in range(300)]
+    for node in cluster:
+        assert _values(node, "g") == expected
+    # every entry went to disk with far fewer fsyncs than entries: group commit
+    assert leader.engine is not None and leader.engine.fsyncs < 300
+
+
+async def test_follower_refuses_proposals_and_names_the_leader(cluster: list[HostNode]) -> None:
+    add_group(cluster, "g", NAMES)
+    leader = await wait_for_leader(cluster, "g")
+    follower = next(n for n in cluster if n is not leader)
+    with pytest.raises(NotLeaderError) as info:
+        follower.host.propose_nowait("g", b"x")
+    assert info.value.leader_id == leader.name
+
+
+async def test_read_index_on_leader_and_follower_sees_prior_writes(cluster: list[HostNode]) -> None:
+    add_group(cluster, "g", NAMES)
+    leader = await wait_for_leader(cluster, "g")
+    written = await leader.host.propose("g", b"before-read")
+    for node in cluster:
+        index = await node.host.read_index("g")
+        assert index >= written
+        assert b"before-read" in _values(node, "g")
+
+
+async def test_many_groups_share_one_fsync_per_iteration(cluster: list[HostNode]) -> None:
+    groups = [f"g{i}" for i in range(20)]
+    for group in groups:
+        add_group(cluster, group, NAMES)
+    leaders = {group: await wait_for_leader(cluster, group) for group in groups}
+    before = {node.name: node.engine.fsyncs for node in cluster if node.engine is not None}
+    results = await asyncio.gather(
+        *(leaders[g].host.propose_nowait(g, b"%s-%d" % (g.encode(), i)) for i in range(20) for g in groups)
+    )
+    assert len(results) == 400
+    for group in groups:
+        assert _values(leaders[group], group) == [b"%s-%d" % (group.encode(), i) for i in range(20)]
+    fsyncs = sum(node.engine.fsyncs - before[node.name] for node in cluster if node.engine is not None)
+    assert fsyncs < 400  # far fewer than one per entry and group
+
+
+async def test_leader_transfer_moves_leadership_and_fails_nothing_committed(cluster: list[HostNode]) -> None:
+    add_group(cluster, "g", NAMES)
+    leader = await wait_for_leader(cluster, "g")
+    await leader.host.propose("g", b"a")
+    target = next(n for n in cluster if n is not leader)
+    await leader.host.transfer_leadership("g", target.name, timeout=5)
+    new_leader = await wait_for_leader(cluster, "g")
+    assert new_leader is target
+    index = await target.host.propose("g", b"b")
+    await wait_applied(cluster, "g", index)
+    for node in cluster:
+        assert _values(node, "g") == [b"a", b"b"]
+
+
+async def test_stepping_down_fails_waiting_proposals(cluster: list[HostNode]) -> None:
+    add_group(cluster, "g", NAMES, GroupOptions(election_tick=10))
+    leader = await wait_for_leader(cluster, "g")
+    followers = [n for n in cluster if n is not leader]
+    # cut the leader off: its followers stop hearing it and it loses check-quorum
+    for follower in followers:
+        await follower.host.transport.remove_peer(leader.name)
+        await leader.host.transport.remove_peer(follower.name)
+    future = leader.host.propose_nowait("g", b"lost?")
+    with pytest.raises((LeadershipLostError, NotLeaderError)):
+        await asyncio.wait_for(future, 10)
+    new_leader = await wait_for_leader(followers, "g")
+    assert new_leader is not leader
+
+
+async def test_pending_proposals_are_bounded(cluster: list[HostNode]) -> None:
+    add_group(cluster, "g", NAMES, GroupOptions(max_pending_proposals=10))
+    leader = await wait_for_leader(cluster, "g")
+    futures = [leader.host.propose_nowait("g", b"x") for _ in range(10)]
+    with pytest.raises(ProposalQueueFullError):
+        leader.host.propose_nowait("g", b"one too many")
+    await asyncio.gather(*futures)
+    await leader.host.propose("g", b"room again")
+
+
+async def test_add_learner_promote_and_remove_a_voter(tmp_path: Path, cluster: list[HostNode]) -> None:
+    add_group(cluster, "g", NAMES, GroupOptions(snapshot_interval=50, compact_keep=10))
+    leader = await wait_for_leader(cluster, "g")
+    for i in range(120):  # past a snapshot and compaction: the newcomer needs the snapshot
+        await leader.host.propose("g", b"w%d" % i)
+    assert leader.host.status("g").first_index > 1
+
+    n4 = await start_host("n4", tmp_path)
+    try:
+        connect([*cluster, n4])
+        add_group([n4], "g", ())  # knows nothing; learns membership from the leader
+        await leader.host.change_membership("g", ConfChange(ConfChangeType.ADD_LEARNER, "n4"))
+        last = await leader.host.propose("g", b"after-learner")
+        await wait_applied([n4], "g", last)
+        assert _values(n4, "g") == _values(leader, "g")
+        assert n4.machines["g"].restored_from, "the learner caught up from a snapshot"
+        assert n4.host.status("g").learners == ("n4",)
+
+        await leader.host.change_membership("g", ConfChange(ConfChangeType.ADD_VOTER, "n4"))
+        assert leader.host.status("g").voters == ("n1", "n2", "n3", "n4")
+        victim = next(n for n in cluster if n is not leader)
+        await leader.host.change_membership("g", ConfChange(ConfChangeType.REMOVE_NODE, victim.name))
+        assert victim.name not in leader.host.status("g").voters
+        index = await leader.host.propose("g", b"after-remove")
+        remaining = [n for n in [*cluster, n4] if n is not victim]
+        await wait_applied(remaining, "g", index)
+        for node in remaining:
+            assert _values(node, "g")[-1] == b"after-remove"
+    finally:
+        await stop_host(n4)
+
+
+async def test_bad_membership_change_is_refused_cleanly(cluster: list[HostNode]) -> None:
+    add_group(cluster, "g", NAMES)
+    leader = await wait_for_leader(cluster, "g")
+    await leader.host.propose("g", b"x")
+    with pytest.raises(RaftHostError, match="already a voter"):
+        await leader.host.change_membership("g", ConfChange(ConfChangeType.ADD_VOTER, "n2"))
+
+
+async def test_remove_group_and_restart_recovers_the_log(tmp_path: Path) -> None:
+    nodes = [await start_host(name, tmp_path) for name in NAMES]
+    try:
+        connect(nodes)
+        add_group(nodes, "g", NAMES)
+        leader = await wait_for_leader(nodes, "g")
+        last = 0
+        for i in range(30):
+            last = await leader.host.propose("g", b"r%d" % i)
+        await wait_applied(nodes, "g", last)
+        for node in nodes:
+            await node.host.remove_group("g")
+            assert node.host.groups() == []
+    finally:
+        for node in nodes:
+            await stop_host(node)
+
+    # same data directories: every node recovers its log and replays it into a fresh machine
+    nodes = [await start_host(name, tmp_path) for name in NAMES]
+    try:
+        connect(nodes)
+        add_group(nodes, "g", ())
+        leader = await wait_for_leader(nodes, "g")
+        index = await leader.host.propose("g", b"after-restart")
+        await wait_applied(nodes, "g", index)
+        for node in nodes:
+            assert _values(node, "g") == [b"r%d" % i for i in range(30)] + [b"after-restart"]
+            assert node.host.status("g").role in (Role.LEADER, Role.FOLLOWER)
+    finally:
+        for node in nodes:
+            await stop_host(node)
+
+
+async def test_memory_logs_work_without_an_engine() -> None:
+    nodes = [await start_host(name, None) for name in NAMES]
+    try:
+        connect(nodes)
+        add_group(nodes, "g", NAMES)
+        leader = await wait_for_leader(nodes, "g")
+        index = await leader.host.propose("g", b"in-memory")
+        await wait_applied(nodes, "g", index)
+        assert all(_values(n, "g") == [b"in-memory"] for n in nodes)
+    finally:
+        for node in nodes:
+            await stop_host(node)
