@@ -31,6 +31,8 @@ class EntryOp(enum.IntEnum):
     # a message copied from another stream at the origin's sequence (mirrors): gaps become deleted sequences
     STORE_AT_SEQ = 5
     SKIP_MSGS = 6
+    # max_age enforcement when no writes arrive: the leader proposes its clock so replicas agree
+    EXPIRE = 7
 
 
 class Rollup(enum.IntEnum):
@@ -173,7 +175,17 @@ class SkipMsgs:
         return _json_entry(EntryOp.SKIP_MSGS, {"count": self.count})
 
 
-StreamEntry = StoreMsg | StoreAtSeq | Purge | DeleteMsg | UpdateConfig | SkipMsgs
+@dataclass(frozen=True, slots=True)
+class Expire:
+    """Remove messages older than max_age as of `now_ns` (the leader's clock when it proposed)."""
+
+    now_ns: int
+
+    def encode(self) -> bytes:
+        return _json_entry(EntryOp.EXPIRE, {"now": self.now_ns})
+
+
+StreamEntry = StoreMsg | StoreAtSeq | Purge | DeleteMsg | UpdateConfig | SkipMsgs | Expire
 
 
 def _short(text: str) -> bytes:
@@ -271,6 +283,8 @@ def decode_entry(data: bytes) -> StreamEntry:
             return DeleteMsg(seq=int(body["seq"]), erase=bool(body.get("erase", True)))
         if op is EntryOp.UPDATE_CONFIG:
             return UpdateConfig(stream_config_from_json(body))
+        if op is EntryOp.EXPIRE:
+            return Expire(now_ns=int(body["now"]))
         return SkipMsgs(count=int(body["count"]))
     except EntryDecodeError:
         raise

@@ -8,6 +8,7 @@ from cluster.stream_entries import (
     DeleteMsg,
     EntryDecodeError,
     EntryOp,
+    Expire,
     Purge,
     Rollup,
     SkipMsgs,
@@ -65,6 +66,7 @@ def test_other_ops_round_trip() -> None:
         DeleteMsg(seq=10, erase=False),
         UpdateConfig(cfg),
         SkipMsgs(count=3),
+        Expire(now_ns=77),
         StoreAtSeq(seq=42, subject="s.x", header=b"NATS/1.0\r\n\r\n", payload=b"p", timestamp_ns=123),
     ):
         assert decode_entry(entry.encode()) == entry
@@ -79,6 +81,7 @@ def test_op_codes_are_append_only() -> None:
         "UPDATE_CONFIG": 4,
         "STORE_AT_SEQ": 5,
         "SKIP_MSGS": 6,
+        "EXPIRE": 7,
     }
 
 

@@ -109,3 +109,24 @@ def all_server_errors() -> list[dict[str, Any]]:
                 if "error" in body:
                     errors.append(body["error"])
     return errors
+
+
+def client_request(name: str, marker: str) -> tuple[str, bytes]:
+    """(subject, payload) of the first PUB/HPUB to a `$JS.` subject in the section."""
+    lines = section(name, marker)
+    for i, line in enumerate(lines):
+        match = re.match(r"C2?: H?PUB (\$JS\.\S+) (?:\S+ )?(\d+)$", line)
+        if match:
+            size = int(match.group(2))
+            payload = lines[i + 1].split(": ", 1)[1].encode() if size else b""
+            assert len(payload) == size
+            return match.group(1), payload
+    raise LookupError(f"no request in {marker!r}")
+
+
+def header_value(reply: Reply, name: str) -> str:
+    assert reply.header is not None
+    for line in reply.header.decode().split("\r\n"):
+        if line.startswith(name + ": "):
+            return line.split(": ", 1)[1]
+    raise LookupError(name)
