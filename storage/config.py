@@ -1,0 +1,76 @@
+"""The part of a stream's configuration the store enforces: its limits and discard policy."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import Any
+
+from storage.errors import InvalidConfigError
+
+UNLIMITED = -1
+
+
+class DiscardPolicy(StrEnum):
+    """What a full stream does with a new message: drop the oldest ones, or refuse it."""
+
+    OLD = "old"
+    NEW = "new"
+
+
+@dataclass(frozen=True, slots=True)
+class StoreConfig:
+    """Limits as JetStream defines them; -1 (or 0, as nats-server normalises it) means no limit.
+
+    `max_age_ns` is nanoseconds like the `max_age` field of the JetStream API;
+    0 means messages never age out.
+    """
+
+    max_msgs: int = UNLIMITED
+    max_bytes: int = UNLIMITED
+    max_age_ns: int = 0
+    max_msg_size: int = UNLIMITED
+    max_msgs_per_subject: int = UNLIMITED
+    discard: DiscardPolicy = DiscardPolicy.OLD
+    discard_new_per_subject: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("max_msgs", "max_bytes", "max_msg_size", "max_msgs_per_subject"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < UNLIMITED:
+                raise InvalidConfigError(f"{name} must be an integer >= -1, got {value!r}")
+            if value == 0:
+                # nats-server stores 0 as "unset", which it turns into -1.
+                object.__setattr__(self, name, UNLIMITED)
+        if not isinstance(self.max_age_ns, int) or isinstance(self.max_age_ns, bool) or self.max_age_ns < 0:
+            raise InvalidConfigError(f"max_age_ns must be an integer >= 0, got {self.max_age_ns!r}")
+        try:
+            object.__setattr__(self, "discard", DiscardPolicy(self.discard))
+        except ValueError:
+            raise InvalidConfigError(f"discard must be 'old' or 'new', got {self.discard!r}") from None
+
+    @classmethod
+    def from_stream_config(cls, config: Mapping[str, Any]) -> StoreConfig:
+        """Pick the store's fields out of a JetStream stream configuration (its JSON field names)."""
+        return cls(
+            max_msgs=config.get("max_msgs", UNLIMITED),
+            max_bytes=config.get("max_bytes", UNLIMITED),
+            max_age_ns=config.get("max_age", 0),
+            max_msg_size=config.get("max_msg_size", UNLIMITED),
+            max_msgs_per_subject=config.get("max_msgs_per_subject", UNLIMITED),
+            discard=config.get("discard", DiscardPolicy.OLD),
+            discard_new_per_subject=bool(config.get("discard_new_per_subject", False)),
+        )
+
+    def to_json_dict(self) -> dict[str, Any]:
+        fields = asdict(self)
+        fields["discard"] = str(self.discard)
+        return fields
+
+    @classmethod
+    def from_json_dict(cls, fields: Mapping[str, Any]) -> StoreConfig:
+        try:
+            return cls(**fields)
+        except TypeError as exc:
+            raise InvalidConfigError(f"bad store configuration: {exc}") from None

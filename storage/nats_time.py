@@ -1,0 +1,52 @@
+"""Timestamps as JetStream writes them: RFC 3339 with up to nine fraction digits, in UTC.
+
+Go's `time.RFC3339Nano` drops trailing zeros of the fraction (and the dot when
+nothing is left); the zero `time.Time` prints as `0001-01-01T00:00:00Z`, which
+is what stream state shows for the first timestamp of an empty stream.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from datetime import UTC, datetime, timedelta
+
+ZERO_TIME = "0001-01-01T00:00:00Z"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_NS_PER_S = 1_000_000_000
+_RFC3339 = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:([Zz])|([+-])(\d{2}):(\d{2}))"
+)
+
+
+def format_rfc3339_nano(ts_ns: int) -> str:
+    """Unix nanoseconds as Go's RFC3339Nano in UTC."""
+    seconds, nanos = divmod(ts_ns, _NS_PER_S)
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+    if nanos:
+        stamp += "." + f"{nanos:09d}".rstrip("0")
+    return stamp + "Z"
+
+
+def format_optional_ts(ts_ns: int) -> str:
+    """Like `format_rfc3339_nano`, but 0 (no timestamp) prints as Go's zero time."""
+    return ZERO_TIME if ts_ns == 0 else format_rfc3339_nano(ts_ns)
+
+
+def parse_rfc3339_nano(text: str) -> int:
+    """An RFC 3339 timestamp (any offset, up to nanoseconds) as Unix nanoseconds.
+
+    Raises ValueError for anything else.
+    """
+    match = _RFC3339.fullmatch(text)
+    if match is None:
+        raise ValueError(f"not an RFC 3339 timestamp: {text!r}")
+    year, month, day, hour, minute, second = (int(match.group(i)) for i in range(1, 7))
+    fraction = match.group(7) or ""
+    nanos = int(fraction.ljust(9, "0")) if fraction else 0
+    moment = datetime(year, month, day, hour, minute, second, tzinfo=UTC)
+    if match.group(9):
+        offset = timedelta(hours=int(match.group(10)), minutes=int(match.group(11)))
+        moment -= offset if match.group(9) == "+" else -offset
+    delta = moment - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * _NS_PER_S + nanos
