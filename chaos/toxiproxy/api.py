@@ -172,7 +172,9 @@ async def _reset(request: web.Request) -> web.Response:
 
 
 async def _proxy_index(request: web.Request) -> web.Response:
-    return _json({proxy.name: proxy.to_json() for proxy in _collection(request).proxies()})
+    # Go marshals a map with its keys sorted
+    proxies = sorted(_collection(request).proxies(), key=lambda proxy: proxy.name)
+    return _json({proxy.name: proxy.to_json() for proxy in proxies})
 
 
 async def _proxy_create(request: web.Request) -> web.Response:

@@ -106,22 +106,26 @@ class ToxiproxyProcess:
     def stop(self, timeout: float = 5.0) -> None:
         """SIGTERM, then SIGKILL if it has not exited within `timeout` seconds."""
         proc = self._proc
-        if proc is None or proc.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._close_pipe()
 
     def kill(self) -> None:
         proc = self._proc
-        if proc is None or proc.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+        self._close_pipe()
+
+    def _close_pipe(self) -> None:
+        if self._proc is not None and self._proc.stdout is not None:
+            self._proc.stdout.close()
 
     def returncode(self) -> int | None:
         return None if self._proc is None else self._proc.poll()
@@ -137,5 +141,3 @@ class ToxiproxyProcess:
         traceback: TracebackType | None,
     ) -> None:
         self.stop()
-        if self._proc is not None and self._proc.stdout is not None:
-            self._proc.stdout.close()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
+import struct
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -317,7 +318,20 @@ def parse_toxicity(value: object) -> float:
         raise BAD_REQUEST_BODY.wrapping(f"toxicity must be a number, got {value!r}")
     if not abs(value) <= _FLOAT32_MAX:
         raise BAD_REQUEST_BODY.wrapping(f"toxicity {value!r} is out of range")
-    return float(value)
+    return _shortest_float32(float(value))
+
+
+def _shortest_float32(value: float) -> float:
+    """`value` rounded to float32, as the fewest decimal digits that read back as that float32.
+
+    This is what Toxiproxy stores and prints: 0.123456789 becomes 0.12345679.
+    """
+    as_float32 = struct.unpack("f", struct.pack("f", value))[0]
+    for digits in range(1, 10):
+        candidate = float(f"{as_float32:.{digits}g}")
+        if struct.pack("f", candidate) == struct.pack("f", as_float32):
+            return candidate
+    return as_float32
 
 
 @dataclass(frozen=True, slots=True)

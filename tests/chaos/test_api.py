@@ -67,13 +67,13 @@ def test_create_answers_201_with_the_proxy_bound_to_a_real_port(
 
 
 def test_create_through_the_client_and_list(toxiproxy: Toxiproxy, echo: EchoServer) -> None:
-    first = toxiproxy.create(upstream=echo.address, name="one")
     second = toxiproxy.create(upstream=echo.address, name="two", enabled=False)
+    first = toxiproxy.create(upstream=echo.address, name="one")
     assert first.enabled is True
     assert second.enabled is False
     assert second.listen == f"{HOST}:0"  # a disabled proxy has not bound anything yet
     proxies = toxiproxy.proxies()
-    assert sorted(proxies) == ["one", "two"]
+    assert list(proxies) == ["one", "two"]  # sorted by name, as Go marshals a map
     assert proxies["one"].listen == first.listen
     assert proxies["one"].upstream == echo.address
 

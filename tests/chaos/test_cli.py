@@ -38,6 +38,9 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
 
 
 def test_jetraft_toxiproxy_serves_until_sigterm(tmp_path: Path) -> None:

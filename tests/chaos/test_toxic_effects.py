@@ -18,13 +18,13 @@ from tests.chaos.conftest import EchoServer, connect, recv_exactly, round_trip, 
 
 # the loop's timers may fire a hair early against time.monotonic()
 CLOCK_SLACK = 0.005
-SLOW_MACHINE = 0.4
+SLOW_MACHINE = 0.5
 
 
 def test_no_toxic_round_trip_is_fast(toxiproxy: Toxiproxy, echo: EchoServer) -> None:
     proxy = toxiproxy.create(upstream=echo.address, name="plain")
     with connect(proxy) as sock:
-        assert max(round_trip(sock) for _ in range(5)) < 0.1
+        assert max(round_trip(sock) for _ in range(5)) < 0.25
 
 
 def test_latency_delays_each_direction(toxiproxy: Toxiproxy, echo: EchoServer) -> None:
@@ -70,7 +70,7 @@ def test_bandwidth_caps_throughput(toxiproxy: Toxiproxy, echo: EchoServer) -> No
         proxy.add_toxic(type="bandwidth", stream="upstream", attributes={"rate": 200})
         limited = round_trip(sock, payload)
     # 102.4 KB at 200 KB/s is 0.512 s
-    assert unlimited < 0.3
+    assert unlimited < limited / 2
     assert 0.512 - 0.1 - CLOCK_SLACK <= limited < 0.512 + SLOW_MACHINE + 0.3
 
 
@@ -157,11 +157,11 @@ def test_slow_close_delays_the_close(toxiproxy: Toxiproxy, echo: EchoServer) -> 
         prompt, _, _ = wait_closed(sock)
     proxy.add_toxic(type="slow_close", attributes={"delay": 300})
     with connect(proxy) as sock:
-        assert round_trip(sock) < 0.2
+        assert round_trip(sock) < 0.25
         sock.shutdown(socket.SHUT_WR)
         delayed, received, _ = wait_closed(sock)
     assert received == b""
-    assert prompt < 0.2
+    assert prompt < 0.25
     assert 0.3 - CLOCK_SLACK <= delayed < 0.3 + SLOW_MACHINE
 
 
@@ -176,14 +176,15 @@ def test_toxicity_zero_never_applies(toxiproxy: Toxiproxy, echo: EchoServer) -> 
 
 def test_toxicity_is_decided_per_connection(toxiproxy: Toxiproxy, echo: EchoServer) -> None:
     proxy = toxiproxy.create(upstream=echo.address, name="coin")
-    proxy.add_toxic(type="latency", toxicity=0.5, attributes={"latency": 60})
+    proxy.add_toxic(type="latency", toxicity=0.5, attributes={"latency": 120})
     verdicts = []
-    for _ in range(16):
+    for _ in range(14):
         with connect(proxy) as sock:
-            delayed = [round_trip(sock) >= 0.06 - CLOCK_SLACK for _ in range(3)]
+            # halfway between no delay and the latency, to classify on a busy machine
+            delayed = [round_trip(sock) >= 0.06 for _ in range(2)]
         assert len(set(delayed)) == 1, "a connection is either always or never affected"
         verdicts.append(delayed[0])
-    # 16 fair coins all landing the same way: 1 in 32768
+    # 14 fair coins all landing the same way: 1 in 8192
     assert any(verdicts) and not all(verdicts)
 
 

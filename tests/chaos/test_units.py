@@ -18,6 +18,7 @@ from chaos.toxiproxy.toxics import (
     SlicerToxic,
     ToxicEntry,
     build_toxic,
+    parse_toxicity,
 )
 
 
@@ -82,6 +83,14 @@ def test_toxic_json_prints_whole_toxicity_as_an_integer() -> None:
     assert isinstance(entry.to_json()["toxicity"], int)
     half = ToxicEntry("t", Direction.UPSTREAM, 0.5, LatencyToxic())
     assert half.to_json()["toxicity"] == 0.5
+
+
+def test_toxicity_is_kept_as_toxiproxy_float32() -> None:
+    assert parse_toxicity(0.123456789) == 0.12345679
+    assert parse_toxicity(0.1) == 0.1
+    assert parse_toxicity(1) == 1.0
+    with pytest.raises(ApiError):
+        parse_toxicity(1e39)
 
 
 def test_direction_parsing_is_case_insensitive_and_strict() -> None:
