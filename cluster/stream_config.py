@@ -18,7 +18,7 @@ from typing import Any
 
 from cluster import jsjson
 from cluster.api_errors import ApiError, JSErrors
-from cluster.timestamps import TimestampError, format_ns, parse_rfc3339_ns
+from storage.nats_time import format_optional_ts, parse_rfc3339_nano
 
 # Metadata keys nats-server manages itself (ADR-44 versioning)
 REQUIRED_LEVEL_KEY = "_nats.req.level"
@@ -139,7 +139,7 @@ class StreamSource:
         if self.opt_start_seq:
             out["opt_start_seq"] = self.opt_start_seq
         if self.opt_start_time_ns is not None:
-            out["opt_start_time"] = format_ns(self.opt_start_time_ns)
+            out["opt_start_time"] = format_optional_ts(self.opt_start_time_ns)
         if self.filter_subject:
             out["filter_subject"] = self.filter_subject
         if self.subject_transforms:
@@ -318,8 +318,8 @@ def _time_ns(obj: dict[str, Any], key: str) -> int | None:
             f"json: cannot unmarshal {type(raw).__name__} into field {key} of type time"
         )
     try:
-        return parse_rfc3339_ns(raw)
-    except TimestampError as exc:
+        return parse_rfc3339_nano(raw)
+    except ValueError as exc:
         raise jsjson.RequestJSONError(str(exc)) from None
 
 

@@ -1,37 +1,6 @@
 import pytest
 
 from cluster import jsjson
-from cluster.timestamps import GO_ZERO_TIME, TimestampError, format_ns, parse_rfc3339_ns
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        "2026-11-22T14:19:00.220065209Z",
-        "2026-11-22T14:18:48.12291233Z",  # Go trims trailing zeros
-        "2026-11-22T14:18:48Z",
-        "2026-11-22T14:18:48.1Z",
-    ],
-)
-def test_rfc3339_round_trip(text: str) -> None:
-    assert format_ns(parse_rfc3339_ns(text)) == text
-
-
-def test_rfc3339_offsets_and_zero() -> None:
-    assert parse_rfc3339_ns("2026-11-22T15:19:00.5+01:00") == parse_rfc3339_ns("2026-11-22T14:19:00.5Z")
-    assert parse_rfc3339_ns("2026-11-22T14:19:00.420995000Z") == parse_rfc3339_ns(
-        "2026-11-22T14:19:00.420995Z"
-    )
-    assert format_ns(0) == GO_ZERO_TIME
-    assert format_ns(1_000_000_000) == "1970-01-01T00:00:01Z"
-
-
-@pytest.mark.parametrize(
-    "bad", ["", "yesterday", "2026-13-01T00:00:00Z", "2026-11-22 14:19:00Z", "2026-11-22T14:19:00"]
-)
-def test_rfc3339_rejects(bad: str) -> None:
-    with pytest.raises(TimestampError):
-        parse_rfc3339_ns(bad)
 
 
 def test_go_escapes() -> None:

@@ -1,0 +1,328 @@
+"""The stream state machine over MemoryStreamStore: results, determinism, snapshots, restarts."""
+
+import dataclasses
+import random
+
+import pytest
+
+from cluster.api_errors import JSErrors
+from cluster.publish import Accepted, Duplicate, Rejected, prepare_publish
+from cluster.stream_config import Discard, StreamConfig, StreamSource
+from cluster.stream_config_check import normalize_stream_config
+from cluster.stream_entries import (
+    DeleteMsg,
+    Expire,
+    Purge,
+    SkipMsgs,
+    StoreAtSeq,
+    UpdateConfig,
+)
+from cluster.stream_info import (
+    msg_delete_response,
+    parse_msg_delete_request,
+    parse_purge_request,
+    stream_purge_response,
+)
+from cluster.stream_machine import (
+    ConfigApplied,
+    Deleted,
+    Expired,
+    NoOp,
+    Purged,
+    Skipped,
+    Stored,
+    StreamStateMachine,
+)
+from gateway.headers import encode_headers
+from raft.types import Entry, EntryType
+from storage.memory import MemoryStreamStore
+from tests.cluster.trace_data import client_json, server_json, server_obj
+
+SECOND = 1_000_000_000
+T0 = 1_800_000_000 * SECOND
+CFG = normalize_stream_config(
+    StreamConfig(name="S", subjects=("s.>",), duplicate_window=60 * SECOND, allow_rollup_hdrs=True)
+)
+
+
+def machine(cfg: StreamConfig = CFG) -> StreamStateMachine:
+    return StreamStateMachine(MemoryStreamStore(), cfg, sync_writes=False)
+
+
+class Log:
+    """Builds committed entries with increasing indexes."""
+
+    def __init__(self) -> None:
+        self.index = 0
+
+    def __call__(self, data: bytes, kind: EntryType = EntryType.NORMAL) -> Entry:
+        self.index += 1
+        return Entry(term=1, index=self.index, type=kind, data=data)
+
+
+def publish(subject: str, payload: bytes, ts: int, cfg: StreamConfig = CFG, **headers: str) -> bytes:
+    header = encode_headers([(k.replace("_", "-"), v) for k, v in headers.items()]) if headers else b""
+    decision = prepare_publish(cfg, subject, header, payload, ts)
+    assert isinstance(decision, Accepted), decision
+    return decision.entry.encode()
+
+
+def state_of(m: StreamStateMachine) -> tuple[bytes, list[tuple[str, int, int]], int, str]:
+    return m.snapshot(), m.dedup_window.items(), m.applied_index, m.last_msg_id
+
+
+def test_results_of_each_op() -> None:
+    m, log = machine(), Log()
+    results = m.apply(
+        [
+            log(b""),  # a new leader's empty entry
+            log(publish("s.a", b"1", T0, Nats_Msg_Id="x")),
+            log(publish("s.a", b"2", T0 + 1, Nats_Msg_Id="x")),
+            log(publish("s.b", b"3", T0 + 2, Nats_Expected_Last_Sequence="1")),
+            log(publish("s.b", b"4", T0 + 3, Nats_Expected_Last_Sequence="1")),
+            log(publish("s.c", b"5", T0 + 4, Nats_Expected_Last_Subject_Sequence="0")),
+            log(DeleteMsg(seq=3).encode()),
+            log(DeleteMsg(seq=3).encode()),
+            log(Purge(filter="s.a").encode()),
+            log(SkipMsgs(count=2).encode()),
+            log(b"conf", EntryType.CONF_CHANGE),
+        ]
+    )
+    assert results == [
+        NoOp(),
+        Stored(1, T0),
+        Duplicate(1),
+        Stored(2, T0 + 2),
+        Rejected(JSErrors.STREAM_WRONG_LAST_SEQUENCE(seq=2)),
+        Stored(3, T0 + 4),
+        Deleted(3),
+        Rejected(JSErrors.SEQUENCE_NOT_FOUND(seq=3)),
+        Purged(1),
+        Skipped(5),
+        NoOp(),
+    ]
+    assert m.applied_index == 11
+    assert m.last_seq == 5
+    # the purged message's id no longer dedups: its message is gone
+    assert m.duplicate_of("x", T0 + 10) is None
+
+
+def test_racing_publishes_are_settled_by_log_order() -> None:
+    # two leaders' views both saw last seq 0 and the same msg id free: the log decides
+    m, log = machine(), Log()
+    a = publish("s.a", b"a", T0, Nats_Expected_Last_Sequence="0", Nats_Msg_Id="same")
+    b = publish("s.a", b"b", T0 + 1, Nats_Expected_Last_Sequence="0")
+    c = publish("s.a", b"c", T0 + 2, Nats_Msg_Id="same")
+    assert m.apply([log(a), log(b), log(c)]) == [
+        Stored(1, T0),
+        Rejected(JSErrors.STREAM_WRONG_LAST_SEQUENCE(seq=1)),
+        Duplicate(1),
+    ]
+
+
+def test_expected_last_msg_id_and_subject_sequence_after_purge() -> None:
+    m, log = machine(), Log()
+    m.apply([log(publish("s.k", b"v1", T0, Nats_Msg_Id="m1")), log(publish("s.k", b"v2", T0 + 1))])
+    assert m.last_msg_id == ""
+    [wrong] = m.apply([log(publish("s.k", b"v3", T0 + 2, Nats_Expected_Last_Msg_Id="m1"))])
+    assert wrong == Rejected(JSErrors.STREAM_WRONG_LAST_MSG_ID(id=""))
+    m.apply([log(Purge(filter="s.k").encode())])
+    # purge-aware: no message left on the subject, so 0 matches
+    [ok] = m.apply([log(publish("s.k", b"v4", T0 + 3, Nats_Expected_Last_Subject_Sequence="0"))])
+    assert ok == Stored(3, T0 + 3)
+
+
+def test_timestamps_never_go_backwards() -> None:
+    m, log = machine(), Log()
+    assert m.apply([log(publish("s.a", b"1", T0 + 100)), log(publish("s.a", b"2", T0))]) == [
+        Stored(1, T0 + 100),
+        Stored(2, T0 + 100),
+    ]
+
+
+def test_rollup_and_limits_report_removed_sequences() -> None:
+    m, log = machine(), Log()
+    m.apply([log(publish("s.a", b"1", T0)), log(publish("s.b", b"2", T0)), log(publish("s.a", b"3", T0))])
+    [rolled] = m.apply([log(publish("s.a", b"4", T0, Nats_Rollup="sub"))])
+    assert rolled == Stored(4, T0, (1, 3))
+    [all_] = m.apply([log(publish("s.c", b"5", T0, Nats_Rollup="all"))])
+    assert all_ == Stored(5, T0, (2, 4))
+    assert m.store.state().messages == 1
+
+
+def test_discard_new_limit_is_a_store_error() -> None:
+    cfg = normalize_stream_config(StreamConfig(name="S", subjects=("s.>",), max_msgs=1, discard=Discard.NEW))
+    m, log = machine(cfg), Log()
+    assert m.apply([log(publish("s.a", b"1", T0, cfg)), log(publish("s.a", b"2", T0, cfg))]) == [
+        Stored(1, T0),
+        Rejected(JSErrors.STREAM_STORE_FAILED(err="maximum messages exceeded")),
+    ]
+
+
+def test_permissions_are_checked_at_apply() -> None:
+    cfg = normalize_stream_config(
+        StreamConfig(name="S", subjects=("s.>",), deny_delete=True, deny_purge=True)
+    )
+    m, log = machine(cfg), Log()
+    m.apply([log(publish("s.a", b"1", T0, cfg))])
+    assert m.apply([log(DeleteMsg(1).encode()), log(Purge().encode())]) == [
+        Rejected(JSErrors.STREAM_MSG_DELETE_FAILED(err="message delete not permitted")),
+        Rejected(JSErrors.STREAM_PURGE_FAILED(err="stream purge not permitted")),
+    ]
+    # a publish decided under an old config is re-checked against the config in force at apply
+    entry = publish("s.a", b"x" * 100, T0)
+    smaller = dataclasses.replace(cfg, max_msg_size=10)
+    assert m.apply([log(UpdateConfig(smaller).encode()), log(entry)]) == [
+        ConfigApplied(smaller),
+        Rejected(JSErrors.STREAM_MESSAGE_EXCEEDS_MAXIMUM()),
+    ]
+    assert m.config == smaller
+
+
+def test_config_update_enforces_limits_and_expire_op() -> None:
+    m, log = machine(), Log()
+    m.apply([log(publish("s.a", str(i).encode(), T0 + i * SECOND)) for i in range(5)])
+    [applied] = m.apply([log(UpdateConfig(dataclasses.replace(CFG, max_msgs=3)).encode())])
+    assert isinstance(applied, ConfigApplied) and applied.removed == (1, 2)
+    aged = dataclasses.replace(CFG, max_msgs=3, max_age=10 * SECOND, duplicate_window=10 * SECOND)
+    m.apply([log(UpdateConfig(aged).encode())])
+    assert m.apply([log(Expire(T0 + 12 * SECOND + SECOND // 2).encode())]) == [Expired((3,))]
+    assert m.store.state().first_seq == 4
+
+
+def test_mirror_copies_at_origin_sequences() -> None:
+    cfg = normalize_stream_config(StreamConfig(name="M", mirror=StreamSource(name="O")))
+    m, log = machine(cfg), Log()
+    results = m.apply(
+        [
+            log(StoreAtSeq(3, "o.a", b"", b"x", T0).encode()),
+            log(StoreAtSeq(3, "o.a", b"", b"x", T0).encode()),
+            log(StoreAtSeq(5, "o.b", b"NATS/1.0\r\nNats-Msg-Id: q\r\n\r\n", b"y", T0 + 1).encode()),
+        ]
+    )
+    assert results == [Stored(3, T0), Duplicate(3), Stored(5, T0 + 1)]
+    assert m.store.state().num_deleted == 1
+    assert len(m.dedup_window) == 0  # mirrors never dedup
+
+
+def test_replayed_entries_are_skipped_and_restart_resumes() -> None:
+    store = MemoryStreamStore()
+    m, log = StreamStateMachine(store, CFG, sync_writes=False), Log()
+    entries = [
+        log(publish("s.a", b"1", T0, Nats_Msg_Id="a")),
+        log(publish("s.b", b"2", T0 + 1, Nats_Msg_Id="b")),
+    ]
+    m.apply(entries)
+    # the same store opened again (a restart): applied index, config and the dedup window come back
+    again = StreamStateMachine(
+        store, dataclasses.replace(CFG, description="stale assignment"), sync_writes=False
+    )
+    assert again.applied_index == 2 and again.config == CFG
+    assert again.dedup_window == m.dedup_window
+    assert again.apply(entries) == [NoOp(), NoOp()]
+    assert again.apply([log(publish("s.a", b"3", T0 + 2, Nats_Msg_Id="a"))]) == [Duplicate(1)]
+
+
+def _random_log(rng: random.Random, count: int) -> list[Entry]:
+    log = Log()
+    entries = []
+    ts = T0
+    for _ in range(count):
+        ts += rng.randrange(0, 3 * SECOND)
+        roll = rng.random()
+        if roll < 0.75:
+            headers: dict[str, str] = {}
+            if rng.random() < 0.4:
+                headers["Nats_Msg_Id"] = f"id{rng.randrange(30)}"
+            if rng.random() < 0.1:
+                headers["Nats_Expected_Last_Sequence"] = str(rng.randrange(40))
+            if rng.random() < 0.1:
+                headers["Nats_Expected_Last_Subject_Sequence"] = str(rng.randrange(5))
+            if rng.random() < 0.05:
+                headers["Nats_Rollup"] = "sub"
+            data = publish(f"s.{rng.choice('abcd')}", rng.randbytes(rng.randrange(20)), ts, **headers)
+        elif roll < 0.85:
+            data = DeleteMsg(rng.randrange(1, 40), erase=rng.random() < 0.5).encode()
+        elif roll < 0.9:
+            data = Purge(filter=rng.choice(["", "s.a", "s.*"]), keep=rng.randrange(3)).encode()
+        elif roll < 0.95:
+            window = rng.choice([20, 40, 60]) * SECOND
+            data = UpdateConfig(
+                dataclasses.replace(CFG, duplicate_window=window, max_msgs=rng.choice([-1, 15]))
+            ).encode()
+        else:
+            data = Expire(ts).encode()
+        entries.append(log(data))
+    return entries
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_replicas_fed_the_same_log_agree_and_snapshots_restore(seed: int) -> None:
+    rng = random.Random(seed)
+    entries = _random_log(rng, 150)
+    a, b = machine(), machine()
+    results_a = a.apply(entries)
+    # b applies the same log in differently sized batches, with a restart and a snapshot restore midway
+    cut1, cut2 = sorted(rng.sample(range(1, len(entries)), 2))
+    results_b = b.apply(entries[:cut1])
+    restarted = StreamStateMachine(b.store, CFG, sync_writes=False)
+    results_b += restarted.apply(entries[cut1:cut2])
+    fresh = machine(dataclasses.replace(CFG, description="placeholder"))
+    fresh.restore(restarted.snapshot())
+    assert state_of(fresh) == state_of(restarted)
+    results_b += fresh.apply(entries[cut2:])
+    assert results_a == results_b
+    assert state_of(a) == state_of(fresh)
+    assert any(isinstance(r, Duplicate) for r in results_a)
+    assert any(isinstance(r, Rejected) for r in results_a)
+
+
+def test_restore_rejects_foreign_snapshot() -> None:
+    bare = MemoryStreamStore()
+    bare.store_msg("x", None, b"1", T0)
+    with pytest.raises(ValueError):
+        machine().restore(bare.snapshot())
+
+
+def test_trace_09_purges_and_deletes_through_the_log() -> None:
+    trace = "09-purge-delete.txt"
+    cfg = normalize_stream_config(StreamConfig(name="PURGE", subjects=("purge.>",)))
+    m, log = machine(cfg), Log()
+    subjects = ["purge.a", "purge.b"] * 4 + ["purge.c"] + ["purge.d"] * 4
+    m.apply([log(publish(s, b"x", T0 + i, cfg)) for i, s in enumerate(subjects)])
+
+    def state_matches(marker: str) -> None:
+        expected = server_obj(trace, marker)["state"]
+        state = m.store.state()
+        got = {
+            "messages": state.messages,
+            "first_seq": state.first_seq,
+            "last_seq": state.last_seq,
+            "num_subjects": state.num_subjects,
+            "num_deleted": state.num_deleted,
+        }
+        assert got == {k: expected.get(k, 0) for k in got}
+
+    for marker in ("subject='purge.a')", "keep=1"):
+        [purged] = m.apply([log(parse_purge_request(client_json(trace, marker), cfg).encode())])
+        assert isinstance(purged, Purged)
+        assert stream_purge_response(purged.count) == server_json(trace, marker)
+    state_matches("jsm.stream_info('PURGE')")
+    [deleted] = m.apply(
+        [log(parse_msg_delete_request(client_json(trace, "delete_msg('PURGE', 9)   (MSG"), cfg).encode())]
+    )
+    assert deleted == Deleted(9) and msg_delete_response() == server_json(
+        trace, "delete_msg('PURGE', 9)   (MSG"
+    )
+    [again] = m.apply(
+        [log(parse_msg_delete_request(client_json(trace, "(again: already gone)"), cfg).encode())]
+    )
+    assert again == Rejected(JSErrors.SEQUENCE_NOT_FOUND(seq=9))
+    [kept] = m.apply([log(parse_msg_delete_request(b'{"seq":10,"no_erase":true}', cfg).encode())])
+    assert kept == Deleted(10)
+    state_matches("(interior deletes show in num_deleted)")
+    for marker in ("seq=12", "jsm.purge_stream('PURGE')   (all)"):
+        [purged] = m.apply([log(parse_purge_request(client_json(trace, marker), cfg).encode())])
+        assert isinstance(purged, Purged)
+        assert stream_purge_response(purged.count) == server_json(trace, marker)
+    state_matches("(after purge all: first_seq = last_seq + 1)")
