@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
 import nats.aio.client
@@ -173,8 +173,10 @@ class DirectGetRangeReader:
         max_bytes: int,
         request_timeout: float,
         min_last_seq: int | None = None,
+        stale_retry_delays: Sequence[float] = STALE_RETRY_DELAYS,
     ) -> None:
         self._nc = nc
+        self._stale_retry_delays = tuple(stale_retry_delays)
         self._stream = stream
         self._subject = subject
         self._batch_size = batch_size
@@ -277,15 +279,14 @@ class DirectGetRangeReader:
             stale_attempts += 1
 
     async def _wait_for_replica(self, next_seq: int, attempt: int) -> None:
-        if attempt >= len(STALE_RETRY_DELAYS):
+        """Back off before asking again: the replica may catch up, or another member may answer."""
+        if attempt >= len(self._stale_retry_delays):
             raise DirectGetError(
                 f"Direct Get on stream '{self._stream}': the responding replica stayed behind sequence "
-                f"{next_seq} for {sum(STALE_RETRY_DELAYS):g}s"
+                f"{next_seq} for {sum(self._stale_retry_delays):g}s"
             )
         self.stale_retries += 1
-        await asyncio.sleep(
-            STALE_RETRY_DELAYS[attempt]
-        )  # back-off before asking a (possibly other) replica again
+        await asyncio.sleep(self._stale_retry_delays[attempt])
 
     async def _range_complete(self, result: BatchResult, next_seq: int, last: int) -> bool:
         """Whether 'nothing more matches' can be trusted for next_seq..last."""

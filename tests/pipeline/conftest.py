@@ -59,6 +59,8 @@ def spark():  # type: ignore[no-untyped-def]
     # Spark's Python workers must import the project and pyspark, so they run this same interpreter.
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    # Keep Spark's driver, block manager and workers on loopback (it otherwise picks the machine's address).
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     from pyspark.sql import SparkSession
 
     from pipeline import JetStreamDataSource
