@@ -66,7 +66,7 @@ def test_sink_with_subject_option_and_binary_data(spark, single_target: JetStrea
 
 def test_sink_refuses_a_subject_no_stream_captures(spark, single_target: JetStreamTarget) -> None:  # type: ignore[no-untyped-def]
     df = spark.createDataFrame([("x",)], "data string")
-    with pytest.raises(Exception, match="no stream captures subject 'nowhere.at.all'"):
+    with pytest.raises(Exception, match=r"no stream captures subject 'nowhere.at.all'"):
         df.write.format("jetstream").mode("append").option("servers", single_target.servers).option(
             "subject", "nowhere.at.all"
         ).save()

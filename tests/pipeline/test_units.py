@@ -52,7 +52,7 @@ def test_read_options_parse_and_name_the_faulty_option() -> None:
     for option, raw in cases.items():
         with pytest.raises(OptionError, match=f"option '{option}'"):
             ReadOptions.parse(raw)
-    with pytest.raises(OptionError, match="option 'start_time'.*start_seq"):
+    with pytest.raises(OptionError, match=r"option 'start_time'.*start_seq"):
         ReadOptions.parse({"servers": SERVERS, "stream": "S", "start_seq": "1", "start_time": "2024-01-01T00:00:00Z"})
 
 
