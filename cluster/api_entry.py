@@ -1,0 +1,61 @@
+"""Where a client's JetStream API request enters the cluster: one member of the `_jsapi` queue group.
+
+Every node joins the group, so whichever node the client is connected to
+(or a random one, per the queue policy) takes the request and forwards it,
+reply subject untouched, to the node that can answer (see
+`cluster/api_subjects.py`). When nobody can (no meta leader, a stream
+between leaders) the client gets JetStream's 503 "temporarily unavailable"
+error at once instead of a timeout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from cluster.api_errors import JSErrors, error_response
+from cluster.api_subjects import (
+    API_QUEUE,
+    API_SUBSCRIPTIONS,
+    META_OPS,
+    ApiOp,
+    meta_subject,
+    parse_api_subject,
+    stream_subject,
+)
+from cluster.node_context import NodeContext
+from cluster.stream_info import stream_info_error
+from gateway.router import Message, Subscription
+
+
+class ApiEntry:
+    def __init__(self, ctx: NodeContext, knows_stream: Callable[[str], bool]) -> None:
+        self._ctx = ctx
+        self._knows_stream = knows_stream
+        self._subs: list[Subscription] = []
+
+    def open(self) -> None:
+        router = self._ctx.router
+        self._subs = [router.subscribe(subject, self._on_request, API_QUEUE) for subject in API_SUBSCRIPTIONS]
+
+    def close(self) -> None:
+        for sub in self._subs:
+            self._ctx.router.unsubscribe(sub)
+        self._subs = []
+
+    def _on_request(self, msg: Message) -> None:
+        if not msg.reply:
+            return
+        request = parse_api_subject(msg.subject)
+        if request is None:
+            return
+        if request.op in META_OPS or request.op is ApiOp.CONSUMER or not self._knows_stream(request.stream):
+            target = meta_subject(request)
+        else:
+            target = stream_subject(request.stream, request.op)
+        if self._ctx.router.publish(target, msg.payload, msg.reply, msg.headers) == 0:
+            error = JSErrors.CLUSTER_NOT_AVAILABLE()
+            if request.op is ApiOp.STREAM_INFO:
+                body = stream_info_error(error)
+            else:
+                body = error_response(request.response_type, error)
+            self._ctx.reply(msg.reply, body)

@@ -1,0 +1,130 @@
+"""A replica's (or mirror's) membership of a stream's Direct Get queue group `_sys_`.
+
+It answers from the local store, as it is now: possibly stale, which is the
+point. A request with `min_last_seq` ahead of what this replica has applied
+waits (bounded) for the replica to catch up, then answers, or answers 412.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import structlog
+
+from cluster.direct_get import (
+    ReplyFrame,
+    Responder,
+    ResponderRole,
+    answer_direct_get,
+    bad_request_frames,
+    is_behind,
+    min_last_seq_frames,
+)
+from cluster.direct_get_request import (
+    DIRECT_GET_PREFIX,
+    BadDirectGet,
+    DirectGetRequest,
+    parse_direct_get,
+    split_direct_subject,
+)
+from cluster.node_context import NodeContext
+from gateway.router import Message, Subscription
+from storage.interface import StreamStore
+
+log = structlog.get_logger(__name__)
+
+DIRECT_GET_QUEUE = "_sys_"
+# How long a read-your-writes request may wait for this replica to catch up.
+MIN_LAST_SEQ_WAIT = 2.0
+
+
+class DirectGetResponder:
+    """Subscribes for `answers_for` (the stream whose Direct Gets these are) while joined."""
+
+    def __init__(
+        self,
+        ctx: NodeContext,
+        answers_for: str,
+        store: Callable[[], StreamStore],
+        last_seq: Callable[[], int],
+        wait_for_seq: Callable[[int, float], asyncio.Future[bool]],
+        role: Callable[[], ResponderRole],
+        reply_stream: str,
+    ) -> None:
+        self._ctx = ctx
+        self._answers_for = answers_for
+        self._store = store
+        self._last_seq = last_seq
+        self._wait_for_seq = wait_for_seq
+        self._role = role
+        self._reply_stream = reply_stream
+        self._subs: list[Subscription] = []
+
+    @property
+    def joined(self) -> bool:
+        return bool(self._subs)
+
+    def join(self) -> None:
+        if self._subs:
+            return
+        base = DIRECT_GET_PREFIX + self._answers_for
+        router = self._ctx.router
+        self._subs = [
+            router.subscribe(base, self._on_request, DIRECT_GET_QUEUE),
+            router.subscribe(base + ".>", self._on_request, DIRECT_GET_QUEUE),
+        ]
+        log.info("direct_get_joined", stream=self._answers_for, node=self._ctx.name)
+
+    def leave(self) -> None:
+        for sub in self._subs:
+            self._ctx.router.unsubscribe(sub)
+        if self._subs:
+            log.info("direct_get_left", stream=self._answers_for, node=self._ctx.name)
+        self._subs = []
+
+    def _responder(self) -> Responder:
+        return Responder(self._ctx.name, self._role(), self._reply_stream)
+
+    def _on_request(self, msg: Message) -> None:
+        if not msg.reply:
+            return
+        try:
+            _, appended = split_direct_subject(msg.subject)
+        except ValueError:
+            return
+        request = parse_direct_get(msg.payload, appended)
+        responder = self._responder()
+        last_seq = self._last_seq()
+        if isinstance(request, BadDirectGet):
+            self._send(msg.reply, bad_request_frames(request, responder, last_seq), str(request.status))
+            return
+        if is_behind(request, last_seq):
+            self._ctx.spawn(self._answer_when_caught_up(request, msg.reply), "direct-get-min-last-seq")
+            return
+        self._answer(request, msg.reply, responder, last_seq)
+
+    async def _answer_when_caught_up(self, request: DirectGetRequest, reply: str) -> None:
+        caught_up = await self._wait_for_seq(request.min_last_seq, MIN_LAST_SEQ_WAIT)
+        responder = self._responder()
+        last_seq = self._last_seq()
+        if not caught_up or is_behind(request, last_seq):
+            self._send(reply, min_last_seq_frames(responder, last_seq), "412")
+            return
+        self._answer(request, reply, responder, last_seq)
+
+    def _answer(self, request: DirectGetRequest, reply: str, responder: Responder, last_seq: int) -> None:
+        frames = answer_direct_get(request, self._store(), responder, last_seq)
+        status = "ok"
+        head = frames[0][0] if len(frames) == 1 else None
+        if head is not None and head.startswith(b"NATS/1.0 4"):
+            status = head[9:12].decode()
+        self._send(reply, frames, status)
+
+    def _send(self, reply: str, frames: list[ReplyFrame], status: str) -> None:
+        publish = self._ctx.router.publish
+        for headers, payload in frames:
+            publish(reply, payload, None, headers)
+        self._ctx.metrics.direct_get_requests.labels(
+            self._reply_stream, self._ctx.name, self._role().value, status
+        ).inc()

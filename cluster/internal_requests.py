@@ -1,0 +1,61 @@
+"""Request/reply between a node's services over its own router, like a NATS client's `request`.
+
+One wildcard inbox subscription per node; each request waits on a future
+keyed by its inbox token, bounded by a timeout. A request nobody listens to
+comes back at once as the router's 503 no-responders status, which is
+raised as `NoResponders` so callers can retry or answer "unavailable".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import secrets
+
+from gateway.headers import HeaderError, decode_headers
+from gateway.router import Message, Router
+
+
+class NoRespondersError(Exception):
+    """Nobody subscribes to the subject right now (e.g. a stream between leaders)."""
+
+
+class InternalRequester:
+    def __init__(self, router: Router, node: str) -> None:
+        self._router = router
+        self._prefix = f"_JRI.{node}.{secrets.token_hex(4)}."
+        self._ids = itertools.count(1)
+        self._waiting: dict[str, asyncio.Future[Message]] = {}
+        self._sub = router.subscribe(self._prefix + "*", self._on_reply)
+
+    def close(self) -> None:
+        self._router.unsubscribe(self._sub)
+        for future in self._waiting.values():
+            future.cancel()
+        self._waiting.clear()
+
+    async def request(self, subject: str, payload: bytes = b"", timeout: float = 2.0) -> Message:
+        """The first reply; raises NoRespondersError or TimeoutError."""
+        token = str(next(self._ids))
+        future: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+        self._waiting[token] = future
+        try:
+            self._router.publish(subject, payload, self._prefix + token, no_responders=True)
+            reply = await asyncio.wait_for(future, timeout)
+        finally:
+            self._waiting.pop(token, None)
+        if reply.headers and not reply.payload and _status(reply.headers) == 503:
+            raise NoRespondersError(subject)
+        return reply
+
+    def _on_reply(self, message: Message) -> None:
+        future = self._waiting.get(message.subject[len(self._prefix) :])
+        if future is not None and not future.done():
+            future.set_result(message)
+
+
+def _status(headers: bytes) -> int | None:
+    try:
+        return decode_headers(headers).status
+    except HeaderError:
+        return None

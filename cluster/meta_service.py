@@ -1,0 +1,361 @@
+"""The meta group on one node: replicated stream assignments, the meta leader's API, reconciliation.
+
+Every node is a voter of the meta group `_meta_` and applies its entries to a
+`MetaMachine`. Applying only records the new assignments and wakes the
+reconciler; the reconciler waits until this node has caught up with the meta
+log (a ReadIndex) and then makes the running stream replicas match the
+assignments: it starts the replicas placed here and stops (and deletes) the
+ones no longer placed here. Reconciling against the caught-up state, never
+entry by entry, means a restart replaying "create, delete, create again"
+never touches the data of the stream that exists now. Each incarnation of a
+stream has its own Raft group and store directory (named with its creation
+time), so an old incarnation's entries cannot reach a new one.
+
+The node that leads the meta group answers the meta operations (create,
+update, delete, names, list, account info) forwarded to `$JSR.M.*`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+import structlog
+
+from cluster import jsjson
+from cluster.api_errors import ApiError, JSErrors
+from cluster.api_subjects import META_PREFIX, ApiOp, ApiRequest, parse_meta_subject, stream_subject
+from cluster.internal_requests import NoRespondersError
+from cluster.meta_machine import MetaMachine, MetaOp, MetaResult, StreamAssignment, encode_meta_entry
+from cluster.node_context import META_GROUP, NodeContext
+from cluster.placement import NodeInfo, PlacementError, choose_peers
+from cluster.stream_config import StreamConfig, parse_stream_config, stream_config_from_json
+from cluster.stream_config_check import (
+    check_replicas_placeable,
+    check_request_subject,
+    decide_create,
+    decide_update,
+    subjects_match_stream,
+)
+from cluster.stream_info import (
+    LIST_LIMIT,
+    STREAM_DELETE_TYPE,
+    STREAM_LIST_TYPE,
+    AccountUsage,
+    account_info_response,
+    parse_list_request,
+    plain_error,
+    stream_delete_response,
+    stream_info_error,
+    stream_names_response,
+)
+from cluster.stream_replica import StreamReplica
+from gateway.router import Message, Subscription
+from raft.driver import RaftHostError
+from raft.types import Entry, EntryType, NodeId, Role, Snapshot
+
+log = structlog.get_logger(__name__)
+
+NODE_INFO_PREFIX = "$JSR.NODE."
+# How long the meta leader waits for a new stream's group to elect a leader and answer.
+STREAM_READY_TIMEOUT = 10.0
+NODE_INFO_TIMEOUT = 0.5
+CATCH_UP_TIMEOUT = 2.0
+
+
+class _MetaStateMachine:
+    """The driver's view of the meta machine: applied index kept beside it (memory; replayed on start)."""
+
+    def __init__(self, machine: MetaMachine) -> None:
+        self.machine = machine
+        self._applied = 0
+
+    @property
+    def applied_index(self) -> int:
+        return self._applied
+
+    def apply(self, entries: Sequence[Entry]) -> list[MetaResult]:
+        results = []
+        for entry in entries:
+            if entry.type is EntryType.NORMAL:
+                results.append(self.machine.apply(entry.data))
+            else:
+                results.append(MetaResult(ok=True))
+            self._applied = entry.index
+        return results
+
+    def snapshot(self) -> bytes:
+        return self.machine.snapshot()
+
+    def restore(self, snapshot: Snapshot) -> None:
+        self.machine.restore(snapshot.data)
+        self._applied = snapshot.index
+
+
+class MetaService:
+    def __init__(self, ctx: NodeContext) -> None:
+        self.ctx = ctx
+        self.machine = MetaMachine()
+        self.machine.listeners.append(self._assignment_changed)
+        self._state_machine = _MetaStateMachine(self.machine)
+        self.replicas: dict[str, StreamReplica] = {}
+        self.leader_id: NodeId | None = None
+        self.role = Role.FOLLOWER
+        self._wanted = asyncio.Event()
+        self._leader_sub: Subscription | None = None
+        self._node_sub: Subscription | None = None
+        self._stopped = False
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.ctx.host.add_group(META_GROUP, self._state_machine, voters=self.ctx.members)
+        self._node_sub = self.ctx.router.subscribe(f"{NODE_INFO_PREFIX}{self.ctx.name}.INFO", self._on_node_info)
+        self.ctx.spawn(self._reconcile_loop(), "meta-reconcile")
+
+    async def stop(self) -> None:
+        self._stopped = True
+        self._wanted.set()
+        for replica in list(self.replicas.values()):
+            await replica.stop(delete=False)
+        self.replicas.clear()
+
+    def stream_replica(self, group: str) -> StreamReplica | None:
+        for replica in self.replicas.values():
+            if replica.group == group:
+                return replica
+        return None
+
+    def configs(self) -> dict[str, StreamConfig]:
+        return {name: stream_config_from_json(a.config) for name, a in self.machine.streams.items()}
+
+    # -- reconciliation ---------------------------------------------------------------------
+
+    def _assignment_changed(self, _name: str, _assignment: StreamAssignment | None) -> None:
+        self._wanted.set()
+
+    async def _reconcile_loop(self) -> None:
+        host = self.ctx.host
+        while not self._stopped:
+            try:
+                await host.read_index(META_GROUP, timeout=CATCH_UP_TIMEOUT)
+                break
+            except (RaftHostError, TimeoutError):
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(host.wait_leadership_change(META_GROUP), CATCH_UP_TIMEOUT)
+        log.info("meta_caught_up", node=self.ctx.name, streams=len(self.machine.streams))
+        while not self._stopped:
+            self._wanted.clear()
+            await self._reconcile_once()
+            await self._wanted.wait()
+
+    async def _reconcile_once(self) -> None:
+        wanted = {
+            name: a for name, a in self.machine.streams.items() if self.ctx.name in a.peers
+        }
+        for name, replica in list(self.replicas.items()):
+            assignment = wanted.get(name)
+            if assignment is None or assignment.created_ns != replica.assignment.created_ns:
+                del self.replicas[name]
+                log.info("stream_replica_removed", stream=name, node=self.ctx.name)
+                await replica.stop(delete=True)
+            elif assignment.config != replica.assignment.config:
+                replica.assignment_changed(assignment)
+        for name, assignment in wanted.items():
+            if name in self.replicas:
+                continue
+            replica = StreamReplica(self.ctx, assignment)
+            self.replicas[name] = replica
+            replica.start()
+            log.info("stream_replica_started", stream=name, node=self.ctx.name, peers=assignment.peers)
+
+    # -- leadership -------------------------------------------------------------------------
+
+    def on_leader_change(self, leader: NodeId | None, role: Role, term: int) -> None:
+        self.leader_id, self.role = leader, role
+        metrics, node = self.ctx.metrics, self.ctx.name
+        metrics.raft_is_leader.labels(META_GROUP, node).set(1 if role is Role.LEADER else 0)
+        metrics.raft_term.labels(META_GROUP, node).set(term)
+        metrics.raft_leader_changes.labels(META_GROUP, node).inc()
+        router = self.ctx.router
+        if role is Role.LEADER and self._leader_sub is None:
+            self._leader_sub = router.subscribe(META_PREFIX + ">", self._on_meta_request)
+            log.info("meta_leader", node=node, term=term)
+        elif role is not Role.LEADER and self._leader_sub is not None:
+            router.unsubscribe(self._leader_sub)
+            self._leader_sub = None
+
+    # -- node info (placement) --------------------------------------------------------------
+
+    def _on_node_info(self, msg: Message) -> None:
+        self.ctx.reply(msg.reply, orjson.dumps({"name": self.ctx.name, "tags": list(self.ctx.tags)}))
+
+    async def _node_infos(self) -> list[NodeInfo]:
+        async def ask(member: str) -> NodeInfo:
+            try:
+                reply = await self.ctx.requester.request(
+                    f"{NODE_INFO_PREFIX}{member}.INFO", timeout=NODE_INFO_TIMEOUT
+                )
+                body = orjson.loads(reply.payload)
+                return NodeInfo(member, frozenset(body.get("tags", ())), online=True)
+            except (NoRespondersError, TimeoutError, orjson.JSONDecodeError):
+                return NodeInfo(member, online=False)
+
+        return list(await asyncio.gather(*(ask(member) for member in self.ctx.members)))
+
+    # -- the meta leader's API -------------------------------------------------------------
+
+    def _on_meta_request(self, msg: Message) -> None:
+        request = parse_meta_subject(msg.subject)
+        if request is None or not msg.reply:
+            return
+        self.ctx.spawn(self._answer(request, msg), f"meta-{request.op.value}")
+
+    async def _answer(self, request: ApiRequest, msg: Message) -> None:
+        reply = msg.reply
+        assert reply is not None
+        try:
+            body = await self._handle(request, msg)
+        except ApiError as error:
+            body = _error_body(request, error)
+        except (RaftHostError, TimeoutError, NoRespondersError) as exc:
+            log.info("meta_request_unavailable", op=request.op.value, stream=request.stream, error=repr(exc))
+            body = _error_body(request, JSErrors.CLUSTER_NOT_AVAILABLE())
+        if body is not None:
+            self.ctx.reply(reply, body)
+
+    async def _handle(self, request: ApiRequest, msg: Message) -> bytes | None:
+        op, name = request.op, request.stream
+        if op is ApiOp.ACCOUNT_INFO:
+            return account_info_response(AccountUsage(streams=len(self.machine.streams)))
+        if op is ApiOp.STREAM_NAMES:
+            return stream_names_response(list(self.configs().values()), parse_list_request(msg.payload))
+        if op is ApiOp.STREAM_LIST:
+            return await self._list(msg.payload)
+        if op is ApiOp.STREAM_CREATE:
+            return await self._create(name, msg.payload)
+        if op is ApiOp.STREAM_UPDATE:
+            return await self._update(name, msg.payload)
+        if op is ApiOp.STREAM_DELETE:
+            return await self._delete(name)
+        if op is ApiOp.CONSUMER:
+            raise ApiError(501, 0, "jetraft does not implement consumers yet")
+        # a per-stream operation from a node that did not know the stream: we know for sure
+        if name not in self.machine.streams:
+            raise JSErrors.STREAM_NOT_FOUND()
+        if self.ctx.router.publish(stream_subject(name, op), msg.payload, msg.reply, msg.headers) == 0:
+            raise JSErrors.CLUSTER_NOT_AVAILABLE()
+        return None
+
+    async def _propose(self, op: MetaOp, body: dict[str, Any]) -> MetaResult:
+        result = await self.ctx.host.propose(META_GROUP, encode_meta_entry(op, body))
+        assert isinstance(result, MetaResult)
+        return result
+
+    async def _create(self, name: str, payload: bytes) -> bytes:
+        requested = parse_stream_config(payload)
+        check_request_subject(name, requested)
+        decision = decide_create(requested, self.configs())
+        if decision.exists:
+            return await self._ask_stream(name, ApiOp.CREATE_RESULT, b"0")
+        cfg = decision.config
+        check_replicas_placeable(cfg, len(self.ctx.members))
+        nodes = await self._node_infos()
+        try:
+            peers = choose_peers(
+                max(cfg.num_replicas, 1),
+                nodes,
+                self.machine.load(),
+                required_tags=cfg.placement.tags if cfg.placement is not None else (),
+                is_mirror=cfg.mirror is not None,
+            )
+        except PlacementError as exc:
+            raise JSErrors.CLUSTER_NO_PEERS(err=str(exc)) from None
+        assignment = StreamAssignment(name, cfg.to_json(), peers, time.time_ns())
+        result = await self._propose(MetaOp.ASSIGN_STREAM, assignment.to_json())
+        if not result.ok:
+            raise JSErrors.STREAM_NAME_EXIST()
+        log.info("stream_assigned", stream=name, peers=peers)
+        return await self._ask_stream(name, ApiOp.CREATE_RESULT, b"1")
+
+    async def _update(self, name: str, payload: bytes) -> bytes:
+        requested = parse_stream_config(payload)
+        check_request_subject(name, requested)
+        configs = self.configs()
+        old = configs.get(name)
+        if old is None:
+            raise JSErrors.STREAM_NOT_FOUND()
+        cfg = decide_update(old, requested, configs)
+        if max(cfg.num_replicas, 1) != max(old.num_replicas, 1):
+            raise JSErrors.STREAM_REPLICAS_NOT_UPDATABLE()
+        result = await self._propose(MetaOp.UPDATE_STREAM, {"name": name, "config": cfg.to_json()})
+        if not result.ok:
+            raise JSErrors.STREAM_NOT_FOUND()
+        return await self._ask_stream(name, ApiOp.APPLY_UPDATE, b"")
+
+    async def _delete(self, name: str) -> bytes:
+        if name not in self.machine.streams:
+            raise JSErrors.STREAM_NOT_FOUND()
+        result = await self._propose(MetaOp.REMOVE_STREAM, {"name": name})
+        if not result.ok:
+            raise JSErrors.STREAM_NOT_FOUND()
+        return stream_delete_response()
+
+    async def _list(self, payload: bytes) -> bytes:
+        request = parse_list_request(payload)
+        configs = self.configs()
+        chosen = sorted(
+            name for name, cfg in configs.items() if not request.subject or subjects_match_stream(request.subject, cfg)
+        )
+        offset = min(request.offset, len(chosen))
+        page = chosen[offset : offset + LIST_LIMIT]
+
+        async def entry(name: str) -> Any:
+            try:
+                reply = await self.ctx.requester.request(stream_subject(name, ApiOp.LIST_ENTRY), timeout=2.0)
+                return orjson.loads(reply.payload)
+            except (NoRespondersError, TimeoutError, orjson.JSONDecodeError):
+                return None
+
+        entries = await asyncio.gather(*(entry(name) for name in page))
+        body: dict[str, Any] = {
+            "type": STREAM_LIST_TYPE,
+            "total": len(chosen),
+            "offset": offset,
+            "limit": LIST_LIMIT,
+            "streams": [e for e in entries if e is not None],
+        }
+        missing = [name for name, e in zip(page, entries, strict=True) if e is None]
+        if missing:
+            body["missing"] = missing
+        return jsjson.dumps(body)
+
+    async def _ask_stream(self, name: str, op: ApiOp, payload: bytes) -> bytes:
+        """The stream leader's answer, waiting (bounded) for a new group to elect its leader."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + STREAM_READY_TIMEOUT
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise TimeoutError(f"stream {name} has no leader after {STREAM_READY_TIMEOUT}s")
+            try:
+                reply = await self.ctx.requester.request(
+                    stream_subject(name, op), payload, timeout=min(remaining, 2.0)
+                )
+                return reply.payload
+            except NoRespondersError:
+                # no leader yet: it subscribes the moment it is elected
+                await asyncio.sleep(0.05)
+
+
+def _error_body(request: ApiRequest, error: ApiError) -> bytes:
+    if request.op is ApiOp.STREAM_INFO:
+        return stream_info_error(error)
+    if request.op is ApiOp.STREAM_DELETE:
+        return plain_error(STREAM_DELETE_TYPE, error)
+    return plain_error(request.response_type, error)
+

@@ -1,0 +1,59 @@
+"""What every JetStream service of a node shares: its name, router, Raft host, metrics, task set."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from cluster.internal_requests import InternalRequester
+from cluster.metrics import NodeMetrics
+from gateway.router import Router
+from gateway.server import NATS_COMPAT_VERSION
+from raft.driver import RaftHost
+
+log = structlog.get_logger(__name__)
+
+META_GROUP = "_meta_"
+CLUSTER_NAME = "jetraft"
+
+
+@dataclass
+class NodeContext:
+    name: str
+    router: Router
+    host: RaftHost
+    metrics: NodeMetrics
+    requester: InternalRequester
+    data_dir: Path
+    # every node of the cluster (this one included), sorted: the meta group's voters
+    members: tuple[str, ...]
+    tags: tuple[str, ...] = ()
+    server_version: str = NATS_COMPAT_VERSION
+    _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+        """Run `coro` in the background; its failure is logged, never lost, never fatal."""
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._finished)
+        return task
+
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background_task_failed", task=task.get_name(), exc_info=task.exception())
+
+    async def cancel_tasks(self) -> None:
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def reply(self, subject: str | None, payload: bytes, headers: bytes | None = None) -> None:
+        if subject:
+            self.router.publish(subject, payload, None, headers)

@@ -1,0 +1,321 @@
+"""The duties of a stream's leader: take publishes, answer the per-stream API, serve coherent reads.
+
+Exists only while this node leads the stream's Raft group: it subscribes to
+the stream's subjects and to `$JSR.S.<stream>.*` (where any node's API
+member forwards requests for this stream) when leadership arrives, and
+unsubscribes when it goes.
+
+A publish is checked against the applied state (fast answers for
+duplicates and failed expectations), proposed, and acknowledged with the
+result of applying it: the PubAck leaves only after the entry is committed
+on a majority and applied here. STREAM.MSG.GET waits for a ReadIndex, so a
+deposed leader that has not noticed yet cannot answer from a stale store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import structlog
+
+from cluster import jsjson
+from cluster.api_errors import ApiError, JSErrors
+from cluster.api_subjects import ApiOp, parse_stream_subject, stream_subscription
+from cluster.msg_get import answer_msg_get, msg_get_error
+from cluster.node_context import CLUSTER_NAME
+from cluster.publish import Accepted, Duplicate, Rejected, decision_ack, error_ack, prepare_publish, pub_ack
+from cluster.stream_config import stream_config_from_json
+from cluster.stream_config_check import same_config
+from cluster.stream_entries import UpdateConfig
+from cluster.stream_info import (
+    LEADER_STEPDOWN_TYPE,
+    MSG_DELETE_TYPE,
+    STREAM_UPDATE_TYPE,
+    ClusterInfo,
+    PeerInfo,
+    StreamInfo,
+    leader_stepdown_response,
+    msg_delete_response,
+    parse_info_request,
+    parse_msg_delete_request,
+    parse_purge_request,
+    plain_error,
+    stream_create_response,
+    stream_info_error,
+    stream_info_response,
+    stream_purge_error,
+    stream_purge_response,
+    stream_update_response,
+    subjects_page,
+)
+from cluster.stream_machine import ConfigApplied, Deleted, Purged, Stored
+from gateway.router import Message, Subscription
+from raft.driver import RaftHostError
+
+if TYPE_CHECKING:
+    from cluster.stream_replica import StreamReplica
+
+log = structlog.get_logger(__name__)
+
+# How long a coherent read waits for this leader to confirm its leadership.
+READ_INDEX_TIMEOUT = 2.0
+
+
+class StreamLeader:
+    def __init__(self, replica: StreamReplica) -> None:
+        self.replica = replica
+        self.ctx = replica.ctx
+        self._subject_subs: list[Subscription] = []
+        self._subjects: tuple[str, ...] = ()
+        self._api_sub: Subscription | None = None
+        self._since_ns = time.time_ns()
+        self._closed = False
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def open(self) -> None:
+        log.info("stream_leader", stream=self.replica.name, node=self.ctx.name)
+        self._api_sub = self.ctx.router.subscribe(stream_subscription(self.replica.name), self._on_api)
+        self.refresh_subjects()
+        self.reconcile_config()
+
+    def close(self) -> None:
+        self._closed = True
+        router = self.ctx.router
+        for sub in self._subject_subs:
+            router.unsubscribe(sub)
+        self._subject_subs = []
+        if self._api_sub is not None:
+            router.unsubscribe(self._api_sub)
+            self._api_sub = None
+
+    def refresh_subjects(self) -> None:
+        """Listen on exactly the stream's subjects (a mirror takes no publishes)."""
+        cfg = self.replica.config
+        subjects = () if cfg.mirror is not None else tuple(cfg.subjects)
+        if subjects == self._subjects or self._closed:
+            return
+        router = self.ctx.router
+        for sub in self._subject_subs:
+            router.unsubscribe(sub)
+        self._subject_subs = [router.subscribe(subject, self._on_publish) for subject in subjects]
+        self._subjects = subjects
+
+    def reconcile_config(self) -> None:
+        """Replicate the meta group's config into the stream's log if the log has not caught up with it."""
+        wanted = stream_config_from_json(self.replica.assignment.config)
+        if not same_config(wanted, self.replica.config):
+            self.ctx.spawn(self._propose_config(wanted), f"update-config-{self.replica.name}")
+
+    async def _propose_config(self, wanted: Any) -> Any:
+        result = await self.replica.propose(UpdateConfig(wanted).encode())
+        self.refresh_subjects()
+        return result
+
+    # -- publishes ------------------------------------------------------------------------
+
+    def _on_publish(self, msg: Message) -> None:
+        started = time.perf_counter()
+        replica = self.replica
+        cfg = replica.config
+        decision = prepare_publish(
+            cfg, msg.subject, msg.headers or b"", msg.payload, time.time_ns(), replica.machine
+        )
+        if not isinstance(decision, Accepted):
+            self._acknowledge(msg.reply, decision_ack(cfg.name, decision), started, _outcome(decision))
+            return
+        try:
+            future = replica.propose(decision.entry.encode())
+        except RaftHostError as exc:
+            self._acknowledge(msg.reply, _unavailable_ack(cfg.name, exc), started, "error")
+            return
+        future.add_done_callback(functools.partial(self._published, msg.reply, started))
+
+    def _published(self, reply: str | None, started: float, future: asyncio.Future[Any]) -> None:
+        name = self.replica.name
+        if future.cancelled():
+            self._acknowledge(reply, _unavailable_ack(name, None), started, "error")
+            return
+        exc = future.exception()
+        if exc is not None:
+            self._acknowledge(reply, _unavailable_ack(name, exc), started, "error")
+            return
+        result = future.result()
+        if isinstance(result, Stored):
+            self._acknowledge(reply, pub_ack(name, result.seq), started, "ok")
+        elif isinstance(result, Duplicate | Rejected):
+            self._acknowledge(reply, decision_ack(name, result), started, _outcome(result))
+        else:
+            self._acknowledge(reply, _unavailable_ack(name, None), started, "error")
+
+    def _acknowledge(self, reply: str | None, body: bytes, started: float, outcome: str) -> None:
+        metrics, name, node = self.ctx.metrics, self.replica.name, self.ctx.name
+        metrics.publishes.labels(name, node, outcome).inc()
+        if reply and not self.replica.config.no_ack:
+            self.ctx.reply(reply, body)
+            metrics.puback_latency.labels(name, node).observe(time.perf_counter() - started)
+
+    # -- the per-stream API ---------------------------------------------------------------
+
+    def _on_api(self, msg: Message) -> None:
+        request = parse_stream_subject(msg.subject)
+        if request is None or not msg.reply:
+            return
+        self.ctx.spawn(self._answer_api(request.op, msg), f"api-{request.op}-{self.replica.name}")
+
+    async def _answer_api(self, op: ApiOp, msg: Message) -> None:
+        reply = msg.reply
+        assert reply is not None
+        try:
+            body = await self._handle(op, msg.payload)
+        except ApiError as error:
+            body = _error_body(op, error)
+        except RaftHostError as exc:
+            body = _error_body(op, JSErrors.CLUSTER_NOT_AVAILABLE())
+            log.info("stream_api_unavailable", stream=self.replica.name, op=op.value, error=str(exc))
+        except TimeoutError:
+            body = _error_body(op, JSErrors.CLUSTER_NOT_AVAILABLE())
+        self.ctx.reply(reply, body)
+
+    async def _handle(self, op: ApiOp, payload: bytes) -> bytes:
+        replica, version = self.replica, self.ctx.server_version
+        if op is ApiOp.STREAM_MSG_GET:
+            return await self._msg_get(payload)
+        if op is ApiOp.STREAM_INFO:
+            request = parse_info_request(payload)
+            subjects: dict[str, int] | None = None
+            total = 0
+            if request.subjects_filter:
+                totals = replica.store.subjects_totals(request.subjects_filter)
+                subjects, total = subjects_page(totals, request.offset)
+            info = self.stream_info(subjects, request.deleted_details)
+            return stream_info_response(info, version, total, request.offset)
+        if op is ApiOp.CREATE_RESULT:
+            return stream_create_response(self.stream_info(), version, did_create=payload == b"1")
+        if op is ApiOp.LIST_ENTRY:
+            return orjson.dumps(self.stream_info().to_json(None))
+        if op is ApiOp.APPLY_UPDATE:
+            wanted = stream_config_from_json(replica.assignment.config)
+            if not same_config(wanted, replica.config):
+                result = await self._propose_config(wanted)
+                if isinstance(result, Rejected):
+                    raise result.error
+                if not isinstance(result, ConfigApplied):
+                    raise JSErrors.STREAM_UPDATE(err="config change did not apply")
+            return stream_update_response(self.stream_info(), version)
+        if op is ApiOp.STREAM_PURGE:
+            purge = parse_purge_request(payload, replica.config)
+            result = await replica.propose(purge.encode())
+            if isinstance(result, Rejected):
+                raise result.error
+            assert isinstance(result, Purged)
+            return stream_purge_response(result.count)
+        if op is ApiOp.STREAM_MSG_DELETE:
+            delete = parse_msg_delete_request(payload, replica.config)
+            result = await replica.propose(delete.encode())
+            if isinstance(result, Rejected):
+                raise result.error
+            assert isinstance(result, Deleted)
+            return msg_delete_response()
+        if op is ApiOp.STREAM_LEADER_STEPDOWN:
+            return await self._step_down()
+        raise JSErrors.BAD_REQUEST()
+
+    async def _msg_get(self, payload: bytes) -> bytes:
+        metrics, name, node = self.ctx.metrics, self.replica.name, self.ctx.name
+        try:
+            await self.ctx.host.read_index(self.replica.group, timeout=READ_INDEX_TIMEOUT)
+        except (RaftHostError, TimeoutError):
+            metrics.msg_get_requests.labels(name, node, "503").inc()
+            return msg_get_error(JSErrors.CLUSTER_NOT_AVAILABLE())
+        body = answer_msg_get(payload, self.replica.store)
+        status = "ok" if b'"error"' not in body[:64] else _error_code(body)
+        metrics.msg_get_requests.labels(name, node, status).inc()
+        return body
+
+    async def _step_down(self) -> bytes:
+        host, group = self.ctx.host, self.replica.group
+        others = [peer for peer in host.status(group).voters if peer != self.ctx.name]
+        if not others:
+            raise JSErrors.STREAM_GENERAL(err="no replica to hand leadership to")
+        progress = replica_progress(self.replica)
+        target = max(others, key=lambda peer: progress.get(peer, (0, False))[0])
+        await host.transfer_leadership(group, target)
+        return leader_stepdown_response()
+
+    # -- info -------------------------------------------------------------------------------
+
+    def stream_info(self, subjects: dict[str, int] | None = None, deleted_details: bool = False) -> StreamInfo:
+        replica = self.replica
+        return StreamInfo(
+            config=replica.config,
+            created_ns=replica.assignment.created_ns,
+            state=replica.store.state(include_deleted=deleted_details),
+            now_ns=time.time_ns(),
+            subjects=subjects,
+            cluster=self.cluster_info(),
+        )
+
+    def cluster_info(self) -> ClusterInfo:
+        replica, host = self.replica, self.ctx.host
+        status = host.status(replica.group)
+        progress = replica_progress(replica)
+        replicas = []
+        for peer in status.voters:
+            if peer == self.ctx.name:
+                continue
+            match, active = progress.get(peer, (0, False))
+            lag = max(status.last_index - match, 0)
+            replicas.append(PeerInfo(name=peer, current=active and lag == 0, active_ns=0, lag=lag))
+        return ClusterInfo(
+            leader=self.ctx.name,
+            name=CLUSTER_NAME,
+            raft_group=replica.group,
+            leader_since_ns=self._since_ns,
+            replicas=tuple(replicas),
+        )
+
+
+def replica_progress(replica: StreamReplica) -> dict[str, tuple[int, bool]]:
+    """peer -> (match index, recently active) as the leader's Raft core tracks it."""
+    try:
+        # The driver has no public accessor for the leader's progress yet; read the core's.
+        progress = replica.ctx.host._group(replica.group).core.progress
+    except RaftHostError:
+        return {}
+    return {peer: (p.match, p.recent_active) for peer, p in progress.items()}
+
+
+def _outcome(decision: Duplicate | Rejected) -> str:
+    return "duplicate" if isinstance(decision, Duplicate) else "error"
+
+
+def _unavailable_ack(stream: str, exc: BaseException | None) -> bytes:
+    if exc is not None:
+        log.info("publish_not_committed", stream=stream, error=str(exc))
+    return error_ack(stream, JSErrors.CLUSTER_NOT_AVAILABLE())
+
+
+def _error_body(op: ApiOp, error: ApiError) -> bytes:
+    if op is ApiOp.STREAM_INFO or op is ApiOp.CREATE_RESULT:
+        return stream_info_error(error)
+    if op is ApiOp.STREAM_PURGE:
+        return stream_purge_error(error)
+    if op is ApiOp.STREAM_MSG_GET:
+        return msg_get_error(error)
+    if op is ApiOp.STREAM_MSG_DELETE:
+        return plain_error(MSG_DELETE_TYPE, error)
+    if op is ApiOp.STREAM_LEADER_STEPDOWN:
+        return plain_error(LEADER_STEPDOWN_TYPE, error)
+    return plain_error(STREAM_UPDATE_TYPE, error)
+
+
+def _error_code(body: bytes) -> str:
+    try:
+        return str(jsjson.loads_object(body)["error"]["code"])
+    except (KeyError, TypeError, ValueError, jsjson.RequestJSONError):
+        return "error"

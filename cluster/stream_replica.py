@@ -1,0 +1,203 @@
+"""One stream's replica on this node: store, state machine, Raft group, and the duties of its role.
+
+Every replica applies committed entries to its own StreamStore and, once it
+has caught up after (re)start, answers Direct Gets from it. The replica that
+leads the group also takes publishes and the per-stream API (see
+`cluster/stream_leader.py`).
+
+The replica is the driver's `StateMachine` for its group: it wraps the
+deterministic `StreamStateMachine` and, after each apply, wakes
+read-your-writes waiters and updates the metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+from collections.abc import Sequence
+from typing import Any
+
+import structlog
+
+from cluster.direct_get import ResponderRole
+from cluster.direct_get_responder import DirectGetResponder
+from cluster.meta_machine import StreamAssignment
+from cluster.node_context import NodeContext
+from cluster.stream_config import StorageType, StreamConfig, stream_config_from_json
+from cluster.stream_leader import StreamLeader
+from cluster.stream_machine import StreamStateMachine, store_config_for
+from raft.driver import GroupNotFoundError, NotLeaderError, RaftHostError
+from raft.types import Entry, NodeId, Role, Snapshot
+from storage.interface import StreamStore
+from storage.memory import MemoryStreamStore
+from storage.rocks import RocksStreamStore
+
+log = structlog.get_logger(__name__)
+
+# How long one catch-up attempt (a ReadIndex through the leader) may take before retrying.
+CATCH_UP_ATTEMPT_TIMEOUT = 2.0
+
+
+class StreamReplica:
+    def __init__(self, ctx: NodeContext, assignment: StreamAssignment) -> None:
+        self.ctx = ctx
+        self.assignment = assignment
+        self.name = assignment.name
+        self.group = assignment.group
+        self.config: StreamConfig = stream_config_from_json(assignment.config)
+        self.store_path = ctx.data_dir / "streams" / f"{assignment.name}-{assignment.created_ns}"
+        self.store: StreamStore = self._open_store()
+        self.machine = StreamStateMachine(self.store, self.config)
+        self.role = Role.FOLLOWER
+        self.leader_id: NodeId | None = None
+        self._seq_waiters: list[tuple[int, asyncio.Future[bool]]] = []
+        self._leader: StreamLeader | None = None
+        self._catch_up: asyncio.Task[Any] | None = None
+        self.stopped = False
+        self._caught_up = False
+        self.responder = DirectGetResponder(
+            ctx,
+            answers_for=self.name,
+            store=lambda: self.store,
+            last_seq=lambda: self.machine.last_seq,
+            wait_for_seq=self.wait_for_seq,
+            role=self.responder_role,
+            reply_stream=self.name,
+        )
+
+    def _open_store(self) -> StreamStore:
+        store_config = store_config_for(self.config)
+        if self.config.storage is StorageType.MEMORY:
+            return MemoryStreamStore(store_config)
+        return RocksStreamStore(self.store_path, store_config)
+
+    # -- the driver's StateMachine -------------------------------------------------------
+
+    @property
+    def applied_index(self) -> int:
+        return self.machine.applied_index
+
+    def apply(self, entries: Sequence[Entry]) -> Sequence[Any]:
+        results = self.machine.apply(entries)
+        self._after_apply()
+        return results
+
+    def snapshot(self) -> bytes:
+        return self.machine.snapshot()
+
+    def restore(self, snapshot: Snapshot) -> None:
+        self.machine.restore(snapshot.data)
+        self.ctx.metrics.raft_snapshot_installs.labels(self.group, self.ctx.name).inc()
+        self._after_apply()
+
+    def _after_apply(self) -> None:
+        self.config = self.machine.config
+        last_seq = self.machine.last_seq
+        if self._seq_waiters:
+            still = []
+            for seq, future in self._seq_waiters:
+                if future.done():
+                    continue
+                if last_seq >= seq:
+                    future.set_result(True)
+                else:
+                    still.append((seq, future))
+            self._seq_waiters = still
+        self.ctx.metrics.stream_last_seq.labels(self.name, self.ctx.name, self.responder_role().value).set(
+            last_seq
+        )
+        if self.responder.joined and not self.config.allow_direct:
+            self.responder.leave()
+        elif not self.responder.joined and self.config.allow_direct and self._caught_up:
+            self.responder.join()
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.ctx.host.add_group(self.group, self, voters=self.assignment.peers)
+        self._catch_up = self.ctx.spawn(self._join_when_caught_up(), f"catch-up-{self.name}")
+
+    async def stop(self, delete: bool) -> None:
+        self.stopped = True
+        self.responder.leave()
+        if self._leader is not None:
+            self._leader.close()
+            self._leader = None
+        if self._catch_up is not None:
+            self._catch_up.cancel()
+        for _, future in self._seq_waiters:
+            if not future.done():
+                future.set_result(False)
+        self._seq_waiters = []
+        with contextlib.suppress(GroupNotFoundError):
+            await self.ctx.host.remove_group(self.group, delete_data=delete)
+        self.store.close()
+        if delete:
+            await asyncio.to_thread(shutil.rmtree, self.store_path, True)
+
+    async def _join_when_caught_up(self) -> None:
+        """Answer Direct Gets only once this replica holds everything committed when it started."""
+        host = self.ctx.host
+        while not self.stopped:
+            try:
+                await host.read_index(self.group, timeout=CATCH_UP_ATTEMPT_TIMEOUT)
+            except (RaftHostError, TimeoutError) as exc:
+                if isinstance(exc, GroupNotFoundError):
+                    return
+                await asyncio.sleep(0)  # give a leader change a turn before asking again
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(host.wait_leadership_change(self.group), CATCH_UP_ATTEMPT_TIMEOUT)
+                continue
+            self._caught_up = True
+            if self.config.allow_direct:
+                self.responder.join()
+            return
+
+    def wait_for_seq(self, seq: int, timeout: float) -> asyncio.Future[bool]:
+        """A future that is True once this replica applied `seq`, False after `timeout` or on stop."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bool] = loop.create_future()
+        if self.machine.last_seq >= seq:
+            future.set_result(True)
+            return future
+        self._seq_waiters.append((seq, future))
+        loop.call_later(timeout, lambda: future.done() or future.set_result(False))
+        return future
+
+    # -- roles -----------------------------------------------------------------------------
+
+    def responder_role(self) -> ResponderRole:
+        if self.config.mirror is not None:
+            return ResponderRole.MIRROR
+        return ResponderRole.LEADER if self.role is Role.LEADER else ResponderRole.FOLLOWER
+
+    def on_leader_change(self, leader: NodeId | None, role: Role, term: int) -> None:
+        was_leader = self.role is Role.LEADER
+        self.role, self.leader_id = role, leader
+        metrics, node = self.ctx.metrics, self.ctx.name
+        metrics.raft_is_leader.labels(self.group, node).set(1 if role is Role.LEADER else 0)
+        metrics.raft_term.labels(self.group, node).set(term)
+        metrics.raft_leader_changes.labels(self.group, node).inc()
+        if role is Role.LEADER and not was_leader and not self.stopped:
+            self._leader = StreamLeader(self)
+            self._leader.open()
+        elif role is not Role.LEADER and self._leader is not None:
+            self._leader.close()
+            self._leader = None
+
+    def assignment_changed(self, assignment: StreamAssignment) -> None:
+        """The meta group changed this stream's config: the leader replicates it into the stream's log."""
+        self.assignment = assignment
+        if self._leader is not None:
+            self._leader.reconcile_config()
+
+    def propose(self, data: bytes) -> asyncio.Future[Any]:
+        """Raises NotLeaderError and friends synchronously, like the driver."""
+        return self.ctx.host.propose_nowait(self.group, data)
+
+    def is_leader(self) -> bool:
+        try:
+            return self.ctx.host.is_leader(self.group)
+        except (GroupNotFoundError, NotLeaderError):
+            return False
