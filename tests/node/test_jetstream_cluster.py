@@ -107,7 +107,7 @@ async def test_kv_bucket_put_get_delete(nc: nats.NATS) -> None:
     with pytest.raises(KeyWrongLastSequenceError):  # the server's expected-subject-sequence check
         await kv.update("colour", b"pink", last=second)
     await kv.delete("colour")
-    with pytest.raises(KeyDeletedError):
+    with pytest.raises(KeyNotFoundError):
         await kv.get("colour")
     await js.delete_key_value("settings")
 
