@@ -12,7 +12,7 @@ from nats.js.api import StreamConfig
 from nats.js.errors import (
     APIError,
     BadRequestError,
-    KeyDeletedError,
+    KeyNotFoundError,
     KeyWrongLastSequenceError,
     NotFoundError,
 )
