@@ -49,6 +49,7 @@ class ApiOp(enum.StrEnum):
     CREATE_RESULT = "CREATE_RESULT"
     APPLY_UPDATE = "APPLY_UPDATE"
     LIST_ENTRY = "LIST_ENTRY"
+    FETCH = "FETCH"
 
 
 # Operations whose target is the meta leader whatever the stream.

@@ -25,18 +25,21 @@ import structlog
 from cluster import jsjson
 from cluster.api_errors import ApiError, JSErrors
 from cluster.api_subjects import ApiOp, parse_stream_subject, stream_subscription
+from cluster.mirror import MirrorFetcher
 from cluster.msg_get import answer_msg_get, msg_get_error
 from cluster.node_context import CLUSTER_NAME
 from cluster.publish import Accepted, Duplicate, Rejected, decision_ack, error_ack, prepare_publish, pub_ack
 from cluster.stream_config import stream_config_from_json
 from cluster.stream_config_check import same_config
 from cluster.stream_entries import UpdateConfig
+from cluster.stream_fetch import FetchedMsg, encode_batch, parse_fetch_request
 from cluster.stream_info import (
     LEADER_STEPDOWN_TYPE,
     MSG_DELETE_TYPE,
     STREAM_UPDATE_TYPE,
     ClusterInfo,
     PeerInfo,
+    SourceInfo,
     StreamInfo,
     leader_stepdown_response,
     msg_delete_response,
@@ -55,6 +58,7 @@ from cluster.stream_info import (
 from cluster.stream_machine import ConfigApplied, Deleted, Purged, Stored
 from gateway.router import Message, Subscription
 from raft.driver import RaftHostError
+from storage.errors import MsgNotFoundError
 
 if TYPE_CHECKING:
     from cluster.stream_replica import StreamReplica
@@ -74,6 +78,7 @@ class StreamLeader:
         self._api_sub: Subscription | None = None
         self._since_ns = time.time_ns()
         self._closed = False
+        self.mirror: MirrorFetcher | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -82,9 +87,15 @@ class StreamLeader:
         self._api_sub = self.ctx.router.subscribe(stream_subscription(self.replica.name), self._on_api)
         self.refresh_subjects()
         self.reconcile_config()
+        if self.replica.config.mirror is not None:
+            self.mirror = MirrorFetcher(self.replica)
+            self.mirror.start()
 
     def close(self) -> None:
         self._closed = True
+        if self.mirror is not None:
+            self.mirror.stop()
+            self.mirror = None
         router = self.ctx.router
         for sub in self._subject_subs:
             router.unsubscribe(sub)
@@ -223,6 +234,8 @@ class StreamLeader:
             return msg_delete_response()
         if op is ApiOp.STREAM_LEADER_STEPDOWN:
             return await self._step_down()
+        if op is ApiOp.FETCH:
+            return await self._fetch(payload)
         raise JSErrors.BAD_REQUEST()
 
     async def _msg_get(self, payload: bytes) -> bytes:
@@ -236,6 +249,20 @@ class StreamLeader:
         status = "ok" if b'"error"' not in body[:64] else _error_code(body)
         metrics.msg_get_requests.labels(name, node, status).inc()
         return body
+
+    async def _fetch(self, payload: bytes) -> bytes:
+        """A batch of committed messages for a mirror, held up to `wait_ms` when there is none yet."""
+        request = parse_fetch_request(payload)
+        replica = self.replica
+        if replica.machine.last_seq < request.seq and request.wait_ms:
+            await replica.wait_for_seq(request.seq, request.wait_ms / 1000)
+        state = replica.store.state()
+        try:
+            batch = replica.store.load_batch(request.filter or ">", request.seq, request.batch, request.max_bytes)
+            messages = [FetchedMsg(m.seq, m.ts_ns, m.subject, m.headers or b"", m.payload) for m in batch.messages]
+        except MsgNotFoundError:
+            messages = []
+        return encode_batch(state.first_seq, state.last_seq, messages)
 
     async def _step_down(self) -> bytes:
         host, group = self.ctx.host, self.replica.group
@@ -251,13 +278,20 @@ class StreamLeader:
 
     def stream_info(self, subjects: dict[str, int] | None = None, deleted_details: bool = False) -> StreamInfo:
         replica = self.replica
+        now = time.time_ns()
+        mirror = None
+        if replica.config.mirror is not None:
+            fetcher = self.mirror
+            lag, active = (fetcher.lag, fetcher.active_ns(now)) if fetcher is not None else (0, -1)
+            mirror = SourceInfo.for_source(replica.config.mirror, lag, active)
         return StreamInfo(
             config=replica.config,
             created_ns=replica.assignment.created_ns,
             state=replica.store.state(include_deleted=deleted_details),
-            now_ns=time.time_ns(),
+            now_ns=now,
             subjects=subjects,
             cluster=self.cluster_info(),
+            mirror=mirror,
         )
 
     def cluster_info(self) -> ClusterInfo:

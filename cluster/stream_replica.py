@@ -48,7 +48,11 @@ class StreamReplica:
         self.config: StreamConfig = stream_config_from_json(assignment.config)
         self.store_path = ctx.data_dir / "streams" / f"{assignment.name}-{assignment.created_ns}"
         self.store: StreamStore = self._open_store()
-        self.machine = StreamStateMachine(self.store, self.config)
+        # Applying needs no fsync of its own: the Raft log is durable, and a store write group
+        # lost in a crash takes its applied index with it, so the entries replay. The one thing
+        # that must not happen, compacting the log past what the store durably holds, is
+        # prevented in `snapshot`, which syncs the store before the driver compacts.
+        self.machine = StreamStateMachine(self.store, self.config, sync_writes=False)
         self.role = Role.FOLLOWER
         self.leader_id: NodeId | None = None
         self._seq_waiters: list[tuple[int, asyncio.Future[bool]]] = []
@@ -65,6 +69,18 @@ class StreamReplica:
             role=self.responder_role,
             reply_stream=self.name,
         )
+        # A mirror_direct mirror also answers its origin's Direct Gets (naming itself in the replies).
+        self.origin_responder: DirectGetResponder | None = None
+        if self.config.mirror is not None and self.config.mirror_direct:
+            self.origin_responder = DirectGetResponder(
+                ctx,
+                answers_for=self.config.mirror.name,
+                store=lambda: self.store,
+                last_seq=lambda: self.machine.last_seq,
+                wait_for_seq=self.wait_for_seq,
+                role=self.responder_role,
+                reply_stream=self.name,
+            )
 
     def _open_store(self) -> StreamStore:
         store_config = store_config_for(self.config)
@@ -84,6 +100,7 @@ class StreamReplica:
         return results
 
     def snapshot(self) -> bytes:
+        self.store.sync()
         return self.machine.snapshot()
 
     def restore(self, snapshot: Snapshot) -> None:
@@ -107,10 +124,18 @@ class StreamReplica:
         self.ctx.metrics.stream_last_seq.labels(self.name, self.ctx.name, self.responder_role().value).set(
             last_seq
         )
-        if self.responder.joined and not self.config.allow_direct:
-            self.responder.leave()
-        elif not self.responder.joined and self.config.allow_direct and self._caught_up:
-            self.responder.join()
+        self._update_responders()
+
+    def _update_responders(self) -> None:
+        """Join the Direct Get groups the config asks for, once caught up; leave those it no longer does."""
+        wanted = [(self.responder, self.config.allow_direct)]
+        if self.origin_responder is not None:
+            wanted.append((self.origin_responder, self.config.mirror_direct))
+        for responder, enabled in wanted:
+            if responder.joined and not enabled:
+                responder.leave()
+            elif not responder.joined and enabled and self._caught_up and not self.stopped:
+                responder.join()
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -121,6 +146,8 @@ class StreamReplica:
     async def stop(self, delete: bool) -> None:
         self.stopped = True
         self.responder.leave()
+        if self.origin_responder is not None:
+            self.origin_responder.leave()
         if self._leader is not None:
             self._leader.close()
             self._leader = None
@@ -150,8 +177,7 @@ class StreamReplica:
                     await asyncio.wait_for(host.wait_leadership_change(self.group), CATCH_UP_ATTEMPT_TIMEOUT)
                 continue
             self._caught_up = True
-            if self.config.allow_direct:
-                self.responder.join()
+            self._update_responders()
             return
 
     def wait_for_seq(self, seq: int, timeout: float) -> asyncio.Future[bool]:
