@@ -36,7 +36,7 @@ log = structlog.get_logger(__name__)
 
 DIRECT_GET_QUEUE = "_sys_"
 # How long a read-your-writes request may wait for this replica to catch up.
-MIN_LAST_SEQ_WAIT = 2.0
+MIN_LAST_SEQ_WAIT = 0.5
 
 
 class DirectGetResponder:

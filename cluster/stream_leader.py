@@ -29,6 +29,7 @@ from cluster.mirror import MirrorFetcher
 from cluster.msg_get import answer_msg_get, msg_get_error
 from cluster.node_context import CLUSTER_NAME
 from cluster.publish import Accepted, Duplicate, Rejected, decision_ack, error_ack, prepare_publish, pub_ack
+from cluster.staleness import FAST_INTERVAL, SLOW_INTERVAL, encode_beacon, position_subject
 from cluster.stream_config import stream_config_from_json
 from cluster.stream_config_check import same_config
 from cluster.stream_entries import UpdateConfig
@@ -90,9 +91,11 @@ class StreamLeader:
         if self.replica.config.mirror is not None:
             self.mirror = MirrorFetcher(self.replica)
             self.mirror.start()
+        self._beacons = self.ctx.spawn(self._send_beacons(), f"beacons-{self.replica.name}")
 
     def close(self) -> None:
         self._closed = True
+        self._beacons.cancel()
         if self.mirror is not None:
             self.mirror.stop()
             self.mirror = None
@@ -103,6 +106,14 @@ class StreamLeader:
         if self._api_sub is not None:
             router.unsubscribe(self._api_sub)
             self._api_sub = None
+
+    async def _send_beacons(self) -> None:
+        """The leader's position, for the followers' staleness (see cluster/staleness.py)."""
+        subject = position_subject(self.replica.name)
+        while not self._closed:
+            self.ctx.router.publish(subject, encode_beacon(self.replica.machine.last_seq, time.time_ns()))
+            bounded = self.replica.config.max_direct_lag is not None
+            await asyncio.sleep(FAST_INTERVAL if bounded else SLOW_INTERVAL)
 
     def refresh_subjects(self) -> None:
         """Listen on exactly the stream's subjects (a mirror takes no publishes)."""

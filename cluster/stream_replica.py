@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shutil
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,9 +25,11 @@ from cluster.direct_get import ResponderRole
 from cluster.direct_get_responder import DirectGetResponder
 from cluster.meta_machine import StreamAssignment
 from cluster.node_context import NodeContext
+from cluster.staleness import FAST_INTERVAL, SLOW_INTERVAL, StalenessTracker, decode_beacon, position_subject
 from cluster.stream_config import StorageType, StreamConfig, stream_config_from_json
 from cluster.stream_leader import StreamLeader
 from cluster.stream_machine import StreamStateMachine, store_config_for
+from gateway.router import Message, Subscription
 from raft.driver import GroupNotFoundError, NotLeaderError, RaftHostError
 from raft.types import Entry, NodeId, Role, Snapshot
 from storage.interface import StreamStore
@@ -60,6 +63,11 @@ class StreamReplica:
         self._catch_up: asyncio.Task[Any] | None = None
         self.stopped = False
         self._caught_up = False
+        # jetraft.max_direct_lag: a follower further behind than this stops answering Direct Gets
+        self.staleness = StalenessTracker(time.time_ns())
+        self._too_stale = False
+        self._position_sub: Subscription | None = None
+        self._staleness_task: asyncio.Task[Any] | None = None
         self.responder = DirectGetResponder(
             ctx,
             answers_for=self.name,
@@ -128,9 +136,9 @@ class StreamReplica:
 
     def _update_responders(self) -> None:
         """Join the Direct Get groups the config asks for, once caught up; leave those it no longer does."""
-        wanted = [(self.responder, self.config.allow_direct)]
+        wanted = [(self.responder, self.config.allow_direct and not self._too_stale)]
         if self.origin_responder is not None:
-            wanted.append((self.origin_responder, self.config.mirror_direct))
+            wanted.append((self.origin_responder, self.config.mirror_direct and not self._too_stale))
         for responder, enabled in wanted:
             if responder.joined and not enabled:
                 responder.leave()
@@ -142,9 +150,43 @@ class StreamReplica:
     def start(self) -> None:
         self.ctx.host.add_group(self.group, self, voters=self.assignment.peers)
         self._catch_up = self.ctx.spawn(self._join_when_caught_up(), f"catch-up-{self.name}")
+        self._position_sub = self.ctx.router.subscribe(position_subject(self.name), self._on_beacon)
+        self._staleness_task = self.ctx.spawn(self._watch_staleness(), f"staleness-{self.name}")
+
+    def _on_beacon(self, msg: Message) -> None:
+        beacon = decode_beacon(msg.payload)
+        if beacon is not None:
+            self.staleness.observe(*beacon)
+            self._check_staleness()
+
+    async def _watch_staleness(self) -> None:
+        # beacons stop coming when the leader is cut off: staleness must still grow
+        while not self.stopped:
+            bounded = self.config.max_direct_lag is not None
+            await asyncio.sleep(FAST_INTERVAL if bounded else SLOW_INTERVAL)
+            self._check_staleness()
+
+    def _check_staleness(self) -> None:
+        if self.role is Role.LEADER or self.stopped:
+            stale_ns = 0
+        else:
+            stale_ns = self.staleness.staleness_ns(self.machine.last_seq, time.time_ns())
+        role = self.responder_role().value
+        self.ctx.metrics.replica_lag_seconds.labels(self.name, self.ctx.name, role).set(stale_ns / 1e9)
+        bound_ms = self.config.max_direct_lag
+        too_stale = bound_ms is not None and stale_ns > bound_ms * 1_000_000
+        if too_stale != self._too_stale:
+            self._too_stale = too_stale
+            log.info("direct_get_staleness", stream=self.name, node=self.ctx.name, too_stale=too_stale,
+                     staleness_ms=stale_ns // 1_000_000, bound_ms=bound_ms)
+            self._update_responders()
 
     async def stop(self, delete: bool) -> None:
         self.stopped = True
+        if self._position_sub is not None:
+            self.ctx.router.unsubscribe(self._position_sub)
+        if self._staleness_task is not None:
+            self._staleness_task.cancel()
         self.responder.leave()
         if self.origin_responder is not None:
             self.origin_responder.leave()
