@@ -28,6 +28,8 @@ API_PREFIX = "$JS.API."
 API_SUBSCRIPTIONS = ("$JS.API.INFO", "$JS.API.STREAM.>", "$JS.API.CONSUMER.>")
 API_QUEUE = "_jsapi"
 
+PEER_REMOVE_TYPE = "io.nats.jetstream.api.v1.stream_remove_peer_response"
+
 META_PREFIX = "$JSR.M."
 STREAM_PREFIX = "$JSR.S."
 
@@ -44,6 +46,7 @@ class ApiOp(enum.StrEnum):
     STREAM_MSG_GET = "MSG_GET"
     STREAM_MSG_DELETE = "MSG_DELETE"
     STREAM_LEADER_STEPDOWN = "LEADER_STEPDOWN"
+    STREAM_PEER_REMOVE = "PEER_REMOVE"
     CONSUMER = "CONSUMER"
     # internal only: meta leader -> stream leader
     CREATE_RESULT = "CREATE_RESULT"
@@ -61,6 +64,7 @@ META_OPS = frozenset(
         ApiOp.STREAM_DELETE,
         ApiOp.STREAM_NAMES,
         ApiOp.STREAM_LIST,
+        ApiOp.STREAM_PEER_REMOVE,
     }
 )
 
@@ -76,6 +80,7 @@ RESPONSE_TYPES: dict[ApiOp, str] = {
     ApiOp.STREAM_MSG_GET: MSG_GET_RESPONSE_TYPE,
     ApiOp.STREAM_MSG_DELETE: si.MSG_DELETE_TYPE,
     ApiOp.STREAM_LEADER_STEPDOWN: si.LEADER_STEPDOWN_TYPE,
+    ApiOp.STREAM_PEER_REMOVE: PEER_REMOVE_TYPE,
     ApiOp.CONSUMER: "io.nats.jetstream.api.v1.consumer_create_response",
 }
 
@@ -89,6 +94,7 @@ _STREAM_FORMS: dict[tuple[str, ...], ApiOp] = {
     ("STREAM", "MSG", "GET"): ApiOp.STREAM_MSG_GET,
     ("STREAM", "MSG", "DELETE"): ApiOp.STREAM_MSG_DELETE,
     ("STREAM", "LEADER", "STEPDOWN"): ApiOp.STREAM_LEADER_STEPDOWN,
+    ("STREAM", "PEER", "REMOVE"): ApiOp.STREAM_PEER_REMOVE,
 }
 _PLAIN_FORMS: dict[tuple[str, ...], ApiOp] = {
     ("INFO",): ApiOp.ACCOUNT_INFO,

@@ -28,7 +28,14 @@ import structlog
 
 from cluster import jsjson
 from cluster.api_errors import ApiError, JSErrors
-from cluster.api_subjects import META_PREFIX, ApiOp, ApiRequest, parse_meta_subject, stream_subject
+from cluster.api_subjects import (
+    META_PREFIX,
+    PEER_REMOVE_TYPE,
+    ApiOp,
+    ApiRequest,
+    parse_meta_subject,
+    stream_subject,
+)
 from cluster.internal_requests import NoRespondersError
 from cluster.meta_machine import MetaMachine, MetaOp, MetaResult, StreamAssignment, encode_meta_entry
 from cluster.node_context import META_GROUP, NodeContext
@@ -154,8 +161,11 @@ class MetaService:
             await self._wanted.wait()
 
     async def _reconcile_once(self) -> None:
+        # copies: the machine updates its assignments in place, replicas compare against theirs
         wanted = {
-            name: a for name, a in self.machine.streams.items() if self.ctx.name in a.peers
+            name: StreamAssignment.from_json(a.to_json())
+            for name, a in self.machine.streams.items()
+            if self.ctx.name in a.peers
         }
         for name, replica in list(self.replicas.items()):
             assignment = wanted.get(name)
@@ -163,7 +173,7 @@ class MetaService:
                 del self.replicas[name]
                 log.info("stream_replica_removed", stream=name, node=self.ctx.name)
                 await replica.stop(delete=True)
-            elif assignment.config != replica.assignment.config:
+            elif assignment.to_json() != replica.assignment.to_json():
                 replica.assignment_changed(assignment)
         for name, assignment in wanted.items():
             if name in self.replicas:
@@ -242,6 +252,8 @@ class MetaService:
             return await self._update(name, msg.payload)
         if op is ApiOp.STREAM_DELETE:
             return await self._delete(name)
+        if op is ApiOp.STREAM_PEER_REMOVE:
+            return await self._peer_remove(name, msg.payload)
         if op is ApiOp.CONSUMER:
             raise ApiError(501, 0, "jetraft does not implement consumers yet")
         # a per-stream operation from a node that did not know the stream: we know for sure
@@ -304,6 +316,36 @@ class MetaService:
         if not result.ok:
             raise JSErrors.STREAM_NOT_FOUND()
         return stream_delete_response()
+
+    async def _peer_remove(self, name: str, payload: bytes) -> bytes:
+        """Take `peer` out of the stream's replicas and place a replacement, which catches up from the leader."""
+        assignment = self.machine.streams.get(name)
+        if assignment is None:
+            raise JSErrors.STREAM_NOT_FOUND()
+        try:
+            peer = jsjson.get_str(jsjson.loads_object(payload), "peer")
+        except jsjson.RequestJSONError as exc:
+            raise JSErrors.INVALID_JSON(err=str(exc)) from None
+        if peer not in assignment.peers:
+            raise JSErrors.CLUSTER_PEER_NOT_MEMBER()
+        cfg = stream_config_from_json(assignment.config)
+        try:
+            (replacement,) = choose_peers(
+                1,
+                await self._node_infos(),
+                self.machine.load(),
+                required_tags=cfg.placement.tags if cfg.placement is not None else (),
+                is_mirror=cfg.mirror is not None,
+                exclude=assignment.peers,
+            )
+        except PlacementError as exc:
+            raise JSErrors.CLUSTER_NO_PEERS(err=str(exc)) from None
+        peers = [replacement if p == peer else p for p in assignment.peers]
+        result = await self._propose(MetaOp.SET_STREAM_PEERS, {"name": name, "peers": peers})
+        if not result.ok:
+            raise JSErrors.STREAM_NOT_FOUND()
+        log.info("stream_peer_replaced", stream=name, removed=peer, added=replacement)
+        return jsjson.dumps({"type": PEER_REMOVE_TYPE, "success": True})
 
     async def _list(self, payload: bytes) -> bytes:
         request = parse_list_request(payload)

@@ -59,6 +59,7 @@ from cluster.stream_info import (
 from cluster.stream_machine import ConfigApplied, Deleted, Purged, Stored
 from gateway.router import Message, Subscription
 from raft.driver import RaftHostError
+from raft.types import ConfChange, ConfChangeType
 from storage.errors import MsgNotFoundError
 
 if TYPE_CHECKING:
@@ -80,6 +81,7 @@ class StreamLeader:
         self._since_ns = time.time_ns()
         self._closed = False
         self.mirror: MirrorFetcher | None = None
+        self._membership_task: asyncio.Task[Any] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -88,6 +90,7 @@ class StreamLeader:
         self._api_sub = self.ctx.router.subscribe(stream_subscription(self.replica.name), self._on_api)
         self.refresh_subjects()
         self.reconcile_config()
+        self.reconcile_membership()
         if self.replica.config.mirror is not None:
             self.mirror = MirrorFetcher(self.replica)
             self.mirror.start()
@@ -132,6 +135,38 @@ class StreamLeader:
         wanted = stream_config_from_json(self.replica.assignment.config)
         if not same_config(wanted, self.replica.config):
             self.ctx.spawn(self._propose_config(wanted), f"update-config-{self.replica.name}")
+
+    def reconcile_membership(self) -> None:
+        """Make the group's voters the assignment's peers, one single-server change at a time."""
+        if self._membership_task is None or self._membership_task.done():
+            self._membership_task = self.ctx.spawn(self._change_membership(), f"membership-{self.replica.name}")
+
+    async def _change_membership(self) -> None:
+        host, group = self.ctx.host, self.replica.group
+        while not self._closed:
+            wanted = set(self.replica.assignment.peers)
+            voters = set(host.status(group).voters)
+            if voters == wanted:
+                return
+            to_add = sorted(wanted - voters)
+            to_remove = sorted(voters - wanted)
+            if to_add:
+                change = ConfChange(ConfChangeType.ADD_VOTER, to_add[0])
+            elif self.ctx.name in to_remove:
+                # hand the group to a replica that stays; it finishes the change
+                staying = sorted((wanted & voters) - {self.ctx.name})
+                await host.transfer_leadership(group, staying[0])
+                return
+            else:
+                change = ConfChange(ConfChangeType.REMOVE_NODE, to_remove[0])
+            log.info(
+                "stream_membership_change", stream=self.replica.name, change=change.type.name, node=change.node_id
+            )
+            try:
+                await host.change_membership(group, change)
+            except RaftHostError as exc:
+                log.info("stream_membership_change_failed", stream=self.replica.name, error=str(exc))
+                await asyncio.sleep(0.5)  # another change still in flight, or a leader change: try again
 
     async def _propose_config(self, wanted: Any) -> Any:
         result = await self.replica.propose(UpdateConfig(wanted).encode())

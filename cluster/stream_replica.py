@@ -148,7 +148,11 @@ class StreamReplica:
     # -- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> None:
-        self.ctx.host.add_group(self.group, self, voters=self.assignment.peers)
+        # A replica placed at creation starts with the whole peer set; one placed later (a
+        # replacement) starts with none and waits for the leader to add it, so it can never
+        # campaign on a membership the group does not have.
+        voters = self.assignment.peers if self.assignment.epoch == 1 else ()
+        self.ctx.host.add_group(self.group, self, voters=voters)
         self._catch_up = self.ctx.spawn(self._join_when_caught_up(), f"catch-up-{self.name}")
         self._position_sub = self.ctx.router.subscribe(position_subject(self.name), self._on_beacon)
         self._staleness_task = self.ctx.spawn(self._watch_staleness(), f"staleness-{self.name}")
@@ -259,6 +263,7 @@ class StreamReplica:
         self.assignment = assignment
         if self._leader is not None:
             self._leader.reconcile_config()
+            self._leader.reconcile_membership()
 
     def propose(self, data: bytes) -> asyncio.Future[Any]:
         """Raises NotLeaderError and friends synchronously, like the driver."""

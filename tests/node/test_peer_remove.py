@@ -1,0 +1,68 @@
+"""STREAM.PEER.REMOVE of a dead replica: a replacement is placed, catches up, and the stream keeps serving."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+
+import nats
+import pytest
+
+from cluster.local_cluster import LocalCluster
+from tests.node.cluster_fixtures import local_cluster
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with local_cluster(
+        tmp_path_factory.mktemp("peer-remove"), nodes=4, extra_args=["--direct-get-policy", "local-first"]
+    ) as running:
+        yield running
+
+
+async def test_dead_replica_is_replaced(cluster: LocalCluster) -> None:
+    nc = await nats.connect(cluster.client_urls[0])
+    js = nc.jetstream()
+    info = await js.add_stream(name="MOVE", subjects=["move.>"], num_replicas=3, allow_direct=True)
+    assert info.cluster is not None
+    peers = {info.cluster.leader, *(p.name for p in info.cluster.replicas or [])}
+    spare = next(spec.name for spec in cluster.specs if spec.name not in peers)
+    victim = next(p.name for p in info.cluster.replicas or [])
+    for i in range(50):
+        await js.publish("move.k", b"%d" % i)
+    cluster.kill_node(victim)
+    if nc.connected_url is not None and str(nc.connected_url.port) == str(cluster.spec(victim).client_port):
+        await nc.close()
+        nc = await nats.connect(cluster.spec(spare).client_url)
+        js = nc.jetstream()
+
+    bad = await nc.request("$JS.API.STREAM.PEER.REMOVE.MOVE", json.dumps({"peer": spare}).encode(), timeout=5)
+    assert json.loads(bad.data)["error"]["err_code"] == 10040  # not a member
+    reply = await nc.request("$JS.API.STREAM.PEER.REMOVE.MOVE", json.dumps({"peer": victim}).encode(), timeout=5)
+    assert json.loads(reply.data) == {"type": "io.nats.jetstream.api.v1.stream_remove_peer_response", "success": True}
+
+    last = (await js.publish("move.k", b"after")).seq
+    spare_client = await nats.connect(cluster.spec(spare).client_url)
+    try:
+        # The replacement joins _sys_ once caught up; until then a local-first request goes to
+        # another replica. Each attempt is a real request; bounded by the deadline.
+        deadline = asyncio.get_running_loop().time() + 20
+        while True:
+            msg = await spare_client.request(
+                "$JS.API.DIRECT.GET.MOVE", json.dumps({"seq": 1, "min_last_seq": last}).encode(), timeout=5
+            )
+            assert msg.headers is not None and msg.data == b"0"
+            if msg.headers["Jetraft-Node"] == spare:
+                break
+            assert asyncio.get_running_loop().time() < deadline, "the replacement never started answering"
+            await asyncio.sleep(0.1)
+        assert int(msg.headers["Jetraft-Last-Sequence"]) >= last
+    finally:
+        await spare_client.close()
+    info = await js.stream_info("MOVE")
+    assert info.cluster is not None
+    now = {info.cluster.leader, *(p.name for p in info.cluster.replicas or [])}
+    assert now == (peers - {victim}) | {spare}
+    assert info.state.messages == 51
+    await nc.close()
