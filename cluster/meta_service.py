@@ -38,7 +38,7 @@ from cluster.api_subjects import (
 )
 from cluster.internal_requests import NoRespondersError
 from cluster.meta_machine import MetaMachine, MetaOp, MetaResult, StreamAssignment, encode_meta_entry
-from cluster.node_context import META_GROUP, NodeContext
+from cluster.node_context import GROUP_OPTIONS, META_GROUP, NodeContext
 from cluster.placement import NodeInfo, PlacementError, choose_peers
 from cluster.stream_config import StreamConfig, parse_stream_config, stream_config_from_json
 from cluster.stream_config_check import (
@@ -120,7 +120,7 @@ class MetaService:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def start(self) -> None:
-        self.ctx.host.add_group(META_GROUP, self._state_machine, voters=self.ctx.members)
+        self.ctx.host.add_group(META_GROUP, self._state_machine, voters=self.ctx.members, options=GROUP_OPTIONS)
         self._node_sub = self.ctx.router.subscribe(f"{NODE_INFO_PREFIX}{self.ctx.name}.INFO", self._on_node_info)
         self.ctx.spawn(self._reconcile_loop(), "meta-reconcile")
 

@@ -14,11 +14,14 @@ from cluster.internal_requests import InternalRequester
 from cluster.metrics import NodeMetrics
 from gateway.router import Router
 from gateway.server import NATS_COMPAT_VERSION
-from raft.driver import RaftHost
+from raft.driver import GroupOptions, RaftHost
 
 log = structlog.get_logger(__name__)
 
 META_GROUP = "_meta_"
+# 20 ticks of 50 ms: a node misses a leader only after 1-2 s of silence, so a busy
+# event loop on a loaded 2-core machine does not set off needless elections.
+GROUP_OPTIONS = GroupOptions(election_tick=20)
 CLUSTER_NAME = "jetraft"
 
 
