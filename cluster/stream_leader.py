@@ -25,9 +25,9 @@ import structlog
 from cluster import jsjson
 from cluster.api_errors import ApiError, JSErrors
 from cluster.api_subjects import ApiOp, parse_stream_subject, stream_subscription
-from cluster.mirror import MirrorFetcher
 from cluster.msg_get import answer_msg_get, msg_get_error
 from cluster.node_context import CLUSTER_NAME
+from cluster.origin_fetcher import OriginFetcher
 from cluster.publish import Accepted, Duplicate, Rejected, decision_ack, error_ack, prepare_publish, pub_ack
 from cluster.staleness import FAST_INTERVAL, SLOW_INTERVAL, encode_beacon, position_subject
 from cluster.stream_config import stream_config_from_json
@@ -80,7 +80,8 @@ class StreamLeader:
         self._api_sub: Subscription | None = None
         self._since_ns = time.time_ns()
         self._closed = False
-        self.mirror: MirrorFetcher | None = None
+        self.mirror: OriginFetcher | None = None
+        self.sources: list[OriginFetcher] = []
         self._membership_task: asyncio.Task[Any] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -91,9 +92,13 @@ class StreamLeader:
         self.refresh_subjects()
         self.reconcile_config()
         self.reconcile_membership()
-        if self.replica.config.mirror is not None:
-            self.mirror = MirrorFetcher(self.replica)
+        cfg = self.replica.config
+        if cfg.mirror is not None:
+            self.mirror = OriginFetcher(self.replica, cfg.mirror, mirror=True)
             self.mirror.start()
+        self.sources = [OriginFetcher(self.replica, source, mirror=False) for source in cfg.sources]
+        for fetcher in self.sources:
+            fetcher.start()
         self._beacons = self.ctx.spawn(self._send_beacons(), f"beacons-{self.replica.name}")
 
     def close(self) -> None:
@@ -102,6 +107,9 @@ class StreamLeader:
         if self.mirror is not None:
             self.mirror.stop()
             self.mirror = None
+        for fetcher in self.sources:
+            fetcher.stop()
+        self.sources = []
         router = self.ctx.router
         for sub in self._subject_subs:
             router.unsubscribe(sub)
@@ -338,6 +346,9 @@ class StreamLeader:
             subjects=subjects,
             cluster=self.cluster_info(),
             mirror=mirror,
+            sources=tuple(
+                SourceInfo.for_source(f.source, f.lag, f.active_ns(now)) for f in self.sources
+            ),
         )
 
     def cluster_info(self) -> ClusterInfo:

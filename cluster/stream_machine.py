@@ -133,6 +133,8 @@ class StreamStateMachine:
         self._config = config
         self._applied = 0
         self._last_msg_id = ""
+        # source key ("<stream> <filter> <dest>") -> last origin sequence copied from it
+        self._sources: dict[str, int] = {}
         self._last_seq = 0
         self._last_ts = 0
         self._dedup = DedupWindow(_window_for(config))
@@ -164,6 +166,10 @@ class StreamStateMachine:
     @property
     def dedup_window(self) -> DedupWindow:
         return self._dedup
+
+    def source_position(self, key: str) -> int:
+        """The last origin sequence copied from the source `key` (see `source_header`), 0 if none."""
+        return self._sources.get(key, 0)
 
     def last_seq_for_subject(self, subject: str) -> int:
         try:
@@ -249,6 +255,8 @@ class StreamStateMachine:
         except (LimitExceededError, MsgTooBigError, InvalidSubjectError, InvalidHeadersError) as exc:
             return Rejected(_store_error(exc))
         self._last_seq, self._last_ts, self._last_msg_id = result.seq, result.ts_ns, op.msg_id
+        if op.header and _SOURCE_MARK in op.header:
+            self._record_source(op.header)
         self._dedup.forget_seqs(result.removed)
         if result.seq not in result.removed:
             self._dedup.record(op.msg_id, result.seq, result.ts_ns)
@@ -319,15 +327,31 @@ class StreamStateMachine:
         self._config = config
         self._config_json = config.to_json()
 
+    def _record_source(self, header: bytes) -> None:
+        try:
+            value = decode_headers(header).get(HDR_STREAM_SOURCE) or ""
+        except HeaderError:
+            return
+        parsed = parse_source_header(value)
+        if parsed is not None:
+            key, seq = parsed
+            self._sources[key] = max(seq, self._sources.get(key, 0))
+
     def _meta_bytes(self) -> bytes:
         return orjson.dumps(
-            {"applied": self._applied, "last_msg_id": self._last_msg_id, "config": self._config_json}
+            {
+                "applied": self._applied,
+                "last_msg_id": self._last_msg_id,
+                "config": self._config_json,
+                "sources": self._sources,
+            }
         )
 
     def _load_meta(self, meta: bytes) -> None:
         body = orjson.loads(meta)
         self._applied = int(body["applied"])
         self._last_msg_id = str(body.get("last_msg_id", ""))
+        self._sources = {str(k): int(v) for k, v in body.get("sources", {}).items()}
         self._set_config(stream_config_from_json(body["config"]))
 
     def _reload(self) -> None:
@@ -363,6 +387,27 @@ class StreamStateMachine:
             if not batch.messages or batch.num_pending == 0:
                 break
             seq = batch.messages[-1].seq + 1
+
+
+HDR_STREAM_SOURCE = "Nats-Stream-Source"
+_SOURCE_MARK = HDR_STREAM_SOURCE.encode() + b":"
+
+
+def source_key(name: str, filter_subject: str) -> str:
+    return f"{name} {filter_subject or '>'} >"
+
+
+def source_header(name: str, seq: int, filter_subject: str) -> str:
+    """The `Nats-Stream-Source` value a sourced message carries: origin, its sequence, filter, destination."""
+    return f"{name} {seq} {filter_subject or '>'} >"
+
+
+def parse_source_header(value: str) -> tuple[str, int] | None:
+    parts = value.split(" ")
+    if len(parts) < 2 or not parts[1].isdigit():
+        return None
+    rest = parts[2:] or [">", ">"]
+    return " ".join([parts[0], *rest]), int(parts[1])
 
 
 def _msg_id(headers: bytes | None) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 
@@ -54,4 +55,50 @@ async def test_mirror_copies_origin_and_answers_its_direct_gets(cluster: LocalCl
         await js.publish("orig.0", b"x", stream="ORIG_M")  # a mirror takes no publishes
     await js.delete_stream("ORIG_M")
     await js.delete_stream("ORIG")
+    await nc.close()
+
+
+async def test_sources_aggregate_streams_and_resume_from_their_position(cluster: LocalCluster) -> None:
+    nc = await nats.connect(cluster.client_urls[1])
+    js = nc.jetstream()
+    await js.add_stream(name="SRC_A", subjects=["a.>"], num_replicas=3)
+    await js.add_stream(name="SRC_B", subjects=["b.>"], num_replicas=1)
+    for i in range(5):
+        await js.publish("a.x", b"a%d" % i)
+        await js.publish("b.y", b"b%d" % i, headers={"X-Origin": "b"})
+    await js.add_stream(
+        StreamConfig(
+            name="AGG",
+            sources=[StreamSource(name="SRC_A"), StreamSource(name="SRC_B", filter_subject="b.y")],
+            num_replicas=3,
+            allow_direct=True,
+        )
+    )
+    await js.publish("a.x", b"late")
+    # every message of both origins arrives once, with its origin and origin sequence
+    seen: dict[str, list[bytes]] = {"SRC_A": [], "SRC_B": []}
+    last_origin_seq = {"SRC_A": 0, "SRC_B": 0}
+    deadline = asyncio.get_running_loop().time() + 15
+    while sum(len(v) for v in seen.values()) < 11:
+        assert asyncio.get_running_loop().time() < deadline, f"aggregate incomplete: {seen}"
+        seq = sum(len(v) for v in seen.values()) + 1
+        reply = await nc.request(
+            "$JS.API.DIRECT.GET.AGG", json.dumps({"seq": seq}).encode(), timeout=5
+        )
+        if (reply.headers or {}).get("Status") == "404":
+            await asyncio.sleep(0.05)  # not copied yet
+            continue
+        origin, origin_seq, *_ = reply.headers["Nats-Stream-Source"].split(" ")
+        assert int(origin_seq) > last_origin_seq[origin], "copied out of order or twice"
+        last_origin_seq[origin] = int(origin_seq)
+        seen[origin].append(reply.data)
+        if origin == "SRC_B":
+            assert reply.headers["X-Origin"] == "b"
+    assert sorted(seen["SRC_A"]) == sorted([b"a0", b"a1", b"a2", b"a3", b"a4", b"late"])
+    assert sorted(seen["SRC_B"]) == sorted([b"b%d" % i for i in range(5)])
+    info = await js.stream_info("AGG")
+    assert info.state.messages == 11
+    assert sorted(s.name for s in info.sources or []) == ["SRC_A", "SRC_B"]
+    for name in ("AGG", "SRC_A", "SRC_B"):
+        await js.delete_stream(name)
     await nc.close()

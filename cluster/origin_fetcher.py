@@ -1,0 +1,136 @@
+"""A stream's leader copying from another stream: mirrors copy their origin, streams with sources theirs.
+
+Runs only on the node leading the copying stream's Raft group. It asks the
+origin's leader for committed messages after its position (long-polling when
+caught up) and proposes them into its own group:
+
+- a mirror stores each at the origin's own sequence and time (`StoreAtSeq`);
+  its position is its last sequence;
+- a stream with sources stores each as a new message of its own
+  (`StoreMsg`), tagged with a `Nats-Stream-Source` header naming the origin
+  and the origin sequence; applying that header advances the source's
+  position in the replicated state.
+
+Either way the position is replicated, so a new leader continues where the
+old one stopped, and a batch fetched twice is harmless: a mirror's entries
+at or below its last sequence apply as duplicates, and a source's fetcher
+only proposes a batch after the previous one applied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING
+
+import structlog
+
+from cluster.api_subjects import ApiOp, stream_subject
+from cluster.internal_requests import NoRespondersError
+from cluster.stream_config import StreamSource
+from cluster.stream_entries import Rollup, StoreAtSeq, StoreMsg
+from cluster.stream_fetch import FetchedMsg, FetchRequest, decode_batch
+from cluster.stream_machine import HDR_STREAM_SOURCE, source_header, source_key
+from raft.driver import RaftHostError
+
+if TYPE_CHECKING:
+    from cluster.stream_replica import StreamReplica
+
+log = structlog.get_logger(__name__)
+
+LONG_POLL_MS = 1_000
+RETRY_DELAYS = (0.05, 2.0)
+
+
+class OriginFetcher:
+    """Copies one origin (`source`) into `replica`'s stream; `mirror` selects the mirror form."""
+
+    def __init__(self, replica: StreamReplica, source: StreamSource, *, mirror: bool) -> None:
+        self.replica = replica
+        self.source = source
+        self.mirror = mirror
+        self._key = source_key(source.name, source.filter_subject)
+        self.origin_last_seq = 0
+        self.last_active_ns: int | None = None
+        self.error: str | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = self.replica.ctx.spawn(self._run(), f"copy-{self.replica.name}-from-{self.source.name}")
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    def position(self) -> int:
+        if self.mirror:
+            return self.replica.machine.last_seq
+        return self.replica.machine.source_position(self._key)
+
+    @property
+    def lag(self) -> int:
+        return max(self.origin_last_seq - self.position(), 0)
+
+    def active_ns(self, now_ns: int) -> int:
+        return -1 if self.last_active_ns is None else max(now_ns - self.last_active_ns, 0)
+
+    async def _run(self) -> None:
+        replica, source = self.replica, self.source
+        requester = replica.ctx.requester
+        subject = stream_subject(source.name, ApiOp.FETCH)
+        low, high = RETRY_DELAYS
+        delay = low
+        while not replica.stopped:
+            next_seq = max(self.position() + 1, source.opt_start_seq or 1)
+            request = FetchRequest(next_seq, wait_ms=LONG_POLL_MS, filter=source.filter_subject)
+            try:
+                reply = await requester.request(subject, request.encode(), timeout=LONG_POLL_MS / 1000 + 2)
+                batch = decode_batch(reply.payload)
+            except (NoRespondersError, TimeoutError, ValueError) as exc:
+                self._failed(f"origin {source.name} unavailable: {exc!r}")
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, high)
+                continue
+            delay = low
+            self.error = None
+            self.origin_last_seq = batch.last_seq
+            self.last_active_ns = time.time_ns()
+            if not batch.messages:
+                continue
+            entries = [self._entry(m) for m in batch.messages]
+            try:
+                await asyncio.gather(*(replica.propose(entry) for entry in entries))
+            except RaftHostError as exc:
+                # leadership moved: the new leader's fetcher takes over from the replicated position
+                log.info("origin_fetch_stopped", stream=replica.name, error=str(exc))
+                return
+            if self.mirror:
+                replica.ctx.metrics.replica_lag_messages.labels(replica.name, replica.ctx.name, "mirror").set(
+                    self.lag
+                )
+
+    def _entry(self, msg: FetchedMsg) -> bytes:
+        if self.mirror:
+            return StoreAtSeq(msg.seq, msg.subject, bytes(msg.header), bytes(msg.payload), msg.ts_ns).encode()
+        tag = f"{HDR_STREAM_SOURCE}: {source_header(self.source.name, msg.seq, self.source.filter_subject)}\r\n"
+        head = bytes(msg.header)[:-2] if msg.header else b"NATS/1.0\r\n"
+        header = head + tag.encode() + b"\r\n"
+        return StoreMsg(
+            subject=msg.subject,
+            header=header,
+            payload=bytes(msg.payload),
+            timestamp_ns=time.time_ns(),
+            msg_id="",
+            expected_stream=None,
+            expected_last_seq=None,
+            expected_last_subject_seq=None,
+            expected_last_subject_seq_subject=None,
+            expected_last_msg_id=None,
+            rollup=Rollup.NONE,
+        ).encode()
+
+    def _failed(self, error: str) -> None:
+        if self.error != error:
+            log.info("origin_fetch_failed", stream=self.replica.name, error=error)
+        self.error = error
