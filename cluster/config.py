@@ -35,6 +35,9 @@ class NodeConfig:
     token: str | None = None
     # the client URL other nodes advertise for this node (INFO connect_urls)
     advertise: str | None = None
+    # ADR-19: a JetStream domain ($JS.<domain>.API) and other API prefixes this cluster answers under
+    domain: str | None = None
+    api_prefixes: list[str] = field(default_factory=list)
 
     def validate(self) -> None:
         if not self.name or any(ch in self.name for ch in " .*>"):
@@ -55,6 +58,11 @@ class NodeConfig:
                 raise ConfigError(f"peer {peer!r} address {address!r} is not host:port")
         if (self.user is None) != (self.password is None):
             raise ConfigError("user and password go together")
+        if self.domain is not None and (not self.domain or any(ch in self.domain for ch in " .*>")):
+            raise ConfigError(f"domain {self.domain!r} must be one token: no spaces, dots or wildcards")
+        for prefix in self.api_prefixes:
+            if not prefix or any(ch in prefix for ch in " *>") or prefix.startswith(".") or prefix.endswith("."):
+                raise ConfigError(f"API prefix {prefix!r} must be a literal subject prefix such as JS.acc1")
         if self.token is not None and self.user is not None:
             raise ConfigError("use either a token or a user and password, not both")
 
@@ -106,13 +114,18 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--password")
     parser.add_argument("--token")
     parser.add_argument("--advertise", help="client URL to advertise to clients, e.g. nats://host:4222")
+    parser.add_argument("--domain", help="JetStream domain: also answer $JS.<domain>.API (ADR-19)")
+    parser.add_argument(
+        "--api-prefix", action="append", default=[], dest="api_prefixes",
+        help="another API prefix to answer under, as an account import would map it (repeatable)",
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> NodeConfig:
     settings: dict[str, Any] = load_toml(args.config) if args.config else {}
     for key in (
         "name", "host", "client_port", "cluster_port", "http_port", "data_dir", "direct_get_policy",
-        "log_level", "log_format", "user", "password", "token", "advertise",
+        "log_level", "log_format", "user", "password", "token", "advertise", "domain",
     ):  # fmt: skip
         value = getattr(args, key)
         if value is not None:
@@ -121,6 +134,8 @@ def config_from_args(args: argparse.Namespace) -> NodeConfig:
         settings["peers"] = dict(parse_peer(spec) for spec in args.peer)
     if args.tags:
         settings["tags"] = list(args.tags)
+    if args.api_prefixes:
+        settings["api_prefixes"] = list(args.api_prefixes)
     if not settings.get("name"):
         raise ConfigError("a node needs a name (--name or name = ... in the config file)")
     config = NodeConfig(**settings)

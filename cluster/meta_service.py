@@ -241,7 +241,7 @@ class MetaService:
     async def _handle(self, request: ApiRequest, msg: Message) -> bytes | None:
         op, name = request.op, request.stream
         if op is ApiOp.ACCOUNT_INFO:
-            return account_info_response(AccountUsage(streams=len(self.machine.streams)))
+            return account_info_response(AccountUsage(streams=len(self.machine.streams), domain=self.ctx.domain))
         if op is ApiOp.STREAM_NAMES:
             return stream_names_response(list(self.configs().values()), parse_list_request(msg.payload))
         if op is ApiOp.STREAM_LIST:

@@ -20,6 +20,7 @@ import grpc
 import structlog
 
 from cluster.api_entry import ApiEntry
+from cluster.api_prefixes import PrefixMapper, domain_prefix
 from cluster.config import NodeConfig
 from cluster.http_server import NodeHttpServer
 from cluster.internal_requests import InternalRequester
@@ -67,6 +68,7 @@ class Node:
         self.ctx: NodeContext | None = None
         self.meta: MetaService | None = None
         self.api: ApiEntry | None = None
+        self.prefixes: PrefixMapper | None = None
         self._metrics_task: asyncio.Task[Any] | None = None
 
     @property
@@ -95,12 +97,16 @@ class Node:
             data_dir=config.node_data_dir,
             members=self.members,
             tags=tuple(config.tags),
+            domain=config.domain or "",
         )
         self.meta = MetaService(self.ctx)
         self.api = ApiEntry(self.ctx, lambda stream: stream in self.meta.replicas if self.meta else False)
         await self.host.start()
         self.meta.start()
         self.api.open()
+        prefixes = [*([domain_prefix(config.domain)] if config.domain else []), *config.api_prefixes]
+        self.prefixes = PrefixMapper(self.ctx, prefixes)
+        self.prefixes.open()
         await self.http.start()
         self._metrics_task = asyncio.get_running_loop().create_task(self._refresh_metrics())
         log.info(
@@ -119,6 +125,8 @@ class Node:
         await self.server.stop()
         if self.api is not None:
             self.api.close()
+        if self.prefixes is not None:
+            self.prefixes.close()
         if self.meta is not None:
             await self.meta.stop()
         if self.ctx is not None:

@@ -36,6 +36,7 @@ class NodeContext:
     # every node of the cluster (this one included), sorted: the meta group's voters
     members: tuple[str, ...]
     tags: tuple[str, ...] = ()
+    domain: str = ""
     server_version: str = NATS_COMPAT_VERSION
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
 

@@ -191,7 +191,9 @@ class StreamLeader:
             cfg, msg.subject, msg.headers or b"", msg.payload, time.time_ns(), replica.machine
         )
         if not isinstance(decision, Accepted):
-            self._acknowledge(msg.reply, decision_ack(cfg.name, decision), started, _outcome(decision))
+            self._acknowledge(
+                msg.reply, decision_ack(cfg.name, decision, self.ctx.domain), started, _outcome(decision)
+            )
             return
         try:
             future = replica.propose(decision.entry.encode())
@@ -211,9 +213,9 @@ class StreamLeader:
             return
         result = future.result()
         if isinstance(result, Stored):
-            self._acknowledge(reply, pub_ack(name, result.seq), started, "ok")
+            self._acknowledge(reply, pub_ack(name, result.seq, self.ctx.domain), started, "ok")
         elif isinstance(result, Duplicate | Rejected):
-            self._acknowledge(reply, decision_ack(name, result), started, _outcome(result))
+            self._acknowledge(reply, decision_ack(name, result, self.ctx.domain), started, _outcome(result))
         else:
             self._acknowledge(reply, _unavailable_ack(name, None), started, "error")
 
