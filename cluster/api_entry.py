@@ -10,6 +10,7 @@ error at once instead of a timeout.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 from cluster.api_errors import JSErrors, error_response
@@ -18,6 +19,7 @@ from cluster.api_subjects import (
     API_SUBSCRIPTIONS,
     META_OPS,
     ApiOp,
+    ApiRequest,
     meta_subject,
     parse_api_subject,
     stream_subject,
@@ -25,6 +27,10 @@ from cluster.api_subjects import (
 from cluster.node_context import NodeContext
 from cluster.stream_info import stream_info_error
 from gateway.router import Message, Subscription
+
+# How long a request waits for a leader to appear (elections take 1-2 s) before a 503.
+LEADER_WAIT = 3.0
+LEADER_POLL = 0.02
 
 
 class ApiEntry:
@@ -53,9 +59,21 @@ class ApiEntry:
         else:
             target = stream_subject(request.stream, request.op)
         if self._ctx.router.publish(target, msg.payload, msg.reply, msg.headers) == 0:
-            error = JSErrors.CLUSTER_NOT_AVAILABLE()
-            if request.op is ApiOp.STREAM_INFO:
-                body = stream_info_error(error)
-            else:
-                body = error_response(request.response_type, error)
-            self._ctx.reply(msg.reply, body)
+            self._ctx.spawn(self._forward_when_answerable(request, target, msg), "api-wait-for-leader")
+
+    async def _forward_when_answerable(self, request: ApiRequest, target: str, msg: Message) -> None:
+        """Nobody answers `target` right now (a leader change in progress, its interest still on the
+        way): give the new leader a moment before telling the client the system is unavailable."""
+        router = self._ctx.router
+        deadline = asyncio.get_running_loop().time() + LEADER_WAIT
+        while asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(LEADER_POLL)
+            if router.has_interest(target):
+                router.publish(target, msg.payload, msg.reply, msg.headers)
+                return
+        error = JSErrors.CLUSTER_NOT_AVAILABLE()
+        if request.op is ApiOp.STREAM_INFO:
+            body = stream_info_error(error)
+        else:
+            body = error_response(request.response_type, error)
+        self._ctx.reply(msg.reply, body)

@@ -1,0 +1,74 @@
+"""Leadership: a leader cut off from its majority answers no coherent read; stepdown moves the leader."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Iterator
+
+import nats
+import pytest
+
+from cluster.local_cluster import LocalCluster
+from tests.node.cluster_fixtures import local_cluster
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    # local-first: a request is handled by the node the client is connected to whenever it can be
+    with local_cluster(tmp_path_factory.mktemp("leadership"), extra_args=["--direct-get-policy", "local-first"]) as c:
+        yield c
+
+
+async def test_isolated_leader_answers_no_msg_get(cluster: LocalCluster) -> None:
+    admin = await nats.connect(cluster.client_urls[0])
+    js = admin.jetstream()
+    info = await js.add_stream(name="ISO", subjects=["iso.>"], num_replicas=3)
+    await js.publish("iso.a", b"before")
+    await admin.close()
+    leader = info.cluster.leader
+    followers = [spec.name for spec in cluster.specs if spec.name != leader]
+
+    nc = await nats.connect(cluster.spec(leader).client_url)
+    request = json.dumps({"last_by_subj": "iso.a"}).encode()
+    ok = json.loads((await nc.request("$JS.API.STREAM.MSG.GET.ISO", request, timeout=5)).data)
+    assert "message" in ok
+    # freeze both followers: the leader is alive and reachable by clients, but has no majority
+    frozen = [cluster.procs[name].pid for name in followers]
+    for pid in frozen:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        reply = json.loads((await nc.request("$JS.API.STREAM.MSG.GET.ISO", request, timeout=10)).data)
+        assert "message" not in reply
+        assert reply["error"]["code"] == 503
+    finally:
+        for pid in frozen:
+            os.kill(pid, signal.SIGCONT)
+    await nc.close()
+
+
+async def test_leader_stepdown_moves_leadership(cluster: LocalCluster) -> None:
+    nc = await nats.connect(cluster.client_urls[1])
+    js = nc.jetstream()
+    info = await js.add_stream(name="STEP", subjects=["step.>"], num_replicas=3)
+    before = info.cluster.leader
+    reply = json.loads((await nc.request("$JS.API.STREAM.LEADER.STEPDOWN.STEP", b"", timeout=10)).data)
+    assert reply == {"type": "io.nats.jetstream.api.v1.stream_leader_stepdown_response", "success": True}
+    after = (await js.stream_info("STEP")).cluster.leader
+    assert after != before
+    assert (await js.publish("step.x", b"still serving")).seq == 1
+    await nc.close()
+
+
+async def test_direct_get_responders_leave_when_allow_direct_is_turned_off(cluster: LocalCluster) -> None:
+    nc = await nats.connect(cluster.client_urls[2])
+    js = nc.jetstream()
+    config = (await js.add_stream(name="TOGGLE", subjects=["toggle.>"], num_replicas=3, allow_direct=True)).config
+    await js.publish("toggle.a", b"x")
+    assert (await js.get_msg("TOGGLE", seq=1, direct=True)).data == b"x"
+    config.allow_direct = False
+    await js.update_stream(config)
+    with pytest.raises(nats.errors.NoRespondersError):
+        await nc.request("$JS.API.DIRECT.GET.TOGGLE", b'{"seq":1}', timeout=5)
+    await nc.close()
