@@ -20,7 +20,9 @@ from tests.pipeline.servers import TARGET_ENV, JetStreamTarget, NatsServerProces
 
 @pytest.fixture(scope="session")
 def target_kind() -> str:
-    return os.environ.get(TARGET_ENV, "nats-server")
+    # jetraft by default: the data source is tested against what we ship; set
+    # JETRAFT_PIPELINE_TARGET=nats-server to check it against the reference server.
+    return os.environ.get(TARGET_ENV, "jetraft")
 
 
 @pytest.fixture(scope="session")

@@ -3,8 +3,8 @@
 A `JetStreamTarget` is what the tests need to know about a running system:
 its client URLs and whether its Direct Get replies name the responding node
 (`Jetraft-Node`). `start_target(kind, nodes, workdir)` builds one:
-`nats-server` (the reference binary, the default) or `jetraft` (the project's
-own nodes through cluster.local_cluster); the environment variable
+`jetraft` (the project's own nodes through cluster.local_cluster, the
+default) or `nats-server` (the reference binary); the environment variable
 JETRAFT_PIPELINE_TARGET picks the kind for the whole suite.
 """
 
