@@ -24,7 +24,7 @@ import structlog
 from cluster.direct_get import ResponderRole
 from cluster.direct_get_responder import DirectGetResponder
 from cluster.meta_machine import StreamAssignment
-from cluster.node_context import GROUP_OPTIONS, NodeContext
+from cluster.node_context import STREAM_GROUP_OPTIONS, NodeContext
 from cluster.staleness import FAST_INTERVAL, SLOW_INTERVAL, StalenessTracker, decode_beacon, position_subject
 from cluster.stream_config import StorageType, StreamConfig, stream_config_from_json
 from cluster.stream_leader import StreamLeader
@@ -152,7 +152,7 @@ class StreamReplica:
         # replacement) starts with none and waits for the leader to add it, so it can never
         # campaign on a membership the group does not have.
         voters = self.assignment.peers if self.assignment.epoch == 1 else ()
-        self.ctx.host.add_group(self.group, self, voters=voters, options=GROUP_OPTIONS)
+        self.ctx.host.add_group(self.group, self, voters=voters, options=STREAM_GROUP_OPTIONS)
         self._catch_up = self.ctx.spawn(self._join_when_caught_up(), f"catch-up-{self.name}")
         self._position_sub = self.ctx.router.subscribe(position_subject(self.name), self._on_beacon)
         self._staleness_task = self.ctx.spawn(self._watch_staleness(), f"staleness-{self.name}")
