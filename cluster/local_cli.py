@@ -1,4 +1,9 @@
-"""`jetraft local up`: a local cluster of node processes on 127.0.0.1, until interrupted."""
+"""`jetraft local up`: a local cluster of node processes on 127.0.0.1, until interrupted.
+
+With `--toxiproxy`, every node-to-node link goes through its own proxy on an
+embedded Toxiproxy server (proxy `nX-to-nY` for what nX sends to nY), whose
+API URL is printed so faults can be injected with any Toxiproxy client.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +12,15 @@ import signal
 import sys
 import threading
 
+from chaos.toxiproxy.process import ToxiproxyProcessError
 from cluster.config import DIRECT_GET_POLICIES
-from cluster.local_cluster import LocalCluster, NodeProcessError, plan_nodes
+from cluster.local_cluster import (
+    LocalCluster,
+    NodeProcessError,
+    ToxiproxyAPIError,
+    plan_nodes,
+    start_faultable_links,
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -23,6 +35,10 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--data-dir", default="./data")
     up.add_argument("--direct-get-policy", choices=DIRECT_GET_POLICIES, default="random")
     up.add_argument("--startup-timeout", type=float, default=60.0)
+    up.add_argument(
+        "--toxiproxy", action="store_true", help="route every node-to-node link through an embedded Toxiproxy"
+    )
+    up.add_argument("--toxiproxy-port", type=int, default=8474, help="Toxiproxy API port (0: any free port)")
     return parser
 
 
@@ -32,7 +48,16 @@ def main(argv: list[str]) -> int:
         print("jetraft local: --nodes must be at least 1 and --mirror-nodes at least 0", file=sys.stderr)
         return 2
     specs = plan_nodes(args.nodes, args.mirror_nodes, args.port_base, args.http_port_base, args.cluster_port_base)
-    cluster = LocalCluster(specs, args.data_dir, extra_args=["--direct-get-policy", args.direct_get_policy])
+    toxiproxy = None
+    if args.toxiproxy:
+        try:
+            toxiproxy = start_faultable_links(specs, args.toxiproxy_port)
+        except (ToxiproxyProcessError, ToxiproxyAPIError, OSError) as exc:
+            print(f"jetraft local: cannot start Toxiproxy: {exc}", file=sys.stderr)
+            return 1
+    cluster = LocalCluster(
+        specs, args.data_dir, extra_args=["--direct-get-policy", args.direct_get_policy], toxiproxy=toxiproxy
+    )
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -44,6 +69,8 @@ def main(argv: list[str]) -> int:
     for spec in specs:
         role = " (mirror)" if "mirror" in spec.tags else ""
         print(f"{spec.name}{role}: {spec.client_url}  http {spec.http_url}", flush=True)
+    if cluster.toxiproxy_url is not None:
+        print(f"toxiproxy: {cluster.toxiproxy_url}  (proxies nX-to-nY for every node pair)", flush=True)
     print("ready", flush=True)
     code = 0
     try:

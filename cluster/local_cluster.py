@@ -18,6 +18,10 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from chaos.toxiproxy.process import ToxiproxyProcess
 
 HOST = "127.0.0.1"
 
@@ -65,6 +69,79 @@ def plan_nodes(
     return specs
 
 
+@dataclass(frozen=True, slots=True)
+class ProxyLink:
+    """The proxy for what `source` sends to `target`: it listens where `source` dials and forwards to `target`."""
+
+    source: str
+    target: str
+    upstream: str
+
+    @property
+    def name(self) -> str:
+        return proxy_name(self.source, self.target)
+
+
+def proxy_name(source: str, target: str) -> str:
+    return f"{source}-to-{target}"
+
+
+def plan_proxy_links(specs: list[NodeSpec]) -> list[ProxyLink]:
+    """One link per ordered pair of nodes (mirror nodes included), upstream = the target's cluster port."""
+    return [
+        ProxyLink(source=source.name, target=target.name, upstream=f"{HOST}:{target.cluster_port}")
+        for source in specs
+        for target in specs
+        if source.name != target.name
+    ]
+
+
+def route_through_proxies(specs: list[NodeSpec], listens: dict[str, str]) -> None:
+    """Make each node dial its peers through the proxies (proxy name -> listen address)."""
+    for spec in specs:
+        for peer in list(spec.dial):
+            spec.dial[peer] = listens[proxy_name(spec.name, peer)]
+
+
+class ToxiproxyAPIError(RuntimeError):
+    """The Toxiproxy server refused a call."""
+
+
+def create_proxies(api_url: str, links: list[ProxyLink], timeout: float = 10.0) -> dict[str, str]:
+    """Create the proxies (each on a free 127.0.0.1 port); proxy name -> the address it listens on.
+
+    Plain HTTP, so the same call works against the embedded server and the real Toxiproxy.
+    """
+    listens: dict[str, str] = {}
+    for link in links:
+        body = json.dumps({"name": link.name, "upstream": link.upstream, "listen": f"{HOST}:0"}).encode()
+        request = urllib.request.Request(
+            f"{api_url}/proxies", data=body, method="POST", headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as resp:
+                listens[link.name] = json.loads(resp.read())["listen"]
+        except urllib.error.HTTPError as exc:
+            raise ToxiproxyAPIError(f"creating proxy {link.name}: HTTP {exc.code} {exc.read()!r}") from exc
+    return listens
+
+
+def start_faultable_links(
+    specs: list[NodeSpec], toxiproxy_port: int = 0, log_path: str | Path | None = None
+) -> ToxiproxyProcess:
+    """Start the embedded Toxiproxy, create one proxy per ordered node pair and route the specs through them."""
+    from chaos.toxiproxy.process import ToxiproxyProcess  # the chaos package only when asked for
+
+    process = ToxiproxyProcess(port=toxiproxy_port, log_path=log_path)
+    process.start()
+    try:
+        route_through_proxies(specs, create_proxies(process.url, plan_proxy_links(specs)))
+    except BaseException:
+        process.stop()
+        raise
+    return process
+
+
 class NodeProcessError(RuntimeError):
     """A node process failed to start or died."""
 
@@ -78,8 +155,11 @@ class LocalCluster:
         data_dir: str | Path,
         extra_args: list[str] | None = None,
         log_dir: str | Path | None = None,
+        toxiproxy: ToxiproxyProcess | None = None,
     ) -> None:
         self.specs = specs
+        # stopped with the cluster when given
+        self.toxiproxy = toxiproxy
         self.data_dir = Path(data_dir)
         self.log_dir = Path(log_dir) if log_dir is not None else self.data_dir / "logs"
         self.extra_args = extra_args or []
@@ -177,8 +257,19 @@ class LocalCluster:
     def restart_node(self, name: str) -> None:
         self.start_node(name)
 
+    @property
+    def toxiproxy_url(self) -> str | None:
+        return self.toxiproxy.url if self.toxiproxy is not None else None
+
     def stop(self, grace: float = 10.0) -> None:
-        """SIGTERM every node, then SIGKILL whatever is still running after `grace` seconds."""
+        """SIGTERM every node, then SIGKILL whatever is still running after `grace` seconds; then the proxies."""
+        try:
+            self._stop_nodes(grace)
+        finally:
+            if self.toxiproxy is not None:
+                self.toxiproxy.stop()
+
+    def _stop_nodes(self, grace: float) -> None:
         for proc in self.procs.values():
             proc._jetraft_expected_exit = True  # type: ignore[attr-defined]
             if proc.poll() is None:
