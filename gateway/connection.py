@@ -9,7 +9,7 @@ wording; what it only reports (a bad subject), we only report.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import structlog
 
@@ -65,6 +65,7 @@ class ClientConnection(asyncio.Protocol):
         self._out: list[bytes] = []
         self._out_size = 0
         self._flush_pending = False
+        self._reading_paused = False
         self._loop = asyncio.get_running_loop()
         self._auth_timer: asyncio.TimerHandle | None = None
         self._ping_timer: asyncio.TimerHandle | None = None
@@ -74,8 +75,8 @@ class ClientConnection(asyncio.Protocol):
     # --- asyncio.Protocol -------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.remote_ip = peer[0] if peer else ""
         self.server.register(self)
@@ -90,6 +91,17 @@ class ClientConnection(asyncio.Protocol):
             return
         self._parser.receive_data(data)
         self._drain_events()
+        if not self._reading_paused and self.router.links_congested():
+            # A peer link is backed up: stop reading this publisher until it drains.
+            self._reading_paused = True
+            assert self.transport is not None
+            self.transport.pause_reading()
+            self.router.when_links_drained(self._resume_reading)
+
+    def _resume_reading(self) -> None:
+        self._reading_paused = False
+        if not self.closed and self.transport is not None:
+            self.transport.resume_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._shutdown()

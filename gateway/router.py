@@ -65,6 +65,10 @@ class RemoteLinks(Protocol):
 
     def rtt(self, peer: str) -> float | None: ...
 
+    def congested(self) -> bool: ...
+
+    def when_drained(self, callback: Callable[[], None]) -> None: ...
+
 
 class Message:
     """A message as an internal subscription's callback receives it.
@@ -266,6 +270,16 @@ class Router:
 
     def attach_links(self, links: RemoteLinks) -> None:
         self._links = links
+
+    def links_congested(self) -> bool:
+        """Whether messages to peers are piling up: client connections pause reading while so."""
+        return self._links is not None and self._links.congested()
+
+    def when_links_drained(self, callback: Callable[[], None]) -> None:
+        if self._links is None:
+            callback()
+        else:
+            self._links.when_drained(callback)
 
     def _rtt(self, peer: str) -> float | None:
         return self._links.rtt(peer) if self._links is not None else None

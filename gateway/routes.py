@@ -1,0 +1,465 @@
+"""The route mesh: subject interest and forwarded messages between nodes, over gRPC.
+
+Each node dials each peer over a `grpc.aio.Channel` it is given (cluster/
+shares one channel per peer with the Raft transport) and keeps one
+`Route.Connect` call open on it. Over that call it sends, in batches of one
+event-loop turn each:
+
+- its local interest (subject, queue group, number of subscribers), a full
+  snapshot when the call opens and then every change;
+- the messages its router forwards to that peer;
+- pings, answered by the peer on the same call, giving the link's RTT
+  (used by the `nearest` queue policy).
+
+What arrives on the calls peers opened to us is applied to our router: their
+interest becomes remote entries in our sublist, their messages are delivered
+locally (never forwarded again: the mesh is complete). When a peer's call
+ends, its interest is forgotten; when ours ends, we redial with backoff and
+resend the snapshot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import secrets
+from collections.abc import AsyncIterator, Callable, Sequence
+
+import grpc
+import structlog
+
+from gateway import route_pb2, route_pb2_grpc
+from gateway.protocol import decode_token, encode_token
+from gateway.router import InvalidSubjectError, Router
+
+log = structlog.get_logger(__name__)
+
+# gRPC refuses messages over 4 MiB by default; frames stay well under unless a
+# single message is bigger (it then goes alone).
+MAX_FRAME_BYTES = 256 * 1024
+DEFAULT_PING_INTERVAL = 1.0
+# A link with more than this queued stalls the clients publishing into it (they
+# stop being read) until it is back under the low mark: backpressure instead of
+# loss, as nats-server stalls fast producers on a busy route.
+QUEUE_HIGH_WATER = 4 * 1024 * 1024
+QUEUE_LOW_WATER = 1024 * 1024
+# Beyond this a link drops what it is given (a peer that stopped reading).
+QUEUE_LIMIT = 64 * 1024 * 1024
+# Weight of a new RTT sample in the running average: quick to follow a real
+# change of link latency, yet not thrown by one noisy sample.
+RTT_SMOOTHING = 0.3
+
+
+class RouteMesh:
+    """This node's end of the route mesh; implements the router's `RemoteLinks`."""
+
+    def __init__(
+        self,
+        router: Router,
+        node_name: str,
+        client_url: str,
+        *,
+        ping_interval: float = DEFAULT_PING_INTERVAL,
+        ping_timeout: float | None = None,
+        queue_limit: int = QUEUE_LIMIT,
+        reconnect_delay: tuple[float, float] = (0.05, 2.0),
+        on_peers_changed: Callable[[dict[str, str]], None] | None = None,
+    ) -> None:
+        self.router = router
+        self.node_name = node_name
+        self.client_url = client_url
+        self.ping_interval = ping_interval
+        self.ping_timeout = ping_timeout if ping_timeout is not None else 3 * ping_interval
+        self.queue_limit = queue_limit
+        self.reconnect_delay = reconnect_delay
+        self._on_peers_changed = on_peers_changed
+        self._links: dict[str, _PeerLink] = {}
+        self._inbound_sessions: dict[str, str] = {}
+        self._peer_urls: dict[str, str] = {}
+        self.dropped_messages = 0
+        self._congested: set[str] = set()
+        self._drain_waiters: list[Callable[[], None]] = []
+        # Replaced on every change of connectivity, so waiters wake and look again.
+        self._state_changed = asyncio.Event()
+        router.attach_links(self)
+        router.add_interest_listener(self._on_local_interest)
+
+    # --- peers --------------------------------------------------------------------------
+
+    def add_peer(self, name: str, channel: grpc.aio.Channel) -> None:
+        """Start dialling `name` over `channel` (owned by the caller; never closed here)."""
+        if name == self.node_name:
+            raise ValueError(f"node {name!r} cannot be its own peer")
+        if name in self._links:
+            raise ValueError(f"peer {name!r} already added")
+        link = _PeerLink(self, name, channel)
+        self._links[name] = link
+        link.start()
+
+    async def remove_peer(self, name: str) -> None:
+        link = self._links.pop(name, None)
+        if link is not None:
+            await link.stop()
+        self._set_peer_url(name, None)
+
+    async def close(self) -> None:
+        for name in list(self._links):
+            await self.remove_peer(name)
+
+    @property
+    def peers(self) -> list[str]:
+        return list(self._links)
+
+    def is_connected(self, peer: str) -> bool:
+        """Whether our call to `peer` is up (so messages forwarded to it are sent)."""
+        link = self._links.get(peer)
+        return link is not None and link.connected
+
+    def peer_urls(self) -> dict[str, str]:
+        """Client URLs of the peers our calls are connected to."""
+        return dict(self._peer_urls)
+
+    def _notify_state(self) -> None:
+        self._state_changed.set()
+        self._state_changed = asyncio.Event()
+
+    def _set_peer_url(self, peer: str, url: str | None) -> None:
+        self._notify_state()
+        changed = self._peer_urls.get(peer) != url
+        if url is None:
+            self._peer_urls.pop(peer, None)
+        else:
+            self._peer_urls[peer] = url
+        if changed and self._on_peers_changed is not None:
+            self._on_peers_changed(dict(self._peer_urls))
+
+    async def wait_connected(self, peers: Sequence[str] | None = None, timeout: float = 10.0) -> None:
+        """Until our calls to `peers` (default: all) and theirs to us are up."""
+        wanted = list(peers) if peers is not None else list(self._links)
+
+        async def ready() -> None:
+            while not all(self.is_connected(p) and p in self._inbound_sessions for p in wanted):
+                await self._state_changed.wait()
+
+        await asyncio.wait_for(ready(), timeout)
+
+    # --- RemoteLinks ------------------------------------------------------------------------
+
+    def forward(
+        self,
+        peer: str,
+        subject: str,
+        reply: str | None,
+        headers: bytes | None,
+        payload: bytes,
+        queues: Sequence[str],
+    ) -> None:
+        link = self._links.get(peer)
+        if link is None or not link.connected or link.queued_bytes >= self.queue_limit:
+            # Like a NATS route that is down or hopelessly backed up: lost for that node.
+            self.dropped_messages += 1
+            return
+        link.messages.append((subject, reply, headers, payload, queues))
+        link.queued_bytes += len(payload) + (len(headers) if headers else 0) + len(subject)
+        if link.queued_bytes > QUEUE_HIGH_WATER:
+            self._congested.add(peer)
+        link.wake.set()
+
+    def congested(self) -> bool:
+        """Whether some link has more queued than it should: publishers should pause."""
+        return bool(self._congested)
+
+    def when_drained(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once no link is congested any more (now, if none is)."""
+        if not self._congested:
+            callback()
+        else:
+            self._drain_waiters.append(callback)
+
+    def _link_drained(self, peer: str) -> None:
+        self._congested.discard(peer)
+        if not self._congested and self._drain_waiters:
+            waiters, self._drain_waiters = self._drain_waiters, []
+            for callback in waiters:
+                callback()
+
+    def rtt(self, peer: str) -> float | None:
+        link = self._links.get(peer)
+        return link.rtt if link is not None and link.connected else None
+
+    def _on_local_interest(self, subject: str, queue: str | None, count: int) -> None:
+        for link in self._links.values():
+            if link.session_open:
+                link.interest[(subject, queue)] = count
+                link.wake.set()
+
+    # --- inbound calls (the servicer) ---------------------------------------------------------
+
+    async def serve(self, context: grpc.aio.ServicerContext) -> None:
+        """One peer's call to us: its hello, then frames until it ends or goes silent."""
+        try:
+            first = await asyncio.wait_for(context.read(), self.ping_timeout)
+        except TimeoutError:
+            return
+        if first is grpc.aio.EOF:
+            return
+        peer, session = first.hello.node, first.hello.session
+        if not peer or peer == self.node_name:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad hello: node {peer!r}")
+        # A new call from a peer supersedes any older one we have not noticed ending.
+        self._inbound_sessions[peer] = session
+        self._notify_state()
+        self.router.clear_remote_interest(peer)
+        log.debug("route from peer", peer=peer, session=session)
+        loop = asyncio.get_running_loop()
+        # The peer pings every ping_interval; silence longer than ping_timeout means the
+        # link is dead even if TCP has not noticed. A timer checks, rather than a
+        # timeout around every read, which would cost a task per frame.
+        last_seen = loop.time()
+        handler = asyncio.current_task()
+        assert handler is not None
+
+        def check_silence() -> None:
+            nonlocal watchdog
+            if loop.time() - last_seen > self.ping_timeout:
+                log.info("route from peer went silent", peer=peer)
+                handler.cancel()
+            else:
+                watchdog = loop.call_later(self.ping_timeout / 2, check_silence)
+
+        watchdog = loop.call_later(self.ping_timeout / 2, check_silence)
+        try:
+            self._apply(peer, first)
+            await context.write(
+                route_pb2.Frame(hello=route_pb2.Hello(node=self.node_name, client_url=self.client_url, session=session))
+            )
+            while True:
+                frame = await context.read()
+                if frame is grpc.aio.EOF or self._inbound_sessions.get(peer) != session:
+                    return
+                last_seen = loop.time()
+                self._apply(peer, frame)
+                if frame.ping:
+                    await context.write(route_pb2.Frame(pong=frame.ping))
+        finally:
+            watchdog.cancel()
+            if self._inbound_sessions.get(peer) == session:
+                del self._inbound_sessions[peer]
+                self.router.clear_remote_interest(peer)
+                self._notify_state()
+
+    def _apply(self, peer: str, frame: route_pb2.Frame) -> None:
+        router = self.router
+        for interest in frame.interest:
+            try:
+                router.set_remote_interest(
+                    peer,
+                    decode_token(interest.subject),
+                    decode_token(interest.queue) if interest.queue else None,
+                    interest.weight,
+                )
+            except InvalidSubjectError as exc:
+                log.warning("bad interest from peer", peer=peer, error=str(exc))
+        for msg in frame.messages:
+            try:
+                router.deliver_routed(
+                    decode_token(msg.subject),
+                    decode_token(msg.reply) if msg.reply else None,
+                    msg.headers if msg.HasField("headers") else None,
+                    msg.payload,
+                    [decode_token(q) for q in msg.queues],
+                )
+            except InvalidSubjectError as exc:
+                log.warning("bad message from peer", peer=peer, error=str(exc))
+
+
+class _RouteServicer(route_pb2_grpc.RouteServicer):
+    def __init__(self, mesh: RouteMesh) -> None:
+        self._mesh = mesh
+
+    async def Connect(  # the name gRPC generates from route.proto
+        self, request_iterator: AsyncIterator[route_pb2.Frame], context: grpc.aio.ServicerContext
+    ) -> None:
+        # A coroutine (not a generator) handler reads and writes through `context`.
+        await self._mesh.serve(context)
+
+
+def add_route_servicer(server: grpc.aio.Server, mesh: RouteMesh) -> None:
+    """Serve the route mesh on `server` (the node's one gRPC server, shared with Raft)."""
+    route_pb2_grpc.add_RouteServicer_to_server(_RouteServicer(mesh), server)
+
+
+_QueuedMessage = tuple[str, str | None, bytes | None, bytes, Sequence[str]]
+
+
+class _PeerLink:
+    """Our call to one peer: dial, send batches, measure RTT, redial when it breaks."""
+
+    def __init__(self, mesh: RouteMesh, name: str, channel: grpc.aio.Channel) -> None:
+        self.mesh = mesh
+        self.name = name
+        self.stub = route_pb2_grpc.RouteStub(channel)
+        self.connected = False
+        # Set from the moment the interest snapshot is taken, so no change after it is missed.
+        self.session_open = False
+        self.rtt: float | None = None
+        self.messages: list[_QueuedMessage] = []
+        self.queued_bytes = 0
+        self.frames_sent = 0
+        self.messages_sent = 0
+        self.interest: dict[tuple[str, str | None], int] = {}
+        self.wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._nonces = itertools.count(1)
+        self._pings: dict[int, float] = {}
+        self._last_pong = 0.0
+        self._ping_due = 0
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"route-to-{self.name}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        self._disconnected()
+
+    async def _run(self) -> None:
+        low, high = self.mesh.reconnect_delay
+        delay = low
+        while True:
+            try:
+                await self._session()
+            except asyncio.CancelledError:
+                raise
+            except grpc.aio.AioRpcError as exc:
+                log.debug("route to peer failed", peer=self.name, code=exc.code().name)
+            except (TimeoutError, ConnectionError) as exc:
+                log.debug("route to peer failed", peer=self.name, error=repr(exc))
+            if self.connected:
+                delay = low
+            self._disconnected()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, high)
+
+    def _disconnected(self) -> None:
+        if self.connected:
+            log.info(
+                "route to peer down", peer=self.name, frames_sent=self.frames_sent, messages_sent=self.messages_sent
+            )
+        self.connected = False
+        self.session_open = False
+        self.messages.clear()
+        self.queued_bytes = 0
+        self.interest.clear()
+        self._pings.clear()
+        self.mesh._link_drained(self.name)
+        self.mesh._set_peer_url(self.name, None)
+
+    async def _session(self) -> None:
+        mesh = self.mesh
+        loop = asyncio.get_running_loop()
+        session = secrets.token_hex(8)
+        call = self.stub.Connect()
+        try:
+            snapshot = [_interest_pb(s, q, c) for s, q, c in mesh.router.local_interest()]
+            self.interest.clear()
+            self.session_open = True
+            hello = route_pb2.Hello(node=mesh.node_name, client_url=mesh.client_url, session=session)
+            await call.write(route_pb2.Frame(hello=hello, interest=snapshot))
+            answer = await asyncio.wait_for(call.read(), mesh.ping_timeout)
+            if answer is grpc.aio.EOF or not answer.HasField("hello"):
+                raise ConnectionError("peer closed the route without a hello")
+            self.connected = True
+            self._last_pong = loop.time()
+            self._ping_due = 0
+            log.info("route to peer up", peer=self.name)
+            mesh._set_peer_url(self.name, answer.hello.client_url)
+            reader = loop.create_task(self._read(call))
+            pinger = loop.create_task(self._ping_loop())
+            try:
+                await self._write_loop(call, reader)
+            finally:
+                reader.cancel()
+                pinger.cancel()
+        finally:
+            call.cancel()
+
+    async def _write_loop(self, call: grpc.aio.StreamStreamCall, reader: asyncio.Task[None]) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await self.wake.wait()
+            self.wake.clear()
+            if reader.done():
+                reader.result()
+                raise ConnectionError("peer ended the route")
+            if loop.time() - self._last_pong > self.mesh.ping_timeout:
+                raise TimeoutError(f"no pong from {self.name} for {self.mesh.ping_timeout}s")
+            while self.interest or self.messages or self._ping_due:
+                await call.write(self._next_frame(loop.time()))
+                if self.queued_bytes <= QUEUE_LOW_WATER:
+                    self.mesh._link_drained(self.name)
+
+    def _next_frame(self, now: float) -> route_pb2.Frame:
+        frame = route_pb2.Frame()
+        if self.interest:
+            frame.interest.extend(_interest_pb(s, q, c) for (s, q), c in self.interest.items())
+            self.interest.clear()
+        if self._ping_due:
+            frame.ping = self._ping_due
+            self._pings[self._ping_due] = now
+            self._ping_due = 0
+        queued = self.messages
+        if queued:
+            size = 0
+            taken = 0
+            out = frame.messages
+            for subject, reply, headers, payload, queues in queued:
+                if taken and size + len(payload) > MAX_FRAME_BYTES:
+                    break
+                msg = out.add(subject=encode_token(subject), payload=payload)
+                if reply:
+                    msg.reply = encode_token(reply)
+                if headers is not None:
+                    msg.headers = headers
+                if queues:
+                    msg.queues.extend(encode_token(q) for q in queues)
+                size += len(payload) + (len(headers) if headers else 0) + len(subject)
+                taken += 1
+            del queued[:taken]
+            self.queued_bytes -= size
+            self.messages_sent += taken
+        self.frames_sent += 1
+        return frame
+
+    async def _read(self, call: grpc.aio.StreamStreamCall) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                frame = await call.read()
+                if frame is grpc.aio.EOF:
+                    return
+                if frame.pong:
+                    sent = self._pings.pop(frame.pong, None)
+                    now = loop.time()
+                    self._last_pong = now
+                    if sent is not None:
+                        sample = now - sent
+                        self.rtt = sample if self.rtt is None else self.rtt + RTT_SMOOTHING * (sample - self.rtt)
+        finally:
+            self.wake.set()
+
+    async def _ping_loop(self) -> None:
+        while True:
+            self._ping_due = next(self._nonces)
+            self.wake.set()
+            await asyncio.sleep(self.mesh.ping_interval)
+
+
+def _interest_pb(subject: str, queue: str | None, count: int) -> route_pb2.Interest:
+    return route_pb2.Interest(
+        subject=encode_token(subject), queue=encode_token(queue) if queue else b"", weight=count
+    )
