@@ -380,6 +380,15 @@ class RaftCore:
             log.stable_to(last.index, last.term)
         if ready.committed_entries:
             log.applied_to(ready.committed_entries[-1].index)
+        if self._role is Role.LEADER:
+            # The leader's own copy counts towards the commit quorum only once the
+            # host has made it durable (thesis §10.2.1): the host may have sent
+            # these entries before writing them, and a commit index that counted
+            # them could reach a follower's state machine before a leader crash
+            # loses them.
+            own = self._progress.get(self._id)
+            if own is not None and own.maybe_update(log.persisted_index()):
+                self._maybe_commit()
 
     # ------------------------------------------------------------------ term and role changes
 
@@ -402,7 +411,7 @@ class RaftCore:
         for node_id, progress in self._progress.items():
             fresh = Progress(next_index, self._config.max_inflight_msgs, progress.is_learner)
             if node_id == self._id:
-                fresh.match = next_index - 1
+                fresh.match = self._log.persisted_index()
             self._progress[node_id] = fresh
 
     def _become_follower(self, term: int, leader_id: NodeId | None) -> None:
@@ -677,12 +686,9 @@ class RaftCore:
     def _append_entries(self, entries: list[Entry]) -> None:
         if not entries:
             return
-        last = self._log.append(entries)
+        self._log.append(entries)
         self._track_conf_entries(entries[0].index, entries)
-        own = self._progress.get(self._id)
-        if own is not None:
-            own.maybe_update(last)
-        self._maybe_commit()
+        # The leader's own progress moves in advance(), once these are durable.
         # Sending waits until ready(), so proposals made in one go share messages.
         self._append_pending = True
 
@@ -938,7 +944,7 @@ class RaftCore:
             if progress is None:
                 progress = Progress(next_index, self._config.max_inflight_msgs)
                 if node_id == self._id:
-                    progress.match = next_index - 1
+                    progress.match = self._log.persisted_index()
                     progress.recent_active = True
                     if self._role is Role.LEADER:
                         progress.become_replicate()

@@ -65,6 +65,12 @@ class RaftLog:
             raise UnavailableError(f"index {index} is beyond the last index {self.last_index()}")
         return self.storage.term(index)
 
+    def persisted_index(self) -> int:
+        """Last index of this log the host has confirmed durable (0 while a received snapshot is not)."""
+        if self._unstable_snapshot is not None:
+            return 0
+        return self._unstable_offset - 1
+
     def term_or_zero(self, index: int) -> int:
         try:
             return self.term(index)

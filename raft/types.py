@@ -239,7 +239,10 @@ class Ready:
     1. persist `snapshot` (if any), then append `entries` and store `hard_state`
        (if not None); fsync when `must_sync`;
     2. send `messages` (only now: a vote or an append ack must never be sent
-       for state that is not yet durable);
+       for state that is not yet durable). A leader's APPEND and HEARTBEAT
+       messages are the exception: they may leave before step 1 completes,
+       because the leader counts its own entries towards the commit quorum
+       only after `advance()` confirms them durable;
     3. restore the state machine from `snapshot` (if any), then apply
        `committed_entries` in order and serve `read_states` once applied;
     4. call `RaftCore.advance(ready)`.
