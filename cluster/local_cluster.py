@@ -9,7 +9,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -140,6 +142,32 @@ def start_faultable_links(
         process.stop()
         raise
     return process
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port_base(count: int, rng: random.Random | None = None) -> int:
+    """A base port with `count` consecutive free ports on 127.0.0.1 (the plan's ports are contiguous)."""
+    rng = rng or random.Random()
+    for _ in range(200):
+        base = rng.randrange(20_000, 60_000 - count)
+        if all(_port_free(base + offset) for offset in range(count)):
+            return base
+    raise RuntimeError("no run of free ports found on 127.0.0.1")
+
+
+def plan_free_nodes(nodes: int, mirror_nodes: int) -> list[NodeSpec]:
+    """`plan_nodes` on one run of free ports: client ports, then HTTP ports, then cluster ports."""
+    total = nodes + mirror_nodes
+    base = free_port_base(3 * total)
+    return plan_nodes(nodes, mirror_nodes, base, base + total, base + 2 * total)
 
 
 class NodeProcessError(RuntimeError):
