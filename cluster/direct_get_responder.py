@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any
 
 import structlog
 
@@ -60,6 +61,7 @@ class DirectGetResponder:
         self._role = role
         self._reply_stream = reply_stream
         self._subs: list[Subscription] = []
+        self._counters: dict[tuple[str, str], Any] = {}
 
     @property
     def joined(self) -> bool:
@@ -125,6 +127,9 @@ class DirectGetResponder:
         publish = self._ctx.router.publish
         for headers, payload in frames:
             publish(reply, payload, None, headers)
-        self._ctx.metrics.direct_get_requests.labels(
-            self._reply_stream, self._ctx.name, self._role().value, status
-        ).inc()
+        key = (self._role().value, status)
+        counter = self._counters.get(key)
+        if counter is None:
+            counter = self._ctx.metrics.direct_get_requests.labels(self._reply_stream, self._ctx.name, *key)
+            self._counters[key] = counter
+        counter.inc()

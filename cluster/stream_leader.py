@@ -83,6 +83,8 @@ class StreamLeader:
         self.mirror: OriginFetcher | None = None
         self.sources: list[OriginFetcher] = []
         self._membership_task: asyncio.Task[Any] | None = None
+        self._outcome_counters: dict[str, Any] = {}
+        self._puback_latency = self.ctx.metrics.puback_latency.labels(replica.name, self.ctx.name)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -220,11 +222,14 @@ class StreamLeader:
             self._acknowledge(reply, _unavailable_ack(name, None), started, "error")
 
     def _acknowledge(self, reply: str | None, body: bytes, started: float, outcome: str) -> None:
-        metrics, name, node = self.ctx.metrics, self.replica.name, self.ctx.name
-        metrics.publishes.labels(name, node, outcome).inc()
+        counter = self._outcome_counters.get(outcome)
+        if counter is None:  # label lookups cost more than the increment: keep the children
+            counter = self.ctx.metrics.publishes.labels(self.replica.name, self.ctx.name, outcome)
+            self._outcome_counters[outcome] = counter
+        counter.inc()
         if reply and not self.replica.config.no_ack:
             self.ctx.reply(reply, body)
-            metrics.puback_latency.labels(name, node).observe(time.perf_counter() - started)
+            self._puback_latency.observe(time.perf_counter() - started)
 
     # -- the per-stream API ---------------------------------------------------------------
 

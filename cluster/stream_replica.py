@@ -62,6 +62,8 @@ class StreamReplica:
         self._leader: StreamLeader | None = None
         self._catch_up: asyncio.Task[Any] | None = None
         self.stopped = False
+        self._last_seq_role: ResponderRole | None = None
+        self._last_seq_gauge: Any = None
         self._caught_up = False
         # jetraft.max_direct_lag: a follower further behind than this stops answering Direct Gets
         self.staleness = StalenessTracker(time.time_ns())
@@ -129,9 +131,11 @@ class StreamReplica:
                 else:
                     still.append((seq, future))
             self._seq_waiters = still
-        self.ctx.metrics.stream_last_seq.labels(self.name, self.ctx.name, self.responder_role().value).set(
-            last_seq
-        )
+        role = self.responder_role()
+        if role is not self._last_seq_role:
+            self._last_seq_gauge = self.ctx.metrics.stream_last_seq.labels(self.name, self.ctx.name, role.value)
+            self._last_seq_role = role
+        self._last_seq_gauge.set(last_seq)
         self._update_responders()
 
     def _update_responders(self) -> None:
