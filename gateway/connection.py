@@ -9,6 +9,7 @@ wording; what it only reports (a bad subject), we only report.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import TYPE_CHECKING, cast
 
 import structlog
@@ -56,6 +57,7 @@ class ClientConnection(asyncio.Protocol):
         self.no_responders = False
         self.headers_enabled = False
         self.verbose = True
+        self.pedantic = True
         self.authenticated = server.auth is None
         self.subs: dict[str, Subscription] = {}
         self.transport: asyncio.Transport | None = None
@@ -163,22 +165,22 @@ class ClientConnection(asyncio.Protocol):
         self.no_responders = options.no_responders
         self.headers_enabled = options.headers
         self.verbose = options.verbose
+        self.pedantic = options.pedantic
         if self.verbose:
             self._write(OK_BYTES)
 
     def _publish(self, subject: str, reply: str | None, headers: bytes | None, payload: bytes) -> None:
         self.in_msgs += 1
+        if self.pedantic and not is_valid_subject(subject):
+            self._write(encode_err(ERR_INVALID_PUBLISH_SUBJECT))
+            return
         if self.verbose:
             # nats-server acknowledges before it delivers, so a publisher subscribed to
             # its own subject sees +OK ahead of the MSG.
-            if not is_valid_subject(subject):
-                self._write(encode_err(ERR_INVALID_PUBLISH_SUBJECT))
-                return
             self._write(OK_BYTES)
-        try:
+        # Without pedantic, nats-server drops a message on an invalid subject silently.
+        with contextlib.suppress(InvalidSubjectError):
             self.router.publish(subject, payload, reply, headers, origin=self)
-        except InvalidSubjectError:
-            self._write(encode_err(ERR_INVALID_PUBLISH_SUBJECT))
 
     def _subscribe(self, event: Sub) -> None:
         existing = self.subs.get(event.sid)

@@ -1,0 +1,316 @@
+"""The router on its own: local and internal subscribers, queue groups, no-responders,
+auto-unsubscribe, and what it hands the route mesh."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import pytest
+
+from gateway.headers import decode_headers
+from gateway.router import InvalidSubjectError, Message, Router, Subscription
+
+
+@dataclass
+class FakeClient:
+    """A ClientSink that records deliveries as (sid, subject, reply, headers, payload)."""
+
+    echo: bool = True
+    no_responders: bool = False
+    delivered: list[tuple[bytes, bytes, bytes | None, bytes | None, bytes]] = field(default_factory=list)
+    closed_subs: list[Subscription] = field(default_factory=list)
+
+    def deliver(self, sid: bytes, subject: bytes, reply: bytes | None, headers: bytes | None, payload: bytes) -> None:
+        self.delivered.append((sid, subject, reply, headers, payload))
+
+    def subscription_closed(self, sub: Subscription) -> None:
+        self.closed_subs.append(sub)
+
+
+@dataclass
+class FakeLinks:
+    """RemoteLinks that records forwards as (peer, subject, reply, queues)."""
+
+    forwarded: list[tuple[str, str, str | None, tuple[str, ...]]] = field(default_factory=list)
+
+    def forward(
+        self, peer: str, subject: str, reply: str | None, headers: bytes | None, payload: bytes, queues: Sequence[str]
+    ) -> None:
+        self.forwarded.append((peer, subject, reply, tuple(queues)))
+
+    def rtt(self, peer: str) -> float | None:
+        return None
+
+    def congested(self) -> bool:
+        return False
+
+    def when_drained(self, callback: Callable[[], None]) -> None:
+        callback()
+
+
+def collector() -> tuple[list[Message], Callable[[Message], None]]:
+    received: list[Message] = []
+    return received, received.append
+
+
+def test_plain_subscribers_each_get_every_message() -> None:
+    router = Router(rng=random.Random(1))
+    got_a, cb_a = collector()
+    got_b, cb_b = collector()
+    router.subscribe("orders.*", cb_a)
+    router.subscribe("orders.>", cb_b)
+    assert router.publish("orders.new", b"1") == 2
+    assert router.publish("orders.new.eu", b"2") == 1
+    assert [m.payload for m in got_a] == [b"1"]
+    assert [m.payload for m in got_b] == [b"1", b"2"]
+    assert got_a[0].subject == "orders.new"
+
+
+def test_client_delivery_carries_sid_reply_and_headers() -> None:
+    router = Router()
+    client = FakeClient()
+    router.subscribe_client(client, b"7", "a.b", None)
+    router.publish("a.b", b"x", reply="_INBOX.r", headers=b"NATS/1.0\r\nK: v\r\n\r\n")
+    assert client.delivered == [(b"7", b"a.b", b"_INBOX.r", b"NATS/1.0\r\nK: v\r\n\r\n", b"x")]
+
+
+def test_echo_off_skips_the_publisher_only() -> None:
+    router = Router()
+    quiet, other = FakeClient(echo=False), FakeClient()
+    router.subscribe_client(quiet, b"1", "s", None)
+    router.subscribe_client(other, b"1", "s", None)
+    router.publish("s", b"m", origin=quiet)
+    assert quiet.delivered == []
+    assert len(other.delivered) == 1
+
+
+@pytest.mark.parametrize("policy", ["random", "local-first", "round-robin", "nearest"])
+def test_queue_group_gets_one_member_per_message(policy: str) -> None:
+    router = Router(policy, rng=random.Random(7))
+    counts: Counter[str] = Counter()
+    for name in ("w1", "w2", "w3"):
+        router.subscribe("jobs.*", lambda _m, name=name: counts.update([name]), queue="workers")
+    plain, plain_cb = collector()
+    router.subscribe("jobs.*", plain_cb)
+    for i in range(300):
+        router.publish(f"jobs.{i}", b"")
+    assert sum(counts.values()) == 300
+    assert len(plain) == 300
+    assert set(counts) == {"w1", "w2", "w3"}, counts
+    if policy == "round-robin":
+        assert set(counts.values()) == {100}
+
+
+def test_two_queue_groups_each_get_one_copy() -> None:
+    router = Router(rng=random.Random(3))
+    per_group: Counter[str] = Counter()
+    for group in ("g1", "g2"):
+        for _ in range(2):
+            router.subscribe("s", lambda _m, group=group: per_group.update([group]), queue=group)
+    for _ in range(50):
+        router.publish("s")
+    assert per_group == Counter({"g1": 50, "g2": 50})
+
+
+def test_no_responders_503_goes_to_a_client_that_asked_for_it() -> None:
+    router = Router()
+    client = FakeClient(no_responders=True)
+    router.subscribe_client(client, b"9", "_INBOX.abc.*", None)
+    assert router.publish("service.nobody", b"req", reply="_INBOX.abc.1", origin=client) == 0
+    [(sid, subject, reply, headers, payload)] = client.delivered
+    assert (sid, subject, reply, payload) == (b"9", b"_INBOX.abc.1", None, b"")
+    assert headers is not None
+    decoded = decode_headers(headers)
+    assert (decoded.status, decoded.get("Nats-Subject")) == (503, "service.nobody")
+
+
+def test_no_503_without_the_option_or_without_a_reply() -> None:
+    router = Router()
+    client = FakeClient(no_responders=False)
+    router.subscribe_client(client, b"1", "_INBOX.>", None)
+    router.publish("nobody", b"", reply="_INBOX.x", origin=client)
+    asking = FakeClient(no_responders=True)
+    router.subscribe_client(asking, b"1", "_INBOX.>", None)
+    router.publish("nobody", b"", origin=asking)
+    assert client.delivered == []
+    assert asking.delivered == []
+
+
+def test_no_503_when_someone_answers() -> None:
+    router = Router()
+    client = FakeClient(no_responders=True)
+    router.subscribe_client(client, b"1", "_INBOX.>", None)
+    router.subscribe("svc", lambda m: router.publish(m.reply or "", b"pong"))
+    router.publish("svc", b"ping", reply="_INBOX.q", origin=client)
+    assert [(d[1], d[4]) for d in client.delivered] == [(b"_INBOX.q", b"pong")]
+
+
+def test_internal_publisher_gets_503_on_its_reply_subject() -> None:
+    router = Router()
+    replies, cb = collector()
+    router.subscribe("_INBOX.internal", cb)
+    router.publish("nobody", b"", reply="_INBOX.internal", no_responders=True)
+    [reply] = replies
+    assert reply.headers is not None
+    assert decode_headers(reply.headers).status == 503
+
+
+def test_auto_unsubscribe_after_max_messages_withdraws_interest() -> None:
+    router = Router()
+    changes: list[tuple[str, str | None, int]] = []
+    router.add_interest_listener(lambda s, q, c: changes.append((s, q, c)))
+    client = FakeClient()
+    sub = router.subscribe_client(client, b"1", "ticks", None)
+    router.auto_unsubscribe(sub, 2)
+    for _ in range(5):
+        router.publish("ticks", b"t")
+    assert len(client.delivered) == 2
+    assert sub.closed
+    assert client.closed_subs == [sub]
+    assert changes == [("ticks", None, 1), ("ticks", None, 0)]
+    assert not router.has_interest("ticks")
+
+
+def test_auto_unsubscribe_below_delivered_count_removes_now() -> None:
+    router = Router()
+    got, cb = collector()
+    sub = router.subscribe("x", cb)
+    router.publish("x")
+    router.publish("x")
+    router.auto_unsubscribe(sub, 1)
+    assert sub.closed
+    router.publish("x")
+    assert len(got) == 2
+
+
+def test_internal_subscribe_with_max_msgs() -> None:
+    router = Router()
+    got, cb = collector()
+    router.subscribe("once", cb, max_msgs=1)
+    router.publish("once")
+    router.publish("once")
+    assert len(got) == 1
+
+
+def test_unsubscribe_from_inside_a_callback_is_safe() -> None:
+    router = Router(rng=random.Random(0))
+    got: list[str] = []
+    subs: list[Subscription] = []
+
+    def first(_m: Message) -> None:
+        got.append("first")
+        for sub in subs:
+            router.unsubscribe(sub)
+
+    subs.append(router.subscribe("s", first))
+    subs.append(router.subscribe("s", lambda _m: got.append("second")))
+    router.publish("s")
+    router.publish("s")
+    assert got == ["first"]
+
+
+def test_failing_callback_does_not_stop_delivery() -> None:
+    router = Router()
+    got, cb = collector()
+
+    def broken(_m: Message) -> None:
+        raise RuntimeError("boom")
+
+    router.subscribe("s", broken)
+    router.subscribe("s", cb)
+    router.publish("s", b"1")
+    assert len(got) == 1
+
+
+@pytest.mark.parametrize(("subject", "queue"), [("a..b", None), ("a.>.b", None), ("", None), ("ok", "bad queue")])
+def test_invalid_subscriptions_are_refused(subject: str, queue: str | None) -> None:
+    with pytest.raises(InvalidSubjectError):
+        Router().subscribe(subject, lambda _m: None, queue=queue)
+
+
+@pytest.mark.parametrize("subject", ["a.*", "a.>", "a..b", ""])
+def test_publishing_to_a_non_literal_subject_is_refused(subject: str) -> None:
+    with pytest.raises(InvalidSubjectError):
+        Router().publish(subject)
+
+
+def test_interest_counts_per_filter_and_queue() -> None:
+    router = Router()
+    s1 = router.subscribe("a", lambda _m: None)
+    router.subscribe("a", lambda _m: None)
+    router.subscribe("a", lambda _m: None, queue="q")
+    assert sorted(router.local_interest(), key=str) == sorted([("a", None, 2), ("a", "q", 1)], key=str)
+    router.unsubscribe(s1)
+    router.unsubscribe(s1)  # idempotent
+    assert ("a", None, 1) in router.local_interest()
+
+
+def test_remote_interest_gets_one_forward_per_peer() -> None:
+    router = Router()
+    links = FakeLinks()
+    router.attach_links(links)
+    router.set_remote_interest("n2", "orders.*", None, 1)
+    router.set_remote_interest("n2", "orders.>", None, 3)
+    router.set_remote_interest("n3", "orders.new", None, 1)
+    got, cb = collector()
+    router.subscribe("orders.new", cb)
+    assert router.publish("orders.new", b"x", reply="r") == 3
+    assert sorted(links.forwarded) == [("n2", "orders.new", "r", ()), ("n3", "orders.new", "r", ())]
+    assert len(got) == 1
+
+    router.clear_remote_interest("n2")
+    links.forwarded.clear()
+    router.publish("orders.new")
+    assert links.forwarded == [("n3", "orders.new", None, ())]
+    router.set_remote_interest("n3", "orders.new", None, 0)
+    assert router.remote_interest("n3") == []
+
+
+def test_queue_group_spreads_across_peers_by_weight() -> None:
+    router = Router("random", rng=random.Random(11))
+    links = FakeLinks()
+    router.attach_links(links)
+    local = Counter[str]()
+    router.subscribe("svc", lambda _m: local.update(["here"]), queue="q")
+    router.set_remote_interest("n2", "svc", "q", 1)
+    router.set_remote_interest("n3", "svc", "q", 2)
+    for _ in range(400):
+        router.publish("svc")
+    remote = Counter(peer for peer, _, _, queues in links.forwarded if queues == ("q",))
+    assert local["here"] + remote["n2"] + remote["n3"] == 400
+    # Expected shares 100 / 100 / 200 of 400; loose bounds, the seed is fixed.
+    assert 50 < local["here"] < 150 and 50 < remote["n2"] < 150 and 150 < remote["n3"] < 250
+
+
+def test_local_first_never_forwards_while_a_local_member_exists() -> None:
+    router = Router("local-first", rng=random.Random(5))
+    links = FakeLinks()
+    router.attach_links(links)
+    got, cb = collector()
+    router.subscribe("svc", cb, queue="q")
+    router.set_remote_interest("n2", "svc", "q", 5)
+    for _ in range(50):
+        router.publish("svc")
+    assert len(got) == 50
+    assert links.forwarded == []
+
+
+def test_routed_message_reaches_plain_subscribers_and_one_member_of_the_named_group() -> None:
+    router = Router(rng=random.Random(2))
+    links = FakeLinks()
+    router.attach_links(links)
+    router.set_remote_interest("n2", ">", None, 1)
+    plain, plain_cb = collector()
+    members: Counter[int] = Counter()
+    router.subscribe("svc.*", plain_cb)
+    for i in range(3):
+        router.subscribe("svc.*", lambda _m, i=i: members.update([i]), queue="q")
+    assert router.deliver_routed("svc.a", None, None, b"1", ["q"]) == 2
+    assert router.deliver_routed("svc.a", None, None, b"2", []) == 1
+    assert len(plain) == 2
+    assert sum(members.values()) == 1
+    # A routed message is never forwarded again, although n2 has interest.
+    assert links.forwarded == []
