@@ -1,0 +1,309 @@
+"""Read-after-write under injected faults, on a real faultable jetraft cluster (3 nodes and a mirror node).
+
+Every node-to-node link goes through its own Toxiproxy proxy (`nX-to-nY`), and
+clients read with `local-first`, so a connection to a node is answered by
+that node's own replica or mirror.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import nats
+import pytest
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.api import StreamConfig
+from nats.js.errors import APIError, NoStreamResponseError
+
+from chaos import demo_cli
+from chaos.readafterwrite.faults import LinkFaults
+from chaos.readafterwrite.scenario import DemoSettings, create_streams, own_cluster
+from chaos.readafterwrite.stats import Outcome, ReadPath, ReadSample
+from chaos.readafterwrite.workload import (
+    Endpoint,
+    ReadAfterWrite,
+    WorkloadSettings,
+    connect_endpoint,
+    wait_caught_up,
+)
+from cluster.local_cluster import LocalCluster
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@functools.cache
+def node_available() -> bool:
+    """Whether `jetraft node` can run here (the chaos tests need real node processes)."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "cluster.node_cli", "--help"], cwd=REPO, capture_output=True, timeout=60
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+pytestmark = pytest.mark.skipif(not node_available(), reason="needs a runnable `jetraft node` (cluster.node_cli)")
+
+_API_FAILURES = (NatsTimeoutError, NoRespondersError, NoStreamResponseError, APIError, asyncio.TimeoutError)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with own_cluster(tmp_path_factory.mktemp("faultable")) as running:
+        assert running.toxiproxy_url is not None
+        yield running
+
+
+@pytest.fixture
+def faults(cluster: LocalCluster) -> Iterator[LinkFaults]:
+    assert cluster.toxiproxy_url is not None
+    link_faults = LinkFaults(cluster.toxiproxy_url)
+    try:
+        yield link_faults
+    finally:
+        link_faults.client.reset()  # every proxy enabled, every toxic gone, whatever the test did
+
+
+@pytest.fixture
+async def endpoints(cluster: LocalCluster) -> AsyncIterator[dict[str, Endpoint]]:
+    connected = [await connect_endpoint(url) for url in cluster.client_urls]
+    try:
+        yield {endpoint.node: endpoint for endpoint in connected}
+    finally:
+        for endpoint in connected:
+            await endpoint.nc.close()
+
+
+def test_cluster_links_all_go_through_named_proxies(cluster: LocalCluster, faults: LinkFaults) -> None:
+    names = [spec.name for spec in cluster.specs]
+    assert faults.link_names() == sorted(f"{a}-to-{b}" for a in names for b in names if a != b)
+    proxies = faults.client.proxies()
+    for spec in cluster.specs:
+        for peer, address in spec.dial.items():
+            proxy = proxies[f"{spec.name}-to-{peer}"]
+            assert proxy.listen == address and proxy.upstream == f"127.0.0.1:{cluster.spec(peer).cluster_port}"
+
+
+def _of(samples: list[ReadSample], path: ReadPath, responder: str | None = None) -> list[ReadSample]:
+    return [s for s in samples if s.path is path and (responder is None or s.responder == responder)]
+
+
+async def test_lagged_follower_and_mirror_serve_stale_direct_gets_while_coherent_reads_stay_fresh(
+    faults: LinkFaults, endpoints: dict[str, Endpoint]
+) -> None:
+    settings = DemoSettings(stream="LAGT", mirror="LAGT_M", subject_prefix="lagt")
+    any_endpoint = next(iter(endpoints.values()))
+    layout = await create_streams(any_endpoint.nc.jetstream(timeout=10), settings)
+    follower, mirror_node = layout.lagged
+    workload = ReadAfterWrite(
+        WorkloadSettings(stream="LAGT", subject_prefix="lagt", keys=8, workers=4),
+        writer=endpoints[layout.leader],
+        endpoints=list(endpoints.values()),
+    )
+    warm = await workload.run(0, layout.leader, duration=5, max_writes=8)
+    assert warm.writes == 8
+    assert all((await wait_caught_up(list(endpoints.values()), "LAGT", warm.last_acked_seq, 20)).values())
+
+    touched = faults.add_latency(layout.lagged, 300)
+    assert f"{layout.leader}-to-{follower}" in touched and f"{follower}-to-{layout.leader}" in touched
+    assert f"{mirror_node}-to-{layout.leader}" in touched
+    lagged = await workload.run(300, layout.leader, duration=4, max_writes=200, warmup=0.5)
+    samples = lagged.samples
+
+    coherent = _of(samples, ReadPath.MSG_GET)
+    assert len(coherent) >= 5 and all(s.outcome is Outcome.MESSAGE for s in coherent)
+    assert not any(s.stale for s in coherent), "STREAM.MSG.GET must never be stale"
+    for node in (follower, mirror_node):
+        direct = _of(samples, ReadPath.DIRECT_GET, node)
+        stale = [s for s in direct if s.stale]
+        assert len(direct) >= 5 and len(stale) / len(direct) > 0.5, f"{node}: {len(stale)} of {len(direct)} stale"
+        assert max(s.behind_seq for s in stale) >= 1
+    read_your_writes = _of(samples, ReadPath.DIRECT_GET_MIN_LAST_SEQ)
+    assert read_your_writes and not any(s.stale for s in read_your_writes), "min_last_seq must never be stale"
+    lagged_ryw = _of(samples, ReadPath.DIRECT_GET_MIN_LAST_SEQ, follower)
+    assert lagged_ryw and all(s.outcome in (Outcome.MESSAGE, Outcome.REFUSED) for s in lagged_ryw)
+    # it waited for the write to arrive, over the lagged link
+    assert min(s.latency_ms for s in lagged_ryw if s.outcome is Outcome.MESSAGE) >= 250
+
+    faults.remove_latency(layout.lagged)
+    started = time.monotonic()
+    caught_up = await wait_caught_up(list(endpoints.values()), "LAGT", lagged.last_acked_seq, 20)
+    assert all(caught_up.values()), caught_up
+    caught_up_s = time.monotonic() - started
+    # caught up: a plain Direct Get of every key on the lagged nodes returns the last acknowledged version
+    for node in (follower, mirror_node):
+        js = endpoints[node].nc.jetstream()
+        for key in range(8):
+            leader_copy = await workload.js.get_msg("LAGT", subject=f"lagt.k{key}", direct=False)
+            local_copy = await js.get_msg("LAGT", subject=f"lagt.k{key}", direct=True)
+            assert local_copy.headers is not None and local_copy.headers["Jetraft-Node"] == node
+            assert local_copy.seq == leader_copy.seq, f"{node} still stale for lagt.k{key}"
+    assert caught_up_s < 20
+    admin = any_endpoint.nc.jetstream()
+    await admin.delete_stream("LAGT_M")
+    await admin.delete_stream("LAGT")
+
+
+async def test_bounded_staleness_takes_the_lagged_follower_out_of_direct_gets(
+    faults: LinkFaults, endpoints: dict[str, Endpoint]
+) -> None:
+    any_endpoint = next(iter(endpoints.values()))
+    admin = any_endpoint.nc.jetstream(timeout=10)
+    info = await admin.add_stream(
+        StreamConfig(
+            name="BOUNDED", subjects=["bounded.>"], num_replicas=3, allow_direct=True,
+            metadata={"jetraft.max_direct_lag": "100"},
+        )
+    )  # fmt: skip
+    assert info.cluster is not None and info.cluster.replicas
+    follower = sorted(peer.name for peer in info.cluster.replicas)[0]
+    ack = await admin.publish("bounded.a", b"1")
+    await wait_caught_up([endpoints[follower]], "BOUNDED", ack.seq, 20)
+
+    async def answered_by(node: str) -> str:
+        reply = await endpoints[node].nc.request(
+            "$JS.API.DIRECT.GET.BOUNDED", json.dumps({"last_by_subj": "bounded.a"}).encode(), timeout=2
+        )
+        assert reply.headers is not None and reply.data == b"1"
+        return reply.headers["Jetraft-Node"]
+
+    assert await answered_by(follower) == follower, "local-first: the follower answers while caught up"
+    faults.add_latency([follower], 400)
+    deadline = time.monotonic() + 15
+    while await answered_by(follower) == follower:
+        assert time.monotonic() < deadline, "the lagged follower kept answering past its staleness bound"
+    # out of the group: every read on its connection is answered elsewhere while the lag lasts
+    others = {await answered_by(follower) for _ in range(20)}
+    assert follower not in others and others <= {peer for peer in endpoints if peer != follower}
+
+    faults.remove_latency([follower])
+    deadline = time.monotonic() + 20
+    while await answered_by(follower) != follower:
+        assert time.monotonic() < deadline, "the follower did not rejoin after catching up"
+    await admin.delete_stream("BOUNDED")
+
+
+def test_demo_cli_attached_to_a_faultable_cluster(cluster: LocalCluster, tmp_path: Path) -> None:
+    assert cluster.toxiproxy_url is not None
+    json_path, png_path = tmp_path / "raw.json", tmp_path / "raw.png"
+    code = demo_cli.main(
+        [
+            "read-after-write", "--attach", "--servers", ",".join(cluster.client_urls),
+            "--toxiproxy", cluster.toxiproxy_url, "--lags", "0,300", "--duration", "3", "--warmup", "0.5",
+            "--max-writes", "300", "--json", str(json_path), "--png", str(png_path),
+        ]
+    )  # fmt: skip
+    assert code == 0
+    document = json.loads(json_path.read_text())
+    layout = document["run"]["layout"]
+    rows = document["results"]
+    assert {row["lag_ms"] for row in rows} == {0, 300}
+    assert {row["path"] for row in rows} == {"msg_get", "direct_get", "direct_get_min_last_seq"}
+    # every node answered its own Direct Gets, the mirror node included
+    assert {row["responder"] for row in rows if row["path"] == "direct_get"} == {s.name for s in cluster.specs}
+    for row in rows:
+        if row["path"] != "direct_get":
+            assert row["stale"] == 0, row
+    lagged_rows = [r for r in rows if r["lag_ms"] == 300 and r["path"] == "direct_get" and r["lagging"]]
+    assert {r["responder"] for r in lagged_rows} == set(layout["lagged"])
+    for row in lagged_rows:
+        assert row["reads"] >= 3 and row["stale_fraction"] > 0.5 and row["behind_seq_p99"] >= 1, row
+    assert png_path.read_bytes()[:4] == b"\x89PNG"
+    # the demo removes its toxics when it is done
+    proxies = LinkFaults(cluster.toxiproxy_url).proxies_of(layout["lagged"])
+    assert proxies and all(not proxy.toxics() for proxy in proxies)
+
+
+class _Writer:
+    """Publishes numbered messages, retrying each (same msg id) until acknowledged; bounded by a deadline."""
+
+    def __init__(self, js: nats.js.JetStreamContext) -> None:
+        self.js = js
+        self.acked: dict[int, bytes] = {}
+        self.stop = asyncio.Event()
+
+    async def run(self, limit: int, deadline: float) -> None:
+        for n in range(limit):
+            payload = b"p-%d" % n
+            while not self.stop.is_set() and time.monotonic() < deadline:
+                try:
+                    ack = await self.js.publish("part.x", payload, timeout=1.0, headers={"Nats-Msg-Id": f"p{n}"})
+                except _API_FAILURES:
+                    continue  # no leader for a moment: the same message again
+                self.acked[ack.seq] = payload
+                break
+            else:
+                return
+
+    async def wait_for(self, count: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.acked) < count:
+            assert time.monotonic() < deadline, f"only {len(self.acked)} of {count} acks in {timeout}s"
+            await asyncio.sleep(0.02)
+
+
+async def test_partitioned_leader_serves_no_coherent_reads_and_no_acknowledged_write_is_lost(
+    faults: LinkFaults, endpoints: dict[str, Endpoint]
+) -> None:
+    admin = next(iter(endpoints.values())).nc.jetstream(timeout=10)
+    info = await admin.add_stream(name="PART", subjects=["part.>"], num_replicas=3, allow_direct=True)
+    assert info.cluster is not None and info.cluster.replicas
+    old_leader = info.cluster.leader or ""
+    replicas = [old_leader, *sorted(peer.name for peer in info.cluster.replicas)]
+    majority = [node for node in replicas if node != old_leader]
+    writer = _Writer(endpoints[majority[0]].nc.jetstream(timeout=2))
+    task = asyncio.create_task(writer.run(limit=100_000, deadline=time.monotonic() + 90))
+    try:
+        await writer.wait_for(50, timeout=20)
+        cut = faults.isolate(old_leader)
+        assert len(cut) == 2 * (len(endpoints) - 1)
+
+        # the majority elects a new leader and goes on acknowledging writes
+        majority_js = endpoints[majority[1]].nc.jetstream(timeout=2)
+        deadline = time.monotonic() + 30
+        new_leader = old_leader
+        while new_leader == old_leader:
+            assert time.monotonic() < deadline, "no new stream leader in the majority"
+            try:
+                new_leader = (await majority_js.stream_info("PART")).cluster.leader or old_leader
+            except _API_FAILURES:
+                continue
+        assert new_leader in majority
+        acked_at_election = len(writer.acked)
+        await writer.wait_for(acked_at_election + 50, timeout=30)
+
+        # the old leader, cut off, answers no coherent read (nor acknowledges a write)
+        isolated = endpoints[old_leader].nc.jetstream(timeout=1.5)
+        for _ in range(3):
+            with pytest.raises(_API_FAILURES):
+                await isolated.get_msg("PART", subject="part.x", direct=False)
+        with pytest.raises(_API_FAILURES):
+            await isolated.publish("part.x", b"from the minority", timeout=1.5)
+    finally:
+        writer.stop.set()
+        await task
+        faults.heal(old_leader)
+
+    acked = writer.acked
+    assert sorted(acked) == list(range(1, len(acked) + 1)), "acknowledged sequences must be gap-free"
+    last = max(acked)
+    caught_up = await wait_caught_up([endpoints[node] for node in replicas], "PART", last, 60)
+    assert all(caught_up.values()), f"replicas not caught up after healing: {caught_up}"
+    for node in replicas:
+        js = endpoints[node].nc.jetstream()
+        for seq, payload in acked.items():
+            msg = await js.get_msg("PART", seq=seq, direct=True)
+            assert msg.headers is not None and msg.headers["Jetraft-Node"] == node
+            assert msg.data == payload, f"{node} lost or changed acknowledged seq {seq}"
+    coherent = await admin.get_msg("PART", seq=last)
+    assert coherent.data == acked[last]
+    await admin.delete_stream("PART")
