@@ -138,6 +138,76 @@ class JSErrors:
         400, 10193, "missing sequence for expected last sequence per subject"
     )
     STREAM_MIN_LAST_SEQ = ErrorSpec(412, 10180, "min last sequence")
+    # -- consumers (issue 10) --
+    CONSUMER_NAME_EXIST = ErrorSpec(400, 10013, "consumer name already in use")
+    CONSUMER_CREATE = ErrorSpec(500, 10012, "{err}")
+    CONSUMER_NOT_FOUND = ErrorSpec(404, 10014, "consumer not found")
+    CONSUMER_NAME_DURABLE_MISMATCH = ErrorSpec(
+        400, 10017, "consumer name in subject does not match durable name in request"
+    )
+    CONSUMER_DURABLE_NAME_NOT_SET = ErrorSpec(
+        400, 10018, "consumer expected to be durable but a durable name was not set"
+    )
+    CONSUMER_EPHEMERAL_WITH_DURABLE_NAME = ErrorSpec(
+        400, 10020, "consumer expected to be ephemeral but a durable name was set in request"
+    )
+    CONSUMER_MAX_WAITING_NEGATIVE = ErrorSpec(400, 10087, "consumer max waiting needs to be positive")
+    CONSUMER_PUSH_MAX_WAITING = ErrorSpec(400, 10080, "consumer in push mode can not set max waiting")
+    CONSUMER_DELIVER_CYCLE = ErrorSpec(400, 10081, "consumer deliver subject forms a cycle")
+    CONSUMER_WQ_REQUIRES_EXPLICIT_ACK_PULL = ErrorSpec(
+        400, 10084, "consumer in pull mode requires explicit ack policy on workqueue stream"
+    )
+    CONSUMER_HB_REQUIRES_PUSH = ErrorSpec(
+        400, 10088, "consumer idle heartbeat requires a push based consumer"
+    )
+    CONSUMER_INVALID_POLICY = ErrorSpec(400, 10094, "{err}")
+    CONSUMER_INVALID_SAMPLING = ErrorSpec(
+        400, 10095, "failed to parse consumer sampling configuration: {err}"
+    )
+    CONSUMER_WQ_REQUIRES_EXPLICIT_ACK = ErrorSpec(400, 10098, "workqueue stream requires explicit ack")
+    CONSUMER_WQ_MULTIPLE_UNFILTERED = ErrorSpec(
+        400, 10099, "multiple non-filtered consumers not allowed on workqueue stream"
+    )
+    CONSUMER_WQ_CONSUMER_NOT_UNIQUE = ErrorSpec(
+        400, 10100, "filtered consumer not unique on workqueue stream"
+    )
+    CONSUMER_WQ_CONSUMER_NOT_DELIVER_ALL = ErrorSpec(
+        400, 10101, "consumer must be deliver all on workqueue stream"
+    )
+    CONSUMER_NAME_TOO_LONG = ErrorSpec(400, 10102, "consumer name is too long, maximum allowed is {max}")
+    CONSUMER_BAD_DURABLE_NAME = ErrorSpec(400, 10103, "durable name can not contain '.', '*', '>'")
+    CONSUMER_FC_REQUIRES_PUSH = ErrorSpec(400, 10089, "consumer flow control requires a push based consumer")
+    CONSUMER_DIRECT_REQUIRES_PUSH = ErrorSpec(400, 10090, "consumer direct requires a push based consumer")
+    CONSUMER_MAX_PENDING_ACK_POLICY_REQUIRED = ErrorSpec(
+        400, 10082, "consumer requires ack policy for max ack pending"
+    )
+    CONSUMER_FLOW_CONTROL_NEEDS_HEARTBEATS = ErrorSpec(
+        400, 10108, "consumer with flow control also needs heartbeats"
+    )
+    CONSUMER_MAX_REQUEST_BATCH_NEGATIVE = ErrorSpec(400, 10114, "consumer max request batch needs to be > 0")
+    CONSUMER_MAX_REQUEST_EXPIRES_TOO_SMALL = ErrorSpec(
+        400, 10115, "consumer max request expires needs to be >= 1ms"
+    )
+    CONSUMER_MAX_DELIVER_BACKOFF = ErrorSpec(
+        400, 10116, "max deliver is required to be > length of backoff values"
+    )
+    CONSUMER_CREATE_FILTER_SUBJECT_MISMATCH = ErrorSpec(
+        400, 10131, "Consumer create request did not match filtered subject from create subject"
+    )
+    CONSUMER_DUPLICATE_FILTER_SUBJECTS = ErrorSpec(
+        400, 10136, "consumer cannot have both FilterSubject and FilterSubjects specified"
+    )
+    CONSUMER_DURABLE_NAME_MISMATCH = ErrorSpec(
+        400, 10132, "Consumer Durable and Name have to be equal if both are provided"
+    )
+    CONSUMER_OVERLAPPING_SUBJECT_FILTERS = ErrorSpec(400, 10138, "consumer subject filters cannot overlap")
+    CONSUMER_ALREADY_EXISTS = ErrorSpec(400, 10148, "consumer already exists")
+    CONSUMER_DOES_NOT_EXIST = ErrorSpec(400, 10149, "consumer does not exist")
+    CONSUMER_ACK_WAIT_NEGATIVE = ErrorSpec(400, 10183, "consumer ack wait needs to be positive")
+    CONSUMER_MAX_CONSUMERS_LIMIT = ErrorSpec(400, 10026, "maximum consumers limit reached")
+    CONSUMER_REPLICAS_EXCEEDS_STREAM = ErrorSpec(
+        400, 10126, "consumer config replica count exceeds parent stream"
+    )
 
 
 def error_response(response_type: str, error: ApiError, **trailing: Any) -> bytes:

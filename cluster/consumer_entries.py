@@ -1,0 +1,196 @@
+"""The entries a consumer's Raft group replicates: one op-code byte, then a fixed binary layout.
+
+Op codes are append-only (a log must replay the same way forever). Every
+entry carries the leader's clock where time matters, so applying is a pure
+function of the entries: replicas never read their own clock.
+
+- START: where the consumer begins, decided once by its first leader from the
+  stream store (deliver policy), so every replica starts at the same place;
+- DELIVERED: messages the leader handed out (stream seq, consumer seq,
+  delivery count), first deliveries and redeliveries alike;
+- ACK / NAK / PROGRESS / TERM: the client's acknowledgements (NAK with its delay);
+- FORGET: stop tracking pending messages without an ack (max_deliver reached,
+  or the message left the stream).
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass
+
+import orjson
+
+
+class ConsumerOp(enum.IntEnum):
+    START = 1
+    DELIVERED = 2
+    ACK = 3
+    NAK = 4
+    PROGRESS = 5
+    TERM = 6
+    FORGET = 7
+
+
+class ConsumerEntryDecodeError(ValueError):
+    """Bytes that are not a consumer entry this version understands."""
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """The first stream sequence to consider; for last_per_subject also the per-subject list and the
+    stream's last sequence at creation (`resume`), after which delivery continues in stream order."""
+
+    start_seq: int
+    last_per_subject: tuple[int, ...] = ()
+    resume: int = 0
+
+    def encode(self) -> bytes:
+        body = {"start": self.start_seq, "lps": list(self.last_per_subject), "resume": self.resume}
+        return bytes([ConsumerOp.START]) + orjson.dumps(body)
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    stream_seq: int
+    consumer_seq: int
+    deliveries: int
+
+
+# op, timestamp, count; then per delivery: stream seq, consumer seq, delivery count
+_DELIVERED_HEAD = struct.Struct(">Bqi")
+_DELIVERY = struct.Struct(">QQI")
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    ts_ns: int
+    deliveries: tuple[Delivery, ...]
+
+    def encode(self) -> bytes:
+        parts = [_DELIVERED_HEAD.pack(ConsumerOp.DELIVERED, self.ts_ns, len(self.deliveries))]
+        parts.extend(_DELIVERY.pack(d.stream_seq, d.consumer_seq, d.deliveries) for d in self.deliveries)
+        return b"".join(parts)
+
+
+# op, stream seq, consumer seq, timestamp, delay (NAK only; 0 otherwise)
+_ACK = struct.Struct(">BQQqq")
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """+ACK (or the ack part of +NXT); with ack policy all it acknowledges everything up to it."""
+
+    stream_seq: int
+    consumer_seq: int
+    ts_ns: int
+
+    def encode(self) -> bytes:
+        return _ACK.pack(ConsumerOp.ACK, self.stream_seq, self.consumer_seq, self.ts_ns, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Nak:
+    """-NAK: redeliver, not before `ts_ns + delay_ns`."""
+
+    stream_seq: int
+    consumer_seq: int
+    ts_ns: int
+    delay_ns: int = 0
+
+    def encode(self) -> bytes:
+        return _ACK.pack(ConsumerOp.NAK, self.stream_seq, self.consumer_seq, self.ts_ns, self.delay_ns)
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """+WPI: still working; the ack wait starts again at `ts_ns`."""
+
+    stream_seq: int
+    consumer_seq: int
+    ts_ns: int
+
+    def encode(self) -> bytes:
+        return _ACK.pack(ConsumerOp.PROGRESS, self.stream_seq, self.consumer_seq, self.ts_ns, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    """+TERM: never redeliver; counts as handled for the ack floor."""
+
+    stream_seq: int
+    consumer_seq: int
+    ts_ns: int
+
+    def encode(self) -> bytes:
+        return _ACK.pack(ConsumerOp.TERM, self.stream_seq, self.consumer_seq, self.ts_ns, 0)
+
+
+class ForgetReason(enum.IntEnum):
+    MAX_DELIVER = 1
+    MSG_GONE = 2
+
+
+_FORGET_HEAD = struct.Struct(">BqBi")
+_SEQ = struct.Struct(">Q")
+
+
+@dataclass(frozen=True, slots=True)
+class Forget:
+    ts_ns: int
+    stream_seqs: tuple[int, ...]
+    reason: ForgetReason = ForgetReason.MAX_DELIVER
+
+    def encode(self) -> bytes:
+        head = _FORGET_HEAD.pack(ConsumerOp.FORGET, self.ts_ns, self.reason, len(self.stream_seqs))
+        return head + b"".join(_SEQ.pack(seq) for seq in self.stream_seqs)
+
+
+ConsumerEntry = Start | Delivered | Ack | Nak | Progress | Term | Forget
+
+_ACK_KINDS: dict[ConsumerOp, type[Ack] | type[Progress] | type[Term]] = {
+    ConsumerOp.ACK: Ack,
+    ConsumerOp.PROGRESS: Progress,
+    ConsumerOp.TERM: Term,
+}
+
+
+def decode_consumer_entry(data: bytes) -> ConsumerEntry:
+    """Decode one replicated consumer entry; raises ConsumerEntryDecodeError."""
+    if not data:
+        raise ConsumerEntryDecodeError("empty entry")
+    try:
+        op = ConsumerOp(data[0])
+    except ValueError:
+        raise ConsumerEntryDecodeError(f"unknown consumer entry op {data[0]}") from None
+    try:
+        if op is ConsumerOp.START:
+            body = orjson.loads(data[1:])
+            return Start(
+                int(body["start"]), tuple(int(s) for s in body.get("lps", ())), int(body.get("resume", 0))
+            )
+        if op is ConsumerOp.DELIVERED:
+            _, ts, count = _DELIVERED_HEAD.unpack_from(data)
+            if len(data) != _DELIVERED_HEAD.size + count * _DELIVERY.size:
+                raise ConsumerEntryDecodeError("DELIVERED entry has the wrong length")
+            deliveries = tuple(
+                Delivery(*_DELIVERY.unpack_from(data, _DELIVERED_HEAD.size + i * _DELIVERY.size))
+                for i in range(count)
+            )
+            return Delivered(ts, deliveries)
+        if op is ConsumerOp.FORGET:
+            _, ts, reason, count = _FORGET_HEAD.unpack_from(data)
+            if len(data) != _FORGET_HEAD.size + count * _SEQ.size:
+                raise ConsumerEntryDecodeError("FORGET entry has the wrong length")
+            seqs = tuple(_SEQ.unpack_from(data, _FORGET_HEAD.size + i * _SEQ.size)[0] for i in range(count))
+            return Forget(ts, seqs, ForgetReason(reason))
+        if len(data) != _ACK.size:
+            raise ConsumerEntryDecodeError(f"{op.name} entry has the wrong length")
+        _, sseq, dseq, ts, delay = _ACK.unpack(data)
+        if op is ConsumerOp.NAK:
+            return Nak(sseq, dseq, ts, delay)
+        return _ACK_KINDS[op](sseq, dseq, ts)
+    except ConsumerEntryDecodeError:
+        raise
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, struct.error) as exc:
+        raise ConsumerEntryDecodeError(f"bad {op.name} entry: {exc}") from None
