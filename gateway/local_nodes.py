@@ -149,15 +149,22 @@ async def gateway_cluster(
     ports = {name: free_port() for name in names}
     cluster_ports = {name: free_port() for name in names} if len(names) > 1 else {}
     nodes: list[NodeProcess] = []
+
+    async def start(name: str) -> None:
+        peers = {peer: cluster_ports[peer] for peer in names if peer != name}
+        log_path = log_dir / f"{name}.log" if log_dir is not None else None
+        nodes.append(await start_gateway_node(name, ports[name], cluster_ports.get(name), peers, extra_args, log_path))
+
     try:
-        for name in names:
-            peers = {peer: cluster_ports[peer] for peer in names if peer != name}
-            log_path = log_dir / f"{name}.log" if log_dir is not None else None
-            nodes.append(
-                await start_gateway_node(name, ports[name], cluster_ports.get(name), peers, extra_args, log_path)
-            )
-        for node in nodes:
-            await wait_for_peers(node, [peer for peer in names if peer != node.name])
+        # In parallel: most of a node's start-up is the interpreter importing grpc.
+        # A TaskGroup cancels the other starts if one fails (a cancelled start kills its process).
+        async with asyncio.TaskGroup() as group:
+            for name in names:
+                group.create_task(start(name))
+        nodes.sort(key=lambda node: names.index(node.name))
+        await asyncio.gather(
+            *(wait_for_peers(node, [peer for peer in names if peer != node.name]) for node in nodes)
+        )
         yield nodes
     finally:
         await asyncio.gather(*(node.stop() for node in nodes))

@@ -195,7 +195,7 @@ def test_non_utf8_subject_bytes_survive() -> None:
 command_strategy = st.sampled_from([raw for raw, _ in COMMANDS])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(command_strategy, min_size=1, max_size=8), st.data())
 def test_random_command_sequences_split_randomly(commands: list[bytes], data: st.DataObject) -> None:
     stream = b"".join(commands)
@@ -204,7 +204,7 @@ def test_random_command_sequences_split_randomly(commands: list[bytes], data: st
     assert parse_chunks(chunks) == parse_chunks([stream])
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(st.binary(max_size=200))
 def test_fuzz_random_bytes_only_ever_raise_protocol_error(data: bytes) -> None:
     # The short CI fuzz run; bench/ documents the long one.
