@@ -7,6 +7,7 @@ one place that knows the port plan and how to wait for a node to be ready.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import random
@@ -168,6 +169,18 @@ def plan_free_nodes(nodes: int, mirror_nodes: int) -> list[NodeSpec]:
     total = nodes + mirror_nodes
     base = free_port_base(3 * total)
     return plan_nodes(nodes, mirror_nodes, base, base + total, base + 2 * total)
+
+
+@functools.cache
+def node_available(timeout: float = 60.0) -> bool:
+    """Whether `jetraft node` runs here (`python -m cluster.node_cli --help` succeeds): tests that need nodes ask."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "cluster.node_cli", "--help"], capture_output=True, timeout=timeout, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
 
 
 class NodeProcessError(RuntimeError):

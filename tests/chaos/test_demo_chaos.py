@@ -8,10 +8,7 @@ that node's own replica or mirror.
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -34,22 +31,7 @@ from chaos.readafterwrite.workload import (
     connect_endpoint,
     wait_caught_up,
 )
-from cluster.local_cluster import LocalCluster
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-@functools.cache
-def node_available() -> bool:
-    """Whether `jetraft node` can run here (the chaos tests need real node processes)."""
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", "cluster.node_cli", "--help"], cwd=REPO, capture_output=True, timeout=60
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
-
+from cluster.local_cluster import LocalCluster, node_available
 
 pytestmark = pytest.mark.skipif(not node_available(), reason="needs a runnable `jetraft node` (cluster.node_cli)")
 
@@ -181,8 +163,9 @@ async def test_bounded_staleness_takes_the_lagged_follower_out_of_direct_gets(
     deadline = time.monotonic() + 15
     while await answered_by(follower) == follower:
         assert time.monotonic() < deadline, "the lagged follower kept answering past its staleness bound"
-    # out of the group: every read on its connection is answered elsewhere while the lag lasts
-    others = {await answered_by(follower) for _ in range(20)}
+    # out of the group: reads on its connection are answered elsewhere while the lag lasts
+    # (each crosses the lagged link to another node, so only a few)
+    others = {await answered_by(follower) for _ in range(4)}
     assert follower not in others and others <= {peer for peer in endpoints if peer != follower}
 
     faults.remove_latency([follower])
@@ -198,7 +181,7 @@ def test_demo_cli_attached_to_a_faultable_cluster(cluster: LocalCluster, tmp_pat
     code = demo_cli.main(
         [
             "read-after-write", "--attach", "--servers", ",".join(cluster.client_urls),
-            "--toxiproxy", cluster.toxiproxy_url, "--lags", "0,300", "--duration", "3", "--warmup", "0.5",
+            "--toxiproxy", cluster.toxiproxy_url, "--lags", "0,300", "--duration", "2", "--warmup", "0.5",
             "--max-writes", "300", "--json", str(json_path), "--png", str(png_path),
         ]
     )  # fmt: skip

@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +20,8 @@ from cluster.local_cluster import (
     NodeSpec,
     ToxiproxyAPIError,
     create_proxies,
+    node_available,
+    plan_free_nodes,
     plan_nodes,
     plan_proxy_links,
     route_through_proxies,
@@ -67,3 +76,62 @@ def test_create_proxies_on_a_real_toxiproxy_server() -> None:
         assert len(set(listens.values())) == len(links), "every proxy listens on its own port"
         with pytest.raises(ToxiproxyAPIError, match="409"):
             create_proxies(toxiproxy.url, links[:1])
+
+
+def _read_until_ready(proc: subprocess.Popen[bytes], timeout: float) -> list[str]:
+    """The CLI's stdout lines up to `ready` (it prints the URLs first)."""
+    assert proc.stdout is not None
+    lines: list[str] = []
+    buffered = b""
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        while "ready" not in lines:
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"not ready after {timeout}s; said {lines}"
+            if not selector.select(remaining):
+                continue
+            data = os.read(proc.stdout.fileno(), 4096)
+            assert data, f"exited with {proc.wait()} before ready; said {lines}"
+            buffered += data
+            *complete, buffered = buffered.split(b"\n")
+            lines += [line.decode() for line in complete]
+    return lines
+
+
+@pytest.mark.skipif(not node_available(), reason="needs a runnable `jetraft node` (cluster.node_cli)")
+def test_local_up_with_toxiproxy_routes_real_nodes_through_proxies_and_stops_them(tmp_path: Path) -> None:
+    specs = plan_free_nodes(2, 0)
+    command = [
+        sys.executable, "-m", "cluster.cli", "local", "up", "--nodes", "2", "--mirror-nodes", "0",
+        "--port-base", str(specs[0].client_port), "--http-port-base", str(specs[0].http_port),
+        "--cluster-port-base", str(specs[0].cluster_port), "--data-dir", str(tmp_path),
+        "--toxiproxy", "--toxiproxy-port", "0",
+    ]  # fmt: skip
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        lines = _read_until_ready(proc, timeout=90)
+        url = next(line.split()[1] for line in lines if line.startswith("toxiproxy: "))
+        with urllib.request.urlopen(f"{url}/proxies", timeout=5) as resp:
+            proxies = json.loads(resp.read())
+        assert set(proxies) == {"n1-to-n2", "n2-to-n1"}
+        assert proxies["n1-to-n2"]["upstream"] == f"127.0.0.1:{specs[1].cluster_port}"
+        assert proxies["n2-to-n1"]["upstream"] == f"127.0.0.1:{specs[0].cluster_port}"
+        # the nodes formed their cluster through the proxies: both report the same meta leader
+        bodies = []
+        for spec in specs:
+            with urllib.request.urlopen(f"{spec.http_url}/healthz", timeout=5) as resp:
+                bodies.append(json.loads(resp.read()))
+        assert bodies[0]["meta_leader"] and bodies[0]["meta_leader"] == bodies[1]["meta_leader"]
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            assert proc.wait(timeout=30) == 0
+        finally:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
+    with pytest.raises(OSError):
+        urllib.request.urlopen(f"{url}/version", timeout=2)  # the Toxiproxy server stopped with the cluster
