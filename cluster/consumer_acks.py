@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import orjson
 
+from cluster.consumer_entries import Ack, ConsumerEntry, Nak, Progress, Term
+
 ACK_PREFIX = "$JS.ACK."
 
 
@@ -129,11 +131,24 @@ def parse_ack_body(payload: bytes) -> AckBody | None:
     return None
 
 
+def ack_entry(reply: AckReply, body: AckBody, now_ns: int) -> ConsumerEntry:
+    """The entry the leader proposes for an ack (+NXT: the ack part; the leader queues the pull)."""
+    sseq, dseq = reply.stream_seq, reply.consumer_seq
+    if body.kind is AckKind.NAK:
+        return Nak(sseq, dseq, now_ns, body.delay_ns)
+    if body.kind is AckKind.PROGRESS:
+        return Progress(sseq, dseq, now_ns)
+    if body.kind is AckKind.TERM:
+        return Term(sseq, dseq, now_ns)
+    return Ack(sseq, dseq, now_ns)
+
+
 __all__ = [
     "ACK_PREFIX",
     "AckBody",
     "AckKind",
     "AckReply",
+    "ack_entry",
     "ack_reply_subject",
     "parse_ack_body",
     "parse_ack_reply",

@@ -221,11 +221,12 @@ def plan_deliveries(
 
     stopped = False
     for seq in due_redeliveries(config, state, now_ns):
-        if len(plan.messages) >= max_msgs:
-            break
         pending = state.pending[seq]
         if config.max_deliver > 0 and pending.deliveries >= config.max_deliver:
+            # dropped even when the batch is full, so a used-up message never blocks the queue
             forget_max.append(seq)
+            continue
+        if stopped or len(plan.messages) >= max_msgs:
             continue
         msg = _load(store, seq)
         if msg is None:
@@ -233,7 +234,6 @@ def plan_deliveries(
             continue
         if not take(msg, pending.deliveries + 1):
             stopped = True
-            break
 
     ack_limited = False
     taken = 0

@@ -1,0 +1,342 @@
+"""The consumer state machine and the leader's decisions, step by step against MemoryStreamStore:
+trace 11 replayed (reply subjects and consumer info numbers as nats-server reported them), the deep
+dive's ORDERS/DISPATCH walkthrough with the server's numbers (NOTES.md), every ack kind, deliver
+policies, redelivery with backoff, max_deliver, max_ack_pending, snapshots."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from cluster.consumer_acks import ack_entry, parse_ack_body, parse_ack_reply
+from cluster.consumer_config import AckPolicy, ConsumerConfig, DeliverPolicy
+from cluster.consumer_config_check import normalize_consumer_config
+from cluster.consumer_delivery import (
+    DeliveryPlan,
+    StopReason,
+    due_redeliveries,
+    next_wakeup,
+    num_pending,
+    plan_deliveries,
+    start_position,
+)
+from cluster.consumer_entries import ConsumerEntry
+from cluster.consumer_state import ConsumerState
+from cluster.stream_config import StreamConfig
+from storage.memory import MemoryStreamStore
+
+S = 1_000_000_000
+T0 = 1_795_357_227_000_000_000
+
+
+class Consumer:
+    """A leader and a follower of one consumer group: the leader proposes, both apply the log."""
+
+    def __init__(
+        self, stream: StreamConfig, config: ConsumerConfig, store: MemoryStreamStore, name: str
+    ) -> None:
+        self.stream, self.name, self.store = stream.name, name, store
+        self.config = normalize_consumer_config(config, stream)
+        self.leader = ConsumerState(self.config.ack_policy)
+        self.follower = ConsumerState(self.config.ack_policy)
+        self.log: list[bytes] = []
+        self.propose(start_position(self.config, store))
+
+    def propose(self, entry: ConsumerEntry) -> None:
+        self.log.append(entry.encode())
+        index = len(self.log)
+        self.leader.apply([(index, self.log[-1])])
+        self.follower.apply([(index, self.log[-1])])
+
+    def fetch(self, batch: int, now: int, max_bytes: int = 0) -> DeliveryPlan:
+        plan = plan_deliveries(
+            self.stream, self.name, self.config, self.leader, self.store, now, batch, max_bytes
+        )
+        for entry in plan.entries:
+            self.propose(entry)
+        return plan
+
+    def ack(self, reply: str, body: bytes, now: int) -> None:
+        parsed_reply, parsed_body = parse_ack_reply(reply), parse_ack_body(body)
+        assert parsed_reply is not None and parsed_body is not None
+        self.propose(ack_entry(parsed_reply, parsed_body, now))
+
+    def numbers(self) -> dict[str, object]:
+        s = self.leader
+        assert s.snapshot() == self.follower.snapshot()
+        return {
+            "delivered": (s.delivered_consumer_seq, s.delivered_stream_seq),
+            "ack_floor": (s.ack_floor_consumer_seq, s.ack_floor_stream_seq),
+            "num_ack_pending": s.num_ack_pending,
+            "num_redelivered": s.num_redelivered,
+            "num_pending": num_pending(self.config, s, self.store),
+        }
+
+
+def _without_ts(reply: str) -> str:
+    tokens = reply.split(".")
+    return ".".join([*tokens[:7], "TS", *tokens[8:]])
+
+
+def work_stream() -> tuple[StreamConfig, MemoryStreamStore]:
+    store = MemoryStreamStore()
+    for i in range(1, 7):
+        store.store_msg("work.job", None, f"job {i}".encode(), T0 + i)
+    return StreamConfig(name="WORK", subjects=("work.>",)), store
+
+
+def test_trace_11_pull_consumer_step_by_step() -> None:
+    stream, store = work_stream()
+    config = ConsumerConfig(
+        durable_name="worker",
+        ack_policy=AckPolicy.EXPLICIT,
+        ack_wait=30 * S,
+        max_deliver=5,
+        filter_subject="work.>",
+    )
+    c = Consumer(stream, config, store, "worker")
+    assert c.numbers() == {
+        "delivered": (0, 0),
+        "ack_floor": (0, 0),
+        "num_ack_pending": 0,
+        "num_redelivered": 0,
+        "num_pending": 6,
+    }
+    now = T0 + S
+    first = c.fetch(3, now)
+    assert [_without_ts(m.reply) for m in first.messages] == [
+        "$JS.ACK.WORK.worker.1.1.1.TS.5",
+        "$JS.ACK.WORK.worker.1.2.2.TS.4",
+        "$JS.ACK.WORK.worker.1.3.3.TS.3",
+    ]
+    assert [m.payload for m in first.messages] == [b"job 1", b"job 2", b"job 3"]
+    assert first.stop is StopReason.BATCH_DONE
+    c.ack(first.messages[0].reply, b"", now)
+    c.ack(first.messages[1].reply, b"-NAK", now)
+    c.ack(first.messages[2].reply, b"+TERM", now)
+    second = c.fetch(2, now + 1)
+    assert [_without_ts(m.reply) for m in second.messages] == [
+        "$JS.ACK.WORK.worker.2.2.4.TS.3",
+        "$JS.ACK.WORK.worker.1.4.5.TS.2",
+    ]
+    # a redelivery carries the stream timestamp of the message, like the first delivery
+    assert second.messages[0].reply.split(".")[7] == first.messages[1].reply.split(".")[7]
+    c.ack(second.messages[0].reply, b"+WPI", now + 2)
+    c.ack(second.messages[0].reply, b"", now + 3)
+    c.ack(second.messages[0].reply, b"+ACK", now + 4)  # a second ack: ignored
+    c.ack(second.messages[1].reply, b'-NAK {"delay": 5000000000}', now + 5)
+    assert c.numbers() == {
+        "delivered": (5, 4),
+        "ack_floor": (4, 3),
+        "num_ack_pending": 1,
+        "num_redelivered": 0,
+        "num_pending": 2,
+    }
+    third = c.fetch(5, now + 6)
+    assert [m.payload for m in third.messages] == [b"job 5", b"job 6"]
+    assert [_without_ts(m.reply) for m in third.messages] == [
+        "$JS.ACK.WORK.worker.1.5.6.TS.1",
+        "$JS.ACK.WORK.worker.1.6.7.TS.0",
+    ]
+    assert third.stop is StopReason.NO_MESSAGES
+    # job 4 comes back once its NAK delay has passed
+    assert next_wakeup(c.config, c.leader) == now + 5 + 5 * S
+    assert c.fetch(1, now + 5 + 5 * S - 1).messages == []
+    again = c.fetch(1, now + 5 + 5 * S)
+    assert [(m.payload, m.deliveries) for m in again.messages] == [(b"job 4", 2)]
+
+
+def test_deep_dive_orders_dispatch_walkthrough() -> None:
+    """The walkthrough with the server's numbers: delivered starts at 0/0 (NOTES.md)."""
+    store = MemoryStreamStore()
+    stream = StreamConfig(name="ORDERS", subjects=("ORDERS.*",))
+    c = Consumer(
+        stream, ConsumerConfig(durable_name="DISPATCH", ack_policy=AckPolicy.EXPLICIT), store, "DISPATCH"
+    )
+    state = c.numbers
+    assert (
+        state()["delivered"] == (0, 0) and state()["ack_floor"] == (0, 0) and state()["num_ack_pending"] == 0
+    )
+    store.store_msg("ORDERS.processed", None, b"order 4", T0)
+    now = T0 + S
+    msg = c.fetch(1, now).messages[0]
+    assert msg.payload == b"order 4"
+    c.ack(msg.reply, b"+ACK", now)
+    assert state() == {
+        "delivered": (1, 1),
+        "ack_floor": (1, 1),
+        "num_ack_pending": 0,
+        "num_redelivered": 0,
+        "num_pending": 0,
+    }
+    store.store_msg("ORDERS.processed", None, b"order 5", now)
+    msg = c.fetch(1, now).messages[0]  # --no-ack
+    assert state() == {
+        "delivered": (2, 2),
+        "ack_floor": (1, 1),
+        "num_ack_pending": 1,
+        "num_redelivered": 0,
+        "num_pending": 0,
+    }
+    assert c.fetch(1, now + 29 * S).messages == []  # still inside ack_wait
+    msg = c.fetch(1, now + 30 * S).messages[0]  # redelivered after ack_wait
+    assert (msg.payload, msg.deliveries) == (b"order 5", 2)
+    assert state() == {
+        "delivered": (3, 2),
+        "ack_floor": (1, 1),
+        "num_ack_pending": 1,
+        "num_redelivered": 1,
+        "num_pending": 0,
+    }
+    msg = c.fetch(1, now + 60 * S).messages[0]
+    c.ack(msg.reply, b"", now + 60 * S)
+    assert state() == {
+        "delivered": (4, 2),
+        "ack_floor": (4, 2),
+        "num_ack_pending": 0,
+        "num_redelivered": 0,
+        "num_pending": 0,
+    }
+
+
+def orders_store() -> MemoryStreamStore:
+    store = MemoryStreamStore()
+    for i in range(1, 101):
+        store.store_msg("ORDERS.processed", None, f"order {i}".encode(), T0 + i * 60 * S)
+    return store
+
+
+def test_deliver_policies_pick_the_first_message() -> None:
+    store = orders_store()
+    stream = StreamConfig(name="ORDERS", subjects=("ORDERS.*",))
+    cases = {
+        "ALL": (ConsumerConfig(durable_name="ALL"), b"order 1"),
+        "LAST": (ConsumerConfig(durable_name="LAST", deliver_policy=DeliverPolicy.LAST), b"order 100"),
+        "TEN": (
+            ConsumerConfig(
+                durable_name="TEN", deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=10
+            ),
+            b"order 10",
+        ),
+        "2MIN": (
+            ConsumerConfig(
+                durable_name="2MIN",
+                deliver_policy=DeliverPolicy.BY_START_TIME,
+                opt_start_time_ns=T0 + 99 * 60 * S,
+            ),
+            b"order 99",
+        ),
+    }
+    for name, (config, first) in cases.items():
+        c = Consumer(stream, dataclasses.replace(config, filter_subject="ORDERS.processed"), store, name)
+        assert c.fetch(1, T0).messages[0].payload == first, name
+    new = Consumer(stream, ConsumerConfig(durable_name="NEW", deliver_policy=DeliverPolicy.NEW), store, "NEW")
+    assert new.numbers()["delivered"] == (0, 100) and new.fetch(1, T0).messages == []
+    store.store_msg("ORDERS.processed", None, b"order 101", T0)
+    assert new.fetch(1, T0).messages[0].payload == b"order 101"
+
+
+def test_last_per_subject_as_kv_keys_and_watch() -> None:
+    """Trace 10: keys app.color (5), app.size (7), app.name (8); delivered starts at 4."""
+    store = MemoryStreamStore()
+    for subject in [
+        "app.color",
+        "app.color",
+        "app.size",
+        "app.color",
+        "app.color",
+        "app.size",
+        "app.size",
+        "app.name",
+    ]:
+        store.store_msg("$KV.cfg." + subject, None, b"v", T0)
+    store.remove_msg(6)
+    stream = StreamConfig(name="KV_cfg", subjects=("$KV.cfg.>",))
+    config = ConsumerConfig(
+        deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
+        filter_subject="$KV.cfg.>",
+        headers_only=True,
+        deliver_subject="_INBOX.x",
+    )
+    c = Consumer(stream, config, store, "vBCupzJ6")
+    assert c.numbers()["delivered"] == (0, 4) and c.numbers()["num_pending"] == 3
+    plan = c.fetch(10, T0)
+    assert [(m.stream_seq, m.consumer_seq) for m in plan.messages] == [(5, 1), (7, 2), (8, 3)]
+    assert (
+        plan.messages[0].headers == b"NATS/1.0\r\nNats-Msg-Size: 1\r\n\r\n"
+        and plan.messages[0].payload == b""
+    )
+    assert c.numbers() == {
+        "delivered": (3, 8),
+        "ack_floor": (3, 8),
+        "num_ack_pending": 0,
+        "num_redelivered": 0,
+        "num_pending": 0,
+    }
+    store.store_msg("$KV.cfg.app.color", None, b"purple", T0)
+    assert [m.stream_seq for m in c.fetch(10, T0).messages] == [9]
+
+
+def test_ack_all_acknowledges_everything_below() -> None:
+    stream, store = work_stream()
+    c = Consumer(stream, ConsumerConfig(durable_name="w", ack_policy=AckPolicy.ALL), store, "w")
+    msgs = c.fetch(4, T0).messages
+    c.ack(msgs[2].reply, b"+ACK", T0)
+    assert c.numbers()["ack_floor"] == (3, 3) and c.numbers()["num_ack_pending"] == 1
+    c.ack(msgs[1].reply, b"+ACK", T0)  # below the floor: nothing
+    assert c.numbers()["num_ack_pending"] == 1
+    c.ack(msgs[3].reply, b"", T0)
+    assert c.numbers()["ack_floor"] == (4, 4) and c.numbers()["num_ack_pending"] == 0
+
+
+def test_ack_none_moves_the_floor_with_deliveries() -> None:
+    stream, store = work_stream()
+    c = Consumer(stream, ConsumerConfig(durable_name="w"), store, "w")
+    c.fetch(2, T0)
+    assert c.numbers()["ack_floor"] == (2, 2) and c.numbers()["num_ack_pending"] == 0
+    assert due_redeliveries(c.config, c.leader, T0 + 10**6 * S) == []
+
+
+def test_backoff_and_max_deliver() -> None:
+    stream, store = work_stream()
+    config = ConsumerConfig(
+        durable_name="w", ack_policy=AckPolicy.EXPLICIT, backoff=(1 * S, 5 * S), max_deliver=3
+    )
+    c = Consumer(stream, config, store, "w")
+    assert c.fetch(1, T0).messages[0].deliveries == 1
+    assert c.fetch(1, T0 + S - 1).messages[0].stream_seq == 2  # job 1 not due yet
+    assert [m.stream_seq for m in c.fetch(1, T0 + S).messages] == [1]  # after backoff[0]
+    assert next_wakeup(c.config, c.leader) == T0 + 2 * S - 1  # job 2 (delivered at T0 + S - 1) is due first
+    plan = c.fetch(5, T0 + 6 * S)
+    assert [(m.stream_seq, m.deliveries) for m in plan.messages][:2] == [(2, 2), (1, 3)]
+    plan = c.fetch(1, T0 + 100 * S)  # job 1 used its 3 deliveries: forgotten, not redelivered
+    assert 1 not in c.leader.pending and all(m.stream_seq != 1 for m in plan.messages)
+
+
+def test_max_ack_pending_and_max_bytes() -> None:
+    stream, store = work_stream()
+    c = Consumer(
+        stream, ConsumerConfig(durable_name="w", ack_policy=AckPolicy.EXPLICIT, max_ack_pending=2), store, "w"
+    )
+    plan = c.fetch(5, T0)
+    assert len(plan.messages) == 2 and plan.stop is StopReason.MAX_ACK_PENDING
+    c.ack(plan.messages[0].reply, b"", T0)
+    assert [m.stream_seq for m in c.fetch(5, T0).messages] == [3]
+    d = Consumer(stream, ConsumerConfig(durable_name="b"), store, "b")
+    size = len("work.job") + len("job 1") + len(d.fetch(1, T0).messages[0].reply)
+    plan = d.fetch(5, T0, max_bytes=2 * size + 1)
+    assert len(plan.messages) == 2 and plan.stop is StopReason.MAX_BYTES
+
+
+def test_snapshot_restore_and_stale_entries() -> None:
+    stream, store = work_stream()
+    c = Consumer(stream, ConsumerConfig(durable_name="w", ack_policy=AckPolicy.EXPLICIT), store, "w")
+    plan = c.fetch(3, T0)
+    c.ack(plan.messages[1].reply, b"", T0)
+    restored = ConsumerState.restore(c.leader.snapshot())
+    assert restored.snapshot() == c.leader.snapshot()
+    # an old leader's delivery proposal arriving late changes nothing
+    before = c.leader.snapshot()
+    c.leader.apply_entry(plan.entries[-1])
+    assert c.leader.snapshot() == before
+    # replays of applied indexes are skipped
+    assert all(r.skipped for r in c.follower.apply(list(enumerate(c.log, start=1))))
