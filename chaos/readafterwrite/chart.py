@@ -64,8 +64,11 @@ def write_chart(path: str | Path, rows: Iterable[ResultRow]) -> None:
     latency_axes.set_ylabel("ms")
     for axes in (stale_axes, latency_axes):
         axes.grid(True, alpha=0.3)
-        if any(row.lag_ms > 0 for row in rows):
+        largest = max((row.lag_ms for row in rows), default=0)
+        if largest > 0:
+            # symlog: 0 ms stays on the axis next to 50 and 1000
             axes.set_xscale("symlog", linthresh=10)
+            axes.set_xlim(-1, largest * 1.3)
     latency_axes.legend(fontsize=7, loc="upper left")
     figure.suptitle("jetraft read-after-write: coherent read vs Direct Get vs read-your-writes")
     figure.tight_layout()
