@@ -751,8 +751,8 @@ class RaftHost:
 
     def _take_snapshot(self, group: _Group) -> None:
         index = group.applied
-        if index <= group.snapshot_index:
-            return
+        if index <= group.snapshot_index or index < group.core.first_index - 1:
+            return  # nothing new, or a leader's snapshot is about to replace the machine
         storage = group.storage
         conf = group.core.conf_state_at(index)
         storage.create_snapshot(index, conf, group.machine.snapshot())

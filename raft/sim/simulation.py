@@ -11,10 +11,11 @@ member applies every acknowledged entry.
 from __future__ import annotations
 
 import random
+import traceback
 from collections import Counter
 from dataclasses import dataclass, field
 
-from raft.core import ConfChangeRejectedError, ProposalDroppedError, RaftConfig
+from raft.core import ConfChangeRejectedError, ProposalDroppedError, RaftConfig, RaftCore
 from raft.log_storage import MemoryLogStorage
 from raft.sim.checker import SafetyChecker, SafetyViolation
 from raft.sim.network import NetworkFaults, SimNetwork
@@ -28,6 +29,7 @@ from raft.types import (
     EntryType,
     Message,
     MessageType,
+    Ready,
     Role,
 )
 
@@ -81,10 +83,16 @@ class Simulation:
         self.p_partition = rng.choice((0.0, 0.005, 0.01))
         self.p_conf_change = rng.choice((0.0, 0.004, 0.01))
         self.p_transfer = rng.choice((0.0, 0.002, 0.005))
+        # Like the asyncio host: a Ready's write takes a while, the core keeps
+        # stepping meanwhile, and a leader sends its appends before writing.
+        self.async_persist = rng.random() < 0.5
+        # Some seeds may shrink to a single voter (with learners): the case where
+        # a leader alone is a quorum, so only its own durability guards a commit.
+        shrink_to_one = rng.random() < 0.2
         self.network = SimNetwork(rng, self.chaos_faults)
         self.checker = SafetyChecker()
         ids = [f"n{i}" for i in range(1, options.nodes + 1)]
-        self.min_voters = options.nodes
+        self.min_voters = 1 if shrink_to_one else options.nodes
         self.max_voters = options.nodes + 2
         self.max_crashed = (options.nodes - 1) // 2
         self.next_node_number = options.nodes + 1
@@ -109,6 +117,9 @@ class Simulation:
         except SafetyViolation as exc:
             result.violation = str(exc)
             self._trace(f"VIOLATION {exc}")
+        except Exception as exc:  # a crash of the core under test is a failure of the seed, not of the run
+            result.violation = f"exception {type(exc).__name__}: {exc}"
+            self._trace("".join(traceback.format_exception(exc)))
         result.step = self.now
         self.stats["committed"] = self.checker.max_acked
         self.stats["elections"] = len(self.checker.leaders_by_term)
@@ -163,9 +174,16 @@ class Simulation:
         rng.shuffle(alive)
         for node in alive:
             for _ in range(4):
-                if not node.alive or not node.live_core.has_ready():
+                if not node.alive:
                     break
-                self._handle_ready(node)
+                if node.in_flight is not None:
+                    if self.async_persist and rng.random() < 0.5:
+                        break  # the disk is slow: the write completes in a later tick
+                    self._complete_ready(node)
+                elif node.live_core.has_ready():
+                    self._take_ready(node)
+                else:
+                    break
         self._check_leaders()
 
     def _deliver(self, msg: Message, blocked: bool) -> None:
@@ -179,9 +197,49 @@ class Simulation:
             return
         target.live_core.step(msg)
 
-    def _handle_ready(self, node: SimNode) -> None:
+    def _take_ready(self, node: SimNode) -> None:
         core = node.live_core
         ready = core.ready()
+        held = ready.messages
+        if self.async_persist:
+            held = self._send_early(node, ready)
+            node.in_flight = (ready, held)
+        else:
+            node.in_flight = (ready, held)
+            self._complete_ready(node)
+
+    def _send_early(self, node: SimNode, ready: Ready) -> tuple[Message, ...]:
+        """The host's rule: a leader's appends and heartbeats leave before its write; returns the rest."""
+        core = node.live_core
+        hard = ready.hard_state
+        stored = node.storage.hard_state
+        if core.role is not Role.LEADER or (
+            hard is not None and (hard.term != stored.term or hard.vote != stored.vote)
+        ):
+            return ready.messages
+        held = []
+        for msg in ready.messages:
+            if msg.type is MessageType.APPEND or msg.type is MessageType.HEARTBEAT:
+                self._send(core, msg)
+                self.stats["sent_early"] += 1
+            else:
+                held.append(msg)
+        return tuple(held)
+
+    def _send(self, core: RaftCore, msg: Message) -> None:
+        if self.network.is_blocked(msg.from_, msg.to) and self.rng.random() < 0.5:
+            core.report_unreachable(msg.to)
+        delivered = self.network.send(self.now, msg)
+        if msg.type is MessageType.SNAPSHOT:
+            self.stats["snapshots_sent"] += 1
+            if not delivered:
+                core.report_snapshot(msg.to, False)
+
+    def _complete_ready(self, node: SimNode) -> None:
+        """Persist the node's in-flight Ready, send what waited for it, apply, advance."""
+        core = node.live_core
+        assert node.in_flight is not None
+        ready, held = node.in_flight
         crash_point = None
         if self.p_crash_in_ready and self.rng.random() < self.p_crash_in_ready and self._can_crash():
             crash_point = self.rng.choice(("before-persist", "after-persist"))
@@ -201,14 +259,8 @@ class Simulation:
         if crash_point == "after-persist":
             self._crash(node, "after persisting a Ready, before sending")
             return
-        for msg in ready.messages:
-            if self.network.is_blocked(msg.from_, msg.to) and self.rng.random() < 0.5:
-                core.report_unreachable(msg.to)
-            delivered = self.network.send(self.now, msg)
-            if msg.type is MessageType.SNAPSHOT:
-                self.stats["snapshots_sent"] += 1
-                if not delivered:
-                    core.report_snapshot(msg.to, False)
+        for msg in held:
+            self._send(core, msg)
         if ready.snapshot is not None:
             node.state_machine = SimStateMachine.from_snapshot(ready.snapshot.data)
             self.checker.on_restore(node.id, node.state_machine.index, node.state_machine.digest)
@@ -228,6 +280,7 @@ class Simulation:
         if ready.soft_state is not None and ready.soft_state.role is Role.LEADER:
             self._trace(f"{node.id} leads term {core.term} (last index {core.last_index})")
         if node.alive:
+            node.in_flight = None
             core.advance(ready)
 
     def _check_leaders(self) -> None:
@@ -267,6 +320,8 @@ class Simulation:
         for node in list(self.nodes.values()):
             if not node.alive and not node.removed and rng.random() < 0.03:
                 self._restart(node)
+        if leader is not None and not leader.alive:
+            leader = None  # crashed or shut down above
         if leader is not None and self.p_conf_change and rng.random() < self.p_conf_change:
             self._change_membership(leader)
         if leader is not None and self.p_transfer and rng.random() < self.p_transfer:
@@ -346,6 +401,8 @@ class Simulation:
 
     def _maybe_snapshot(self, node: SimNode) -> None:
         state_machine = node.state_machine
+        if state_machine.index < node.live_core.first_index - 1:
+            return  # a leader's snapshot is about to replace the state machine
         storage = node.storage
         if state_machine.index - storage.snapshot().index < 5:
             return
