@@ -168,16 +168,23 @@ def start_cluster(server: str, nats_binary: Path) -> contextlib.AbstractContextM
 
 
 def run_jsbench(
-    jsbench: Path, cluster: RunningCluster, server: str, workloads: list[str], seconds: float, round_no: int
+    jsbench: Path,
+    cluster: RunningCluster,
+    server: str,
+    workloads: list[str],
+    seconds: float,
+    round_no: int,
+    extra_args: list[str],
 ) -> list[dict[str, object]]:
     """One jsbench process over all workloads; its JSON result lines, tagged with server and round."""
     cmd = [
         sys.executable, str(jsbench),
         "--url", ",".join(cluster.urls), "--replicas", "3", "--seconds", str(seconds),
         "--workloads", ",".join(workloads), "--pids", ",".join(str(pid) for pid in cluster.pids),
-        "--label", server, "--retries", "0",
+        "--label", server, *extra_args,
     ]  # fmt: skip
-    bound_s = len(workloads) * (seconds + 60) + 60
+    # jsbench bounds itself (SIGALRM); this backstop leaves room for its retries and idle waits
+    bound_s = len(workloads) * (4 * (seconds + 120) + 150) + 60
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
         stdout, stderr = proc.communicate(timeout=bound_s)
@@ -234,6 +241,20 @@ def format_table(rows: list[dict[str, object]], workloads: list[str]) -> str:
     return "\n".join(lines)
 
 
+def load_summary(rows: list[dict[str, object]]) -> str:
+    """How much CPU other processes took while each server was measured (jsbench's foreign_cpu_pct)."""
+    parts = []
+    for server in SERVERS:
+        values = [
+            float(row["foreign_cpu_pct"])  # type: ignore[arg-type]
+            for row in rows
+            if row["server"] == server and row.get("foreign_cpu_pct") is not None
+        ]
+        if values:
+            parts.append(f"{server} {statistics.median(values):.0f}%")
+    return "other processes' CPU while measuring (median, % of one core; 2 cores = 200%): " + ", ".join(parts)
+
+
 def failures(rows: list[dict[str, object]]) -> list[str]:
     notes = []
     for row in rows:
@@ -256,6 +277,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )  # fmt: skip
     parser.add_argument("--nats-server", type=Path, default=REPO_ROOT / ".venv" / "bin" / "nats-server")
     parser.add_argument("--json", type=Path, help="write the raw jsbench rows here")
+    parser.add_argument(
+        "--jsbench-arg", action="append", default=[], metavar="ARG",
+        help="pass ARG to jsbench (repeatable), e.g. --jsbench-arg=--max-foreign=40 --jsbench-arg=--wait-idle=30",
+    )  # fmt: skip
     return parser.parse_args(argv)
 
 
@@ -271,10 +296,14 @@ def main(argv: list[str] | None = None) -> None:
         for server in [name for name in round_order(round_no) if name in servers]:
             print(f"round {round_no + 1}/{args.rounds}: {server}", file=sys.stderr, flush=True)
             with start_cluster(server, args.nats_server) as cluster:
-                rows += run_jsbench(args.jsbench, cluster, server, workloads, args.seconds, round_no)
+                rows += run_jsbench(
+                    args.jsbench, cluster, server, workloads, args.seconds, round_no, args.jsbench_arg
+                )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     print(format_table(rows, workloads))
+    print()
+    print(load_summary(rows))
     for note in failures(rows):
         print(f"- {note}")
 
