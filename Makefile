@@ -7,6 +7,9 @@ STAMP := $(VENV)/.installed
 .PHONY: install up test lint proto sim bench clean
 
 $(STAMP): pyproject.toml
+	# System parts: Java 17 for PySpark, Prometheus (with promtool) for the deploy tests.
+	command -v java >/dev/null || (apt-get update -q && apt-get install -y -q openjdk-17-jre-headless)
+	command -v prometheus >/dev/null || (apt-get update -q && apt-get install -y -q prometheus)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'

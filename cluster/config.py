@@ -28,7 +28,7 @@ class NodeConfig:
     data_dir: str = "./data"
     tags: list[str] = field(default_factory=list)
     direct_get_policy: str = "random"
-    log_level: str = "INFO"
+    log_level: str | None = None  # None: $JETRAFT_LOG_LEVEL, else INFO
     log_format: str = "auto"
     user: str | None = None
     password: str | None = None

@@ -191,6 +191,8 @@ class MetaService:
         metrics.raft_is_leader.labels(META_GROUP, node).set(1 if role is Role.LEADER else 0)
         metrics.raft_term.labels(META_GROUP, node).set(term)
         metrics.raft_leader_changes.labels(META_GROUP, node).inc()
+        if role is Role.CANDIDATE:
+            metrics.raft_elections.labels(META_GROUP, node).inc()
         router = self.ctx.router
         if role is Role.LEADER and self._leader_sub is None:
             self._leader_sub = router.subscribe(META_PREFIX + ">", self._on_meta_request)

@@ -70,6 +70,10 @@ class Node:
         self.api: ApiEntry | None = None
         self.prefixes: PrefixMapper | None = None
         self._metrics_task: asyncio.Task[Any] | None = None
+        # series that exist from the start, so dashboards show 0 rather than no data
+        self._slow_consumer_counter = self.metrics.slow_consumers.labels(config.name)
+        self._slow_consumers_seen = 0
+        self.metrics.route_connections.labels(config.name).set(0)
 
     @property
     def members(self) -> tuple[str, ...]:
@@ -168,6 +172,10 @@ class Node:
         while True:
             await asyncio.sleep(METRICS_REFRESH_INTERVAL)
             metrics.client_connections.labels(node).set(len(self.server.clients))
+            slow = self.server.stats.slow_consumers
+            if slow > self._slow_consumers_seen:
+                self._slow_consumer_counter.inc(slow - self._slow_consumers_seen)
+                self._slow_consumers_seen = slow
             for group in self.host.groups():
                 try:
                     status = self.host.status(group)

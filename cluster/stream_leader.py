@@ -307,7 +307,8 @@ class StreamLeader:
             metrics.msg_get_requests.labels(name, node, "503").inc()
             return msg_get_error(JSErrors.CLUSTER_NOT_AVAILABLE())
         body = answer_msg_get(payload, self.replica.store)
-        status = "ok" if b'"error"' not in body[:64] else _error_code(body)
+        # a message's fields are base64 or numbers: only an error reply has this key
+        status = "ok" if b'"error":' not in body else _error_code(body)
         metrics.msg_get_requests.labels(name, node, status).inc()
         return body
 

@@ -255,6 +255,8 @@ class StreamReplica:
         metrics.raft_is_leader.labels(self.group, node).set(1 if role is Role.LEADER else 0)
         metrics.raft_term.labels(self.group, node).set(term)
         metrics.raft_leader_changes.labels(self.group, node).inc()
+        if role is Role.CANDIDATE:
+            metrics.raft_elections.labels(self.group, node).inc()
         if role is Role.LEADER and not was_leader and not self.stopped:
             self._leader = StreamLeader(self)
             self._leader.open()

@@ -29,12 +29,7 @@ RATE_WINDOW = "10s"
 SERIES_TIMEOUT = 30.0
 # Queries known to return nothing yet, with the reason. The test still waits for every other query and
 # accepts these staying empty; an entry is deleted once its cause is fixed.
-KNOWN_GAPS = {
-    'sum by (stream, status) (rate(jetraft_msg_get_requests_total{status!="ok"}[$__rate_interval]))': (
-        "cluster/stream_leader.py _msg_get looks for an error in body[:64], but the error key of a "
-        "STREAM.MSG.GET error response starts at byte 59, so 404s are counted as ok"
-    ),
-}
+KNOWN_GAPS: dict[str, str] = {}
 
 
 @dataclass
