@@ -265,12 +265,12 @@ async def test_partitioned_leader_serves_no_coherent_reads_and_no_acknowledged_w
         await writer.wait_for(acked_at_election + 50, timeout=30)
 
         # the old leader, cut off, answers no coherent read (nor acknowledges a write)
-        isolated = endpoints[old_leader].nc.jetstream(timeout=1.5)
-        for _ in range(3):
+        isolated = endpoints[old_leader].nc.jetstream(timeout=1.0)
+        for _ in range(2):
             with pytest.raises(_API_FAILURES):
                 await isolated.get_msg("PART", subject="part.x", direct=False)
         with pytest.raises(_API_FAILURES):
-            await isolated.publish("part.x", b"from the minority", timeout=1.5)
+            await isolated.publish("part.x", b"from the minority", timeout=1.0)
     finally:
         writer.stop.set()
         await task
