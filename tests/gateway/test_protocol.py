@@ -218,3 +218,12 @@ def test_fuzz_random_bytes_only_ever_raise_protocol_error(data: bytes) -> None:
             pytest.fail("parser produced more events than there are bytes")
     except ProtocolError as exc:
         assert exc.message
+
+
+def test_mutation_fuzzer_short_run() -> None:
+    # The same fuzzer as the documented million-input run (tests/gateway/fuzz_parser.py), briefly.
+    from tests.gateway.fuzz_parser import run
+
+    stats = run(3000, seed=7)
+    assert stats["inputs"] == 3000
+    assert 0 < stats["errors"] < 3000
