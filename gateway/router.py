@@ -61,6 +61,7 @@ class RemoteLinks(Protocol):
         headers: bytes | None,
         payload: bytes,
         queues: Sequence[str],
+        deliver_as: str | None = None,
     ) -> None: ...
 
     def rtt(self, peer: str) -> float | None: ...
@@ -337,6 +338,7 @@ class Router:
         *,
         origin: ClientSink | None = None,
         no_responders: bool = False,
+        deliver_as: str | None = None,
     ) -> int:
         """Deliver a message everywhere it is wanted; returns how many local deliveries and peer forwards it made.
 
@@ -362,12 +364,13 @@ class Router:
                     forwards.setdefault(chosen, []).append(group.name)
                 else:
                     targets.append(chosen)  # type: ignore[arg-type]
-        count = self._deliver(targets, subject, reply, headers, payload, origin) if targets else 0
+        shown = deliver_as or subject
+        count = self._deliver(targets, shown, reply, headers, payload, origin) if targets else 0
         if forwards:
             links = self._links
             if links is not None:
                 for peer, queues in forwards.items():
-                    links.forward(peer, subject, reply, headers, payload, queues)
+                    links.forward(peer, subject, reply, headers, payload, queues, deliver_as)
                     count += 1
         if count == 0 and reply:
             if origin is not None:
@@ -384,6 +387,7 @@ class Router:
         headers: bytes | None,
         payload: bytes,
         queues: Iterable[str],
+        deliver_as: str | None = None,
     ) -> int:
         """A message a peer forwarded: every local plain subscriber, and one local member of each
         queue group in `queues` (the peer chose this node for them). Never forwarded again."""
@@ -398,7 +402,7 @@ class Router:
                 if targets is plan.local:
                     targets = list(targets)
                 targets.append(self.policy.choose_local(name, members))  # type: ignore[union-attr]
-        return self._deliver(targets, subject, reply, headers, payload, None) if targets else 0
+        return self._deliver(targets, deliver_as or subject, reply, headers, payload, None) if targets else 0
 
     def _deliver(
         self,

@@ -35,11 +35,20 @@ class FakeLinks:
     """RemoteLinks that records forwards as (peer, subject, reply, queues)."""
 
     forwarded: list[tuple[str, str, str | None, tuple[str, ...]]] = field(default_factory=list)
+    shown: list[str | None] = field(default_factory=list)
 
     def forward(
-        self, peer: str, subject: str, reply: str | None, headers: bytes | None, payload: bytes, queues: Sequence[str]
+        self,
+        peer: str,
+        subject: str,
+        reply: str | None,
+        headers: bytes | None,
+        payload: bytes,
+        queues: Sequence[str],
+        deliver_as: str | None = None,
     ) -> None:
         self.forwarded.append((peer, subject, reply, tuple(queues)))
+        self.shown.append(deliver_as)
 
     def rtt(self, peer: str) -> float | None:
         return None
@@ -267,6 +276,23 @@ def test_remote_interest_gets_one_forward_per_peer() -> None:
     assert links.forwarded == [("n3", "orders.new", None, ())]
     router.set_remote_interest("n3", "orders.new", None, 0)
     assert router.remote_interest("n3") == []
+
+
+def test_deliver_as_matches_one_subject_and_shows_another() -> None:
+    # JetStream delivers to an inbox or deliver subject, showing the stored message's subject
+    router = Router()
+    links = FakeLinks()
+    router.attach_links(links)
+    router.set_remote_interest("n2", "_INBOX.pull", None, 1)
+    got, cb = collector()
+    router.subscribe("_INBOX.pull", cb)
+    assert router.publish("_INBOX.pull", b"job", reply="$JS.ACK.x", deliver_as="work.job") == 2
+    assert [(m.subject, m.reply, m.payload) for m in got] == [("work.job", "$JS.ACK.x", b"job")]
+    assert links.forwarded == [("n2", "_INBOX.pull", "$JS.ACK.x", ())] and links.shown == ["work.job"]
+    # and a routed copy is shown the same way on the receiving node
+    got.clear()
+    router.deliver_routed("_INBOX.pull", None, None, b"again", (), "work.job")
+    assert [m.subject for m in got] == ["work.job"]
 
 
 def test_queue_group_spreads_across_peers_by_weight() -> None:
