@@ -23,7 +23,7 @@ import structlog
 from gateway.headers import encode_headers
 from gateway.protocol import encode_token
 from gateway.queue_policy import QueueGroup, QueuePolicy, make_policy
-from gateway.subjects import is_valid_filter, is_valid_subject
+from gateway.subjects import is_valid_filter
 from gateway.sublist import Sublist, SublistResult
 
 log = structlog.get_logger(__name__)
@@ -316,7 +316,9 @@ class Router:
     def _plan(self, subject: str) -> _Plan:
         result = self._sublist.cached(subject)
         if result is None:
-            if not is_valid_subject(subject):
+            # Like nats-server (non-pedantic), a published `*` or `>` token is a literal token:
+            # nats-py's CONSUMER.CREATE.<stream>.<name>.<filter> subjects carry them.
+            if not is_valid_filter(subject):
                 raise InvalidSubjectError(f"invalid publish subject {subject!r}")
             result = self._sublist.match(subject)
         plan = result.memo

@@ -177,7 +177,9 @@ def _collect(
     node = level.get(">")
     if node is not None:
         _add_node(node, plain, queues)
-    for key in ("*", tokens[index]):
+    token = tokens[index]
+    # a published wildcard token is literal: only wildcard subscriptions match it
+    for key in ("*",) if token == "*" or token == ">" else ("*", token):
         node = level.get(key)
         if node is None:
             continue

@@ -240,10 +240,25 @@ def test_invalid_subscriptions_are_refused(subject: str, queue: str | None) -> N
         Router().subscribe(subject, lambda _m: None, queue=queue)
 
 
-@pytest.mark.parametrize("subject", ["a.*", "a.>", "a..b", ""])
-def test_publishing_to_a_non_literal_subject_is_refused(subject: str) -> None:
+@pytest.mark.parametrize("subject", ["a..b", "", "a.>.b", "a b"])
+def test_publishing_to_a_malformed_subject_is_refused(subject: str) -> None:
     with pytest.raises(InvalidSubjectError):
         Router().publish(subject)
+
+
+def test_published_wildcard_tokens_are_literal() -> None:
+    # nats-server (non-pedantic) delivers `a.>` as a literal subject; nats-py's consumer create
+    # subjects (CONSUMER.CREATE.<stream>.<name>.<filter>) rely on it
+    router = Router()
+    wide, cb_wide = collector()
+    star, cb_star = collector()
+    literal, cb_literal = collector()
+    router.subscribe("a.>", cb_wide)
+    router.subscribe("a.*", cb_star)
+    router.subscribe("a.b", cb_literal)
+    assert router.publish("a.>") == 2
+    assert router.publish("a.*") == 2
+    assert len(wide) == 2 and len(star) == 2 and literal == []
 
 
 def test_interest_counts_per_filter_and_queue() -> None:
