@@ -447,7 +447,21 @@ class RaftCore:
     # ------------------------------------------------------------------ elections
 
     def _promotable(self) -> bool:
-        return self._id in self._conf.voters
+        if self._id in self._conf.voters:
+            return True
+        # A leader that appended its own removal and lost leadership before it
+        # committed may hold the only copy of that entry among the new voters'
+        # electors: the remaining voters (still on the old membership) cannot win
+        # without its vote, and it refuses them for their shorter log. It may
+        # therefore campaign until the removal commits; votes are counted in its
+        # latest membership, which excludes it, so it wins only with the new
+        # voters' majority, then commits the removal and steps down.
+        history = self._conf_history
+        return (
+            len(history) >= 2
+            and history[-1][0] > self._log.committed
+            and self._id in history[-2][1].voters
+        )
 
     def _tick_election(self) -> None:
         self._election_elapsed += 1

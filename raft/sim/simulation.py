@@ -88,11 +88,16 @@ class Simulation:
         self.async_persist = rng.random() < 0.5
         # Some seeds may shrink to a single voter (with learners): the case where
         # a leader alone is a quorum, so only its own durability guards a commit.
-        shrink_to_one = rng.random() < 0.2
+        shrink_to_one = rng.random() < 0.3
+        # A leader crashing after its early appends left but before its own write
+        # completed: the window in which counting its unsynced copy would be unsafe.
+        self.p_crash_after_early_send = rng.choice((0.0, 0.02, 0.05)) if self.async_persist else 0.0
         self.network = SimNetwork(rng, self.chaos_faults)
         self.checker = SafetyChecker()
         ids = [f"n{i}" for i in range(1, options.nodes + 1)]
         self.min_voters = 1 if shrink_to_one else options.nodes
+        if shrink_to_one:
+            self.p_conf_change = max(self.p_conf_change, 0.004)
         self.max_voters = options.nodes + 2
         self.max_crashed = (options.nodes - 1) // 2
         self.next_node_number = options.nodes + 1
@@ -243,6 +248,14 @@ class Simulation:
         crash_point = None
         if self.p_crash_in_ready and self.rng.random() < self.p_crash_in_ready and self._can_crash():
             crash_point = self.rng.choice(("before-persist", "after-persist"))
+        if (
+            crash_point is None
+            and self.p_crash_after_early_send
+            and len(held) < len(ready.messages)
+            and self.rng.random() < self.p_crash_after_early_send
+            and self._can_crash()
+        ):
+            crash_point = "before-persist"
         if crash_point == "before-persist":
             self._crash(node, "before persisting a Ready")
             return
@@ -300,6 +313,8 @@ class Simulation:
     def _chaos(self) -> None:
         rng = self.rng
         leader = self._leader()
+        if leader is not None and len(leader.live_core.voters) == 1 and leader.live_core.learners:
+            self.stats["lone_voter_ticks"] += 1
         # Clients keep a bounded number of writes in flight, as real ones do.
         if leader is not None and rng.random() < 0.3 and self._backlog(leader) < MAX_CLIENT_BACKLOG:
             self._propose(leader, rng.randint(1, 8))
@@ -426,6 +441,8 @@ class Simulation:
         if conf.learners:
             options.append("remove-learner")
         kind = rng.choice(options)
+        if self.min_voters == 1 and len(conf.voters) > 1 and conf.learners and rng.random() < 0.5:
+            kind = "remove-voter"  # head for a lone voter with learners
         new_node: str | None = None
         if kind in ("add-learner", "add-voter"):
             new_node = f"n{self.next_node_number}"
@@ -464,6 +481,7 @@ class Simulation:
 
     def _settle(self) -> None:
         self.p_crash_in_ready = 0.0
+        self.p_crash_after_early_send = 0.0
         self.network.heal()
         self.network.faults = NetworkFaults(drop=0.0, duplicate=0.0, min_delay=1, max_delay=2)
         for node in self.nodes.values():

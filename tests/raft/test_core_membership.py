@@ -174,3 +174,26 @@ def test_conf_change_record_round_trips_and_rejects_garbage() -> None:
 def test_conf_state_refuses_a_node_both_voter_and_learner() -> None:
     with pytest.raises(ValueError, match="both"):
         ConfState(voters=("n1",), learners=("n1",))
+
+
+def test_removed_leader_that_lost_leadership_before_committing_its_removal_can_finish_it() -> None:
+    # {n1, n2} -> {n2}: n1 appends its removal, then loses leadership before n2
+    # stores the entry. n2 (still on {n1, n2}) needs n1's vote but its log is
+    # shorter; n1 must be able to campaign, win with n2 alone, commit, step down.
+    h = Harness(ids=("n1", "n2"), pre_vote=False)
+    h.elect("n1")
+    index = h.core("n1").propose_conf_change(ConfChange(REMOVE, "n1"))
+    h.process("n1")
+    h.pending = []  # the appends carrying the removal are lost
+    h.core("n1").step(Message(type=MessageType.APPEND_RESP, from_="n2", to="n1", term=h.core("n1").term + 1))
+    assert h.core("n1").role is Role.FOLLOWER
+    assert h.core("n1").voters == ("n2",) and h.core("n2").voters == ("n1", "n2")
+    for _ in range(60):
+        for node_id in h.nodes:
+            h.tick(node_id)
+        h.stabilize()
+        if h.core("n2").role is Role.LEADER:
+            break
+    assert h.core("n2").role is Role.LEADER, "the cluster must not deadlock"
+    assert h.core("n2").commit_index >= index and h.core("n2").voters == ("n2",)
+    assert h.core("n1").role is Role.FOLLOWER
