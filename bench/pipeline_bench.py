@@ -5,7 +5,8 @@
 Starts a 3-node jetraft cluster (cluster.local_cluster, free ports on
 127.0.0.1, a temporary data directory), creates an R3 `allow_direct` stream,
 publishes N messages of `--size` bytes with async publishes (at most
-`--window` awaiting their PubAck), then, with Spark `local[2]`:
+`--window` awaiting their PubAck; each carries a Nats-Msg-Id so that a
+publish retried after a lost PubAck is stored once), then, with Spark `local[2]`:
 
 1. times `spark.read.format("jetstream")...load().count()` (the headline figure);
 2. times `groupBy("responder").count()` over the same range, which says how
@@ -36,6 +37,7 @@ import nats.js.errors
 from nats.js.api import StreamConfig
 
 from cluster.local_cluster import HOST, LocalCluster, NodeSpec
+from pipeline.examples.publishing import publish_acknowledged
 
 STREAM = "BENCH"
 SUBJECT_COUNT = 16
@@ -91,22 +93,19 @@ async def create_stream(servers: list[str], replicas: int) -> None:
 async def publish(servers: list[str], count: int, size: int, window: int) -> float:
     """Publish `count` messages with at most `window` unacknowledged; returns seconds taken."""
     nc = await nats.connect(servers)
+    payload = b"x" * size
+    subjects = [f"{STREAM.lower()}.{i}" for i in range(SUBJECT_COUNT)]
+    started = time.perf_counter()
+
+    def progress(done: int) -> None:
+        if done % (window * 50) == 0 or done == count:
+            rate = done / (time.perf_counter() - started)
+            print(f"  published {done:>9,} ({rate:,.0f} msg/s)", flush=True)
+
     try:
-        js = nc.jetstream(timeout=60, publish_async_max_pending=window)
-        payload = b"x" * size
-        subjects = [f"{STREAM.lower()}.{i}" for i in range(SUBJECT_COUNT)]
-        started = time.perf_counter()
-        for first in range(0, count, window):
-            futures = [
-                await js.publish_async(subjects[i % SUBJECT_COUNT], payload)
-                for i in range(first, min(first + window, count))
-            ]
-            # Awaiting each window keeps memory bounded and surfaces a refused publish.
-            await asyncio.gather(*futures)
-            done = min(first + window, count)
-            if done % (window * 50) == 0 or done == count:
-                rate = done / (time.perf_counter() - started)
-                print(f"  published {done:>9,} ({rate:,.0f} msg/s)", flush=True)
+        await publish_acknowledged(
+            nc, count, lambda i: (subjects[i % SUBJECT_COUNT], payload), window, progress=progress
+        )
         return time.perf_counter() - started
     finally:
         await nc.close()

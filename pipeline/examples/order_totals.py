@@ -34,13 +34,13 @@ from nats.js.api import KeyValueConfig, StreamConfig
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from pipeline.examples.publishing import publish_acknowledged
 from pipeline.options import parse_servers
 
 REGIONS = ("eu", "us", "apac", "latam", "africa")
 AMOUNT_TYPE = "decimal(18,2)"
 # Characters a KV key may hold (ADR-8); anything else in a subject becomes '_'.
 NOT_A_KEY_CHARACTER = r"[^-/_=.a-zA-Z0-9]"
-PUBLISH_WINDOW = 1000
 STREAM_READY_TIMEOUT = 30.0
 
 
@@ -102,16 +102,8 @@ async def seed_orders(
     orders = sample_orders(count, subject_prefix)
     nc = await nats.connect(list(servers))
     try:
-        js = nc.jetstream(timeout=30, publish_async_max_pending=PUBLISH_WINDOW)
-        await _ensure_stream(js, stream, f"{subject_prefix}.>", replicas)
-        for start in range(0, count, PUBLISH_WINDOW):
-            window = orders[start : start + PUBLISH_WINDOW]
-            futures = [
-                await js.publish_async(order.subject, order.payload(start + offset))
-                for offset, order in enumerate(window)
-            ]
-            # Gathering each window surfaces a refused publish instead of dropping it.
-            await asyncio.gather(*futures)
+        await _ensure_stream(nc.jetstream(timeout=30), stream, f"{subject_prefix}.>", replicas)
+        await publish_acknowledged(nc, count, lambda i: (orders[i].subject, orders[i].payload(i)))
     finally:
         await nc.close()
     return orders
