@@ -24,8 +24,18 @@ from cluster.api_subjects import (
     parse_api_subject,
     stream_subject,
 )
+from cluster.consumer_subjects import (
+    CONSUMER_API_PREFIX,
+    META_CONSUMER_OPS,
+    ConsumerOp,
+    ConsumerRequest,
+    consumer_subject,
+    meta_consumer_subject,
+    parse_consumer_subject,
+)
 from cluster.node_context import NodeContext
 from cluster.stream_info import stream_info_error
+from gateway.headers import encode_headers
 from gateway.router import Message, Subscription
 
 # How long a request waits for a leader to appear (elections take 1-2 s) before a 503.
@@ -34,9 +44,15 @@ LEADER_POLL = 0.02
 
 
 class ApiEntry:
-    def __init__(self, ctx: NodeContext, knows_stream: Callable[[str], bool]) -> None:
+    def __init__(
+        self,
+        ctx: NodeContext,
+        knows_stream: Callable[[str], bool],
+        knows_consumer: Callable[[str, str], bool],
+    ) -> None:
         self._ctx = ctx
         self._knows_stream = knows_stream
+        self._knows_consumer = knows_consumer
         self._subs: list[Subscription] = []
 
     def open(self) -> None:
@@ -51,6 +67,9 @@ class ApiEntry:
     def _on_request(self, msg: Message) -> None:
         if not msg.reply:
             return
+        if msg.subject.startswith(CONSUMER_API_PREFIX):
+            self._on_consumer_request(msg)
+            return
         request = parse_api_subject(msg.subject)
         if request is None:
             return
@@ -61,7 +80,20 @@ class ApiEntry:
         if self._ctx.router.publish(target, msg.payload, msg.reply, msg.headers) == 0:
             self._ctx.spawn(self._forward_when_answerable(request, target, msg), "api-wait-for-leader")
 
-    async def _forward_when_answerable(self, request: ApiRequest, target: str, msg: Message) -> None:
+    def _on_consumer_request(self, msg: Message) -> None:
+        request = parse_consumer_subject(msg.subject)
+        if request is None:
+            return
+        if request.op in META_CONSUMER_OPS or not self._knows_consumer(request.stream, request.consumer):
+            target = meta_consumer_subject(request)
+        else:
+            target = consumer_subject(request.stream, request.consumer, request.op)
+        if self._ctx.router.publish(target, msg.payload, msg.reply, msg.headers) == 0:
+            self._ctx.spawn(self._forward_when_answerable(request, target, msg), "api-wait-for-leader")
+
+    async def _forward_when_answerable(
+        self, request: ApiRequest | ConsumerRequest, target: str, msg: Message
+    ) -> None:
         """Nobody answers `target` right now (a leader change in progress, its interest still on the
         way): give the new leader a moment before telling the client the system is unavailable."""
         router = self._ctx.router
@@ -72,7 +104,11 @@ class ApiEntry:
                 router.publish(target, msg.payload, msg.reply, msg.headers)
                 return
         error = JSErrors.CLUSTER_NOT_AVAILABLE()
-        if request.op is ApiOp.STREAM_INFO:
+        if isinstance(request, ConsumerRequest) and request.op is ConsumerOp.NEXT:
+            # a pull request gets a status, as its client waits for messages or statuses
+            self._ctx.reply(msg.reply, b"", encode_headers(status=503, description="No Responders"))
+            return
+        if isinstance(request, ApiRequest) and request.op is ApiOp.STREAM_INFO:
             body = stream_info_error(error)
         else:
             body = error_response(request.response_type, error)

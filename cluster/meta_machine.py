@@ -21,6 +21,8 @@ class MetaOp(enum.IntEnum):
     UPDATE_STREAM = 2
     REMOVE_STREAM = 3
     SET_STREAM_PEERS = 4
+    ASSIGN_CONSUMER = 5
+    REMOVE_CONSUMER = 6
 
 
 @dataclass(slots=True)
@@ -50,6 +52,34 @@ class StreamAssignment:
         return cls(data["name"], data["config"], list(data["peers"]), data["created_ns"], data.get("epoch", 1))
 
 
+@dataclass(slots=True)
+class ConsumerAssignment:
+    """A consumer of `stream`: its config (JSON), the nodes hosting its replicas, when it was made."""
+
+    stream: str
+    name: str
+    config: dict[str, Any]
+    peers: list[str]
+    created_ns: int
+
+    @property
+    def group(self) -> str:
+        return f"C-{self.stream}-{self.name}-{self.created_ns}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "stream": self.stream,
+            "name": self.name,
+            "config": self.config,
+            "peers": self.peers,
+            "created_ns": self.created_ns,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ConsumerAssignment:
+        return cls(data["stream"], data["name"], data["config"], list(data["peers"]), data["created_ns"])
+
+
 def encode_meta_entry(op: MetaOp, body: dict[str, Any]) -> bytes:
     return bytes([op]) + orjson.dumps(body)
 
@@ -69,6 +99,8 @@ class MetaMachine:
     """Deterministic meta state; `listeners` hear (stream name, assignment or None when removed)."""
 
     streams: dict[str, StreamAssignment] = field(default_factory=dict)
+    # stream name -> consumer name -> assignment
+    consumers: dict[str, dict[str, ConsumerAssignment]] = field(default_factory=dict)
     listeners: list[ChangeListener] = field(default_factory=list)
 
     def load(self) -> dict[str, int]:
@@ -88,6 +120,8 @@ class MetaMachine:
             # an entry from a newer version; skipping keeps every replica in step
             return MetaResult(ok=False, error=f"unknown meta op {data[0]}")
         body = orjson.loads(data[1:])
+        if op in (MetaOp.ASSIGN_CONSUMER, MetaOp.REMOVE_CONSUMER):
+            return self._apply_consumer(op, body)
         name = body["name"]
         existing = self.streams.get(name)
         if op is MetaOp.ASSIGN_STREAM:
@@ -106,19 +140,45 @@ class MetaMachine:
             existing.epoch += 1
         elif op is MetaOp.REMOVE_STREAM:
             del self.streams[name]
+            self.consumers.pop(name, None)
             self._notify(name, None)
             return MetaResult(ok=True)
         self._notify(name, existing)
         return MetaResult(ok=True, assignment=existing)
 
+    def _apply_consumer(self, op: MetaOp, body: dict[str, Any]) -> MetaResult:
+        stream = body["stream"]
+        if stream not in self.streams:
+            return MetaResult(ok=False, error="stream not found")
+        consumers = self.consumers.setdefault(stream, {})
+        if op is MetaOp.ASSIGN_CONSUMER:
+            # create or update: an update keeps the consumer's group and replicas
+            existing = consumers.get(body["name"])
+            if existing is not None:
+                existing.config = body["config"]
+            else:
+                consumers[body["name"]] = ConsumerAssignment.from_json(body)
+        elif consumers.pop(body["name"], None) is None:
+            return MetaResult(ok=False, error="consumer not found")
+        self._notify(stream, self.streams[stream])
+        return MetaResult(ok=True)
+
     def snapshot(self) -> bytes:
-        return orjson.dumps({"streams": [a.to_json() for a in self.streams.values()]})
+        return orjson.dumps(
+            {
+                "streams": [a.to_json() for a in self.streams.values()],
+                "consumers": [c.to_json() for by_name in self.consumers.values() for c in by_name.values()],
+            }
+        )
 
     def restore(self, data: bytes) -> None:
         previous = set(self.streams)
-        self.streams = {
-            a["name"]: StreamAssignment.from_json(a) for a in orjson.loads(data).get("streams", [])
-        }
+        body = orjson.loads(data)
+        self.streams = {a["name"]: StreamAssignment.from_json(a) for a in body.get("streams", [])}
+        self.consumers = {}
+        for raw in body.get("consumers", []):
+            consumer = ConsumerAssignment.from_json(raw)
+            self.consumers.setdefault(consumer.stream, {})[consumer.name] = consumer
         for name in previous - set(self.streams):
             self._notify(name, None)
         for name, assignment in self.streams.items():

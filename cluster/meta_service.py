@@ -36,8 +36,18 @@ from cluster.api_subjects import (
     parse_meta_subject,
     stream_subject,
 )
+from cluster.consumer_meta import ConsumerAdmin, consumer_error_body, parse_meta_consumer_subject
+from cluster.consumer_replica import ConsumerReplica
+from cluster.consumer_subjects import META_CONSUMER_PREFIX, ConsumerRequest
 from cluster.internal_requests import NoRespondersError
-from cluster.meta_machine import MetaMachine, MetaOp, MetaResult, StreamAssignment, encode_meta_entry
+from cluster.meta_machine import (
+    ConsumerAssignment,
+    MetaMachine,
+    MetaOp,
+    MetaResult,
+    StreamAssignment,
+    encode_meta_entry,
+)
 from cluster.node_context import GROUP_OPTIONS, META_GROUP, NodeContext
 from cluster.placement import NodeInfo, PlacementError, choose_peers
 from cluster.stream_config import StreamConfig, parse_stream_config, stream_config_from_json
@@ -70,7 +80,7 @@ log = structlog.get_logger(__name__)
 NODE_INFO_PREFIX = "$JSR.NODE."
 # How long the meta leader waits for a new stream's group to elect a leader and answer.
 STREAM_READY_TIMEOUT = 10.0
-NODE_INFO_TIMEOUT = 0.5
+NODE_INFO_TIMEOUT = 2.0
 CATCH_UP_TIMEOUT = 2.0
 
 
@@ -114,6 +124,8 @@ class MetaService:
         self.role = Role.FOLLOWER
         self._wanted = asyncio.Event()
         self._leader_sub: Subscription | None = None
+        self._consumer_sub: Subscription | None = None
+        self.consumer_admin = ConsumerAdmin(self)
         self._node_sub: Subscription | None = None
         self._stopped = False
 
@@ -136,6 +148,16 @@ class MetaService:
             if replica.group == group:
                 return replica
         return None
+
+    def consumer_replica(self, group: str) -> ConsumerReplica | None:
+        for replica in self.replicas.values():
+            for consumer in replica.consumers.values():
+                if consumer.group == group:
+                    return consumer
+        return None
+
+    def knows_consumer(self, stream: str, name: str) -> bool:
+        return name in self.machine.consumers.get(stream, {})
 
     def configs(self) -> dict[str, StreamConfig]:
         return {name: stream_config_from_json(a.config) for name, a in self.machine.streams.items()}
@@ -182,6 +204,28 @@ class MetaService:
             self.replicas[name] = replica
             replica.start()
             log.info("stream_replica_started", stream=name, node=self.ctx.name, peers=assignment.peers)
+        for replica in list(self.replicas.values()):
+            await self._reconcile_consumers(replica)
+
+    async def _reconcile_consumers(self, stream: StreamReplica) -> None:
+        wanted = {
+            name: ConsumerAssignment.from_json(c.to_json())
+            for name, c in self.machine.consumers.get(stream.name, {}).items()
+            if self.ctx.name in c.peers
+        }
+        for name, consumer in list(stream.consumers.items()):
+            assignment = wanted.get(name)
+            if assignment is None or assignment.created_ns != consumer.assignment.created_ns:
+                del stream.consumers[name]
+                await consumer.stop(delete=True)
+            elif assignment.to_json() != consumer.assignment.to_json():
+                consumer.assignment_changed(assignment)
+        for name, assignment in wanted.items():
+            if name not in stream.consumers:
+                consumer = ConsumerReplica(self.ctx, assignment, stream)
+                stream.consumers[name] = consumer
+                consumer.start()
+                log.info("consumer_replica_started", stream=stream.name, consumer=name, node=self.ctx.name)
 
     # -- leadership -------------------------------------------------------------------------
 
@@ -196,10 +240,14 @@ class MetaService:
         router = self.ctx.router
         if role is Role.LEADER and self._leader_sub is None:
             self._leader_sub = router.subscribe(META_PREFIX + ">", self._on_meta_request)
+            self._consumer_sub = router.subscribe(META_CONSUMER_PREFIX + ">", self._on_consumer_request)
             log.info("meta_leader", node=node, term=term)
         elif role is not Role.LEADER and self._leader_sub is not None:
             router.unsubscribe(self._leader_sub)
             self._leader_sub = None
+            if self._consumer_sub is not None:
+                router.unsubscribe(self._consumer_sub)
+                self._consumer_sub = None
 
     # -- node info (placement) --------------------------------------------------------------
 
@@ -208,14 +256,22 @@ class MetaService:
 
     async def _node_infos(self) -> list[NodeInfo]:
         async def ask(member: str) -> NodeInfo:
-            try:
-                reply = await self.ctx.requester.request(
-                    f"{NODE_INFO_PREFIX}{member}.INFO", timeout=NODE_INFO_TIMEOUT
-                )
-                body = orjson.loads(reply.payload)
-                return NodeInfo(member, frozenset(body.get("tags", ())), online=True)
-            except (NoRespondersError, TimeoutError, orjson.JSONDecodeError):
-                return NodeInfo(member, online=False)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + NODE_INFO_TIMEOUT
+            while True:
+                try:
+                    reply = await self.ctx.requester.request(
+                        f"{NODE_INFO_PREFIX}{member}.INFO", timeout=max(deadline - loop.time(), 0.01)
+                    )
+                    body = orjson.loads(reply.payload)
+                    return NodeInfo(member, frozenset(body.get("tags", ())), online=True)
+                except NoRespondersError:
+                    # just started: its interest may still be on the way over the route mesh
+                    if loop.time() >= deadline:
+                        return NodeInfo(member, online=False)
+                    await asyncio.sleep(0.05)
+                except (TimeoutError, orjson.JSONDecodeError):
+                    return NodeInfo(member, online=False)
 
         return list(await asyncio.gather(*(ask(member) for member in self.ctx.members)))
 
@@ -256,14 +312,32 @@ class MetaService:
             return await self._delete(name)
         if op is ApiOp.STREAM_PEER_REMOVE:
             return await self._peer_remove(name, msg.payload)
-        if op is ApiOp.CONSUMER:
-            raise ApiError(501, 0, "jetraft does not implement consumers yet")
         # a per-stream operation from a node that did not know the stream: we know for sure
         if name not in self.machine.streams:
             raise JSErrors.STREAM_NOT_FOUND()
         if self.ctx.router.publish(stream_subject(name, op), msg.payload, msg.reply, msg.headers) == 0:
             raise JSErrors.CLUSTER_NOT_AVAILABLE()
         return None
+
+    def _on_consumer_request(self, msg: Message) -> None:
+        request = parse_meta_consumer_subject(msg.subject)
+        if request is None or not msg.reply:
+            return
+        self.ctx.spawn(self._answer_consumer(request, msg), f"meta-consumer-{request.op.value}")
+
+    async def _answer_consumer(self, request: ConsumerRequest, msg: Message) -> None:
+        try:
+            body = await self.consumer_admin.handle(request, msg)
+        except ApiError as error:
+            body = consumer_error_body(request, error)
+        except (RaftHostError, TimeoutError, NoRespondersError) as exc:
+            log.info("meta_consumer_request_unavailable", op=request.op.value, error=repr(exc))
+            body = consumer_error_body(request, JSErrors.CLUSTER_NOT_AVAILABLE())
+        if body is not None and msg.reply:
+            self.ctx.reply(msg.reply, body)
+
+    async def propose(self, op: MetaOp, body: dict[str, Any]) -> MetaResult:
+        return await self._propose(op, body)
 
     async def _propose(self, op: MetaOp, body: dict[str, Any]) -> MetaResult:
         result = await self.ctx.host.propose(META_GROUP, encode_meta_entry(op, body))

@@ -104,7 +104,12 @@ class Node:
             domain=config.domain or "",
         )
         self.meta = MetaService(self.ctx)
-        self.api = ApiEntry(self.ctx, lambda stream: stream in self.meta.replicas if self.meta else False)
+        meta = self.meta
+        self.api = ApiEntry(
+            self.ctx,
+            knows_stream=lambda stream: stream in meta.replicas,
+            knows_consumer=meta.knows_consumer,
+        )
         await self.host.start()
         self.meta.start()
         self.api.open()
@@ -156,6 +161,11 @@ class Node:
             return
         if group == META_GROUP:
             meta.on_leader_change(leader, role, term)
+            return
+        if group.startswith("C-"):
+            consumer = meta.consumer_replica(group)
+            if consumer is not None:
+                consumer.on_leader_change(leader, role, term)
             return
         replica = meta.stream_replica(group)
         if replica is not None:

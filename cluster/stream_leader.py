@@ -235,13 +235,13 @@ class StreamLeader:
 
     def _on_api(self, msg: Message) -> None:
         request = parse_stream_subject(msg.subject)
-        if request is None or not msg.reply:
+        # a workqueue's consumer leader asks for deletes without waiting for an answer
+        if request is None or (not msg.reply and request.op is not ApiOp.STREAM_MSG_DELETE):
             return
         self.ctx.spawn(self._answer_api(request.op, msg), f"api-{request.op}-{self.replica.name}")
 
     async def _answer_api(self, op: ApiOp, msg: Message) -> None:
         reply = msg.reply
-        assert reply is not None
         try:
             body = await self._handle(op, msg.payload)
         except ApiError as error:
@@ -251,7 +251,8 @@ class StreamLeader:
             log.info("stream_api_unavailable", stream=self.replica.name, op=op.value, error=str(exc))
         except TimeoutError:
             body = _error_body(op, JSErrors.CLUSTER_NOT_AVAILABLE())
-        self.ctx.reply(reply, body)
+        if reply:
+            self.ctx.reply(reply, body)
 
     async def _handle(self, op: ApiOp, payload: bytes) -> bytes:
         replica, version = self.replica, self.ctx.server_version

@@ -17,16 +17,19 @@ import contextlib
 import shutil
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from cluster.api_subjects import ApiOp, stream_subject
+from cluster.consumer_retention import workqueue_removals
 from cluster.direct_get import ResponderRole
 from cluster.direct_get_responder import DirectGetResponder
 from cluster.meta_machine import StreamAssignment
 from cluster.node_context import STREAM_GROUP_OPTIONS, NodeContext
 from cluster.staleness import FAST_INTERVAL, SLOW_INTERVAL, StalenessTracker, decode_beacon, position_subject
-from cluster.stream_config import StorageType, StreamConfig, stream_config_from_json
+from cluster.stream_config import Retention, StorageType, StreamConfig, stream_config_from_json
+from cluster.stream_entries import DeleteMsg
 from cluster.stream_leader import StreamLeader
 from cluster.stream_machine import StreamStateMachine, store_config_for
 from gateway.router import Message, Subscription
@@ -35,6 +38,9 @@ from raft.types import Entry, NodeId, Role, Snapshot
 from storage.interface import StreamStore
 from storage.memory import MemoryStreamStore
 from storage.rocks import RocksStreamStore
+
+if TYPE_CHECKING:
+    from cluster.consumer_replica import ConsumerReplica
 
 log = structlog.get_logger(__name__)
 
@@ -62,6 +68,7 @@ class StreamReplica:
         self._leader: StreamLeader | None = None
         self._catch_up: asyncio.Task[Any] | None = None
         self.stopped = False
+        self.consumers: dict[str, ConsumerReplica] = {}
         self._last_seq_role: ResponderRole | None = None
         self._last_seq_gauge: Any = None
         self._caught_up = False
@@ -120,6 +127,8 @@ class StreamReplica:
 
     def _after_apply(self) -> None:
         self.config = self.machine.config
+        for consumer in self.consumers.values():
+            consumer.stream_stored()
         last_seq = self.machine.last_seq
         if self._seq_waiters:
             still = []
@@ -190,6 +199,9 @@ class StreamReplica:
             self._update_responders()
 
     async def stop(self, delete: bool) -> None:
+        for consumer in list(self.consumers.values()):
+            await consumer.stop(delete)
+        self.consumers.clear()
         self.stopped = True
         if self._position_sub is not None:
             self.ctx.router.unsubscribe(self._position_sub)
@@ -271,6 +283,19 @@ class StreamReplica:
             self._leader.reconcile_config()
             self._leader.reconcile_membership()
 
+    def consumer_acked(self, seqs: list[int]) -> None:
+        """A consumer of this stream had these sequences acknowledged: a workqueue drops them."""
+        if self.config.retention is not Retention.WORKQUEUE:
+            return
+        for seq in workqueue_removals(seqs):
+            entry = DeleteMsg(seq=seq, erase=False)
+            if self.role is Role.LEADER:
+                with contextlib.suppress(RaftHostError):
+                    self.propose(entry.encode()).add_done_callback(_ignore_result)
+            else:
+                body = b'{"seq":%d,"no_erase":true}' % seq
+                self.ctx.router.publish(stream_subject(self.name, ApiOp.STREAM_MSG_DELETE), body)
+
     def propose(self, data: bytes) -> asyncio.Future[Any]:
         """Raises NotLeaderError and friends synchronously, like the driver."""
         return self.ctx.host.propose_nowait(self.group, data)
@@ -280,3 +305,8 @@ class StreamReplica:
             return self.ctx.host.is_leader(self.group)
         except (GroupNotFoundError, NotLeaderError):
             return False
+
+
+def _ignore_result(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()

@@ -1,0 +1,369 @@
+"""The duties of a consumer's leader: deliver, take acks, answer pulls and the consumer's API.
+
+Exists only while this node leads the consumer's Raft group. It works on a
+copy of the replicated state (`working`) that runs ahead of the log: every
+entry it proposes (deliveries, acks, forgets) is applied to the copy at once,
+so the next decision sees it, and reaches every replica through the group.
+Messages are sent as soon as their DELIVERED entry is proposed, not once it
+commits: if this leader dies first, the next one redelivers them (at least
+once, as JetStream promises).
+
+One task serves everything: it plans deliveries when a message is stored,
+a pull request or an ack arrives, or a timer (ack wait, pull expiry,
+heartbeats) is due, and sleeps otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import secrets
+import time
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from cluster.api_errors import ApiError, JSErrors
+from cluster.consumer_acks import AckKind, ack_entry, parse_ack_body, parse_ack_reply
+from cluster.consumer_api import (
+    ConsumerView,
+    FlowControl,
+    ack_sample,
+    ack_sample_subject,
+    create_response,
+    flow_control_request,
+    flow_control_subject,
+    idle_heartbeat,
+    info_response,
+    should_sample,
+    stepdown_response,
+)
+from cluster.consumer_config import AckPolicy
+from cluster.consumer_delivery import StopReason, next_wakeup, num_pending, plan_deliveries, start_position
+from cluster.consumer_entries import ConsumerEntry
+from cluster.consumer_pull import (
+    PullRequest,
+    PullRequestError,
+    WaitingQueue,
+    check_pull_request,
+    max_bytes_exceeded,
+    no_messages,
+    parse_pull_request,
+)
+from cluster.consumer_state import ApplyResult, ConsumerState
+from cluster.consumer_subjects import ConsumerOp, consumer_subscription, parse_internal_consumer_subject
+from cluster.stream_info import plain_error
+from gateway.router import Message, Subscription
+from raft.driver import RaftHostError
+
+if TYPE_CHECKING:
+    from cluster.consumer_replica import ConsumerReplica
+
+log = structlog.get_logger(__name__)
+
+PUSH_BATCH = 256
+CATCH_UP_TIMEOUT = 2.0
+IDLE_SLEEP = 1.0
+
+
+class ConsumerLeader:
+    def __init__(self, replica: ConsumerReplica) -> None:
+        self.replica = replica
+        self.ctx = replica.ctx
+        self.stream_name = replica.assignment.stream
+        self.name = replica.name
+        self.working: ConsumerState | None = None
+        self.queue = WaitingQueue(max(replica.config.max_waiting, 0))
+        self.flow = FlowControl()
+        self._kick = asyncio.Event()
+        self._ready = asyncio.Event()
+        self._subs: list[Subscription] = []
+        self._task: asyncio.Task[Any] | None = None
+        self._closed = False
+        self._rng = random.Random(secrets.randbits(64))
+        self._last_push_ns = time.time_ns()
+        self._last_active_ns = 0
+        self._no_interest_since: int | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def open(self) -> None:
+        router = self.ctx.router
+        self._subs = [
+            router.subscribe(consumer_subscription(self.stream_name, self.name), self._on_api),
+            router.subscribe(f"$JS.ACK.{self.stream_name}.{self.name}.>", self._on_ack),
+            router.subscribe(f"$JS.FC.{self.stream_name}.{self.name}.*", self._on_flow_control_reply),
+        ]
+        self._task = self.ctx.spawn(self._run(), f"consumer-{self.stream_name}-{self.name}")
+        log.info("consumer_leader", stream=self.stream_name, consumer=self.name, node=self.ctx.name)
+
+    def close(self) -> None:
+        self._closed = True
+        for sub in self._subs:
+            self.ctx.router.unsubscribe(sub)
+        self._subs = []
+        if self._task is not None:
+            self._task.cancel()
+
+    def kick(self) -> None:
+        self._kick.set()
+
+    def config_changed(self) -> None:
+        self.kick()
+
+    def applied(self, results: list[ApplyResult]) -> None:
+        """Committed entries applied on this replica: retention may drop what was acknowledged."""
+        acked = [seq for result in results for seq in result.acked]
+        if acked:
+            self.replica.stream.consumer_acked(acked)
+
+    # -- the serving loop ----------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        host, group = self.ctx.host, self.replica.group
+        while not self._closed:
+            try:
+                await host.read_index(group, timeout=CATCH_UP_TIMEOUT)
+                break
+            except (RaftHostError, TimeoutError):
+                await asyncio.sleep(0.05)
+        self.working = self.replica.state.clone()
+        if not self.working.started:
+            self._propose(start_position(self.replica.config, self.replica.stream.store))
+        self._ready.set()
+        while not self._closed:
+            self._kick.clear()
+            now = time.time_ns()
+            try:
+                self._serve(now)
+            except RaftHostError as exc:
+                log.info("consumer_not_serving", consumer=self.name, error=str(exc))
+                return
+            await self._sleep(now)
+
+    async def _sleep(self, now: int) -> None:
+        cfg, working = self.replica.config, self.working
+        assert working is not None
+        wakeups = [t for t in (next_wakeup(cfg, working), self.queue.next_wakeup()) if t is not None]
+        if cfg.is_push and cfg.idle_heartbeat:
+            wakeups.append(self._last_push_ns + cfg.idle_heartbeat)
+        timeout = IDLE_SLEEP
+        if wakeups:
+            timeout = min(max((min(wakeups) - now) / 1e9, 0.001), IDLE_SLEEP)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._kick.wait(), timeout)
+
+    def _propose(self, entry: ConsumerEntry) -> None:
+        future = self.ctx.host.propose_nowait(self.replica.group, entry.encode())
+        future.add_done_callback(_consume_result)
+        assert self.working is not None
+        self.working.apply_entry(entry)
+
+    def _serve(self, now: int) -> None:
+        if self.replica.config.is_push:
+            self._serve_push(now)
+        else:
+            self._serve_pulls(now)
+
+    def _serve_pulls(self, now: int) -> None:
+        publish = self.ctx.router.publish
+        for reply, frame in self.queue.expire(now):
+            publish(reply, b"", None, frame)
+        for reply in self.queue.heartbeats_due(now):
+            assert self.working is not None
+            publish(reply, b"", None, idle_heartbeat(self.working))
+        while (waiting := self.queue.peek()) is not None:
+            plan = self._plan(now, waiting.batch_left, waiting.bytes_left)
+            if not plan.messages:
+                if plan.entries:
+                    continue
+                if plan.stop is StopReason.MAX_BYTES:
+                    self.queue.remove(waiting)
+                    publish(waiting.reply, b"", None, max_bytes_exceeded(waiting.batch_left, waiting.bytes_left))
+                    continue
+                if waiting.no_wait:
+                    self.queue.remove(waiting)
+                    publish(waiting.reply, b"", None, no_messages())
+                    continue
+                return
+            for msg in plan.messages:
+                publish(waiting.reply, msg.payload, msg.reply, msg.headers, deliver_as=msg.subject)
+            self._last_active_ns = now
+            done = self.queue.served(waiting, len(plan.messages), plan.bytes_used, now)
+            if not done and plan.stop is StopReason.MAX_BYTES:
+                self.queue.remove(waiting)
+                publish(waiting.reply, b"", None, max_bytes_exceeded(waiting.batch_left, waiting.bytes_left))
+
+    def _serve_push(self, now: int) -> None:
+        cfg, router = self.replica.config, self.ctx.router
+        subject = cfg.deliver_subject
+        if not router.has_interest(subject):
+            self._expire_if_abandoned(now)
+            return
+        self._no_interest_since = None
+        if self.flow.stalled:
+            return
+        while not self._closed:
+            plan = self._plan(now, PUSH_BATCH, 0)
+            if not plan.messages:
+                break
+            for msg in plan.messages:
+                router.publish(subject, msg.payload, msg.reply, msg.headers, deliver_as=msg.subject)
+                if cfg.flow_control and self.flow.sent(msg.size):
+                    token = secrets.token_hex(2)
+                    reply = flow_control_subject(self.stream_name, self.name, token)
+                    self.flow.requested(reply)
+                    router.publish(subject, b"", reply, flow_control_request())
+            self._last_push_ns = now
+            self._last_active_ns = now
+            if self.flow.stalled or plan.stop is not StopReason.BATCH_DONE:
+                break
+        if cfg.idle_heartbeat and now - self._last_push_ns >= cfg.idle_heartbeat:
+            assert self.working is not None
+            stalled = self.flow.outstanding or "" if self.flow.stalled else ""
+            router.publish(subject, b"", None, idle_heartbeat(self.working, stalled))
+            self._last_push_ns = now
+
+    def _expire_if_abandoned(self, now: int) -> None:
+        """An ephemeral push consumer nobody listens to goes away after its inactive threshold."""
+        cfg = self.replica.config
+        if cfg.is_durable or not cfg.inactive_threshold:
+            return
+        if self._no_interest_since is None:
+            self._no_interest_since = now
+        elif now - self._no_interest_since >= cfg.inactive_threshold:
+            self._no_interest_since = None
+            self.ctx.spawn(self._delete_self(), f"expire-{self.name}")
+
+    async def _delete_self(self) -> None:
+        from cluster.consumer_subjects import META_CONSUMER_PREFIX
+
+        with contextlib.suppress(Exception):
+            await self.ctx.requester.request(f"{META_CONSUMER_PREFIX}DELETE.{self.stream_name}.{self.name}")
+
+    def _plan(self, now: int, max_msgs: int, max_bytes: int) -> Any:
+        assert self.working is not None
+        plan = plan_deliveries(
+            self.stream_name,
+            self.name,
+            self.replica.config,
+            self.working,
+            self.replica.stream.store,
+            now,
+            max_msgs,
+            max_bytes,
+        )
+        for entry in plan.entries:
+            self._propose(entry)
+        return plan
+
+    # -- inbound ------------------------------------------------------------------------------
+
+    def _on_ack(self, msg: Message) -> None:
+        if self.working is None:
+            return
+        reply = parse_ack_reply(msg.subject)
+        body = parse_ack_body(msg.payload)
+        if reply is None or body is None or reply.consumer != self.name:
+            return  # as a server does: an ack it cannot use is ignored
+        cfg = self.replica.config
+        if cfg.ack_policy is AckPolicy.NONE:
+            return
+        now = time.time_ns()
+        try:
+            self._propose(ack_entry(reply, body, now))
+        except RaftHostError:
+            return
+        if body.kind is AckKind.NEXT and msg.reply:
+            self._queue_pull(msg.reply, body.next_request, now)
+        elif msg.reply:
+            self.ctx.reply(msg.reply, b"")
+        if body.kind is AckKind.ACK and should_sample(cfg.sample_percent, self._rng.random()):
+            self.ctx.router.publish(
+                ack_sample_subject(self.stream_name, self.name),
+                ack_sample(
+                    self.stream_name,
+                    self.name,
+                    reply.consumer_seq,
+                    reply.stream_seq,
+                    max(now - reply.ts_ns, 0),
+                    reply.deliveries,
+                    secrets.token_hex(11),
+                    now,
+                ),
+            )
+        self.kick()
+
+    def _on_flow_control_reply(self, msg: Message) -> None:
+        self.flow.answered(msg.subject)
+        self.kick()
+
+    def _on_api(self, msg: Message) -> None:
+        parsed = parse_internal_consumer_subject(msg.subject)
+        if parsed is None or not msg.reply:
+            return
+        _, _, op = parsed
+        if op is ConsumerOp.NEXT:
+            self._queue_pull(msg.reply, msg.payload, time.time_ns())
+            return
+        self.ctx.spawn(self._answer(op, msg.reply, msg.payload), f"consumer-api-{op.value}")
+
+    def _queue_pull(self, reply: str, body: bytes, now: int) -> None:
+        try:
+            request: PullRequest = parse_pull_request(body)
+            check_pull_request(self.replica.config, request)
+            self.queue.add(reply, request, now)
+        except PullRequestError as exc:
+            self.ctx.router.publish(reply, b"", None, exc.frame)
+            return
+        self.kick()
+
+    async def _answer(self, op: ConsumerOp, reply: str, payload: bytes) -> None:
+        try:
+            await asyncio.wait_for(self._ready.wait(), CATCH_UP_TIMEOUT * 2)
+            if op is ConsumerOp.STEPDOWN:
+                body = await self._step_down()
+            elif op in (ConsumerOp.INFO, ConsumerOp.CREATE_RESULT):
+                view = self.view()
+                body = create_response(view, time.time_ns()) if op is ConsumerOp.CREATE_RESULT else info_response(
+                    view, time.time_ns()
+                )
+            elif op is ConsumerOp.LIST_ENTRY:
+                body = info_response(self.view(), time.time_ns())
+            else:
+                raise JSErrors.BAD_REQUEST()
+        except ApiError as error:
+            body = plain_error("io.nats.jetstream.api.v1.consumer_info_response", error)
+        except (RaftHostError, TimeoutError):
+            body = plain_error("io.nats.jetstream.api.v1.consumer_info_response", JSErrors.CLUSTER_NOT_AVAILABLE())
+        self.ctx.reply(reply, body)
+
+    async def _step_down(self) -> bytes:
+        host, group = self.ctx.host, self.replica.group
+        others = [peer for peer in host.status(group).voters if peer != self.ctx.name]
+        if not others:
+            raise JSErrors.STREAM_GENERAL(err="no replica to hand leadership to")
+        await host.transfer_leadership(group, others[0])
+        return stepdown_response()
+
+    def view(self) -> ConsumerView:
+        working = self.working or self.replica.state
+        assignment = self.replica.assignment
+        leader = {"name": "jetraft", "leader": self.ctx.name}
+        return ConsumerView(
+            stream=assignment.stream,
+            name=assignment.name,
+            created_ns=assignment.created_ns,
+            config=self.replica.config,
+            state=working,
+            num_pending=num_pending(self.replica.config, working, self.replica.stream.store),
+            num_waiting=len(self.queue),
+            cluster=leader,
+            push_bound=self.replica.config.is_push and self.ctx.router.has_interest(self.replica.config.deliver_subject),
+        )
+
+
+def _consume_result(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()  # retrieved, so a lost proposal is not reported as never retrieved

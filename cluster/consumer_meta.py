@@ -1,0 +1,177 @@
+"""The meta leader's consumer operations: create, update, delete, names and list.
+
+Creating validates the request as nats-server does (`cluster/consumer_config_check.py`),
+records the assignment in the meta group, and answers with the consumer leader's
+view once its group has started. A consumer's replicas are its stream's
+(the first `num_replicas` of them; one for ephemerals and memory consumers
+that ask for one), so the consumer leader always reads a local copy of the
+stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from cluster import jsjson
+from cluster.api_errors import ApiError, JSErrors
+from cluster.consumer_api import delete_response, names_response, parse_offset
+from cluster.consumer_config import consumer_config_from_json, parse_create_request
+from cluster.consumer_config_check import (
+    check_create_request,
+    decide_create,
+    generate_consumer_name,
+    normalize_consumer_config,
+    parse_create_subject,
+)
+from cluster.consumer_subjects import (
+    CONSUMER_API_PREFIX,
+    META_CONSUMER_PREFIX,
+    ConsumerOp,
+    ConsumerRequest,
+    consumer_subject,
+    parse_consumer_subject,
+)
+from cluster.internal_requests import NoRespondersError
+from cluster.meta_machine import ConsumerAssignment, MetaOp
+from cluster.stream_config import stream_config_from_json
+from cluster.stream_info import plain_error
+from gateway.router import Message
+
+if TYPE_CHECKING:
+    from cluster.meta_service import MetaService
+
+LIST_LIMIT = 256
+LIST_TYPE = "io.nats.jetstream.api.v1.consumer_list_response"
+CONSUMER_READY_TIMEOUT = 10.0
+
+
+def parse_meta_consumer_subject(subject: str) -> ConsumerRequest | None:
+    return parse_consumer_subject(CONSUMER_API_PREFIX + subject[len(META_CONSUMER_PREFIX) :])
+
+
+def consumer_error_body(request: ConsumerRequest, error: ApiError) -> bytes:
+    return plain_error(request.response_type, error)
+
+
+class ConsumerAdmin:
+    def __init__(self, meta: MetaService) -> None:
+        self.meta = meta
+        self.ctx = meta.ctx
+
+    async def handle(self, request: ConsumerRequest, msg: Message) -> bytes | None:
+        machine = self.meta.machine
+        if request.stream not in machine.streams:
+            raise JSErrors.STREAM_NOT_FOUND()
+        consumers = machine.consumers.get(request.stream, {})
+        op = request.op
+        if op is ConsumerOp.CREATE:
+            return await self._create(request, msg.payload)
+        if op is ConsumerOp.NAMES:
+            return names_response(list(consumers), _offset(msg.payload))
+        if op is ConsumerOp.LIST:
+            return await self._list(request.stream, sorted(consumers), _offset(msg.payload))
+        if request.consumer not in consumers:
+            raise JSErrors.CONSUMER_NOT_FOUND()
+        if op is ConsumerOp.DELETE:
+            result = await self.meta.propose(
+                MetaOp.REMOVE_CONSUMER, {"stream": request.stream, "name": request.consumer}
+            )
+            if not result.ok:
+                raise JSErrors.CONSUMER_NOT_FOUND()
+            return delete_response()
+        # INFO, NEXT, STEPDOWN from a node that did not know the consumer yet: pass them on
+        target = consumer_subject(request.stream, request.consumer, op)
+        if self.ctx.router.publish(target, msg.payload, msg.reply, msg.headers) == 0:
+            raise JSErrors.CLUSTER_NOT_AVAILABLE()
+        return None
+
+    async def _create(self, request: ConsumerRequest, payload: bytes) -> bytes:
+        subject = parse_create_subject(CONSUMER_API_PREFIX + request.tail)
+        if subject is None:
+            raise JSErrors.BAD_REQUEST()
+        create = parse_create_request(payload)
+        cfg = check_create_request(subject, create)
+        stream_assignment = self.meta.machine.streams[subject.stream]
+        stream_cfg = stream_config_from_json(stream_assignment.config)
+        existing_assignments = self.meta.machine.consumers.get(subject.stream, {})
+        name = cfg.name or cfg.durable_name
+        others = {
+            n: consumer_config_from_json(a.config) for n, a in existing_assignments.items() if n != name
+        }
+        cfg = normalize_consumer_config(cfg, stream_cfg, others)
+        existing = existing_assignments.get(name) if name else None
+        existing_cfg = consumer_config_from_json(existing.config) if existing is not None else None
+        decided = decide_create(create.action, existing_cfg, cfg)
+        if not name:
+            name = generate_consumer_name(os.urandom(8))
+        if decided is not None:
+            if existing is not None:
+                assignment = dataclasses.replace(existing, config=decided.to_json())
+            else:
+                peers = list(stream_assignment.peers)
+                replicas = decided.num_replicas or len(peers)
+                if decided.mem_storage and not decided.num_replicas:
+                    replicas = 1
+                assignment = ConsumerAssignment(
+                    subject.stream, name, decided.to_json(), peers[: max(replicas, 1)], time.time_ns()
+                )
+            result = await self.meta.propose(MetaOp.ASSIGN_CONSUMER, assignment.to_json())
+            if not result.ok:
+                raise JSErrors.STREAM_NOT_FOUND()
+        return await self._ask_consumer(subject.stream, name, ConsumerOp.CREATE_RESULT)
+
+    async def _ask_consumer(self, stream: str, name: str, op: ConsumerOp) -> bytes:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CONSUMER_READY_TIMEOUT
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise TimeoutError(f"consumer {stream}/{name} has no leader after {CONSUMER_READY_TIMEOUT}s")
+            try:
+                reply = await self.ctx.requester.request(consumer_subject(stream, name, op), timeout=min(remaining, 2))
+                return reply.payload
+            except NoRespondersError:
+                await asyncio.sleep(0.05)  # the group is still electing: its leader subscribes when elected
+
+    async def _list(self, stream: str, names: list[str], offset: int) -> bytes:
+        offset = min(offset, len(names))
+        page = names[offset : offset + LIST_LIMIT]
+
+        async def entry(name: str) -> Any:
+            try:
+                reply = await self.ctx.requester.request(
+                    consumer_subject(stream, name, ConsumerOp.LIST_ENTRY), timeout=2.0
+                )
+                body = orjson.loads(reply.payload)
+                body.pop("type", None)
+                return None if "error" in body else body
+            except (NoRespondersError, TimeoutError, orjson.JSONDecodeError):
+                return None
+
+        entries = await asyncio.gather(*(entry(name) for name in page))
+        body: dict[str, Any] = {
+            "type": LIST_TYPE,
+            "total": len(names),
+            "offset": offset,
+            "limit": LIST_LIMIT,
+            "consumers": [e for e in entries if e is not None],
+        }
+        missing = [name for name, e in zip(page, entries, strict=True) if e is None]
+        if missing:
+            body["missing"] = missing
+        return jsjson.dumps(body)
+
+
+def _offset(payload: bytes) -> int:
+    if not payload.strip():
+        return 0
+    try:
+        return parse_offset(payload)
+    except jsjson.RequestJSONError as exc:
+        raise JSErrors.INVALID_JSON(err=str(exc)) from None

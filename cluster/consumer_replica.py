@@ -1,0 +1,101 @@
+"""One consumer's replica on this node: its Raft group over the replicated `ConsumerState`.
+
+Every replica applies the consumer's committed entries (start position,
+deliveries, acks, naks, terms, forgets) to its `ConsumerState`, so a new
+leader continues with the same delivered and ack-floor positions and the same
+pending acks. The replica that leads the group also does the delivering
+(`cluster/consumer_leader.py`), reading the local replica of the stream.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from cluster.consumer_config import ConsumerConfig, consumer_config_from_json
+from cluster.consumer_leader import ConsumerLeader
+from cluster.consumer_state import ApplyResult, ConsumerState
+from cluster.meta_machine import ConsumerAssignment
+from cluster.node_context import GROUP_OPTIONS, NodeContext
+from raft.driver import GroupNotFoundError
+from raft.types import Entry, EntryType, NodeId, Role, Snapshot
+
+if TYPE_CHECKING:
+    from cluster.stream_replica import StreamReplica
+
+log = structlog.get_logger(__name__)
+
+
+class ConsumerReplica:
+    def __init__(self, ctx: NodeContext, assignment: ConsumerAssignment, stream: StreamReplica) -> None:
+        self.ctx = ctx
+        self.assignment = assignment
+        self.stream = stream
+        self.name = assignment.name
+        self.group = assignment.group
+        self.config: ConsumerConfig = consumer_config_from_json(assignment.config)
+        self.state = ConsumerState(self.config.ack_policy)
+        self.role = Role.FOLLOWER
+        self.leader: ConsumerLeader | None = None
+        self.stopped = False
+
+    # -- the driver's StateMachine ---------------------------------------------------------
+
+    @property
+    def applied_index(self) -> int:
+        return 0  # kept in memory: the log (or its snapshot) replays on start
+
+    def apply(self, entries: Sequence[Entry]) -> Sequence[ApplyResult]:
+        results = self.state.apply(
+            (entry.index, entry.data if entry.type is EntryType.NORMAL else b"") for entry in entries
+        )
+        if self.leader is not None:
+            self.leader.applied(results)
+        return results
+
+    def snapshot(self) -> bytes:
+        return self.state.snapshot()
+
+    def restore(self, snapshot: Snapshot) -> None:
+        self.state = ConsumerState.restore(snapshot.data) if snapshot.data else ConsumerState(self.config.ack_policy)
+        self.state.applied_index = snapshot.index
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.ctx.host.add_group(self.group, self, voters=self.assignment.peers, options=GROUP_OPTIONS)
+
+    async def stop(self, delete: bool) -> None:
+        self.stopped = True
+        if self.leader is not None:
+            self.leader.close()
+            self.leader = None
+        with contextlib.suppress(GroupNotFoundError):
+            await self.ctx.host.remove_group(self.group, delete_data=delete)
+
+    def assignment_changed(self, assignment: ConsumerAssignment) -> None:
+        self.assignment = assignment
+        self.config = consumer_config_from_json(assignment.config)
+        if self.leader is not None:
+            self.leader.config_changed()
+
+    def on_leader_change(self, leader: NodeId | None, role: Role, term: int) -> None:
+        was_leader = self.role is Role.LEADER
+        self.role = role
+        if role is Role.LEADER and not was_leader and not self.stopped:
+            self.leader = ConsumerLeader(self)
+            self.leader.open()
+        elif role is not Role.LEADER and self.leader is not None:
+            self.leader.close()
+            self.leader = None
+
+    def stream_stored(self) -> None:
+        """The local stream replica applied new messages: a waiting consumer may have work."""
+        if self.leader is not None:
+            self.leader.kick()
+
+    def info_view_args(self) -> dict[str, Any]:
+        return {"stream": self.assignment.stream, "name": self.name, "created_ns": self.assignment.created_ns}

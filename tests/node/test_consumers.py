@@ -1,0 +1,120 @@
+"""Consumers through nats-py, unmodified, against a real 3-node cluster: pull, push, acks, KV watch."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+
+import nats
+import pytest
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, RetentionPolicy
+
+from cluster.local_cluster import LocalCluster
+from tests.node.cluster_fixtures import local_cluster
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with local_cluster(tmp_path_factory.mktemp("consumers")) as running:
+        yield running
+
+
+@pytest.fixture
+async def nc(cluster: LocalCluster) -> AsyncIterator[nats.NATS]:
+    client = await nats.connect(cluster.client_urls[0])
+    yield client
+    await client.close()
+
+
+async def test_pull_consumer_fetch_ack_and_redelivery(nc: nats.NATS) -> None:
+    js = nc.jetstream()
+    await js.add_stream(name="PULL", subjects=["pull.>"], num_replicas=3)
+    for i in range(10):
+        await js.publish(f"pull.{i % 2}", b"job-%d" % i)
+    sub = await js.pull_subscribe("pull.>", durable="worker", config=ConsumerConfig(ack_wait=1.0))
+    msgs = await sub.fetch(4, timeout=5)
+    assert [m.data for m in msgs] == [b"job-0", b"job-1", b"job-2", b"job-3"]
+    assert msgs[0].subject == "pull.0" and msgs[0].metadata.sequence.stream == 1
+    for m in msgs[:3]:
+        await m.ack_sync()
+    info = await js.consumer_info("PULL", "worker")
+    assert info.ack_floor.stream_seq == 3
+    assert info.num_ack_pending == 1
+    assert info.num_pending == 6
+    rest = await sub.fetch(6, timeout=10)
+    assert [m.data for m in rest] == [b"job-%d" % i for i in range(4, 10)]
+    for m in rest:
+        await m.ack_sync()
+    # the fourth, never acked, comes again once its ack_wait (1 s) has passed
+    (again,) = await sub.fetch(1, timeout=10)
+    assert again.data == b"job-3" and again.metadata.num_delivered == 2
+    await again.ack_sync()
+    assert (await js.consumer_info("PULL", "worker")).num_ack_pending == 0
+    with pytest.raises(nats.errors.TimeoutError):
+        await sub.fetch(1, timeout=0.5)
+    names = await js.consumers_info("PULL")
+    assert [c.name for c in names] == ["worker"]
+    await js.delete_consumer("PULL", "worker")
+    with pytest.raises(nats.js.errors.NotFoundError):
+        await js.consumer_info("PULL", "worker")
+    await js.delete_stream("PULL")
+
+
+async def test_push_consumer_delivers_new_messages(nc: nats.NATS) -> None:
+    js = nc.jetstream()
+    await js.add_stream(name="PUSH", subjects=["push.>"], num_replicas=3)
+    await js.publish("push.a", b"old")
+    got: list[bytes] = []
+    done = asyncio.Event()
+
+    async def on_msg(msg: nats.aio.msg.Msg) -> None:
+        got.append(msg.data)
+        await msg.ack()
+        if len(got) == 3:
+            done.set()
+
+    sub = await js.subscribe("push.>", cb=on_msg, deliver_policy=DeliverPolicy.NEW, manual_ack=True)
+    await js.publish("push.a", b"n1")
+    await js.publish("push.b", b"n2")
+    await js.publish("push.a", b"n3")
+    await asyncio.wait_for(done.wait(), 10)
+    assert got == [b"n1", b"n2", b"n3"]
+    await sub.unsubscribe()
+    await js.delete_stream("PUSH")
+
+
+async def test_workqueue_drops_acknowledged_messages(nc: nats.NATS) -> None:
+    js = nc.jetstream()
+    await js.add_stream(name="WQ", subjects=["wq.>"], retention=RetentionPolicy.WORK_QUEUE, num_replicas=3)
+    for i in range(3):
+        await js.publish("wq.job", b"%d" % i)
+    sub = await js.pull_subscribe("wq.job", durable="w", config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT))
+    for m in await sub.fetch(3, timeout=5):
+        await m.ack_sync()
+    deadline = asyncio.get_running_loop().time() + 10
+    while (await js.stream_info("WQ")).state.messages:
+        assert asyncio.get_running_loop().time() < deadline, "acknowledged work was not removed"
+        await asyncio.sleep(0.05)
+    await js.delete_stream("WQ")
+
+
+async def test_kv_keys_history_and_watch(nc: nats.NATS) -> None:
+    js = nc.jetstream()
+    kv = await js.create_key_value(bucket="watched", history=5, replicas=3)
+    await kv.put("a", b"1")
+    await kv.put("b", b"1")
+    await kv.put("a", b"2")
+    assert sorted(await kv.keys()) == ["a", "b"]
+    assert [e.value for e in await kv.history("a")] == [b"1", b"2"]
+    watcher = await kv.watchall()
+    seen = []
+    async for entry in watcher:
+        if entry is None:  # the end of the initial values
+            break
+        seen.append((entry.key, entry.value))
+    assert sorted(seen) == [("a", b"2"), ("b", b"1")]
+    await kv.put("c", b"new")
+    update = await asyncio.wait_for(watcher.updates(timeout=5), 10)
+    assert (update.key, update.value) == ("c", b"new")
+    await watcher.stop()
+    await js.delete_key_value("watched")
