@@ -50,7 +50,9 @@ def _percentile(sorted_values: list[float], fraction: float) -> float:
 
 async def bench_jetraft(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="raft-bench-") as tmp:
-        extra = ["--uvloop", "--snapshot-interval", "100000"]
+        # A 1 s election timeout (20 ticks of 50 ms), as cluster nodes use: a loaded,
+        # shared machine stalls event loops for hundreds of milliseconds.
+        extra = ["--uvloop", "--snapshot-interval", "100000", "--election-tick", "20"]
         if args.profile:
             extra += ["--log-level", "ERROR"]
         cluster = TestNodeCluster(Path(tmp), args=extra)
@@ -61,21 +63,31 @@ async def bench_jetraft(args: argparse.Namespace) -> dict[str, Any]:
             if args.profile:
                 pid = cluster.nodes[leader].process.pid  # type: ignore[union-attr]
                 profiler = subprocess.Popen(
-                    ["py-spy", "record", "-p", str(pid), "-o", args.profile, "-f", "speedscope", "-r", "200"],
+                    [str(Path(sys.executable).parent / "py-spy"), "record", "-p", str(pid), "-o", args.profile, "-f", "raw", "-r", "200", "--nonblocking"],
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                 )
             warm = {"count": 2_000, "size": args.size, "inflight": 200, "max_seconds": 30}
             await cluster.request(leader, "POST", "/load", json=warm)
+            leader = await cluster.leader()
+            cpu_before = {name: (await cluster.status(name))["cpu_seconds"] for name in cluster.nodes}
             loaded = await cluster.request(
                 leader,
                 "POST",
                 "/load",
                 json={"count": args.count, "size": args.size, "inflight": args.inflight, "max_seconds": 60},
             )
+            cpu_after = {name: (await cluster.status(name))["cpu_seconds"] for name in cluster.nodes}
+            loaded["cpu_us_per_entry"] = {
+                ("leader" if name == leader else name): (cpu_after[name] - cpu_before[name])
+                / max(loaded["committed"], 1)
+                * 1e6
+                for name in cluster.nodes
+            }
             if profiler is not None:
                 profiler.send_signal(signal.SIGINT)
                 profiler.wait(30)
+            leader = await cluster.leader()  # a loaded run on a busy machine may have moved it
             unloaded = await cluster.request(
                 leader,
                 "POST",
@@ -219,7 +231,9 @@ def bench_pysyncobj(args: argparse.Namespace) -> dict[str, Any]:
 def _line(name: str, phase: dict[str, Any]) -> str:
     return (
         f"{name:<34} {phase['rate']:>9,.0f} entries/s   p50 {phase['p50_ms']:7.2f} ms   "
-        f"p99 {phase['p99_ms']:8.2f} ms   ({phase['committed']:,} committed in {phase['seconds']:.1f} s)"
+        f"p99 {phase['p99_ms']:8.2f} ms   ({phase['committed']:,} committed in {phase['seconds']:.1f} s"
+        + (f", errors {phase['errors']}" if phase.get("errors") else "")
+        + ")"
     )
 
 
@@ -251,7 +265,14 @@ def main() -> None:
     print(_line("jetraft, 1 in flight", jet["unloaded"]))
     loaded = jet["loaded"]
     if loaded.get("fsyncs"):
-        print(f"  jetraft leader: {loaded['fsyncs']:,} fsyncs, {loaded['committed'] / loaded['fsyncs']:.0f} entries per fsync")
+        print(
+            f"  jetraft leader: {loaded['fsyncs']:,} fsyncs, "
+            f"{loaded['committed'] / loaded['fsyncs']:.0f} entries per fsync"
+        )
+    cpu = loaded.get("cpu_us_per_entry", {})
+    if cpu:
+        shares = ", ".join(f"{name} {value:.0f}" for name, value in cpu.items())
+        print(f"  jetraft CPU per committed entry (us): {shares}")
     if "pysyncobj" in results:
         pso = results["pysyncobj"]
         print(_line(f"PySyncObj (no fsync), {args.inflight} in flight", pso["loaded"]))

@@ -182,8 +182,12 @@ class Simulation:
                 if not node.alive:
                     break
                 if node.in_flight is not None:
-                    if self.async_persist and rng.random() < 0.5:
-                        break  # the disk is slow: the write completes in a later tick
+                    ready, held = node.in_flight
+                    # The disk is slow: the write completes in a later tick; a leader's
+                    # early appends get a longer head start, so followers act on them first.
+                    slow = 0.75 if len(held) < len(ready.messages) else 0.5
+                    if self.async_persist and rng.random() < slow:
+                        break
                     self._complete_ready(node)
                 elif node.live_core.has_ready():
                     self._take_ready(node)
