@@ -145,7 +145,11 @@ class ConsumerLeader:
     async def _sleep(self, now: int) -> None:
         cfg, working = self.replica.config, self.working
         assert working is not None
-        wakeups = [t for t in (next_wakeup(cfg, working), self.queue.next_wakeup()) if t is not None]
+        # a redelivery falling due matters only when someone can receive it: a waiting pull
+        # request, or a push subscriber (else an overdue ack wait would spin this loop)
+        receivers = len(self.queue) > 0 if cfg.is_pull else self.ctx.router.has_interest(cfg.deliver_subject)
+        due = next_wakeup(cfg, working) if receivers else None
+        wakeups = [t for t in (due, self.queue.next_wakeup()) if t is not None]
         if cfg.is_push and cfg.idle_heartbeat:
             wakeups.append(self._last_push_ns + cfg.idle_heartbeat)
         timeout = IDLE_SLEEP
