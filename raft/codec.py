@@ -15,8 +15,7 @@ from raft.types import ConfState, Entry, EntryType, Message, MessageType, Snapsh
 
 DEFAULT_SNAPSHOT_CHUNK_BYTES = 1 << 20
 _MESSAGE_TYPES = {t.value: t for t in MessageType}
-_NORMAL = EntryType.NORMAL
-_CONF_CHANGE = EntryType.CONF_CHANGE
+_ENTRY_TYPES = {t.value: t for t in EntryType}
 
 
 class CodecError(ValueError):
@@ -61,21 +60,17 @@ def _decode(pb: raft_pb2.Message, msg_type: MessageType, snapshot: Snapshot | No
     if not pb.from_node or not pb.to_node:
         raise CodecError("raft message without a sender or a receiver")
     entries: tuple[Entry, ...] = ()
-    if pb.entries:
-        converted = []
-        expected = pb.index + 1
-        for e in pb.entries:
-            if e.type == 0:
-                entry_type = _NORMAL
-            elif e.type == 1:
-                entry_type = _CONF_CHANGE
-            else:
-                raise CodecError(f"unknown raft entry type {e.type}")
-            if e.index != expected:
-                raise CodecError(f"raft entries not consecutive after index {pb.index}: got {e.index}")
-            expected += 1
-            converted.append(Entry(e.term, e.index, entry_type, e.data))
-        entries = tuple(converted)
+    pb_entries = pb.entries
+    if pb_entries:
+        first = pb.index + 1
+        fields = [(e.term, e.index, e.type, e.data) for e in pb_entries]
+        if [f[1] for f in fields] != list(range(first, first + len(fields))):
+            raise CodecError(f"raft entries not consecutive after index {pb.index}")
+        types = _ENTRY_TYPES
+        try:
+            entries = tuple([Entry(term, index, types[kind], data) for term, index, kind, data in fields])
+        except KeyError as exc:
+            raise CodecError(f"unknown raft entry type {exc.args[0]}") from None
     return Message(
         type=msg_type,
         from_=pb.from_node,
