@@ -9,7 +9,9 @@ every group, in etcd's order:
    write batch, fsynced once (group commit) on the writer thread;
 3. send their messages (only now: an ack or a vote must never leave before
    the state it promises is durable; a leader's appends and heartbeats are
-   the exception, sent before its own write, see `_send_early`);
+   the exception, sent before its own write, see `_send_early`; a Ready that
+   changes only the commit index is not written at all, its hard state rides
+   with the next write);
 4. restore snapshots and apply committed entries to the state machines,
    completing the futures of the proposals and reads they answer;
 5. `advance()` each core.
@@ -610,12 +612,14 @@ class RaftHost:
     def _send_early(self, group: _Group, ready: Ready) -> Sequence[Message]:
         """Send a leader's appends and heartbeats now, in parallel with its own fsync; return the rest.
 
-        Safe because nothing this Ready's write covers can be reported
-        committed before the write completes: an entry commits only once
-        followers acknowledge it, and the commit index those acknowledgements
-        produce leaves in a later Ready, which is taken after this write is
-        durable (Raft thesis §10.2.1; etcd does the same). Everything else,
-        acknowledgements and votes above all, waits for the disk.
+        Safe because the core counts the leader's own entries towards the
+        commit quorum only after `advance()` confirms them durable (Raft thesis
+        §10.2.1): the commit index these messages carry, and any later one,
+        rests on a quorum of durable copies, so a follower or learner never
+        applies an entry that a crash of this leader mid-write could erase.
+        Everything else (acknowledgements, votes, TimeoutNow, snapshots) waits
+        for the disk, and so does everything when this Ready changes the term
+        or vote.
         """
         messages = ready.messages
         if not messages or group.core.role is not Role.LEADER:
