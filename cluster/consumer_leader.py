@@ -158,11 +158,12 @@ class ConsumerLeader:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._kick.wait(), timeout)
 
-    def _propose(self, entry: ConsumerEntry) -> None:
+    def _propose(self, entry: ConsumerEntry) -> asyncio.Future[Any]:
         future = self.ctx.host.propose_nowait(self.replica.group, entry.encode())
         future.add_done_callback(_consume_result)
         assert self.working is not None
         self.working.apply_entry(entry)
+        return future
 
     def _serve(self, now: int) -> None:
         if self.replica.config.is_push:
@@ -276,13 +277,17 @@ class ConsumerLeader:
             return
         now = time.time_ns()
         try:
-            self._propose(ack_entry(reply, body, now))
+            committed = self._propose(ack_entry(reply, body, now))
         except RaftHostError:
             return
         if body.kind is AckKind.NEXT and msg.reply:
             self._queue_pull(msg.reply, body.next_request, now)
         elif msg.reply:
-            self.ctx.reply(msg.reply, b"")
+            # a double ack is confirmed once the ack is committed, so a confirmed ack survives failover
+            confirm = msg.reply
+            committed.add_done_callback(
+                lambda f: None if f.cancelled() or f.exception() is not None else self.ctx.reply(confirm, b"")
+            )
         if body.kind is AckKind.ACK and should_sample(cfg.sample_percent, self._rng.random()):
             self.ctx.router.publish(
                 ack_sample_subject(self.stream_name, self.name),

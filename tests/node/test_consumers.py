@@ -118,3 +118,39 @@ async def test_kv_keys_history_and_watch(nc: nats.NATS) -> None:
     assert (update.key, update.value) == ("c", b"new")
     await watcher.stop()
     await js.delete_key_value("watched")
+
+
+async def test_consumer_leader_crash_keeps_ack_state(cluster: LocalCluster) -> None:
+    admin = await nats.connect(cluster.client_urls[0])
+    js = admin.jetstream()
+    await js.add_stream(name="DURABLE", subjects=["durable.>"], num_replicas=3)
+    for i in range(10):
+        await js.publish("durable.job", b"%d" % i)
+    await js.add_consumer("DURABLE", ConsumerConfig(durable_name="keeper", ack_policy=AckPolicy.EXPLICIT))
+    leader = (await js.consumer_info("DURABLE", "keeper")).cluster.leader
+    await admin.close()
+    survivor = next(spec for spec in cluster.specs if spec.name != leader)
+    nc = await nats.connect(survivor.client_url)
+    js = nc.jetstream()
+    sub = await js.pull_subscribe_bind("keeper", stream="DURABLE")
+    for m in await sub.fetch(5, timeout=5):
+        await m.ack_sync()  # acknowledged: committed in the consumer's group before the reply
+    cluster.kill_node(leader)
+    # a new consumer leader takes over with the replicated state: nothing acked comes back
+    deadline = asyncio.get_running_loop().time() + 20
+    while True:
+        try:
+            info = await js.consumer_info("DURABLE", "keeper", timeout=2)
+            if info.cluster is not None and info.cluster.leader != leader:
+                break
+        except (nats.errors.TimeoutError, nats.js.errors.APIError):
+            pass
+        assert asyncio.get_running_loop().time() < deadline, "no new consumer leader"
+    assert info.ack_floor.stream_seq == 5
+    assert info.num_pending == 5
+    rest = await sub.fetch(5, timeout=10)
+    assert [m.data for m in rest] == [b"%d" % i for i in range(5, 10)]
+    assert all(m.metadata.num_delivered == 1 for m in rest)
+    await nc.close()
+    cluster.restart_node(leader)
+    cluster.wait_ready(names=[leader])
