@@ -537,6 +537,9 @@ class RaftHost:
         while True:
             await self._wake.wait()
             self._wake.clear()
+            # `wait()` on a set event returns without yielding: give the callbacks the last
+            # iteration scheduled (proposal results, hence PubAcks) their turn first.
+            await asyncio.sleep(0)
             try:
                 await self._iteration()
             except asyncio.CancelledError:
