@@ -125,8 +125,9 @@ class StreamStateMachine:
     def __init__(self, store: StreamStore, config: StreamConfig, *, sync_writes: bool = True) -> None:
         """`config` is the assignment's config, used when the store holds no state of ours yet.
 
-        `sync_writes` makes each apply batch durable before `apply` returns (jetraft
-        always syncs; tests may turn it off).
+        `sync_writes` makes each apply batch durable before `apply` returns. Nodes run
+        with it off: the Raft log is the durable record, a lost write group takes its
+        applied index with it and replays (see docs/architecture.md, Durability).
         """
         self.store = store
         self.sync_writes = sync_writes
