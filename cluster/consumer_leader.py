@@ -51,7 +51,7 @@ from cluster.consumer_pull import (
     no_messages,
     parse_pull_request,
 )
-from cluster.consumer_state import ApplyResult, ConsumerState
+from cluster.consumer_state import ConsumerState
 from cluster.consumer_subjects import ConsumerOp, consumer_subscription, parse_internal_consumer_subject
 from cluster.stream_info import plain_error
 from gateway.router import Message, Subscription
@@ -111,12 +111,6 @@ class ConsumerLeader:
 
     def config_changed(self) -> None:
         self.kick()
-
-    def applied(self, results: list[ApplyResult]) -> None:
-        """Committed entries applied on this replica: retention may drop what was acknowledged."""
-        acked = [seq for result in results for seq in result.acked]
-        if acked:
-            self.replica.stream.consumer_acked(acked)
 
     # -- the serving loop ----------------------------------------------------------------------
 

@@ -52,8 +52,9 @@ class ConsumerReplica:
         results = self.state.apply(
             (entry.index, entry.data if entry.type is EntryType.NORMAL else b"") for entry in entries
         )
-        if self.leader is not None:
-            self.leader.applied(results)
+        acked = [seq for result in results for seq in result.acked]
+        if acked:
+            self.stream.consumer_acked(acked, from_consumer_leader=self.leader is not None)
         return results
 
     def snapshot(self) -> bytes:

@@ -208,10 +208,9 @@ class MetaService:
             await self._reconcile_consumers(replica)
 
     async def _reconcile_consumers(self, stream: StreamReplica) -> None:
+        assigned = self.machine.consumers.get(stream.name, {})
         wanted = {
-            name: ConsumerAssignment.from_json(c.to_json())
-            for name, c in self.machine.consumers.get(stream.name, {}).items()
-            if self.ctx.name in c.peers
+            name: ConsumerAssignment.from_json(c.to_json()) for name, c in assigned.items() if self.ctx.name in c.peers
         }
         for name, consumer in list(stream.consumers.items()):
             assignment = wanted.get(name)
@@ -226,6 +225,7 @@ class MetaService:
                 stream.consumers[name] = consumer
                 consumer.start()
                 log.info("consumer_replica_started", stream=stream.name, consumer=name, node=self.ctx.name)
+        stream.consumers_changed(len(assigned))
 
     # -- leadership -------------------------------------------------------------------------
 

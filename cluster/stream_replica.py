@@ -22,19 +22,20 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from cluster.api_subjects import ApiOp, stream_subject
-from cluster.consumer_retention import workqueue_removals
+from cluster.consumer_retention import Interest, interest_removals, workqueue_removals
 from cluster.direct_get import ResponderRole
 from cluster.direct_get_responder import DirectGetResponder
 from cluster.meta_machine import StreamAssignment
 from cluster.node_context import STREAM_GROUP_OPTIONS, NodeContext
 from cluster.staleness import FAST_INTERVAL, SLOW_INTERVAL, StalenessTracker, decode_beacon, position_subject
 from cluster.stream_config import Retention, StorageType, StreamConfig, stream_config_from_json
-from cluster.stream_entries import DeleteMsg
+from cluster.stream_entries import DeleteMsg, Purge
 from cluster.stream_leader import StreamLeader
 from cluster.stream_machine import StreamStateMachine, store_config_for
 from gateway.router import Message, Subscription
 from raft.driver import GroupNotFoundError, NotLeaderError, RaftHostError
 from raft.types import Entry, NodeId, Role, Snapshot
+from storage.errors import MsgNotFoundError
 from storage.interface import StreamStore
 from storage.memory import MemoryStreamStore
 from storage.rocks import RocksStreamStore
@@ -69,6 +70,7 @@ class StreamReplica:
         self._catch_up: asyncio.Task[Any] | None = None
         self.stopped = False
         self.consumers: dict[str, ConsumerReplica] = {}
+        self.expected_consumers = 0
         self._last_seq_role: ResponderRole | None = None
         self._last_seq_gauge: Any = None
         self._caught_up = False
@@ -283,18 +285,48 @@ class StreamReplica:
             self._leader.reconcile_config()
             self._leader.reconcile_membership()
 
-    def consumer_acked(self, seqs: list[int]) -> None:
-        """A consumer of this stream had these sequences acknowledged: a workqueue drops them."""
-        if self.config.retention is not Retention.WORKQUEUE:
+    def consumer_acked(self, seqs: list[int], from_consumer_leader: bool) -> None:
+        """A consumer's acks committed (seen by each of its replicas): retention may drop messages.
+
+        The stream leader decides. A workqueue drops what was acknowledged; a consumer
+        leader that is not the stream leader asks it to (a second delete of the same
+        message is refused harmlessly). An interest stream drops a message once no
+        consumer still wants it, decided only where every consumer's state is at hand.
+        """
+        retention = self.config.retention
+        if retention is Retention.WORKQUEUE:
+            removals: tuple[int, ...] = workqueue_removals(seqs)
+        elif retention is Retention.INTEREST and self.role is Role.LEADER:
+            if len(self.consumers) != self.expected_consumers:
+                return  # a consumer's state lives elsewhere: keep the messages (the safe side)
+            candidates = []
+            for seq in sorted(set(seqs)):
+                with contextlib.suppress(MsgNotFoundError):
+                    candidates.append((seq, self.store.load_msg(seq).subject))
+            interests = [Interest(c.config, c.state) for c in self.consumers.values()]
+            removals = interest_removals(candidates, interests)
+        else:
             return
-        for seq in workqueue_removals(seqs):
-            entry = DeleteMsg(seq=seq, erase=False)
+        for seq in removals:
             if self.role is Role.LEADER:
                 with contextlib.suppress(RaftHostError):
-                    self.propose(entry.encode()).add_done_callback(_ignore_result)
-            else:
+                    self.propose(DeleteMsg(seq=seq, erase=False).encode()).add_done_callback(_ignore_result)
+            elif from_consumer_leader:
                 body = b'{"seq":%d,"no_erase":true}' % seq
                 self.ctx.router.publish(stream_subject(self.name, ApiOp.STREAM_MSG_DELETE), body)
+
+    def consumers_changed(self, expected: int) -> None:
+        """The meta group's consumer count for this stream; an interest stream with none left is emptied."""
+        had = self.expected_consumers
+        self.expected_consumers = expected
+        if (
+            expected == 0
+            and had > 0
+            and self.config.retention is Retention.INTEREST
+            and self.role is Role.LEADER
+        ):
+            with contextlib.suppress(RaftHostError):
+                self.propose(Purge().encode()).add_done_callback(_ignore_result)
 
     def propose(self, data: bytes) -> asyncio.Future[Any]:
         """Raises NotLeaderError and friends synchronously, like the driver."""

@@ -154,3 +154,35 @@ async def test_consumer_leader_crash_keeps_ack_state(cluster: LocalCluster) -> N
     await nc.close()
     cluster.restart_node(leader)
     cluster.wait_ready(names=[leader])
+
+
+async def test_interest_retention_keeps_messages_until_every_consumer_acked(nc: nats.NATS) -> None:
+    js = nc.jetstream()
+    await js.add_stream(name="INT", subjects=["int.>"], retention=RetentionPolicy.INTEREST, num_replicas=3)
+    explicit = ConsumerConfig(ack_policy=AckPolicy.EXPLICIT)
+    sub_a = await js.pull_subscribe("int.>", durable="a", config=explicit)
+    sub_b = await js.pull_subscribe("int.>", durable="b", config=explicit)
+    for i in range(3):
+        await js.publish("int.x", b"%d" % i)
+
+    async def messages_become(count: int) -> None:
+        deadline = asyncio.get_running_loop().time() + 10
+        while (await js.stream_info("INT")).state.messages != count:
+            assert asyncio.get_running_loop().time() < deadline, f"stream never held {count} messages"
+            await asyncio.sleep(0.05)
+
+    for m in await sub_a.fetch(3, timeout=5):
+        await m.ack_sync()
+    # b still wants them: a's acks remove nothing, so b gets all three
+    await messages_become(3)
+    got_b = await sub_b.fetch(3, timeout=5)
+    assert [m.data for m in got_b] == [b"0", b"1", b"2"]
+    for m in got_b:
+        await m.ack_sync()
+    await messages_become(0)
+    await js.publish("int.x", b"late")
+    await messages_become(1)
+    await js.delete_consumer("INT", "a")
+    await js.delete_consumer("INT", "b")
+    await messages_become(0)  # the last consumer went: nobody is interested any more
+    await js.delete_stream("INT")
