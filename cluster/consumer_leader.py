@@ -39,8 +39,15 @@ from cluster.consumer_api import (
     should_sample,
     stepdown_response,
 )
-from cluster.consumer_config import AckPolicy
-from cluster.consumer_delivery import StopReason, next_wakeup, num_pending, plan_deliveries, start_position
+from cluster.consumer_config import AckPolicy, ReplayPolicy
+from cluster.consumer_delivery import (
+    OutgoingMsg,
+    StopReason,
+    next_wakeup,
+    num_pending,
+    plan_deliveries,
+    start_position,
+)
 from cluster.consumer_entries import ConsumerEntry
 from cluster.consumer_pull import (
     PullRequest,
@@ -56,6 +63,7 @@ from cluster.consumer_subjects import ConsumerOp, consumer_subscription, parse_i
 from cluster.stream_info import plain_error
 from gateway.router import Message, Subscription
 from raft.driver import RaftHostError
+from storage.errors import MsgNotFoundError
 
 if TYPE_CHECKING:
     from cluster.consumer_replica import ConsumerReplica
@@ -85,6 +93,10 @@ class ConsumerLeader:
         self._last_push_ns = time.time_ns()
         self._last_active_ns = 0
         self._no_interest_since: int | None = None
+        # replay original: the first delivery's (wall clock, stream time), and a message held until due
+        self._replay_origin: tuple[int, int] | None = None
+        self._held: tuple[OutgoingMsg, int] | None = None
+        self._replay_due: int | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -146,6 +158,8 @@ class ConsumerLeader:
         wakeups = [t for t in (due, self.queue.next_wakeup()) if t is not None]
         if cfg.is_push and cfg.idle_heartbeat:
             wakeups.append(self._last_push_ns + cfg.idle_heartbeat)
+        if self._replay_due is not None:
+            wakeups.append(self._replay_due)
         timeout = IDLE_SLEEP
         if wakeups:
             timeout = min(max((min(wakeups) - now) / 1e9, 0.001), IDLE_SLEEP)
@@ -203,17 +217,17 @@ class ConsumerLeader:
         self._no_interest_since = None
         if self.flow.stalled:
             return
+        original = cfg.replay_policy is ReplayPolicy.ORIGINAL
         while not self._closed:
+            if original:
+                if not self._replay_next(now):
+                    break
+                continue
             plan = self._plan(now, PUSH_BATCH, 0)
             if not plan.messages:
                 break
             for msg in plan.messages:
-                router.publish(subject, msg.payload, msg.reply, msg.headers, deliver_as=msg.subject)
-                if cfg.flow_control and self.flow.sent(msg.size):
-                    token = secrets.token_hex(2)
-                    reply = flow_control_subject(self.stream_name, self.name, token)
-                    self.flow.requested(reply)
-                    router.publish(subject, b"", reply, flow_control_request())
+                self._push(msg)
             self._last_push_ns = now
             self._last_active_ns = now
             if self.flow.stalled or plan.stop is not StopReason.BATCH_DONE:
@@ -223,6 +237,39 @@ class ConsumerLeader:
             stalled = self.flow.outstanding or "" if self.flow.stalled else ""
             router.publish(subject, b"", None, idle_heartbeat(self.working, stalled))
             self._last_push_ns = now
+
+    def _push(self, msg: OutgoingMsg) -> None:
+        cfg, router = self.replica.config, self.ctx.router
+        router.publish(cfg.deliver_subject, msg.payload, msg.reply, msg.headers, deliver_as=msg.subject)
+        if cfg.flow_control and self.flow.sent(msg.size):
+            reply = flow_control_subject(self.stream_name, self.name, secrets.token_hex(2))
+            self.flow.requested(reply)
+            router.publish(cfg.deliver_subject, b"", reply, flow_control_request())
+
+    def _replay_next(self, now: int) -> bool:
+        """Replay original: one message at a time, spaced as the stream's timestamps are; True if sent."""
+        if self._held is None:
+            plan = self._plan(now, 1, 0)
+            if not plan.messages:
+                return False
+            msg = plan.messages[0]
+            try:
+                ts = self.replica.stream.store.load_msg(msg.stream_seq).ts_ns
+            except MsgNotFoundError:
+                ts = now
+            if self._replay_origin is None:
+                self._replay_origin = (now, ts)
+            start, first_ts = self._replay_origin
+            self._held = (msg, start + max(ts - first_ts, 0))
+        msg, due = self._held
+        if now < due or self.flow.stalled:
+            self._replay_due = due
+            return False
+        self._held = None
+        self._replay_due = None
+        self._push(msg)
+        self._last_push_ns = self._last_active_ns = now
+        return True
 
     def _expire_if_abandoned(self, now: int) -> None:
         """An ephemeral push consumer nobody listens to goes away after its inactive threshold."""

@@ -68,6 +68,9 @@ class ConsumerReplica:
 
     def start(self) -> None:
         self.ctx.host.add_group(self.group, self, voters=self.assignment.peers, options=GROUP_OPTIONS)
+        if self.assignment.peers[0] == self.ctx.name and self.ctx.host.status(self.group).last_index == 0:
+            # a brand-new group: its first peer stands at once instead of waiting out an election timeout
+            self.ctx.host.campaign(self.group)
 
     async def stop(self, delete: bool) -> None:
         self.stopped = True

@@ -167,7 +167,11 @@ class StreamReplica:
         # replacement) starts with none and waits for the leader to add it, so it can never
         # campaign on a membership the group does not have.
         voters = self.assignment.peers if self.assignment.epoch == 1 else ()
-        self.ctx.host.add_group(self.group, self, voters=voters, options=STREAM_GROUP_OPTIONS)
+        host = self.ctx.host
+        host.add_group(self.group, self, voters=voters, options=STREAM_GROUP_OPTIONS)
+        if voters and voters[0] == self.ctx.name and host.status(self.group).last_index == 0:
+            # a brand-new group: its first peer stands at once instead of waiting out an election timeout
+            host.campaign(self.group)
         self._catch_up = self.ctx.spawn(self._join_when_caught_up(), f"catch-up-{self.name}")
         self._position_sub = self.ctx.router.subscribe(position_subject(self.name), self._on_beacon)
         self._staleness_task = self.ctx.spawn(self._watch_staleness(), f"staleness-{self.name}")

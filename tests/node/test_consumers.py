@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import nats
 import pytest
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, RetentionPolicy
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, ReplayPolicy, RetentionPolicy
 
 from cluster.local_cluster import LocalCluster
 from tests.node.cluster_fixtures import local_cluster
@@ -186,3 +186,26 @@ async def test_interest_retention_keeps_messages_until_every_consumer_acked(nc: 
     await js.delete_consumer("INT", "b")
     await messages_become(0)  # the last consumer went: nobody is interested any more
     await js.delete_stream("INT")
+
+
+async def test_replay_original_spaces_messages_as_they_were_stored(nc: nats.NATS) -> None:
+    js = nc.jetstream()
+    await js.add_stream(name="REPLAY", subjects=["replay.>"], num_replicas=3)
+    loop = asyncio.get_running_loop()
+    await js.publish("replay.a", b"0")
+    stored_gap = 0.6
+    await asyncio.sleep(stored_gap)  # the gap being replayed: real time between two stores
+    await js.publish("replay.a", b"1")
+    arrivals: list[float] = []
+    done = asyncio.Event()
+
+    async def on_msg(msg: nats.aio.msg.Msg) -> None:
+        arrivals.append(loop.time())
+        if len(arrivals) == 2:
+            done.set()
+
+    sub = await js.subscribe("replay.a", cb=on_msg, config=ConsumerConfig(replay_policy=ReplayPolicy.ORIGINAL))
+    await asyncio.wait_for(done.wait(), 10)
+    assert arrivals[1] - arrivals[0] >= stored_gap * 0.8
+    await sub.unsubscribe()
+    await js.delete_stream("REPLAY")
