@@ -9,10 +9,14 @@ Layout, two column families besides RocksDB's unused `default`:
            b"last"       last_seq:8 last_ts:8 (little-endian): they outlive purges
            b"applied"    the metadata value of the last write group (Raft applied index)
            b"restoring"  present only while a snapshot is being written in
+           b"index"      the in-memory index saved by close (storage/index_snapshot.py)
 
-There is no on-disk subject index: opening the store reads every record once
-and rebuilds the in-memory `StreamIndex` (storage/index.py), which then
-answers all sequence questions; RocksDB is read only for message bodies.
+The in-memory `StreamIndex` (storage/index.py) answers all sequence questions;
+RocksDB is read only for message bodies. A clean close saves the index with the
+RocksDB sequence number it belongs to; opening uses it only if the database is
+still at that number (nothing was written since), and otherwise reads every
+record once to rebuild it, so a crash or an unexpected writer costs time, never
+correctness.
 
 Writes: each public write (or each outermost write group) stages its puts and
 deletes in one `WriteBatch` plus a dict of records not yet written, so the
@@ -56,6 +60,7 @@ from storage.index import (
     seqs_last,
     seqs_last_at_or_before,
 )
+from storage.index_snapshot import decode_index, encode_index
 from storage.model import MsgBatch, Rollup, SimpleState, StoredMsg, StoreResult, StreamState, msg_size
 from storage.record import decode_record, encode_record, record_header, record_ts
 from storage.seq_set import SeqSet
@@ -83,6 +88,7 @@ _META_CONFIG = b"config"
 _META_LAST = b"last"
 _META_APPLIED = b"applied"
 _META_RESTORING = b"restoring"
+_META_INDEX = b"index"
 _KEY_END = b"\xff" * 8
 # Records written per RocksDB batch while restoring a snapshot.
 _RESTORE_BATCH = 10_000
@@ -147,13 +153,33 @@ class RocksStreamStore:
             StoreConfig.from_json_dict(orjson.loads(stored_config)) if stored_config else StoreConfig()
         )
         self._meta: bytes | None = self._meta_cf.get(_META_APPLIED)
-        self._index = self._load_index()
+        self._index = self._saved_index() or self._load_index()
         if stored_format is None:
             self._meta_cf.put(_META_FORMAT, _FORMAT)
         if config is not None and config != self._config:
             self.update_config(config)
         elif stored_config is None:
             self._meta_cf.put(_META_CONFIG, orjson.dumps(self._config.to_json_dict()))
+
+    def _saved_index(self) -> StreamIndex | None:
+        """The index saved by the last clean close, if nothing has been written since."""
+        blob = self._meta_cf.get(_META_INDEX)
+        if blob is None:
+            return None
+        index = decode_index(blob, self._db.latest_sequence_number())
+        # Never trusted twice: the next open after this one scans unless we close cleanly.
+        self._meta_cf.delete(_META_INDEX)
+        last = self._meta_cf.get(_META_LAST)
+        if index is None or last is None or _LAST.unpack(last) != (index.last_seq, index.last_ts):
+            return None
+        return index
+
+    def _save_index(self) -> None:
+        """Called by close with nothing staged: one put, so the database lands on `expected`."""
+        expected = self._db.latest_sequence_number() + 1
+        self._meta_cf.put(_META_INDEX, encode_index(self._index, expected))
+        if self._db.latest_sequence_number() != expected:
+            self._meta_cf.delete(_META_INDEX)
 
     def _load_index(self) -> StreamIndex:
         index = StreamIndex()
@@ -204,6 +230,7 @@ class RocksStreamStore:
                 self._closed = True
                 try:
                     if self._failure is None:
+                        self._save_index()
                         # Flushing the memtables now saves replaying the WAL on the next open.
                         self._msgs_cf.flush()
                         self._meta_cf.flush()
@@ -618,6 +645,7 @@ class RocksStreamStore:
             batch.delete(_META_RESTORING, self._meta_handle)
         batch.delete_range(_key(0), _KEY_END, self._msgs_handle)
         batch.delete(_META_APPLIED, self._meta_handle)
+        batch.delete(_META_INDEX, self._meta_handle)
         batch.put(_META_LAST, _LAST.pack(0, 0), self._meta_handle)
         self._write_now(batch)
         self._pending.clear()

@@ -22,6 +22,18 @@ class SeqList:
         self._seqs = array("Q", seqs)
         self._head = 0
 
+    @classmethod
+    def from_array(cls, seqs: array) -> SeqList:
+        """A list that takes `seqs` (ascending, not shared with anyone) as its storage."""
+        made = cls.__new__(cls)
+        made._seqs = seqs
+        made._head = 0
+        return made
+
+    def as_array(self) -> array:
+        """The sequences as a new array."""
+        return self._seqs[self._head :]
+
     def __len__(self) -> int:
         return len(self._seqs) - self._head
 

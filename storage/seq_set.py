@@ -35,6 +35,19 @@ class SeqSet:
         chunk, offset = divmod(seq, CHUNK_BITS)
         return bool(self._chunks.get(chunk, 0) >> offset & 1)
 
+    @classmethod
+    def from_chunks(cls, keys: list[int], masks: list[int]) -> SeqSet:
+        """A set from what `chunks()` returned (keys ascending, masks non-zero)."""
+        made = cls()
+        made._keys = list(keys)
+        made._chunks = dict(zip(keys, masks, strict=True))
+        made._count = sum(mask.bit_count() for mask in masks)
+        return made
+
+    def chunks(self) -> tuple[list[int], list[int]]:
+        """(chunk numbers ascending, their bitmaps): the whole set, for saving it."""
+        return list(self._keys), [self._chunks[key] for key in self._keys]
+
     def copy(self) -> SeqSet:
         """An independent copy (chunks are immutable ints, so this is cheap)."""
         clone = SeqSet()

@@ -1,0 +1,141 @@
+"""The RocksDB store's in-memory index saved at close, so a clean reopen need not read every record.
+
+    magic:4  version:4  db_seq:8  last_seq:8  last_ts:8  bytes:8  msgs:8  subjects:8
+    chunks:8  subjects_len:8
+    subjects (UTF-8, "\\n"-separated: a subject cannot hold a newline)
+    counts: one u64 per subject, seqs: the subjects' sequences in that order (u64 each)
+    chunk numbers (u64 each), then the chunks' bitmaps (CHUNK_BITS / 8 bytes each)
+    hash:8 (BLAKE2b-64 of everything before it)
+
+Integers are little-endian. `db_seq` is the RocksDB sequence number the
+database has right after the blob is written: any later write to the database
+moves it, so an index saved by a clean close is trusted only if the database
+reached exactly that number, and the store falls back to scanning the records
+otherwise (a crash, or a writer that did not save the index).
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+from array import array
+from hashlib import blake2b
+
+from storage.index import StreamIndex, SubjectSeqs
+from storage.seq_list import SeqList
+from storage.seq_set import CHUNK_BITS, SeqSet
+
+_MAGIC = b"JRIX"
+_VERSION = 1
+_HEADER = struct.Struct("<4sIQQqQQQQQ")
+_HASH_LEN = 8
+_CHUNK_BYTES = CHUNK_BITS // 8
+
+
+def _u64_array(values: array) -> array:
+    """`values` in the blob's byte order (swapped in place on a big-endian machine)."""
+    if sys.byteorder != "little":
+        values.byteswap()
+    return values
+
+
+def encode_index(index: StreamIndex, db_seq: int) -> bytes:
+    """The blob for `index`, valid while the database's sequence number is `db_seq`."""
+    names = list(index.subjects)
+    counts = array("Q")
+    seqs = array("Q")
+    for name in names:
+        entry = index.subjects[name]
+        if isinstance(entry, int):
+            counts.append(1)
+            seqs.append(entry)
+        else:
+            counts.append(len(entry))
+            seqs.extend(entry.as_array())
+    subjects = "\n".join(names).encode()
+    chunk_keys, chunk_masks = index.live.chunks()
+    header = _HEADER.pack(
+        _MAGIC,
+        _VERSION,
+        db_seq,
+        index.last_seq,
+        index.last_ts,
+        index.bytes,
+        index.msgs,
+        len(names),
+        len(chunk_keys),
+        len(subjects),
+    )
+    body = b"".join(
+        [
+            header,
+            subjects,
+            _u64_array(counts).tobytes(),
+            _u64_array(seqs).tobytes(),
+            _u64_array(array("Q", chunk_keys)).tobytes(),
+            b"".join(mask.to_bytes(_CHUNK_BYTES, "little") for mask in chunk_masks),
+        ]
+    )
+    return body + blake2b(body, digest_size=_HASH_LEN).digest()
+
+
+def decode_index(blob: bytes, db_seq: int) -> StreamIndex | None:
+    """The index in `blob` if it is intact and was saved at sequence number `db_seq`, else None."""
+    if len(blob) < _HEADER.size + _HASH_LEN:
+        return None
+    body = memoryview(blob)[:-_HASH_LEN]
+    if blake2b(body, digest_size=_HASH_LEN).digest() != blob[-_HASH_LEN:]:
+        return None
+    magic, version, saved_seq, last_seq, last_ts, size, msgs, n_subjects, n_chunks, subjects_len = (
+        _HEADER.unpack_from(blob)
+    )
+    if magic != _MAGIC or version != _VERSION or saved_seq != db_seq:
+        return None
+    offset = _HEADER.size
+    names = bytes(body[offset : offset + subjects_len]).decode().split("\n") if n_subjects else []
+    offset += subjects_len
+    counts = _read_u64(body, offset, n_subjects)
+    offset += 8 * n_subjects
+    if len(names) != n_subjects or sum(counts) != msgs:
+        return None
+    seqs = _read_u64(body, offset, msgs)
+    offset += 8 * msgs
+    chunk_keys = _read_u64(body, offset, n_chunks)
+    offset += 8 * n_chunks
+    if offset + n_chunks * _CHUNK_BYTES != len(body):
+        return None
+    if chunk_keys.tolist() != sorted(set(chunk_keys)):
+        return None
+    masks = [
+        int.from_bytes(body[start : start + _CHUNK_BYTES], "little")
+        for start in range(offset, len(body), _CHUNK_BYTES)
+    ]
+    if not all(masks):
+        return None
+    live = SeqSet.from_chunks(chunk_keys.tolist(), masks)
+    if len(live) != msgs:
+        return None
+
+    index = StreamIndex()
+    subjects: dict[str, SubjectSeqs] = {}
+    position = 0
+    insert = index.tree.insert
+    for name, count in zip(names, counts, strict=True):
+        if count == 1:
+            subjects[name] = seqs[position]
+        else:
+            subjects[name] = SeqList.from_array(seqs[position : position + count])
+        position += count
+        insert(name)
+    index.live = live
+    index.subjects = subjects
+    index.bytes = size
+    index.last_seq = last_seq
+    index.last_ts = last_ts
+    return index
+
+
+def _read_u64(body: memoryview, offset: int, count: int) -> array:
+    values = array("Q")
+    values.frombytes(body[offset : offset + 8 * count])
+    return _u64_array(values)

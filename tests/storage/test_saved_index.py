@@ -1,0 +1,111 @@
+"""The index RocksStreamStore saves at close: used only when nothing was written since, else rebuilt."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rocksdict import Rdict
+
+from storage.config import StoreConfig
+from storage.errors import MsgNotFoundError
+from storage.index import StreamIndex
+from storage.index_snapshot import decode_index, encode_index
+from storage.rocks import META_CF, MSGS_CF, RocksStreamStore, _key, _options
+
+
+def _fill(store: RocksStreamStore) -> None:
+    """Messages on single- and many-message subjects, with holes in the sequences."""
+    for group in range(30):
+        with store.write_group():
+            for i in range(100):
+                n = group * 100 + i
+                headers = b"NATS/1.0\r\nK: v\r\n\r\n" if n % 7 == 0 else None
+                store.store_msg(f"orders.{n % 40}" if n % 3 else f"keys.k{n}", headers, b"p" * (n % 50))
+    for victim in (5, 6, 700, 4097, 2999):
+        store.remove_msg(victim)
+
+
+def _view(store: RocksStreamStore) -> tuple[object, ...]:
+    return (
+        store.state(include_deleted=True),
+        store.subjects_state(">"),
+        store.load_last_msg("orders.*"),
+        store.load_next_msg("keys.>", 100),
+        store.multi_last_seqs(["orders.1", "keys.*"]),
+    )
+
+
+def _scan_forbidden(self: RocksStreamStore) -> StreamIndex:
+    raise AssertionError("the saved index should have been used")
+
+
+def test_clean_close_reopens_from_the_saved_index(fast_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = RocksStreamStore(fast_dir / "s", StoreConfig(max_msgs_per_subject=50))
+    _fill(store)
+    expected = _view(store)
+    store.close()
+    with monkeypatch.context() as patch:
+        patch.setattr(RocksStreamStore, "_load_index", _scan_forbidden)
+        reopened = RocksStreamStore(fast_dir / "s")
+    assert _view(reopened) == expected
+    # The reopened index keeps working: limits, removals and new subjects.
+    reopened.store_msg("orders.1", None, b"new")
+    reopened.store_msg("fresh.subject", None, b"new")
+    expected = _view(reopened)
+    assert reopened.subjects_state("orders.1")["orders.1"].msgs == 50
+    reopened.close()
+    with monkeypatch.context() as patch:
+        patch.setattr(RocksStreamStore, "_load_index", _scan_forbidden)
+        again = RocksStreamStore(fast_dir / "s")
+    assert _view(again) == expected
+    again.close()
+
+
+def test_a_store_that_was_not_closed_is_scanned(fast_dir: Path) -> None:
+    store = RocksStreamStore(fast_dir / "s")
+    _fill(store)
+    store.close()
+    reopened = RocksStreamStore(fast_dir / "s")
+    reopened.store_msg("after.reopen", None, b"x")
+    reopened.remove_msg(10)
+    expected = _view(reopened)
+    # As if the process died: the database goes away without close() saving the index.
+    reopened._release_db()
+    scanned = RocksStreamStore(fast_dir / "s")
+    assert _view(scanned) == expected
+    scanned.close()
+
+
+def test_a_write_by_another_writer_makes_the_saved_index_stale(fast_dir: Path) -> None:
+    store = RocksStreamStore(fast_dir / "s")
+    _fill(store)
+    before = store.state().messages
+    store.close()
+    raw = Rdict(str(fast_dir / "s"), _options(), column_families={MSGS_CF: _options(), META_CF: _options()})
+    msgs = raw.get_column_family(MSGS_CF)
+    msgs.delete(_key(42))
+    del msgs
+    raw.close()
+    reopened = RocksStreamStore(fast_dir / "s")
+    with pytest.raises(MsgNotFoundError):
+        reopened.load_msg(42)
+    assert reopened.state().messages == before - 1
+    reopened.close()
+
+
+def test_blob_checks(fast_dir: Path) -> None:
+    store = RocksStreamStore(fast_dir / "s")
+    _fill(store)
+    blob = encode_index(store._index, 77)
+    store.close()
+    decoded = decode_index(blob, 77)
+    assert decoded is not None
+    assert decoded.subjects.keys() == store._index.subjects.keys()
+    assert decode_index(blob, 78) is None
+    damaged = bytearray(blob)
+    damaged[len(blob) // 2] ^= 1
+    assert decode_index(bytes(damaged), 77) is None
+    assert decode_index(blob[:20], 77) is None
+    empty = decode_index(encode_index(StreamIndex(), 3), 3)
+    assert empty is not None and empty.msgs == 0 and not empty.subjects
