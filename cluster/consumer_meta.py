@@ -127,17 +127,9 @@ class ConsumerAdmin:
         return await self._ask_consumer(subject.stream, name, ConsumerOp.CREATE_RESULT)
 
     async def _ask_consumer(self, stream: str, name: str, op: ConsumerOp) -> bytes:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + CONSUMER_READY_TIMEOUT
-        while True:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                raise TimeoutError(f"consumer {stream}/{name} has no leader after {CONSUMER_READY_TIMEOUT}s")
-            try:
-                reply = await self.ctx.requester.request(consumer_subject(stream, name, op), timeout=min(remaining, 2))
-                return reply.payload
-            except NoRespondersError:
-                await asyncio.sleep(0.05)  # the group is still electing: its leader subscribes when elected
+        """The consumer leader's answer, waiting (bounded) for a new group to elect its leader."""
+        subject = consumer_subject(stream, name, op)
+        return (await self.ctx.requester.request_when_answered(subject, timeout=CONSUMER_READY_TIMEOUT)).payload
 
     async def _list(self, stream: str, names: list[str], offset: int) -> bytes:
         offset = min(offset, len(names))

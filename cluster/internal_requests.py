@@ -48,6 +48,20 @@ class InternalRequester:
             raise NoRespondersError(subject)
         return reply
 
+    async def request_when_answered(self, subject: str, payload: bytes = b"", timeout: float = 10.0) -> Message:
+        """`request`, retried while nobody subscribes yet (a group still electing its leader, whose
+        subscription arrives when it is elected); raises TimeoutError after `timeout`."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise TimeoutError(f"nobody answered {subject} within {timeout}s")
+            try:
+                return await self.request(subject, payload, timeout=min(remaining, 2.0))
+            except NoRespondersError:
+                await asyncio.sleep(0.05)
+
     def _on_reply(self, message: Message) -> None:
         future = self._waiting.get(message.subject[len(self._prefix) :])
         if future is not None and not future.done():

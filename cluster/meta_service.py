@@ -454,20 +454,8 @@ class MetaService:
 
     async def _ask_stream(self, name: str, op: ApiOp, payload: bytes) -> bytes:
         """The stream leader's answer, waiting (bounded) for a new group to elect its leader."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + STREAM_READY_TIMEOUT
-        while True:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                raise TimeoutError(f"stream {name} has no leader after {STREAM_READY_TIMEOUT}s")
-            try:
-                reply = await self.ctx.requester.request(
-                    stream_subject(name, op), payload, timeout=min(remaining, 2.0)
-                )
-                return reply.payload
-            except NoRespondersError:
-                # no leader yet: it subscribes the moment it is elected
-                await asyncio.sleep(0.05)
+        reply = await self.ctx.requester.request_when_answered(stream_subject(name, op), payload, STREAM_READY_TIMEOUT)
+        return reply.payload
 
 
 def _error_body(request: ApiRequest, error: ApiError) -> bytes:
