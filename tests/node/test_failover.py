@@ -90,10 +90,25 @@ async def test_leader_crash_under_load_loses_nothing(cluster: LocalCluster) -> N
     for spec in cluster.specs:
         client = await nats.connect(spec.client_url)
         try:
-            # read-your-writes: wait (server side) until this replica holds every acknowledged message
-            reply = await client.request(
-                f"$JS.API.DIRECT.GET.{STREAM}", json.dumps({"seq": last, "min_last_seq": last}).encode(), timeout=15
-            )
+            # read-your-writes: wait (server side) until this replica holds every acknowledged message;
+            # a node just restarted learns its peers' interest over the route mesh first (bounded)
+            deadline = asyncio.get_running_loop().time() + 20
+            while True:
+                try:
+                    reply = await client.request(
+                        f"$JS.API.DIRECT.GET.{STREAM}",
+                        json.dumps({"seq": last, "min_last_seq": last}).encode(),
+                        timeout=15,
+                    )
+                except NoRespondersError:
+                    assert asyncio.get_running_loop().time() < deadline, f"{spec.name} never answered"
+                    await asyncio.sleep(0.1)
+                    continue
+                if reply.headers is not None and reply.headers.get("Jetraft-Node") == spec.name:
+                    break
+                # answered by another replica: this one has not rejoined _sys_ yet
+                assert asyncio.get_running_loop().time() < deadline, f"{spec.name} never rejoined _sys_"
+                await asyncio.sleep(0.1)
             assert reply.headers is not None and reply.headers.get("Jetraft-Node") == spec.name
             assert int(reply.headers["Nats-Sequence"]) == last
             for seq, payload in acked.items():
