@@ -14,13 +14,13 @@ from dataclasses import dataclass
 
 import pytest
 
-from cluster.local_cluster import LocalCluster
+from cluster.local_cluster import LocalCluster, free_port_base
 from deploy.dashboards import DASHBOARDS, READ_SPREAD
 from deploy.render_read_spread import render
 from tests.deploy.prometheus_process import MISSING_REASON, PROMETHEUS_BINARY, PrometheusProcess
 from tests.deploy.promql_names import with_range
 from tests.deploy.traffic import MIRROR, STREAM, Traffic
-from tests.node.cluster_fixtures import free_port_base, local_cluster
+from tests.node.cluster_fixtures import local_cluster
 
 pytestmark = pytest.mark.skipif(PROMETHEUS_BINARY is None, reason=MISSING_REASON)
 
