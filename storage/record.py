@@ -23,6 +23,9 @@ _HASH_LEN = 8
 _HAS_HEADERS = 0x8000_0000
 _LENGTH_MASK = 0x7FFF_FFFF
 FIXED_SIZE = _FIXED.size
+_FIXED_SIZE = _FIXED.size
+_HEADERS_LEN_SIZE = _HEADERS_LEN.size
+_MIN_RECORD = _FIXED.size + _HASH_LEN
 MAX_RECORD_BYTES = _LENGTH_MASK
 
 
@@ -43,33 +46,39 @@ def encode_record(subject: bytes, headers: bytes | None, payload: bytes, seq: in
     return body + blake2b(body, digest_size=_HASH_LEN).digest()
 
 
-def decode_record(record: bytes) -> StoredMsg:
-    """The message in a record, after checking its length and hash."""
-    if len(record) < _FIXED.size + _HASH_LEN:
-        raise CorruptStoreError(f"record of {len(record)} bytes is shorter than its fixed part")
+def decode_record(record: bytes, *, verify_hash: bool = True) -> StoredMsg:
+    """The message in a record, after checking its length, its fields and (unless told not to) its hash.
+
+    RocksStreamStore reads with `verify_hash=False`: RocksDB checks its own block
+    checksums on every read from disk, so the record hash there would check the
+    same bytes twice; it stays checked wherever records arrive from outside (snapshots).
+    """
+    size = len(record)
+    if size < _MIN_RECORD:
+        raise CorruptStoreError(f"record of {size} bytes is shorter than its fixed part")
     length_and_flags, seq, ts_ns, subject_len = _FIXED.unpack_from(record)
-    if length_and_flags & _LENGTH_MASK != len(record):
-        raise CorruptStoreError(f"record length field {length_and_flags & _LENGTH_MASK} != {len(record)}")
-    body = memoryview(record)[:-_HASH_LEN]
-    if blake2b(body, digest_size=_HASH_LEN).digest() != record[-_HASH_LEN:]:
+    if length_and_flags & _LENGTH_MASK != size:
+        raise CorruptStoreError(f"record length field {length_and_flags & _LENGTH_MASK} != {size}")
+    end = size - _HASH_LEN
+    if verify_hash and blake2b(memoryview(record)[:end], digest_size=_HASH_LEN).digest() != record[end:]:
         raise CorruptStoreError(f"record of sequence {seq} fails its checksum")
-    offset = _FIXED.size + subject_len
-    subject = record[_FIXED.size : offset]
+    offset = _FIXED_SIZE + subject_len
+    subject = record[_FIXED_SIZE:offset]
     headers: bytes | None = None
     if length_and_flags & _HAS_HEADERS:
-        if offset + _HEADERS_LEN.size > len(body):
+        if offset + _HEADERS_LEN_SIZE > end:
             raise CorruptStoreError(f"record of sequence {seq} is cut inside its headers")
         (headers_len,) = _HEADERS_LEN.unpack_from(record, offset)
-        offset += _HEADERS_LEN.size
+        offset += _HEADERS_LEN_SIZE
         headers = record[offset : offset + headers_len]
         offset += headers_len
-    if offset > len(body):
+    if offset > end:
         raise CorruptStoreError(f"record of sequence {seq} is shorter than its fields")
     try:
         subject_text = subject.decode()
     except UnicodeDecodeError:
         raise CorruptStoreError(f"record of sequence {seq} has a subject that is not UTF-8") from None
-    return StoredMsg(subject_text, headers, bytes(body[offset:]), seq, ts_ns)
+    return StoredMsg(subject_text, headers, record[offset:end], seq, ts_ns)
 
 
 def record_header(record: bytes) -> tuple[int, int, bytes]:
