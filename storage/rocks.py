@@ -304,8 +304,16 @@ class RocksStreamStore:
         *,
         rollup: Rollup | None = None,
     ) -> StoreResult:
-        with self._writing():
-            return self._store(subject, headers, payload, 0, ts_ns, rollup)
+        # _writing() spelled out: this is the hottest write path.
+        with self._lock:
+            self._check_open()
+            self._depth += 1
+            try:
+                return self._store(subject, headers, payload, 0, ts_ns, rollup)
+            finally:
+                self._depth -= 1
+                if self._depth == 0:
+                    self._commit()
 
     def store_raw_msg(
         self,
@@ -768,19 +776,27 @@ class RocksStreamStore:
         ts_ns: int | None,
         rollup: Rollup | None,
     ) -> StoreResult:
-        subject_bytes = check_subject(subject)
-        headers = check_headers(headers)
-        payload = check_payload(payload)
+        index = self._index
+        # A subject the index already holds was validated when it was first stored.
+        if type(subject) is str and subject in index.subjects:
+            subject_bytes = subject.encode()
+        else:
+            subject_bytes = check_subject(subject)
+        if headers is not None:
+            headers = check_headers(headers)
+        if type(payload) is not bytes:
+            payload = check_payload(payload)
         ts = time.time_ns() if ts_ns is None else check_ts(ts_ns)
-        rollup = None if rollup is None else Rollup(rollup)
+        if rollup is not None:
+            rollup = Rollup(rollup)
         config = self._config
-        body_size = len(headers or b"") + len(payload)
+        body_size = len(payload) if headers is None else len(headers) + len(payload)
         if 0 < config.max_msg_size < body_size:
             raise MsgTooBigError(body_size, config.max_msg_size)
         size = msg_size(len(subject_bytes), None if headers is None else len(headers), len(payload))
-        self._check_discard_new(subject, size, rollup)
+        if config.discard is DiscardPolicy.NEW:
+            self._check_discard_new(subject, size, rollup)
 
-        index = self._index
         if seq == 0:
             seq = index.last_seq + 1
         self._put_record(seq, encode_record(subject_bytes, headers, payload, seq, ts))
@@ -789,20 +805,24 @@ class RocksStreamStore:
         index.last_ts = ts
 
         removed: list[int] = []
-        self._enforce_subject_limit(subject, removed)
-        self._enforce_msg_and_byte_limits(removed)
-        entry = index.subjects.get(subject)
-        if rollup is Rollup.SUBJECT and entry is not None:
-            for victim in [s for s in seqs_iter(entry) if s < seq]:
-                self._remove(victim)
-                removed.append(victim)
+        if config.max_msgs_per_subject > 0:
+            self._enforce_subject_limit(subject, removed)
+        if config.max_msgs > 0 or config.max_bytes > 0:
+            self._enforce_msg_and_byte_limits(removed)
+        if rollup is Rollup.SUBJECT:
+            entry = index.subjects.get(subject)
+            if entry is not None:
+                for victim in [s for s in seqs_iter(entry) if s < seq]:
+                    self._remove(victim)
+                    removed.append(victim)
         elif rollup is Rollup.ALL:
             for victim in list(index.live.iter_range(0, seq - 1)):
                 self._remove(victim)
                 removed.append(victim)
-        # A write's own timestamp is a clock every replica agrees on.
-        self._expire(ts, removed)
-        return StoreResult(seq, ts, tuple(sorted(removed)))
+        if config.max_age_ns > 0:
+            # A write's own timestamp is a clock every replica agrees on.
+            self._expire(ts, removed)
+        return StoreResult(seq, ts, tuple(sorted(removed)) if removed else ())
 
     def _check_discard_new(self, subject: str, size: int, rollup: Rollup | None) -> None:
         config = self._config

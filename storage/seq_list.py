@@ -49,9 +49,10 @@ class SeqList:
         return self._seqs[-1]
 
     def append(self, seq: int) -> None:
-        if len(self) and seq <= self._seqs[-1]:
-            raise ValueError(f"sequence {seq} is not after {self._seqs[-1]}")
-        self._seqs.append(seq)
+        seqs = self._seqs
+        if len(seqs) > self._head and seq <= seqs[-1]:
+            raise ValueError(f"sequence {seq} is not after {seqs[-1]}")
+        seqs.append(seq)
 
     def remove(self, seq: int) -> bool:
         seqs = self._seqs
