@@ -10,16 +10,14 @@ stream.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import os
 import time
-from typing import TYPE_CHECKING, Any
-
-import orjson
+from typing import TYPE_CHECKING
 
 from cluster import jsjson
 from cluster.api_errors import ApiError, JSErrors
+from cluster.api_lists import list_page
 from cluster.consumer_api import delete_response, names_response, parse_offset
 from cluster.consumer_config import consumer_config_from_json, parse_create_request
 from cluster.consumer_config_check import (
@@ -37,7 +35,6 @@ from cluster.consumer_subjects import (
     consumer_subject,
     parse_consumer_subject,
 )
-from cluster.internal_requests import NoRespondersError
 from cluster.meta_machine import ConsumerAssignment, MetaOp
 from cluster.stream_config import stream_config_from_json
 from cluster.stream_info import plain_error
@@ -132,32 +129,15 @@ class ConsumerAdmin:
         return (await self.ctx.requester.request_when_answered(subject, timeout=CONSUMER_READY_TIMEOUT)).payload
 
     async def _list(self, stream: str, names: list[str], offset: int) -> bytes:
-        offset = min(offset, len(names))
-        page = names[offset : offset + LIST_LIMIT]
-
-        async def entry(name: str) -> Any:
-            try:
-                reply = await self.ctx.requester.request(
-                    consumer_subject(stream, name, ConsumerOp.LIST_ENTRY), timeout=2.0
-                )
-                body = orjson.loads(reply.payload)
-                body.pop("type", None)
-                return None if "error" in body else body
-            except (NoRespondersError, TimeoutError, orjson.JSONDecodeError):
-                return None
-
-        entries = await asyncio.gather(*(entry(name) for name in page))
-        body: dict[str, Any] = {
-            "type": LIST_TYPE,
-            "total": len(names),
-            "offset": offset,
-            "limit": LIST_LIMIT,
-            "consumers": [e for e in entries if e is not None],
-        }
-        missing = [name for name, e in zip(page, entries, strict=True) if e is None]
-        if missing:
-            body["missing"] = missing
-        return jsjson.dumps(body)
+        return await list_page(
+            self.ctx.requester,
+            LIST_TYPE,
+            "consumers",
+            names,
+            offset,
+            LIST_LIMIT,
+            lambda name: consumer_subject(stream, name, ConsumerOp.LIST_ENTRY),
+        )
 
 
 def _offset(payload: bytes) -> int:

@@ -28,6 +28,7 @@ import structlog
 
 from cluster import jsjson
 from cluster.api_errors import ApiError, JSErrors
+from cluster.api_lists import list_page
 from cluster.api_subjects import (
     META_PREFIX,
     PEER_REMOVE_TYPE,
@@ -429,28 +430,15 @@ class MetaService:
         chosen = sorted(
             name for name, cfg in configs.items() if not request.subject or subjects_match_stream(request.subject, cfg)
         )
-        offset = min(request.offset, len(chosen))
-        page = chosen[offset : offset + LIST_LIMIT]
-
-        async def entry(name: str) -> Any:
-            try:
-                reply = await self.ctx.requester.request(stream_subject(name, ApiOp.LIST_ENTRY), timeout=2.0)
-                return orjson.loads(reply.payload)
-            except (NoRespondersError, TimeoutError, orjson.JSONDecodeError):
-                return None
-
-        entries = await asyncio.gather(*(entry(name) for name in page))
-        body: dict[str, Any] = {
-            "type": STREAM_LIST_TYPE,
-            "total": len(chosen),
-            "offset": offset,
-            "limit": LIST_LIMIT,
-            "streams": [e for e in entries if e is not None],
-        }
-        missing = [name for name, e in zip(page, entries, strict=True) if e is None]
-        if missing:
-            body["missing"] = missing
-        return jsjson.dumps(body)
+        return await list_page(
+            self.ctx.requester,
+            STREAM_LIST_TYPE,
+            "streams",
+            chosen,
+            request.offset,
+            LIST_LIMIT,
+            lambda name: stream_subject(name, ApiOp.LIST_ENTRY),
+        )
 
     async def _ask_stream(self, name: str, op: ApiOp, payload: bytes) -> bytes:
         """The stream leader's answer, waiting (bounded) for a new group to elect its leader."""
