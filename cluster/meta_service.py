@@ -257,22 +257,15 @@ class MetaService:
 
     async def _node_infos(self) -> list[NodeInfo]:
         async def ask(member: str) -> NodeInfo:
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + NODE_INFO_TIMEOUT
-            while True:
-                try:
-                    reply = await self.ctx.requester.request(
-                        f"{NODE_INFO_PREFIX}{member}.INFO", timeout=max(deadline - loop.time(), 0.01)
-                    )
-                    body = orjson.loads(reply.payload)
-                    return NodeInfo(member, frozenset(body.get("tags", ())), online=True)
-                except NoRespondersError:
-                    # just started: its interest may still be on the way over the route mesh
-                    if loop.time() >= deadline:
-                        return NodeInfo(member, online=False)
-                    await asyncio.sleep(0.05)
-                except (TimeoutError, orjson.JSONDecodeError):
-                    return NodeInfo(member, online=False)
+            # a node just started may not have its interest across the route mesh yet: retried until the bound
+            try:
+                reply = await self.ctx.requester.request_when_answered(
+                    f"{NODE_INFO_PREFIX}{member}.INFO", timeout=NODE_INFO_TIMEOUT
+                )
+                body = orjson.loads(reply.payload)
+            except (TimeoutError, orjson.JSONDecodeError):
+                return NodeInfo(member, online=False)
+            return NodeInfo(member, frozenset(body.get("tags", ())), online=True)
 
         return list(await asyncio.gather(*(ask(member) for member in self.ctx.members)))
 
