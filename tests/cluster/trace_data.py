@@ -1,6 +1,8 @@
 """Reading the shared nats-py <-> nats-server wire traces from tests.
 
-The traces (../shared/traces) are the compatibility reference: tests pull
+The traces are the compatibility reference: real nats-py <-> nats-server 2.15
+sessions, kept in tests/traces/ (copied from the team's shared traces so a
+clean clone, as CI runs it, has them). Tests pull
 requests and responses out of them by the `# ---` marker that introduces a
 call, so expectations are the real server's bytes, not hand-copied ones.
 """
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
+TRACES = Path(__file__).resolve().parents[1] / "traces"
 
 
 def trace_lines(name: str) -> list[str]:

@@ -1,7 +1,7 @@
 """The StreamStore contract, run against MemoryStreamStore and RocksStreamStore alike.
 
 Expected numbers come from the deep dive's byte accounting and from the
-nats-server traces in ../shared/traces (08 direct get, 09 purge/delete).
+nats-server traces in tests/traces (08 direct get, 09 purge/delete).
 """
 
 from __future__ import annotations
