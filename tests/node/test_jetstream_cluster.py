@@ -87,10 +87,13 @@ async def test_every_replica_answers_direct_get(nc: nats.NATS) -> None:
     responders: set[str] = set()
     # Each request picks one member of _sys_ at random; a replica joins once it has caught up
     # after the stream started, so keep asking (bounded) until every replica has answered.
+    # A follower may not have applied the publish yet (Direct Get may be stale): min_last_seq
+    # makes each responder answer only once it has.
+    request = json.dumps({"last_by_subj": "spread.k", "min_last_seq": ack.seq}).encode()
     for _ in range(400):
-        msg = await js.get_msg("SPREAD", subject="spread.k", direct=True)
-        assert msg.data == b"v" and msg.seq == ack.seq
+        msg = await nc.request("$JS.API.DIRECT.GET.SPREAD", request, timeout=5)
         assert msg.headers is not None
+        assert msg.data == b"v" and msg.headers["Nats-Sequence"] == str(ack.seq)
         responders.add(msg.headers["Jetraft-Node"])
         if len(responders) == 3:
             break
