@@ -127,13 +127,17 @@ class ConsumerLeader:
     # -- the serving loop ----------------------------------------------------------------------
 
     async def _run(self) -> None:
-        host, group = self.ctx.host, self.replica.group
-        while not self._closed:
-            try:
-                await host.read_index(group, timeout=CATCH_UP_TIMEOUT)
-                break
-            except (RaftHostError, TimeoutError):
-                await asyncio.sleep(0.05)
+        host = self.ctx.host
+        # Caught up on the consumer's own log, and on the stream's: the local stream replica the
+        # deliveries are read from then holds everything committed before this leader started,
+        # so a new consumer's start position and pending count see every earlier publish.
+        for group in (self.replica.group, self.replica.stream.group):
+            while not self._closed:
+                try:
+                    await host.read_index(group, timeout=CATCH_UP_TIMEOUT)
+                    break
+                except (RaftHostError, TimeoutError):
+                    await asyncio.sleep(0.05)
         self.working = self.replica.state.clone()
         if not self.working.started:
             self._propose(start_position(self.replica.config, self.replica.stream.store))
