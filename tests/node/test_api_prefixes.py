@@ -9,7 +9,7 @@ import pytest
 
 from cluster.api_prefixes import map_subject
 from cluster.local_cluster import LocalCluster
-from tests.node.cluster_fixtures import local_cluster
+from tests.node.cluster_fixtures import every_replica_applied, local_cluster
 
 
 def test_prefix_mapping() -> None:
@@ -33,6 +33,7 @@ async def test_domain_and_prefix_clients(cluster: LocalCluster) -> None:
     await hub.add_stream(name="DOM", subjects=["dom.>"], num_replicas=3, allow_direct=True)
     ack = await hub.publish("dom.a", b"one")
     assert (ack.stream, ack.seq, ack.domain) == ("DOM", 1, "hub")
+    await every_replica_applied(nc, "DOM", "dom.a", 1)
     assert (await hub.get_msg("DOM", seq=1, direct=True)).data == b"one"
     assert (await hub.get_msg("DOM", seq=1)).data == b"one"
 
@@ -45,7 +46,8 @@ async def test_domain_and_prefix_clients(cluster: LocalCluster) -> None:
     assert info.domain == "hub"
 
     kv = await hub.create_key_value(bucket="domkv", replicas=3)
-    await kv.put("k", b"v1")
+    revision = await kv.put("k", b"v1")
+    await every_replica_applied(nc, "KV_domkv", "$KV.domkv.k", revision)
     assert (await kv.get("k")).value == b"v1"
     local_kv = await local.key_value("domkv")
     assert (await local_kv.get("k")).value == b"v1"

@@ -11,7 +11,7 @@ import pytest
 from nats.aio.msg import Msg
 
 from cluster.local_cluster import LocalCluster
-from tests.node.cluster_fixtures import local_cluster
+from tests.node.cluster_fixtures import every_replica_applied, local_cluster
 
 STREAM = "FORMS"
 API = f"$JS.API.DIRECT.GET.{STREAM}"
@@ -38,6 +38,7 @@ async def _seed(url: str) -> None:
         ("dg.b", b"b2", None),
     ]:
         await js.publish(subject, data, headers=headers)
+    await every_replica_applied(client, STREAM, "dg.b", 7)
     await client.close()
 
 

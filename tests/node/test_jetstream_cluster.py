@@ -18,7 +18,7 @@ from nats.js.errors import (
 )
 
 from cluster.local_cluster import LocalCluster
-from tests.node.cluster_fixtures import local_cluster
+from tests.node.cluster_fixtures import every_replica_applied, local_cluster
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +55,7 @@ async def test_stream_lifecycle_through_nats_py(nc: nats.NATS, cluster: LocalClu
     assert (got.seq, got.subject, got.data) == (4, "life.0", b"m3")
     last = await js.get_msg("LIFE", subject="life.2")
     assert (last.seq, last.data) == (9, b"m8")
+    await every_replica_applied(nc, "LIFE", "life.1", 9)
     direct = await js.get_msg("LIFE", subject="life.1", direct=True)
     assert (direct.seq, direct.data) == (8, b"m7")
     assert direct.headers is not None and direct.headers["Nats-Stream"] == "LIFE"
@@ -107,12 +108,15 @@ async def test_kv_bucket_put_get_delete(nc: nats.NATS) -> None:
     first = await kv.put("colour", b"red")
     second = await kv.put("colour", b"blue")
     assert second == first + 1
+    await every_replica_applied(nc, "KV_settings", "$KV.settings.colour", second)
     entry = await kv.get("colour")
     assert (entry.value, entry.revision) == (b"blue", second)
     assert await kv.update("colour", b"green", last=second) == second + 1
     with pytest.raises(KeyWrongLastSequenceError):  # the server's expected-subject-sequence check
         await kv.update("colour", b"pink", last=second)
     await kv.delete("colour")
+    deleted = (await js.stream_info("KV_settings")).state.last_seq
+    await every_replica_applied(nc, "KV_settings", "$KV.settings.colour", deleted)
     with pytest.raises(KeyNotFoundError):
         await kv.get("colour")
     await js.delete_key_value("settings")

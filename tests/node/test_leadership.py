@@ -66,7 +66,9 @@ async def test_direct_get_responders_leave_when_allow_direct_is_turned_off(clust
     js = nc.jetstream()
     config = (await js.add_stream(name="TOGGLE", subjects=["toggle.>"], num_replicas=3, allow_direct=True)).config
     await js.publish("toggle.a", b"x")
-    assert (await js.get_msg("TOGGLE", seq=1, direct=True)).data == b"x"
+    # local-first: this node's replica answers, once it has applied the publish
+    reply = await nc.request("$JS.API.DIRECT.GET.TOGGLE", b'{"seq":1,"min_last_seq":1}', timeout=5)
+    assert reply.data == b"x"
     config.allow_direct = False
     await js.update_stream(config)
     with pytest.raises(nats.errors.NoRespondersError):
