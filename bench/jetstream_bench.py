@@ -19,9 +19,7 @@ import argparse
 import contextlib
 import json
 import os
-import random
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -37,7 +35,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # run as a script: bench/ is on sys.path, the packages are not
     sys.path.insert(0, str(REPO_ROOT))
 
-from cluster.local_cluster import LocalCluster, plan_nodes  # noqa: E402
+from cluster.local_cluster import LocalCluster, free_port_base, plan_nodes  # noqa: E402
 
 HOST = "127.0.0.1"
 WORKLOADS = ["pub_sync", "pub_async", "msg_get", "direct_get", "kv_put", "kv_get"]
@@ -56,21 +54,8 @@ class RunningCluster:
 
 def free_ports(count: int) -> list[int]:
     """`count` consecutive free ports on 127.0.0.1 (plan_nodes lays its ports out contiguously)."""
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(20_000, 60_000 - count)
-        if all(_port_free(base + offset) for offset in range(count)):
-            return list(range(base, base + count))
-    raise RuntimeError("no run of free ports on 127.0.0.1")
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind((HOST, port))
-        except OSError:
-            return False
-    return True
+    base = free_port_base(count)
+    return list(range(base, base + count))
 
 
 def stop_pids(procs: list[subprocess.Popen[bytes]], grace_s: float = 10.0) -> None:
@@ -90,8 +75,13 @@ def stop_pids(procs: list[subprocess.Popen[bytes]], grace_s: float = 10.0) -> No
 
 
 def nats_server_config(
-    name: str, client_port: int, http_port: int, cluster_ports: list[int], own_cluster_port: int,
-    store_dir: Path, sync_always: bool,
+    name: str,
+    client_port: int,
+    http_port: int,
+    cluster_ports: list[int],
+    own_cluster_port: int,
+    store_dir: Path,
+    sync_always: bool,
 ) -> str:
     routes = ", ".join(f'"nats-route://{HOST}:{port}"' for port in cluster_ports if port != own_cluster_port)
     sync = "  sync_interval: always\n" if sync_always else ""
@@ -197,7 +187,9 @@ def run_jsbench(
             if isinstance(row, dict) and "workload" in row:
                 rows.append({**row, "server": server, "round": round_no})
     if proc.returncode != 0:
-        print(f"jsbench against {server} exited {proc.returncode}: {stderr.decode()[-2000:]}", file=sys.stderr)
+        print(
+            f"jsbench against {server} exited {proc.returncode}: {stderr.decode()[-2000:]}", file=sys.stderr
+        )
     return rows
 
 
@@ -266,7 +258,9 @@ def failures(rows: list[dict[str, object]]) -> list[str]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rounds", type=int, default=2, help="rounds; each runs every server once")
     parser.add_argument("--seconds", type=float, default=5.0, help="measured seconds per workload")
     parser.add_argument("--workloads", default=",".join(WORKLOADS))

@@ -24,7 +24,6 @@ import argparse
 import asyncio
 import shutil
 import signal
-import socket
 import sys
 import tempfile
 import time
@@ -37,17 +36,12 @@ import nats.js.errors
 from nats.js.api import StreamConfig
 
 from cluster.local_cluster import HOST, LocalCluster, NodeSpec
+from gateway.local_nodes import free_port
 from pipeline.examples.publishing import publish_acknowledged
 
 STREAM = "BENCH"
 SUBJECT_COUNT = 16
 LEADER_TIMEOUT = 60.0
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
 
 
 def start_cluster(nodes: int, data_dir: Path) -> LocalCluster:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import http.client
 import json
 import os
 import random
@@ -157,8 +158,10 @@ def _port_free(port: int) -> bool:
 def free_port_base(count: int, rng: random.Random | None = None) -> int:
     """A base port with `count` consecutive free ports on 127.0.0.1 (the plan's ports are contiguous)."""
     rng = rng or random.Random()
+    # Below Linux's ephemeral range (32768+): a client probing a port there before its node listens can be
+    # handed that very port as its own source and connect to itself, reading back its own request.
     for _ in range(200):
-        base = rng.randrange(20_000, 60_000 - count)
+        base = rng.randrange(10_000, 32_000 - count)
         if all(_port_free(base + offset) for offset in range(count)):
             return base
     raise RuntimeError("no run of free ports found on 127.0.0.1")
@@ -176,7 +179,10 @@ def node_available(timeout: float = 60.0) -> bool:
     """Whether `jetraft node` runs here (`python -m cluster.node_cli --help` succeeds): tests that need nodes ask."""
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "cluster.node_cli", "--help"], capture_output=True, timeout=timeout, check=False
+            [sys.executable, "-m", "cluster.node_cli", "--help"],
+            capture_output=True,
+            timeout=timeout,
+            check=False,
         )
     except (OSError, subprocess.TimeoutExpired):
         return False
@@ -237,7 +243,11 @@ class LocalCluster:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child for its lifetime
         proc = subprocess.Popen(
-            self.command(spec), stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=os.environ.copy()
+            self.command(spec),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=os.environ.copy(),
         )
         log.close()
         self.procs[name] = proc
@@ -257,7 +267,7 @@ class LocalCluster:
         try:
             with urllib.request.urlopen(f"{self.spec(name).http_url}/healthz", timeout=1.0) as resp:
                 return json.loads(resp.read())
-        except (urllib.error.URLError, OSError, ValueError):
+        except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError):
             return None
 
     def wait_until(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import sys
@@ -26,10 +27,18 @@ READY_TIMEOUT = 20.0
 
 
 def free_port() -> int:
-    """A port nobody listens on right now (the OS picks it; a race is possible but rare)."""
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
+    """A port nobody listens on right now, below Linux's ephemeral range (32768+): a client that probes a
+    port there before its server listens can be handed that very port as its source and connect to itself."""
+    rng = random.Random()
+    for _ in range(1000):
+        port = rng.randrange(10_000, 32_000)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((HOST, port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below the ephemeral range on 127.0.0.1")
 
 
 @dataclass
@@ -153,7 +162,9 @@ async def gateway_cluster(
     async def start(name: str) -> None:
         peers = {peer: cluster_ports[peer] for peer in names if peer != name}
         log_path = log_dir / f"{name}.log" if log_dir is not None else None
-        nodes.append(await start_gateway_node(name, ports[name], cluster_ports.get(name), peers, extra_args, log_path))
+        nodes.append(
+            await start_gateway_node(name, ports[name], cluster_ports.get(name), peers, extra_args, log_path)
+        )
 
     try:
         # In parallel: most of a node's start-up is the interpreter importing grpc.
@@ -170,7 +181,9 @@ async def gateway_cluster(
         await asyncio.gather(*(node.stop() for node in nodes))
 
 
-async def await_interest(publisher: Any, subscriber: Any, subject: str, timeout: float = READY_TIMEOUT) -> None:
+async def await_interest(
+    publisher: Any, subscriber: Any, subject: str, timeout: float = READY_TIMEOUT
+) -> None:
     """Until a message `publisher` publishes on `subject` reaches a new subscription of `subscriber`
     (both nats-py clients).
 
@@ -241,11 +254,16 @@ async def nats_server_cluster(size: int) -> AsyncIterator[list[NodeProcess]]:
         for name in names:
             cmd = [str(NATS_SERVER), "-a", HOST, "-p", str(ports[name]), "-n", name]
             if size > 1:
-                routes = ",".join(f"nats-route://{HOST}:{cluster_ports[peer]}" for peer in names if peer != name)
+                routes = ",".join(
+                    f"nats-route://{HOST}:{cluster_ports[peer]}" for peer in names if peer != name
+                )
                 cmd += ["--cluster_name", "ref", "--cluster", f"nats://{HOST}:{cluster_ports[name]}"]
                 cmd += ["--routes", routes]
             proc = await asyncio.create_subprocess_exec(
-                *cmd, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, start_new_session=True
+                *cmd,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
             )
             nodes.append(NodeProcess(name, ports[name], cluster_ports[name], proc))
         for node in nodes:

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import sys
@@ -26,9 +27,18 @@ HOST = "127.0.0.1"
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
+    """A port nobody listens on right now, below Linux's ephemeral range (32768+): a client that probes a
+    port there before its server listens can be handed that very port as its source and connect to itself."""
+    rng = random.Random()
+    for _ in range(1000):
+        port = rng.randrange(10_000, 32_000)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((HOST, port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below the ephemeral range on 127.0.0.1")
 
 
 class NodeRequestError(RuntimeError):
@@ -63,7 +73,9 @@ class TestNodeCluster:
 
     __test__ = False  # not a pytest test class despite the name
 
-    def __init__(self, base_dir: Path, names: Sequence[str] = ("n1", "n2", "n3"), args: Sequence[str] = ()) -> None:
+    def __init__(
+        self, base_dir: Path, names: Sequence[str] = ("n1", "n2", "n3"), args: Sequence[str] = ()
+    ) -> None:
         self.base_dir = base_dir
         self.args = list(args)
         self.nodes: dict[str, NodeProcess] = {
@@ -114,7 +126,9 @@ class TestNodeCluster:
             raise RuntimeError(f"{name} did not get ready within {ready_timeout}s") from None
         if not line:
             code = await node.process.wait()
-            raise RuntimeError(f"{name} exited with {code} before it was ready; see {self.base_dir / name}.log")
+            raise RuntimeError(
+                f"{name} exited with {code} before it was ready; see {self.base_dir / name}.log"
+            )
         event = json.loads(line)
         if event.get("event") != "ready":
             raise RuntimeError(f"{name} said {line!r} instead of ready")

@@ -14,7 +14,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,15 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gateway.local_nodes import free_port
+
 HOST = "127.0.0.1"
 NATS_SERVER = Path(sys.executable).with_name("nats-server")
 TARGET_ENV = "JETRAFT_PIPELINE_TARGET"
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float, what: str, alive: Callable[[], None]) -> None:
