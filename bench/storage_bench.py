@@ -9,6 +9,8 @@ With 128-byte payloads and no headers:
   per group (`write_group(sync=True)`), into a second store, msgs/s;
 - last-by-subject lookups (`load_last_msg(subject)`, random subjects) over the filled
   store, lookups/s;
+- reopen after a crash: a process adds one message and exits without closing the store, and a fresh
+  one opens it (the saved index is stale, so every record is read);
 - reopen: a fresh process opens the filled RocksDB store (which rebuilds the in-memory
   index); the memory store has nothing to reopen, so its column is a fresh process
   restoring the store from its snapshot file (how a memory replica comes back);
@@ -145,7 +147,29 @@ def phase_reopen(kind: str, root: Path, args: argparse.Namespace) -> dict[str, A
     return result
 
 
-PHASES = {"write": phase_write, "reopen": phase_reopen}
+def phase_crash(kind: str, root: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """One more durable write to the filled store, then exit without closing it, as a killed node would:
+    the index saved at the last clean close no longer matches, so the next open must rebuild it."""
+    store = RocksStreamStore(root / "filled")
+    with store.write_group(sync=True):
+        store.store_msg(subject_of(args.messages, args.subjects), None, PAYLOAD)
+    print(json.dumps({}), flush=True)
+    os._exit(0)
+
+
+def phase_recover(kind: str, root: Path, args: argparse.Namespace) -> dict[str, Any]:
+    start, cpu_start = time.perf_counter(), time.process_time()
+    store = RocksStreamStore(root / "filled")
+    result = {
+        "crash_reopen_s": time.perf_counter() - start,
+        "crash_reopen_cpu_s": time.process_time() - cpu_start,
+    }
+    assert store.state().messages == args.messages + 1
+    store.close()
+    return result
+
+
+PHASES = {"write": phase_write, "reopen": phase_reopen, "crash": phase_crash, "recover": phase_recover}
 
 
 def run_phase(phase: str, kind: str, root: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -221,7 +245,12 @@ def report(rows: dict[str, dict[str, Any]], args: argparse.Namespace) -> None:
             f"lookups {row['lookups']['per_cpu_s']:>10,.0f} /s"
         )
     if "rocks" in rows:
-        print(f"  RocksDB directory of the filled store: {rows['rocks']['disk_mb']:.0f} MB")
+        rocks = rows["rocks"]
+        print(f"  RocksDB directory of the filled store: {rocks['disk_mb']:.0f} MB")
+        print(
+            f"  RocksStreamStore reopen after a crash (index rebuilt from every record): "
+            f"{rocks['crash_reopen_s']:.1f} s ({rocks['crash_reopen_cpu_s']:.1f} s CPU)"
+        )
 
 
 def main() -> int:
@@ -258,6 +287,10 @@ def main() -> int:
                 rows[kind]["disk_mb"] = dir_size_mb(root / "filled")
             print(f"{kind}: reopening and looking up ...", flush=True)
             rows[kind].update(run_phase("reopen", kind, root, args))
+            if kind == "rocks":
+                print(f"{kind}: crashing and reopening ...", flush=True)
+                run_phase("crash", kind, root, args)
+                rows[kind].update(run_phase("recover", kind, root, args))
         finally:
             shutil.rmtree(root, ignore_errors=True)
     report(rows, args)
