@@ -18,8 +18,9 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
-from cluster.consumer_acks import ack_reply_subject
+from cluster.consumer_acks import ACK_PREFIX
 from cluster.consumer_config import AckPolicy, ConsumerConfig, DeliverPolicy
 from cluster.consumer_entries import ConsumerEntry, Delivered, Delivery, Forget, ForgetReason, Start
 from cluster.consumer_state import ConsumerState
@@ -127,9 +128,11 @@ class StopReason(enum.Enum):
     MAX_ACK_PENDING = "max ack pending"
 
 
-@dataclass(frozen=True, slots=True)
-class OutgoingMsg:
-    """One message to send to the client: on its own subject, with the ack reply subject."""
+class OutgoingMsg(NamedTuple):
+    """One message to send to the client: on its own subject, with the ack reply subject.
+
+    A named tuple: the leader makes one per delivered message, and a tuple is the cheapest to build.
+    """
 
     subject: str
     reply: str
@@ -164,7 +167,8 @@ def _headers_only(msg: StoredMsg) -> bytes:
 
 
 def _candidates(config: ConsumerConfig, state: ConsumerState, store: StreamStore) -> Iterator[StoredMsg]:
-    """Messages not yet delivered once, in delivery order."""
+    """Messages not yet delivered once, in delivery order (the general case: several filters, or a
+    last_per_subject consumer)."""
     filters = _filters(config)
     seq = state.next_stream_seq
     for lps_seq in state.last_per_subject:
@@ -184,6 +188,13 @@ def _candidates(config: ConsumerConfig, state: ConsumerState, store: StreamStore
         seq = msg.seq + 1
 
 
+def _single_filter(config: ConsumerConfig, state: ConsumerState) -> str | None:
+    """The one filter to read a batch with in a single store call, when the simple case applies."""
+    if state.last_per_subject or state.lps_resume or len(config.filters) > 1:
+        return None
+    return config.filters[0] if config.filters else _ALL
+
+
 def plan_deliveries(
     stream: str,
     consumer: str,
@@ -195,28 +206,37 @@ def plan_deliveries(
     max_bytes: int = 0,
 ) -> DeliveryPlan:
     """Up to `max_msgs` messages (and, when `max_bytes` > 0, no more bytes than that) for one pull
-    request or one round of a push consumer. Does not change `state`."""
+    request or one round of a push consumer. Does not change `state`.
+
+    This runs for every delivered message, so the common case (one filter) reads its batch with one
+    store call and builds each message's reply subject inline.
+    """
     plan = DeliveryPlan()
+    messages = plan.messages
     deliveries: list[Delivery] = []
     forget_max: list[int] = []
     forget_gone: list[int] = []
     consumer_seq = state.delivered_consumer_seq
-    pending_count = num_pending(config, state, store)
+    headers_only = config.headers_only
+    reply_prefix = f"{ACK_PREFIX}{stream}.{consumer}."
+    pending_total: int | None = None  # num_pending, computed only when needed
 
-    def take(msg: StoredMsg, count: int) -> bool:
+    def take(msg: StoredMsg, count: int, remaining: int) -> bool:
         nonlocal consumer_seq
         headers, payload = msg.headers, msg.payload
-        if config.headers_only:
+        if headers_only:
             headers, payload = _headers_only(msg), b""
-        remaining = pending_count - 1 if count == 1 else pending_count
-        reply = ack_reply_subject(stream, consumer, count, msg.seq, consumer_seq + 1, msg.ts_ns, remaining)
-        out = OutgoingMsg(msg.subject, reply, headers, payload, msg.seq, consumer_seq + 1, count)
-        if max_bytes and plan.bytes_used + out.size > max_bytes:
-            return False
-        consumer_seq += 1
-        plan.messages.append(out)
-        plan.bytes_used += out.size
-        deliveries.append(Delivery(msg.seq, consumer_seq, count))
+        next_seq = consumer_seq + 1
+        reply = f"{reply_prefix}{count}.{msg.seq}.{next_seq}.{msg.ts_ns}.{remaining}"
+        out = OutgoingMsg(msg.subject, reply, headers, payload, msg.seq, next_seq, count)
+        if max_bytes:
+            size = out.size
+            if plan.bytes_used + size > max_bytes:
+                return False
+            plan.bytes_used += size
+        consumer_seq = next_seq
+        messages.append(out)
+        deliveries.append(Delivery(msg.seq, next_seq, count))
         return True
 
     stopped = False
@@ -226,36 +246,51 @@ def plan_deliveries(
             # dropped even when the batch is full, so a used-up message never blocks the queue
             forget_max.append(seq)
             continue
-        if stopped or len(plan.messages) >= max_msgs:
+        if stopped or len(messages) >= max_msgs:
             continue
         msg = _load(store, seq)
         if msg is None:
             forget_gone.append(seq)
             continue
-        if not take(msg, pending.deliveries + 1):
+        if pending_total is None:
+            pending_total = num_pending(config, state, store)
+        if not take(msg, pending.deliveries + 1, pending_total):
             stopped = True
 
     ack_limited = False
-    taken = 0
-    if not stopped and len(plan.messages) < max_msgs:
-        room = max_msgs - len(plan.messages)
+    if not stopped and len(messages) < max_msgs:
+        room = max_msgs - len(messages)
         if config.ack_policy is not AckPolicy.NONE and config.max_ack_pending > 0:
             ack_room = config.max_ack_pending - len(state.pending)
             if ack_room <= room:
                 room, ack_limited = max(ack_room, 0), True
-        for msg in _candidates(config, state, store) if room > 0 else ():
-            if taken >= room:
-                break
-            if not take(msg, 1):
-                stopped = True
-                break
-            pending_count -= 1
-            taken += 1
+        taken = 0
+        single = _single_filter(config, state) if room > 0 and state.started else None
+        if single is not None:
+            batch = store.load_batch(single, state.next_stream_seq, room)
+            # what is still pending after each message: those after it in this batch, and after the batch
+            remaining = batch.num_pending + len(batch.messages)
+            for msg in batch.messages:
+                remaining -= 1
+                if not take(msg, 1, remaining):
+                    stopped = True
+                    break
+                taken += 1
+        elif room > 0:
+            remaining = num_pending(config, state, store) if pending_total is None else pending_total
+            for msg in _candidates(config, state, store):
+                if taken >= room:
+                    break
+                remaining -= 1
+                if not take(msg, 1, remaining):
+                    stopped = True
+                    break
+                taken += 1
         if ack_limited and taken < room:
             ack_limited = False
     if stopped:
         plan.stop = StopReason.MAX_BYTES
-    elif len(plan.messages) >= max_msgs:
+    elif len(messages) >= max_msgs:
         plan.stop = StopReason.BATCH_DONE
     elif ack_limited:
         plan.stop = StopReason.MAX_ACK_PENDING

@@ -18,6 +18,7 @@ from __future__ import annotations
 import enum
 import struct
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import orjson
 
@@ -50,8 +51,9 @@ class Start:
         return bytes([ConsumerOp.START]) + orjson.dumps(body)
 
 
-@dataclass(frozen=True, slots=True)
-class Delivery:
+class Delivery(NamedTuple):
+    """One message handed out (a named tuple: a DELIVERED entry carries hundreds of them)."""
+
     stream_seq: int
     consumer_seq: int
     deliveries: int
@@ -68,9 +70,9 @@ class Delivered:
     deliveries: tuple[Delivery, ...]
 
     def encode(self) -> bytes:
-        parts = [_DELIVERED_HEAD.pack(ConsumerOp.DELIVERED, self.ts_ns, len(self.deliveries))]
-        parts.extend(_DELIVERY.pack(d.stream_seq, d.consumer_seq, d.deliveries) for d in self.deliveries)
-        return b"".join(parts)
+        head = _DELIVERED_HEAD.pack(ConsumerOp.DELIVERED, self.ts_ns, len(self.deliveries))
+        pack = _DELIVERY.pack
+        return head + b"".join([pack(*d) for d in self.deliveries])
 
 
 # op, stream seq, consumer seq, timestamp, delay (NAK only; 0 otherwise)
@@ -173,11 +175,9 @@ def decode_consumer_entry(data: bytes) -> ConsumerEntry:
             _, ts, count = _DELIVERED_HEAD.unpack_from(data)
             if len(data) != _DELIVERED_HEAD.size + count * _DELIVERY.size:
                 raise ConsumerEntryDecodeError("DELIVERED entry has the wrong length")
-            deliveries = tuple(
-                Delivery(*_DELIVERY.unpack_from(data, _DELIVERED_HEAD.size + i * _DELIVERY.size))
-                for i in range(count)
-            )
-            return Delivered(ts, deliveries)
+            make = Delivery._make
+            body = memoryview(data)[_DELIVERED_HEAD.size :]
+            return Delivered(ts, tuple([make(d) for d in _DELIVERY.iter_unpack(body)]))
         if op is ConsumerOp.FORGET:
             _, ts, reason, count = _FORGET_HEAD.unpack_from(data)
             if len(data) != _FORGET_HEAD.size + count * _SEQ.size:

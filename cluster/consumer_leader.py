@@ -71,8 +71,11 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 PUSH_BATCH = 256
+# full batches per turn of the serving loop before it lets other work in
+PUSH_ROUNDS = 4
 CATCH_UP_TIMEOUT = 2.0
 IDLE_SLEEP = 1.0
+NO_INTEREST_POLL = 0.05
 
 
 class ConsumerLeader:
@@ -153,6 +156,9 @@ class ConsumerLeader:
             await self._sleep(now)
 
     async def _sleep(self, now: int) -> None:
+        if self._kick.is_set():
+            await asyncio.sleep(0)  # more work already waits: just let the rest of the node have a turn
+            return
         cfg, working = self.replica.config, self.working
         assert working is not None
         # a redelivery falling due matters only when someone can receive it: a waiting pull
@@ -167,6 +173,10 @@ class ConsumerLeader:
         timeout = IDLE_SLEEP
         if wakeups:
             timeout = min(max((min(wakeups) - now) / 1e9, 0.001), IDLE_SLEEP)
+        if cfg.is_push and not receivers:
+            # the router tells nobody when a subscriber appears (here or on a peer): look again soon,
+            # so a push consumer starts delivering within NO_INTEREST_POLL of its subscriber's arrival
+            timeout = min(timeout, NO_INTEREST_POLL)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._kick.wait(), timeout)
 
@@ -197,7 +207,9 @@ class ConsumerLeader:
                     continue
                 if plan.stop is StopReason.MAX_BYTES:
                     self.queue.remove(waiting)
-                    publish(waiting.reply, b"", None, max_bytes_exceeded(waiting.batch_left, waiting.bytes_left))
+                    publish(
+                        waiting.reply, b"", None, max_bytes_exceeded(waiting.batch_left, waiting.bytes_left)
+                    )
                     continue
                 if waiting.no_wait:
                     self.queue.remove(waiting)
@@ -221,26 +233,38 @@ class ConsumerLeader:
         self._no_interest_since = None
         if self.flow.stalled:
             return
-        original = cfg.replay_policy is ReplayPolicy.ORIGINAL
-        while not self._closed:
-            if original:
-                if not self._replay_next(now):
-                    break
-                continue
-            plan = self._plan(now, PUSH_BATCH, 0)
-            if not plan.messages:
-                break
-            for msg in plan.messages:
-                self._push(msg)
-            self._last_push_ns = now
-            self._last_active_ns = now
-            if self.flow.stalled or plan.stop is not StopReason.BATCH_DONE:
-                break
+        if cfg.replay_policy is ReplayPolicy.ORIGINAL:
+            while not self._closed and self._replay_next(now):
+                pass
+        else:
+            self._push_batches(now)
         if cfg.idle_heartbeat and now - self._last_push_ns >= cfg.idle_heartbeat:
             assert self.working is not None
             stalled = self.flow.outstanding or "" if self.flow.stalled else ""
             router.publish(subject, b"", None, idle_heartbeat(self.working, stalled))
             self._last_push_ns = now
+
+    def _push_batches(self, now: int) -> None:
+        """A few full batches, then back to the loop (acks, flow control and other consumers get a turn);
+        a kick brings this straight back while more is waiting."""
+        for _ in range(PUSH_ROUNDS):
+            if self._closed:
+                return
+            plan = self._plan(now, PUSH_BATCH, 0)
+            if not plan.messages:
+                return
+            if self.replica.config.flow_control:
+                for msg in plan.messages:
+                    self._push(msg)
+            else:
+                # the hot path of a push consumer: one publish per message, nothing else
+                publish, subject = self.ctx.router.publish, self.replica.config.deliver_subject
+                for msg in plan.messages:
+                    publish(subject, msg.payload, msg.reply, msg.headers, deliver_as=msg.subject)
+            self._last_push_ns = self._last_active_ns = now
+            if self.flow.stalled or plan.stop is not StopReason.BATCH_DONE:
+                return
+        self.kick()
 
     def _push(self, msg: OutgoingMsg) -> None:
         cfg, router = self.replica.config, self.ctx.router
@@ -380,8 +404,10 @@ class ConsumerLeader:
                 body = await self._step_down()
             elif op in (ConsumerOp.INFO, ConsumerOp.CREATE_RESULT):
                 view = self.view()
-                body = create_response(view, time.time_ns()) if op is ConsumerOp.CREATE_RESULT else info_response(
-                    view, time.time_ns()
+                body = (
+                    create_response(view, time.time_ns())
+                    if op is ConsumerOp.CREATE_RESULT
+                    else info_response(view, time.time_ns())
                 )
             elif op is ConsumerOp.LIST_ENTRY:
                 body = info_response(self.view(), time.time_ns())
@@ -390,7 +416,9 @@ class ConsumerLeader:
         except ApiError as error:
             body = plain_error("io.nats.jetstream.api.v1.consumer_info_response", error)
         except (RaftHostError, TimeoutError):
-            body = plain_error("io.nats.jetstream.api.v1.consumer_info_response", JSErrors.CLUSTER_NOT_AVAILABLE())
+            body = plain_error(
+                "io.nats.jetstream.api.v1.consumer_info_response", JSErrors.CLUSTER_NOT_AVAILABLE()
+            )
         self.ctx.reply(reply, body)
 
     async def _step_down(self) -> bytes:
@@ -414,7 +442,8 @@ class ConsumerLeader:
             num_pending=num_pending(self.replica.config, working, self.replica.stream.store),
             num_waiting=len(self.queue),
             cluster=leader,
-            push_bound=self.replica.config.is_push and self.ctx.router.has_interest(self.replica.config.deliver_subject),
+            push_bound=self.replica.config.is_push
+            and self.ctx.router.has_interest(self.replica.config.deliver_subject),
         )
 
 
