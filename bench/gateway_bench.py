@@ -115,7 +115,9 @@ async def measure(factory: ClusterFactory, size: int, args: argparse.Namespace) 
     async with factory(size) as nodes:
         first, last = nodes[0], nodes[-1]
         for label, target in (("same", first), ("cross", last)):
-            rate, received = await pubsub_rate(first.url, target.url, args.messages, args.size, args.seconds * 4)
+            rate, received = await pubsub_rate(
+                first.url, target.url, args.messages, args.size, args.seconds * 4
+            )
             if received < args.messages:
                 print(f"  (pub/sub {label}: only {received} of {args.messages} messages arrived)", flush=True)
             figures[f"pubsub_{label}"] = rate
@@ -131,7 +133,9 @@ async def main() -> None:
     parser.add_argument("--messages", type=int, default=100_000, help="messages per pub/sub run")
     parser.add_argument("--size", type=int, default=128, help="payload bytes")
     parser.add_argument("--seconds", type=float, default=5.0, help="length of each request/reply run")
-    parser.add_argument("--nodes", type=int, default=3, help="cluster size (at least 2 for the cross-node figures)")
+    parser.add_argument(
+        "--nodes", type=int, default=3, help="cluster size (at least 2 for the cross-node figures)"
+    )
     parser.add_argument("--only", choices=("nats-server", "jetraft"), help="measure one server only")
     args = parser.parse_args()
     if args.nodes < 2:

@@ -63,7 +63,19 @@ async def bench_jetraft(args: argparse.Namespace) -> dict[str, Any]:
             if args.profile:
                 pid = cluster.nodes[leader].process.pid  # type: ignore[union-attr]
                 profiler = subprocess.Popen(
-                    [str(Path(sys.executable).parent / "py-spy"), "record", "-p", str(pid), "-o", args.profile, "-f", "raw", "-r", "200", "--nonblocking"],
+                    [
+                        str(Path(sys.executable).parent / "py-spy"),
+                        "record",
+                        "-p",
+                        str(pid),
+                        "-o",
+                        args.profile,
+                        "-f",
+                        "raw",
+                        "-r",
+                        "200",
+                        "--nonblocking",
+                    ],
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                 )
@@ -164,7 +176,9 @@ def _pysyncobj_load(node: Any, count: int, inflight: int, size: int, max_seconds
             break
         with lock:
             state["issued"] += 1
-        node.add(i.to_bytes(8, "big") + padding, callback=functools.partial(done, started=time.perf_counter()))
+        node.add(
+            i.to_bytes(8, "big") + padding, callback=functools.partial(done, started=time.perf_counter())
+        )
     with lock:
         state["issuing"] = False
         if state["completed"] == state["issued"]:
@@ -195,7 +209,15 @@ def bench_pysyncobj(args: argparse.Namespace) -> dict[str, Any]:
     processes = []
     for address in addresses:
         partners = [a for a in addresses if a != address]
-        command = [sys.executable, __file__, "--pysyncobj-node", address, *partners, "--spec", json.dumps(spec)]
+        command = [
+            sys.executable,
+            __file__,
+            "--pysyncobj-node",
+            address,
+            *partners,
+            "--spec",
+            json.dumps(spec),
+        ]
         processes.append(subprocess.Popen(command, stdout=subprocess.PIPE, text=True))
     try:
         result: dict[str, Any] | None = None

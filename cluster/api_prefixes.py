@@ -60,4 +60,6 @@ class PrefixMapper:
     def _forward(self, prefix: str, msg: Message) -> None:
         local = map_subject(prefix, msg.subject)
         if local is not None:
-            self._ctx.router.publish(local, msg.payload, msg.reply, msg.headers, no_responders=bool(msg.reply))
+            self._ctx.router.publish(
+                local, msg.payload, msg.reply, msg.headers, no_responders=bool(msg.reply)
+            )

@@ -61,7 +61,12 @@ class NodeConfig:
         if self.domain is not None and (not self.domain or any(ch in self.domain for ch in " .*>")):
             raise ConfigError(f"domain {self.domain!r} must be one token: no spaces, dots or wildcards")
         for prefix in self.api_prefixes:
-            if not prefix or any(ch in prefix for ch in " *>") or prefix.startswith(".") or prefix.endswith("."):
+            if (
+                not prefix
+                or any(ch in prefix for ch in " *>")
+                or prefix.startswith(".")
+                or prefix.endswith(".")
+            ):
                 raise ConfigError(f"API prefix {prefix!r} must be a literal subject prefix such as JS.acc1")
         if self.token is not None and self.user is not None:
             raise ConfigError("use either a token or a user and password, not both")
@@ -116,7 +121,10 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--advertise", help="client URL to advertise to clients, e.g. nats://host:4222")
     parser.add_argument("--domain", help="JetStream domain: also answer $JS.<domain>.API (ADR-19)")
     parser.add_argument(
-        "--api-prefix", action="append", default=[], dest="api_prefixes",
+        "--api-prefix",
+        action="append",
+        default=[],
+        dest="api_prefixes",
         help="another API prefix to answer under, as an account import would map it (repeatable)",
     )
 

@@ -45,7 +45,9 @@ class NodeHttpServer:
 
     async def _healthz(self, _request: web.Request) -> web.Response:
         ok, details = self._health()
-        return web.json_response({"status": "ok" if ok else "unavailable", **details}, status=200 if ok else 503)
+        return web.json_response(
+            {"status": "ok" if ok else "unavailable", **details}, status=200 if ok else 503
+        )
 
     async def _metrics(self, _request: web.Request) -> web.Response:
         body = generate_latest(self._registry)

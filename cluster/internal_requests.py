@@ -48,7 +48,9 @@ class InternalRequester:
             raise NoRespondersError(subject)
         return reply
 
-    async def request_when_answered(self, subject: str, payload: bytes = b"", timeout: float = 10.0) -> Message:
+    async def request_when_answered(
+        self, subject: str, payload: bytes = b"", timeout: float = 10.0
+    ) -> Message:
         """`request`, retried while nobody subscribes yet (a group still electing its leader, whose
         subscription arrives when it is elected); raises TimeoutError after `timeout`."""
         loop = asyncio.get_running_loop()

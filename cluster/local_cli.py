@@ -47,7 +47,9 @@ def main(argv: list[str]) -> int:
     if args.nodes < 1 or args.mirror_nodes < 0:
         print("jetraft local: --nodes must be at least 1 and --mirror-nodes at least 0", file=sys.stderr)
         return 2
-    specs = plan_nodes(args.nodes, args.mirror_nodes, args.port_base, args.http_port_base, args.cluster_port_base)
+    specs = plan_nodes(
+        args.nodes, args.mirror_nodes, args.port_base, args.http_port_base, args.cluster_port_base
+    )
     toxiproxy = None
     if args.toxiproxy:
         try:

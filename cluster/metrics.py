@@ -72,10 +72,16 @@ class NodeMetrics:
             "jetraft_raft_is_leader", "1 while this node leads the group", ["group", "node"], registry=r
         )
         self.raft_elections = Counter(
-            "jetraft_raft_elections_total", "Elections this node started (campaigns)", ["group", "node"], registry=r
+            "jetraft_raft_elections_total",
+            "Elections this node started (campaigns)",
+            ["group", "node"],
+            registry=r,
         )
         self.raft_leader_changes = Counter(
-            "jetraft_raft_leader_changes_total", "Leader changes seen by this node", ["group", "node"], registry=r
+            "jetraft_raft_leader_changes_total",
+            "Leader changes seen by this node",
+            ["group", "node"],
+            registry=r,
         )
         self.raft_snapshot_installs = Counter(
             "jetraft_raft_snapshot_installs_total",

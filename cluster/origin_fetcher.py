@@ -113,7 +113,9 @@ class OriginFetcher:
     def _entry(self, msg: FetchedMsg) -> bytes:
         if self.mirror:
             return StoreAtSeq(msg.seq, msg.subject, bytes(msg.header), bytes(msg.payload), msg.ts_ns).encode()
-        tag = f"{HDR_STREAM_SOURCE}: {source_header(self.source.name, msg.seq, self.source.filter_subject)}\r\n"
+        tag = (
+            f"{HDR_STREAM_SOURCE}: {source_header(self.source.name, msg.seq, self.source.filter_subject)}\r\n"
+        )
         head = bytes(msg.header)[:-2] if msg.header else b"NATS/1.0\r\n"
         header = head + tag.encode() + b"\r\n"
         return StoreMsg(

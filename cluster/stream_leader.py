@@ -149,7 +149,9 @@ class StreamLeader:
     def reconcile_membership(self) -> None:
         """Make the group's voters the assignment's peers, one single-server change at a time."""
         if self._membership_task is None or self._membership_task.done():
-            self._membership_task = self.ctx.spawn(self._change_membership(), f"membership-{self.replica.name}")
+            self._membership_task = self.ctx.spawn(
+                self._change_membership(), f"membership-{self.replica.name}"
+            )
 
     async def _change_membership(self) -> None:
         host, group = self.ctx.host, self.replica.group
@@ -170,7 +172,10 @@ class StreamLeader:
             else:
                 change = ConfChange(ConfChangeType.REMOVE_NODE, to_remove[0])
             log.info(
-                "stream_membership_change", stream=self.replica.name, change=change.type.name, node=change.node_id
+                "stream_membership_change",
+                stream=self.replica.name,
+                change=change.type.name,
+                node=change.node_id,
             )
             try:
                 await host.change_membership(group, change)
@@ -321,8 +326,12 @@ class StreamLeader:
             await replica.wait_for_seq(request.seq, request.wait_ms / 1000)
         state = replica.store.state()
         try:
-            batch = replica.store.load_batch(request.filter or ">", request.seq, request.batch, request.max_bytes)
-            messages = [FetchedMsg(m.seq, m.ts_ns, m.subject, m.headers or b"", m.payload) for m in batch.messages]
+            batch = replica.store.load_batch(
+                request.filter or ">", request.seq, request.batch, request.max_bytes
+            )
+            messages = [
+                FetchedMsg(m.seq, m.ts_ns, m.subject, m.headers or b"", m.payload) for m in batch.messages
+            ]
         except MsgNotFoundError:
             messages = []
         return encode_batch(state.first_seq, state.last_seq, messages)
@@ -339,7 +348,9 @@ class StreamLeader:
 
     # -- info -------------------------------------------------------------------------------
 
-    def stream_info(self, subjects: dict[str, int] | None = None, deleted_details: bool = False) -> StreamInfo:
+    def stream_info(
+        self, subjects: dict[str, int] | None = None, deleted_details: bool = False
+    ) -> StreamInfo:
         replica = self.replica
         now = time.time_ns()
         mirror = None
@@ -355,9 +366,7 @@ class StreamLeader:
             subjects=subjects,
             cluster=self.cluster_info(),
             mirror=mirror,
-            sources=tuple(
-                SourceInfo.for_source(f.source, f.lag, f.active_ns(now)) for f in self.sources
-            ),
+            sources=tuple(SourceInfo.for_source(f.source, f.lag, f.active_ns(now)) for f in self.sources),
         )
 
     def cluster_info(self) -> ClusterInfo:

@@ -144,7 +144,9 @@ class StreamReplica:
             self._seq_waiters = still
         role = self.responder_role()
         if role is not self._last_seq_role:
-            self._last_seq_gauge = self.ctx.metrics.stream_last_seq.labels(self.name, self.ctx.name, role.value)
+            self._last_seq_gauge = self.ctx.metrics.stream_last_seq.labels(
+                self.name, self.ctx.name, role.value
+            )
             self._last_seq_role = role
         self._last_seq_gauge.set(last_seq)
         self._update_responders()
@@ -200,8 +202,14 @@ class StreamReplica:
         too_stale = bound_ms is not None and stale_ns > bound_ms * 1_000_000
         if too_stale != self._too_stale:
             self._too_stale = too_stale
-            log.info("direct_get_staleness", stream=self.name, node=self.ctx.name, too_stale=too_stale,
-                     staleness_ms=stale_ns // 1_000_000, bound_ms=bound_ms)
+            log.info(
+                "direct_get_staleness",
+                stream=self.name,
+                node=self.ctx.name,
+                too_stale=too_stale,
+                staleness_ms=stale_ns // 1_000_000,
+                bound_ms=bound_ms,
+            )
             self._update_responders()
 
     async def stop(self, delete: bool) -> None:

@@ -122,12 +122,22 @@ REPLICATION = Dashboard(
         Panel(
             "Replica lag (messages)",
             "Messages each copy is behind its stream leader (a mirror: behind its origin)",
-            (Query("max by (stream, node, role) (jetraft_replica_lag_messages)", "{{stream}} {{node}} {{role}}"),),
+            (
+                Query(
+                    "max by (stream, node, role) (jetraft_replica_lag_messages)",
+                    "{{stream}} {{node}} {{role}}",
+                ),
+            ),
         ),
         Panel(
             "Replica lag (seconds)",
             "Age of the newest message each copy lacks (0 when caught up)",
-            (Query("max by (stream, node, role) (jetraft_replica_lag_seconds)", "{{stream}} {{node}} {{role}}"),),
+            (
+                Query(
+                    "max by (stream, node, role) (jetraft_replica_lag_seconds)",
+                    "{{stream}} {{node}} {{role}}",
+                ),
+            ),
             unit="s",
         ),
         Panel(

@@ -50,7 +50,9 @@ def query_range(prometheus: str, expr: str, start: float, end: float, step: floa
     return body["data"]["result"]
 
 
-def panel_series(prometheus: str, panel: Panel, start: float, end: float, step: float, window: str) -> list[Series]:
+def panel_series(
+    prometheus: str, panel: Panel, start: float, end: float, step: float, window: str
+) -> list[Series]:
     series = []
     for query in panel.queries:
         expr = query.expr.replace("$__rate_interval", window)
@@ -71,7 +73,9 @@ def legend_of(template: str, labels: dict[str, str]) -> str:
     return _LEGEND_LABEL.sub(lambda match: labels.get(match.group(1), ""), template)
 
 
-def render(prometheus: str, out: Path, start: float, end: float, step: float = 1.0, window: str = "15s") -> int:
+def render(
+    prometheus: str, out: Path, start: float, end: float, step: float = 1.0, window: str = "15s"
+) -> int:
     """Draw the panels into `out`; returns how many series were drawn."""
     import matplotlib
 

@@ -217,7 +217,9 @@ class Router:
         self._add(sub)
         return sub
 
-    def subscribe_client(self, client: ClientSink, sid: bytes, subject: str, queue: str | None) -> Subscription:
+    def subscribe_client(
+        self, client: ClientSink, sid: bytes, subject: str, queue: str | None
+    ) -> Subscription:
         """A client connection's subscription; deliveries go to `client.deliver`."""
         sub = Subscription(subject, queue, client=client, sid=sid)
         self._add(sub)

@@ -233,7 +233,9 @@ class RouteMesh:
         try:
             self._apply(peer, first)
             await context.write(
-                route_pb2.Frame(hello=route_pb2.Hello(node=self.node_name, client_url=self.client_url, session=session))
+                route_pb2.Frame(
+                    hello=route_pb2.Hello(node=self.node_name, client_url=self.client_url, session=session)
+                )
             )
             while True:
                 frame = await context.read()
@@ -350,7 +352,10 @@ class _PeerLink:
     def _disconnected(self) -> None:
         if self.connected:
             log.info(
-                "route to peer down", peer=self.name, frames_sent=self.frames_sent, messages_sent=self.messages_sent
+                "route to peer down",
+                peer=self.name,
+                frames_sent=self.frames_sent,
+                messages_sent=self.messages_sent,
             )
         self.connected = False
         self.session_open = False
@@ -452,7 +457,9 @@ class _PeerLink:
                     self._last_pong = now
                     if sent is not None:
                         sample = now - sent
-                        self.rtt = sample if self.rtt is None else self.rtt + RTT_SMOOTHING * (sample - self.rtt)
+                        self.rtt = (
+                            sample if self.rtt is None else self.rtt + RTT_SMOOTHING * (sample - self.rtt)
+                        )
         finally:
             self.wake.set()
 

@@ -54,7 +54,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--name", required=True, help="node name, e.g. n1")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument("--port", type=int, default=4222, help="NATS client port (0: any free port)")
-    parser.add_argument("--cluster-port", type=int, default=None, help="gRPC route port (omit for a lone node)")
+    parser.add_argument(
+        "--cluster-port", type=int, default=None, help="gRPC route port (omit for a lone node)"
+    )
     parser.add_argument("--peer", type=_peer, action="append", default=[], help="NAME=HOST:PORT of a peer")
     parser.add_argument("--queue-policy", choices=POLICY_NAMES, default="random")
     parser.add_argument("--user")
@@ -62,8 +64,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--token")
     parser.add_argument("--max-payload", type=int, default=_DEFAULT_LIMITS.max_payload)
     parser.add_argument("--max-pending", type=int, default=_DEFAULT_LIMITS.max_pending)
-    parser.add_argument("--ping-interval", type=float, default=_DEFAULT_LIMITS.ping_interval, help="client PING interval, s")
-    parser.add_argument("--route-ping-interval", type=float, default=DEFAULT_PING_INTERVAL, help="RTT probe interval, s")
+    parser.add_argument(
+        "--ping-interval", type=float, default=_DEFAULT_LIMITS.ping_interval, help="client PING interval, s"
+    )
+    parser.add_argument(
+        "--route-ping-interval", type=float, default=DEFAULT_PING_INTERVAL, help="RTT probe interval, s"
+    )
     parser.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     parser.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop")
     args = parser.parse_args(argv)
@@ -78,8 +84,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 async def run(args: argparse.Namespace) -> None:
     router = Router(args.queue_policy)
-    limits = Limits(max_payload=args.max_payload, max_pending=args.max_pending, ping_interval=args.ping_interval)
-    server = GatewayServer(router, name=args.name, host=args.host, port=args.port, limits=limits, auth=args.auth)
+    limits = Limits(
+        max_payload=args.max_payload, max_pending=args.max_pending, ping_interval=args.ping_interval
+    )
+    server = GatewayServer(
+        router, name=args.name, host=args.host, port=args.port, limits=limits, auth=args.auth
+    )
     await server.start()
     grpc_server: grpc.aio.Server | None = None
     channels: list[grpc.aio.Channel] = []

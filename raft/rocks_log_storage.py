@@ -125,7 +125,9 @@ class RocksLogEngine:
         self._nosync_options = WriteOptions()
         self._nosync_options.sync = False
         # One writer thread keeps batches in the order they were staged.
-        self._writer = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="raft-log-writer")
+        self._writer = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="raft-log-writer"
+        )
         self._write_lock = threading.Lock()
         self._closed = False
         self.fsyncs = 0
@@ -316,7 +318,9 @@ class RocksLogStorage:
         for key, value in engine._scan(self._entry_key(expected), self._prefix + b"f"):
             index = _INDEX.unpack_from(key, len(self._entry_prefix))[0]
             if index != expected:
-                raise RuntimeError(f"raft log of group {self.group!r} has a hole at {expected} (found {index})")
+                raise RuntimeError(
+                    f"raft log of group {self.group!r} has a hole at {expected} (found {index})"
+                )
             entry = _decode_entry(index, value)
             self._note_term(index, entry.term)
             self._tail.append(entry)
@@ -358,7 +362,9 @@ class RocksLogStorage:
             budget = None if max_bytes is None else max_bytes - size
             if budget is not None and budget <= 0:
                 return found
-            found.extend(limit_size(self._tail[: hi - stop], budget) if budget is not None else self._tail[: hi - stop])
+            found.extend(
+                limit_size(self._tail[: hi - stop], budget) if budget is not None else self._tail[: hi - stop]
+            )
         return found
 
     def term(self, index: int) -> int:

@@ -123,7 +123,9 @@ def _percentile(sorted_values: list[float], fraction: float) -> float:
     return sorted_values[position]
 
 
-async def run_load(host: RaftHost, count: int, size: int, inflight: int, max_seconds: float) -> dict[str, Any]:
+async def run_load(
+    host: RaftHost, count: int, size: int, inflight: int, max_seconds: float
+) -> dict[str, Any]:
     """Propose `count` commands of `size` bytes, `inflight` at a time, inside this process."""
     loop = asyncio.get_running_loop()
     latencies: list[float] = []
@@ -228,7 +230,10 @@ class TestNode:
         http_host, _, http_port = args.http.rpartition(":")
         site = web.TCPSite(self.runner, http_host, int(http_port))
         await site.start()
-        print(json.dumps({"event": "ready", "id": args.id, "listen": args.listen, "http": args.http}), flush=True)
+        print(
+            json.dumps({"event": "ready", "id": args.id, "listen": args.listen, "http": args.http}),
+            flush=True,
+        )
 
     async def stop(self) -> None:
         if self.runner is not None:
@@ -314,11 +319,15 @@ class TestNode:
             inflight = int(body.get("inflight", 1_000))
             max_seconds = float(body.get("max_seconds", 30.0))
         except (TypeError, ValueError):
-            return web.json_response({"error": "count, size, inflight, max_seconds must be numbers"}, status=400)
+            return web.json_response(
+                {"error": "count, size, inflight, max_seconds must be numbers"}, status=400
+            )
         if not (0 < count <= 10_000_000 and 8 <= size <= 1 << 20 and inflight > 0 and 0 < max_seconds <= 600):
             return web.json_response({"error": "load parameters out of range"}, status=400)
         if not self.host.is_leader(GROUP):
-            return web.json_response({"error": "not leader", "leader": self.host.leader_of(GROUP)}, status=409)
+            return web.json_response(
+                {"error": "not leader", "leader": self.host.leader_of(GROUP)}, status=409
+            )
         fsyncs_before = self.engine.fsyncs
         result = await run_load(self.host, count, size, inflight, max_seconds)
         result["fsyncs"] = self.engine.fsyncs - fsyncs_before
@@ -337,7 +346,9 @@ class TestNode:
 
     async def snapshot(self, request: web.Request) -> web.Response:
         index = self.host.snapshot_now(GROUP)
-        return web.json_response({"snapshot_index": index, "first_index": self.host.status(GROUP).first_index})
+        return web.json_response(
+            {"snapshot_index": index, "first_index": self.host.status(GROUP).first_index}
+        )
 
 
 async def _json_body(request: web.Request) -> dict[str, Any]:
@@ -346,9 +357,13 @@ async def _json_body(request: web.Request) -> dict[str, Any]:
     try:
         body = await request.json()
     except (json.JSONDecodeError, UnicodeDecodeError):
-        raise web.HTTPBadRequest(text='{"error": "body is not JSON"}', content_type="application/json") from None
+        raise web.HTTPBadRequest(
+            text='{"error": "body is not JSON"}', content_type="application/json"
+        ) from None
     if not isinstance(body, dict):
-        raise web.HTTPBadRequest(text='{"error": "body must be a JSON object"}', content_type="application/json")
+        raise web.HTTPBadRequest(
+            text='{"error": "body must be a JSON object"}', content_type="application/json"
+        )
     return body
 
 
@@ -367,8 +382,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--http", required=True, help="HOST:PORT of the HTTP control interface")
     parser.add_argument("--data-dir", required=True)
     parser.add_argument("--tick", type=float, default=0.05, help="seconds per Raft tick (default 0.05)")
-    parser.add_argument("--election-tick", type=int, default=10, help="election timeout in ticks (randomised up to 2x)")
-    parser.add_argument("--snapshot-interval", type=int, default=10_000, help="entries between snapshots (0: never)")
+    parser.add_argument(
+        "--election-tick", type=int, default=10, help="election timeout in ticks (randomised up to 2x)"
+    )
+    parser.add_argument(
+        "--snapshot-interval", type=int, default=10_000, help="entries between snapshots (0: never)"
+    )
     parser.add_argument("--compact-keep", type=int, default=1_000, help="entries kept behind a snapshot")
     parser.add_argument("--keep-values", action="store_true", help="keep every applied command (for /values)")
     parser.add_argument("--join", action="store_true", help="start with no membership; wait to be added")

@@ -204,7 +204,9 @@ class RaftTransport:
                 deliver(pb.group, msg)
         return summary
 
-    async def serve_install_snapshot(self, chunks: AsyncIterator[raft_pb2.SnapshotChunk]) -> raft_pb2.SnapshotResult:
+    async def serve_install_snapshot(
+        self, chunks: AsyncIterator[raft_pb2.SnapshotChunk]
+    ) -> raft_pb2.SnapshotResult:
         assembler = SnapshotAssembler(self.max_snapshot_bytes)
         try:
             async for chunk in chunks:
@@ -214,7 +216,9 @@ class RaftTransport:
             log.warning("bad snapshot from peer", group=assembler.group, error=str(exc))
             return raft_pb2.SnapshotResult(accepted=False, error=str(exc))
         if msg.to != self.node_id:
-            return raft_pb2.SnapshotResult(accepted=False, error=f"snapshot for {msg.to!r} reached {self.node_id!r}")
+            return raft_pb2.SnapshotResult(
+                accepted=False, error=f"snapshot for {msg.to!r} reached {self.node_id!r}"
+            )
         if not self._deliver(group, msg):
             return raft_pb2.SnapshotResult(accepted=False, error=f"group {group!r} is not running here")
         self.stats.snapshots_received += 1

@@ -39,7 +39,7 @@ class StreamStore(Protocol):
     # -- lifecycle ----------------------------------------------------------------------
     @property
     def storage_type(self) -> str:
-        """"memory" or "file", the JetStream `storage` value."""
+        """ "memory" or "file", the JetStream `storage` value."""
         ...
 
     @property

@@ -204,7 +204,9 @@ class MemoryStreamStore:
         with self._open():
             check_seq(seq)
             if seq > self._last_seq:
-                raise InvalidRequestError(f"cannot truncate to {seq}, past the last sequence {self._last_seq}")
+                raise InvalidRequestError(
+                    f"cannot truncate to {seq}, past the last sequence {self._last_seq}"
+                )
             if seq == 0:
                 self._purge_all(1)
                 self._last_ts = 0
@@ -546,7 +548,9 @@ class MemoryStreamStore:
         elif seq == info.first:
             info.first = next(s for s in range(seq + 1, info.last + 1) if self._is_subject_at(s, msg.subject))
         elif seq == info.last:
-            info.last = next(s for s in range(seq - 1, info.first - 1, -1) if self._is_subject_at(s, msg.subject))
+            info.last = next(
+                s for s in range(seq - 1, info.first - 1, -1) if self._is_subject_at(s, msg.subject)
+            )
         if not self._msgs:
             self._first_seq = self._last_seq + 1
         elif seq == self._first_seq:

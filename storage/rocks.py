@@ -136,7 +136,9 @@ class RocksStreamStore:
         self._pending: dict[int, bytes] = {}
         self._pending_erase: list[int] = []
         self._first_ts_cache = (0, 0)
-        self._db = Rdict(str(self._path), _options(), column_families={MSGS_CF: _options(), META_CF: _options()})
+        self._db = Rdict(
+            str(self._path), _options(), column_families={MSGS_CF: _options(), META_CF: _options()}
+        )
         self._db.set_read_options(_read_options())
         self._msgs_cf = self._db.get_column_family(MSGS_CF)
         self._msgs_handle = self._db.get_column_family_handle(MSGS_CF)
@@ -407,7 +409,9 @@ class RocksStreamStore:
             check_seq(seq)
             index = self._index
             if seq > index.last_seq:
-                raise InvalidRequestError(f"cannot truncate to {seq}, past the last sequence {index.last_seq}")
+                raise InvalidRequestError(
+                    f"cannot truncate to {seq}, past the last sequence {index.last_seq}"
+                )
             if seq == 0:
                 self._purge_all(1)
                 index.last_ts = 0
@@ -546,7 +550,9 @@ class RocksStreamStore:
             start = check_seq(start_seq, "start sequence")
             index = self._index
             if last_per_subject:
-                return sum(1 for s in index.matching_subjects(filter_) if seqs_last(index.subjects[s]) >= start)
+                return sum(
+                    1 for s in index.matching_subjects(filter_) if seqs_last(index.subjects[s]) >= start
+                )
             return index.filtered_state(start, filter_).msgs
 
     def filtered_state(self, start_seq: int, filter_: str) -> SimpleState:

@@ -37,7 +37,9 @@ def test_value_may_contain_colon() -> None:
     assert h.get("Nats-Time-Stamp") == "2026-11-22T14:19:00.22Z"
 
 
-@pytest.mark.parametrize("bad", [b"HTTP/1.1 200\r\n\r\n", b"NATS/1.0 abc\r\n\r\n", b"NATS/1.0\r\nnocolon\r\n\r\n"])
+@pytest.mark.parametrize(
+    "bad", [b"HTTP/1.1 200\r\n\r\n", b"NATS/1.0 abc\r\n\r\n", b"NATS/1.0\r\nnocolon\r\n\r\n"]
+)
 def test_malformed_blocks_raise(bad: bytes) -> None:
     with pytest.raises(HeaderError):
         decode_headers(bad)

@@ -116,7 +116,9 @@ class SafetyChecker:
 
     # --- state machine safety ---
 
-    def on_apply(self, node_id: str, entry: Entry, applied_before: int, digest_after: bytes, max_term: int) -> None:
+    def on_apply(
+        self, node_id: str, entry: Entry, applied_before: int, digest_after: bytes, max_term: int
+    ) -> None:
         if entry.index != applied_before + 1:
             raise SafetyViolation(
                 f"state machine safety: {node_id} applied entry {entry.index} right after {applied_before}"
@@ -154,7 +156,9 @@ class SafetyChecker:
         pos = bisect.bisect_left(self._ack_max_terms, term)
         return self._ack_indexes[pos - 1] if pos else 0
 
-    def verify_leader_has(self, node_id: str, term: int, index: int, term_in_log: int, first_index: int) -> None:
+    def verify_leader_has(
+        self, node_id: str, term: int, index: int, term_in_log: int, first_index: int
+    ) -> None:
         if index < first_index - 1:
             return  # compacted into a snapshot, which holds only committed entries
         expected = self.acked[index][0]

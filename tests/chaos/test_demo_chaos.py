@@ -33,7 +33,9 @@ from chaos.readafterwrite.workload import (
 )
 from cluster.local_cluster import LocalCluster, node_available
 
-pytestmark = pytest.mark.skipif(not node_available(), reason="needs a runnable `jetraft node` (cluster.node_cli)")
+pytestmark = pytest.mark.skipif(
+    not node_available(), reason="needs a runnable `jetraft node` (cluster.node_cli)"
+)
 
 _API_FAILURES = (NatsTimeoutError, NoRespondersError, NoStreamResponseError, APIError, asyncio.TimeoutError)
 
@@ -72,7 +74,9 @@ def test_cluster_links_all_go_through_named_proxies(cluster: LocalCluster, fault
     for spec in cluster.specs:
         for peer, address in spec.dial.items():
             proxy = proxies[f"{spec.name}-to-{peer}"]
-            assert proxy.listen == address and proxy.upstream == f"127.0.0.1:{cluster.spec(peer).cluster_port}"
+            assert (
+                proxy.listen == address and proxy.upstream == f"127.0.0.1:{cluster.spec(peer).cluster_port}"
+            )
 
 
 def _of(samples: list[ReadSample], path: ReadPath, responder: str | None = None) -> list[ReadSample]:
@@ -107,7 +111,9 @@ async def test_lagged_follower_and_mirror_serve_stale_direct_gets_while_coherent
     for node in (follower, mirror_node):
         direct = _of(samples, ReadPath.DIRECT_GET, node)
         stale = [s for s in direct if s.stale]
-        assert len(direct) >= 5 and len(stale) / len(direct) > 0.5, f"{node}: {len(stale)} of {len(direct)} stale"
+        assert len(direct) >= 5 and len(stale) / len(direct) > 0.5, (
+            f"{node}: {len(stale)} of {len(direct)} stale"
+        )
         assert max(s.behind_seq for s in stale) >= 1
     read_your_writes = _of(samples, ReadPath.DIRECT_GET_MIN_LAST_SEQ)
     assert read_your_writes and not any(s.stale for s in read_your_writes), "min_last_seq must never be stale"
@@ -192,7 +198,9 @@ def test_demo_cli_attached_to_a_faultable_cluster(cluster: LocalCluster, tmp_pat
     assert {row["lag_ms"] for row in rows} == {0, 300}
     assert {row["path"] for row in rows} == {"msg_get", "direct_get", "direct_get_min_last_seq"}
     # every node answered its own Direct Gets, the mirror node included
-    assert {row["responder"] for row in rows if row["path"] == "direct_get"} == {s.name for s in cluster.specs}
+    assert {row["responder"] for row in rows if row["path"] == "direct_get"} == {
+        s.name for s in cluster.specs
+    }
     for row in rows:
         if row["path"] != "direct_get":
             assert row["stale"] == 0, row
@@ -219,7 +227,9 @@ class _Writer:
             payload = b"p-%d" % n
             while not self.stop.is_set() and time.monotonic() < deadline:
                 try:
-                    ack = await self.js.publish("part.x", payload, timeout=1.0, headers={"Nats-Msg-Id": f"p{n}"})
+                    ack = await self.js.publish(
+                        "part.x", payload, timeout=1.0, headers={"Nats-Msg-Id": f"p{n}"}
+                    )
                 except _API_FAILURES:
                     continue  # no leader for a moment: the same message again
                 self.acked[ack.seq] = payload

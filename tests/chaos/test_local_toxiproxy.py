@@ -108,7 +108,9 @@ def test_local_up_with_toxiproxy_routes_real_nodes_through_proxies_and_stops_the
         "--cluster-port-base", str(specs[0].cluster_port), "--data-dir", str(tmp_path),
         "--toxiproxy", "--toxiproxy-port", "0",
     ]  # fmt: skip
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     try:
         lines = _read_until_ready(proc, timeout=90)
         url = next(line.split()[1] for line in lines if line.startswith("toxiproxy: "))

@@ -137,13 +137,16 @@ def test_prometheus_scrapes_every_node(compose: dict[str, Any]) -> None:
     assert job["job_name"] == "jetraft"  # the dashboards' up{job="jetraft"} panel depends on it
     targets = {t for group in job["static_configs"] for t in group["targets"]}
     expected = {
-        f"{name}:{parse_node_command(svc['command']).http_port}" for name, svc in node_services(compose).items()
+        f"{name}:{parse_node_command(svc['command']).http_port}"
+        for name, svc in node_services(compose).items()
     }
     assert targets == expected
     assert set(service["depends_on"]) == set(node_services(compose))
     if PROMTOOL_BINARY is None:
         pytest.skip("promtool is not installed (apt-get install -y prometheus)")
-    result = subprocess.run([PROMTOOL_BINARY, "check", "config", str(config_path)], capture_output=True, text=True)
+    result = subprocess.run(
+        [PROMTOOL_BINARY, "check", "config", str(config_path)], capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 

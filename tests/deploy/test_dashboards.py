@@ -93,9 +93,13 @@ def test_every_query_parses_as_promql(tmp_path: Path) -> None:
     rules_file = tmp_path / "rules.yml"
 
     rules_file.write_text(json.dumps({"groups": [{"name": "dashboards", "rules": rules}]}))
-    result = subprocess.run([PROMTOOL_BINARY, "check", "rules", str(rules_file)], capture_output=True, text=True)
+    result = subprocess.run(
+        [PROMTOOL_BINARY, "check", "rules", str(rules_file)], capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"{len(rules)} rules found" in result.stdout
-    rules_file.write_text(json.dumps({"groups": [{"name": "bad", "rules": [{"record": "x", "expr": "sum(("}]}]}))
+    rules_file.write_text(
+        json.dumps({"groups": [{"name": "bad", "rules": [{"record": "x", "expr": "sum(("}]}]})
+    )
     bad = subprocess.run([PROMTOOL_BINARY, "check", "rules", str(rules_file)], capture_output=True, text=True)
     assert bad.returncode != 0

@@ -47,7 +47,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 
 @pytest.fixture(scope="module")
-def prometheus(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusProcess]:
+def prometheus(
+    cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[PrometheusProcess]:
     targets = [f"127.0.0.1:{spec.http_port}" for spec in cluster.specs]
     process = PrometheusProcess(tmp_path_factory.mktemp("prometheus"), targets, free_port_base(1))
     process.start()
@@ -116,6 +118,8 @@ async def test_every_dashboard_query_returns_series_and_reads_spread(observed: O
 
     # the picture for the README, drawn from the same data
     out = observed.prometheus.workdir / "read-spread.png"
-    drawn = await asyncio.to_thread(render, prometheus.url, out, observed.started, time.time(), 1.0, RATE_WINDOW)
+    drawn = await asyncio.to_thread(
+        render, prometheus.url, out, observed.started, time.time(), 1.0, RATE_WINDOW
+    )
     assert drawn >= 5
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000

@@ -56,7 +56,9 @@ class Traffic:
         js = self.clients[0].jetstream()
         for _ in range(count):
             index = self.counts.published
-            await js.publish(f"orders.{index % 5}", b"order %d" % index, headers={"Nats-Msg-Id": f"id-{index}"})
+            await js.publish(
+                f"orders.{index % 5}", b"order %d" % index, headers={"Nats-Msg-Id": f"id-{index}"}
+            )
             self.counts.published += 1
         # the same message id again: stored once, answered as a duplicate
         await js.publish("orders.0", b"again", headers={"Nats-Msg-Id": f"id-{self.counts.published - 1}"})

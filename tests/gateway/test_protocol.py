@@ -183,7 +183,10 @@ def test_server_encoders() -> None:
     assert encode_info({"a": 1}) == b'INFO {"a":1} \r\n'
     assert encode_msg(b"s", b"1", None, b"hi") == b"MSG s 1 2\r\nhi\r\n"
     assert encode_msg(b"s", b"1", b"r", b"") == b"MSG s 1 r 0\r\n\r\n"
-    assert encode_hmsg(b"s", b"1", b"r", b"NATS/1.0\r\n\r\n", b"x") == b"HMSG s 1 r 12 13\r\nNATS/1.0\r\n\r\nx\r\n"
+    assert (
+        encode_hmsg(b"s", b"1", b"r", b"NATS/1.0\r\n\r\n", b"x")
+        == b"HMSG s 1 r 12 13\r\nNATS/1.0\r\n\r\nx\r\n"
+    )
 
 
 def test_non_utf8_subject_bytes_survive() -> None:

@@ -23,7 +23,9 @@ class FakeClient:
     delivered: list[tuple[bytes, bytes, bytes | None, bytes | None, bytes]] = field(default_factory=list)
     closed_subs: list[Subscription] = field(default_factory=list)
 
-    def deliver(self, sid: bytes, subject: bytes, reply: bytes | None, headers: bytes | None, payload: bytes) -> None:
+    def deliver(
+        self, sid: bytes, subject: bytes, reply: bytes | None, headers: bytes | None, payload: bytes
+    ) -> None:
         self.delivered.append((sid, subject, reply, headers, payload))
 
     def subscription_closed(self, sub: Subscription) -> None:
@@ -234,7 +236,9 @@ def test_failing_callback_does_not_stop_delivery() -> None:
     assert len(got) == 1
 
 
-@pytest.mark.parametrize(("subject", "queue"), [("a..b", None), ("a.>.b", None), ("", None), ("ok", "bad queue")])
+@pytest.mark.parametrize(
+    ("subject", "queue"), [("a..b", None), ("a.>.b", None), ("", None), ("ok", "bad queue")]
+)
 def test_invalid_subscriptions_are_refused(subject: str, queue: str | None) -> None:
     with pytest.raises(InvalidSubjectError):
         Router().subscribe(subject, lambda _m: None, queue=queue)

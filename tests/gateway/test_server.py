@@ -246,7 +246,9 @@ async def any_port(request: pytest.FixtureRequest) -> AsyncIterator[int]:
         await gateway.stop()
 
 
-async def raw_connect(port: int, rcvbuf: int | None = None) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+async def raw_connect(
+    port: int, rcvbuf: int | None = None
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     if rcvbuf is None:
         reader, writer = await asyncio.open_connection(HOST, port)
     else:
@@ -295,7 +297,10 @@ async def conversation(port: int, data: bytes, until: bytes | None = b"PONG\r\n"
             b'CONNECT {"verbose":true}\r\nSUB v 1\r\nPUB v 2\r\nhi\r\nUNSUB 1\r\nPING\r\n',
             b"+OK\r\n+OK\r\n+OK\r\nMSG v 1 2\r\nhi\r\n+OK\r\nPONG\r\n",
         ),
-        (b'CONNECT {"verbose":false}\r\nSUB v 1\r\nPUB v r 0\r\n\r\nPING\r\n', b"MSG v 1 r 0\r\n\r\nPONG\r\n"),
+        (
+            b'CONNECT {"verbose":false}\r\nSUB v 1\r\nPUB v r 0\r\n\r\nPING\r\n',
+            b"MSG v 1 r 0\r\n\r\nPONG\r\n",
+        ),
         # pedantic: a publish to a wildcard or malformed subject is reported, and the connection stays.
         (
             b'CONNECT {"verbose":false,"pedantic":true}\r\nPUB foo.* 1\r\nx\r\nPING\r\n',
@@ -307,7 +312,10 @@ async def conversation(port: int, data: bytes, until: bytes | None = b"PONG\r\n"
         ),
         # Without pedantic it is dropped silently (and still acknowledged when verbose).
         (b'CONNECT {"verbose":false,"pedantic":false}\r\nPUB foo..bar 1\r\nx\r\nPING\r\n', b"PONG\r\n"),
-        (b'CONNECT {"verbose":true,"pedantic":false}\r\nPUB foo.* 1\r\nx\r\nPING\r\n', b"+OK\r\n+OK\r\nPONG\r\n"),
+        (
+            b'CONNECT {"verbose":true,"pedantic":false}\r\nPUB foo.* 1\r\nx\r\nPING\r\n',
+            b"+OK\r\n+OK\r\nPONG\r\n",
+        ),
         # A bad SUB subject is always reported, and the connection stays.
         (b'CONNECT {"verbose":false}\r\nSUB foo..bar 1\r\nPING\r\n', b"-ERR 'Invalid Subject'\r\nPONG\r\n"),
         # HPUB with headers announced in CONNECT.
@@ -327,7 +335,10 @@ async def test_replies_match_nats_server(any_port: int, sent: bytes, expected: b
     [
         (b'CONNECT {"verbose":false}\r\nFOO\r\n', b"-ERR 'Unknown Protocol Operation'\r\n"),
         (b'CONNECT {"verbose":false}\r\nPUB foo 2000000\r\n', b"-ERR 'Maximum Payload Violation'\r\n"),
-        (b'CONNECT {"verbose":false}\r\nSUB ' + b"a" * 5000 + b" 1\r\n", b"-ERR 'maximum control line exceeded'\r\n"),
+        (
+            b'CONNECT {"verbose":false}\r\nSUB ' + b"a" * 5000 + b" 1\r\n",
+            b"-ERR 'maximum control line exceeded'\r\n",
+        ),
         (
             b'CONNECT {"verbose":false,"no_responders":true}\r\n',
             b"-ERR 'no responders requires headers support'\r\n",
@@ -355,7 +366,9 @@ async def test_a_broken_client_does_not_disturb_the_others(server: GatewayServer
     async with connected(url_of(server)) as nc:
         sub = await nc.subscribe("still.here")
         await nc.flush()
-        reply, closed = await conversation(server.port, b"CONNECT {}\r\nPUB still.here 1\r\nab\r\n", until=None)
+        reply, closed = await conversation(
+            server.port, b"CONNECT {}\r\nPUB still.here 1\r\nab\r\n", until=None
+        )
         assert closed and reply == b"-ERR 'Unknown Protocol Operation'\r\n"
         await nc.publish("still.here", b"fine")
         assert (await next_msg(sub)).data == b"fine"

@@ -42,7 +42,13 @@ def test_wildcards(filter_: str, matching: list[str], not_matching: list[str]) -
 
 def test_every_matching_filter_contributes_once() -> None:
     sublist: Sublist[Entry] = Sublist()
-    for name, filter_ in [("lit", "a.b.c"), ("star", "a.*.c"), ("tail", "a.>"), ("all", ">"), ("other", "x.>")]:
+    for name, filter_ in [
+        ("lit", "a.b.c"),
+        ("star", "a.*.c"),
+        ("tail", "a.>"),
+        ("all", ">"),
+        ("other", "x.>"),
+    ]:
         sublist.insert(filter_, Entry(name))
     assert plain_names(sublist, "a.b.c") == {"lit", "star", "tail", "all"}
     assert len(sublist.match("a.b.c").plain) == 4

@@ -14,7 +14,18 @@ def _parse(argv: list[str]) -> NodeConfig:
 
 def test_flags_build_a_config() -> None:
     config = _parse(
-        ["--name", "n1", "--port", "4300", "--peer", "n2=127.0.0.1:6301", "--tag", "mirror", "--direct-get-policy", "nearest"]
+        [
+            "--name",
+            "n1",
+            "--port",
+            "4300",
+            "--peer",
+            "n2=127.0.0.1:6301",
+            "--tag",
+            "mirror",
+            "--direct-get-policy",
+            "nearest",
+        ]
     )
     assert config.client_port == 4300
     assert config.peers == {"n2": "127.0.0.1:6301"}

@@ -103,7 +103,9 @@ def described(msg: Msg) -> tuple[object, ...]:
         ),
     ],
 )
-async def test_batches_end_with_eob(nc: nats.NATS, body: dict[str, object], expected: list[tuple[object, ...]]) -> None:
+async def test_batches_end_with_eob(
+    nc: nats.NATS, body: dict[str, object], expected: list[tuple[object, ...]]
+) -> None:
     got = await frames(nc, API, json.dumps(body).encode(), until_eob=True)
     assert [described(m) for m in got] == expected
 

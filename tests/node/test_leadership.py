@@ -17,7 +17,9 @@ from tests.node.cluster_fixtures import local_cluster
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     # local-first: a request is handled by the node the client is connected to whenever it can be
-    with local_cluster(tmp_path_factory.mktemp("leadership"), extra_args=["--direct-get-policy", "local-first"]) as c:
+    with local_cluster(
+        tmp_path_factory.mktemp("leadership"), extra_args=["--direct-get-policy", "local-first"]
+    ) as c:
         yield c
 
 
@@ -64,7 +66,9 @@ async def test_leader_stepdown_moves_leadership(cluster: LocalCluster) -> None:
 async def test_direct_get_responders_leave_when_allow_direct_is_turned_off(cluster: LocalCluster) -> None:
     nc = await nats.connect(cluster.client_urls[2])
     js = nc.jetstream()
-    config = (await js.add_stream(name="TOGGLE", subjects=["toggle.>"], num_replicas=3, allow_direct=True)).config
+    config = (
+        await js.add_stream(name="TOGGLE", subjects=["toggle.>"], num_replicas=3, allow_direct=True)
+    ).config
     await js.publish("toggle.a", b"x")
     # local-first: this node's replica answers, once it has applied the publish
     reply = await nc.request("$JS.API.DIRECT.GET.TOGGLE", b'{"seq":1,"min_last_seq":1}', timeout=5)

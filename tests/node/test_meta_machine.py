@@ -14,7 +14,9 @@ def test_assign_update_remove_notify_listeners() -> None:
     assert machine.apply(_assign("ORDERS", ["n1", "n2", "n3"])).ok
     again = machine.apply(_assign("ORDERS", ["n1"]))
     assert not again.ok and again.error == "stream name already in use"
-    assert machine.apply(encode_meta_entry(MetaOp.SET_STREAM_PEERS, {"name": "ORDERS", "peers": ["n1", "n2", "m1"]})).ok
+    assert machine.apply(
+        encode_meta_entry(MetaOp.SET_STREAM_PEERS, {"name": "ORDERS", "peers": ["n1", "n2", "m1"]})
+    ).ok
     assert machine.streams["ORDERS"].epoch == 2
     assert machine.load() == {"n1": 1, "n2": 1, "m1": 1}
     assert machine.apply(encode_meta_entry(MetaOp.REMOVE_STREAM, {"name": "ORDERS"})).ok

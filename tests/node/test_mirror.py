@@ -17,7 +17,10 @@ from tests.node.cluster_fixtures import local_cluster
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     with local_cluster(
-        tmp_path_factory.mktemp("mirror"), nodes=3, mirror_nodes=1, extra_args=["--direct-get-policy", "local-first"]
+        tmp_path_factory.mktemp("mirror"),
+        nodes=3,
+        mirror_nodes=1,
+        extra_args=["--direct-get-policy", "local-first"],
     ) as running:
         yield running
 
@@ -38,7 +41,9 @@ async def test_mirror_copies_origin_and_answers_its_direct_gets(cluster: LocalCl
     try:
         # read-your-writes on the mirror: it answers once it has copied `last`
         reply = await mirror_client.request(
-            "$JS.API.DIRECT.GET.ORIG", json.dumps({"last_by_subj": "orig.0", "min_last_seq": last}).encode(), timeout=10
+            "$JS.API.DIRECT.GET.ORIG",
+            json.dumps({"last_by_subj": "orig.0", "min_last_seq": last}).encode(),
+            timeout=10,
         )
         assert reply.headers is not None
         assert reply.headers["Jetraft-Node"] == "m1"
@@ -82,9 +87,7 @@ async def test_sources_aggregate_streams_and_resume_from_their_position(cluster:
     while sum(len(v) for v in seen.values()) < 11:
         assert asyncio.get_running_loop().time() < deadline, f"aggregate incomplete: {seen}"
         seq = sum(len(v) for v in seen.values()) + 1
-        reply = await nc.request(
-            "$JS.API.DIRECT.GET.AGG", json.dumps({"seq": seq}).encode(), timeout=5
-        )
+        reply = await nc.request("$JS.API.DIRECT.GET.AGG", json.dumps({"seq": seq}).encode(), timeout=5)
         if (reply.headers or {}).get("Status") == "404":
             await asyncio.sleep(0.05)  # not copied yet
             continue

@@ -54,7 +54,9 @@ class RawPublisher:
     async def hpub(self, subject: str, header_block: bytes, payload: bytes = b"") -> None:
         assert self._writer is not None
         total = len(header_block) + len(payload)
-        self._writer.write(f"HPUB {subject} {len(header_block)} {total}\r\n".encode() + header_block + payload + b"\r\n")
+        self._writer.write(
+            f"HPUB {subject} {len(header_block)} {total}\r\n".encode() + header_block + payload + b"\r\n"
+        )
         await self._writer.drain()
 
     async def close(self) -> None:
@@ -107,11 +109,17 @@ class FakeJetStream:
             "last_seq": self.last_seq,
         }
         config = {"name": self.stream, "subjects": [">"], "allow_direct": self.allow_direct}
-        await msg.respond(orjson.dumps({"type": "io.nats.jetstream.api.v1.stream_info_response", "config": config, "state": state}))
+        await msg.respond(
+            orjson.dumps(
+                {"type": "io.nats.jetstream.api.v1.stream_info_response", "config": config, "state": state}
+            )
+        )
 
     def _matching(self, start: int, subject: str | None, upto: int) -> list[FakeMessage]:
         return [
-            m for m in self.messages if start <= m.seq <= upto and (subject is None or subject_matches(subject, m.subject))
+            m
+            for m in self.messages
+            if start <= m.seq <= upto and (subject is None or subject_matches(subject, m.subject))
         ]
 
     async def _msg_get(self, msg: nats.aio.msg.Msg) -> None:
@@ -123,12 +131,18 @@ class FakeJetStream:
             await msg.respond(orjson.dumps({"error": error}))
             return
         first = found[0]
-        await msg.respond(orjson.dumps({"message": {"subject": first.subject, "seq": first.seq, "time": first.time}}))
+        await msg.respond(
+            orjson.dumps({"message": {"subject": first.subject, "seq": first.seq, "time": first.time}})
+        )
 
     def _extra(self, replica_last: int) -> list[tuple[str, str]]:
         if not self.jetraft_headers:
             return []
-        return [("Jetraft-Node", self.node), ("Jetraft-Role", "follower"), ("Jetraft-Last-Sequence", str(replica_last))]
+        return [
+            ("Jetraft-Node", self.node),
+            ("Jetraft-Role", "follower"),
+            ("Jetraft-Last-Sequence", str(replica_last)),
+        ]
 
     async def _direct_get(self, msg: nats.aio.msg.Msg) -> None:
         request = orjson.loads(msg.data)
@@ -136,28 +150,42 @@ class FakeJetStream:
         replica_last = self.replica_last()
         min_last_seq = int(request.get("min_last_seq", 0))
         if self.jetraft_headers and min_last_seq > replica_last:
-            await self._raw.hpub(msg.reply, encode_headers(self._extra(replica_last), 412, "Min Last Sequence"))
+            await self._raw.hpub(
+                msg.reply, encode_headers(self._extra(replica_last), 412, "Min Last Sequence")
+            )
             return
         subject = request.get("next_by_subj")
         matching = self._matching(int(request["seq"]), subject, replica_last)
         batch = int(request.get("batch", 0))
         if not matching:
-            await self._raw.hpub(msg.reply, encode_headers(self._extra(replica_last), 404, "Message Not Found"))
+            await self._raw.hpub(
+                msg.reply, encode_headers(self._extra(replica_last), 404, "Message Not Found")
+            )
             return
         if not self.batch_support or batch == 0:
-            await self._raw.hpub(msg.reply, self._message_block(matching[0], None, None, replica_last), matching[0].data)
+            await self._raw.hpub(
+                msg.reply, self._message_block(matching[0], None, None, replica_last), matching[0].data
+            )
             return
         sent = matching[:batch]
         last = 0
         for index, message in enumerate(sent):
             pending = len(matching) - index - 1
-            await self._raw.hpub(msg.reply, self._message_block(message, pending, last, replica_last), message.data)
+            await self._raw.hpub(
+                msg.reply, self._message_block(message, pending, last, replica_last), message.data
+            )
             last = message.seq
         pending = len(matching) - len(sent)
-        fields = [("Nats-Num-Pending", str(pending)), ("Nats-Last-Sequence", str(last)), *self._extra(replica_last)]
+        fields = [
+            ("Nats-Num-Pending", str(pending)),
+            ("Nats-Last-Sequence", str(last)),
+            *self._extra(replica_last),
+        ]
         await self._raw.hpub(msg.reply, encode_headers(fields, 204, "EOB"))
 
-    def _message_block(self, message: FakeMessage, pending: int | None, last: int | None, replica_last: int) -> bytes:
+    def _message_block(
+        self, message: FakeMessage, pending: int | None, last: int | None, replica_last: int
+    ) -> bytes:
         fields = [
             *message.headers,
             ("Nats-Stream", self.stream),

@@ -15,7 +15,9 @@ from tests.pipeline.fake_jetstream import FakeJetStream, FakeMessage, numbered_m
 FAST_RETRIES = (0.01, 0.01, 0.02, 0.02, 0.05)
 
 
-async def read_all(fake: FakeJetStream, first: int, last: int, **kwargs: object) -> tuple[list[DirectMessage], DirectGetRangeReader]:
+async def read_all(
+    fake: FakeJetStream, first: int, last: int, **kwargs: object
+) -> tuple[list[DirectMessage], DirectGetRangeReader]:
     nc = await connect([fake.url], 2.0)
     reader = DirectGetRangeReader(
         nc,

@@ -42,7 +42,12 @@ def test_sink_run_twice_stores_each_row_once(spark, single_target: JetStreamTarg
             "max_in_flight", "64"
         ).save()
 
-    stored = read_stream(spark, single_target, sink_stream).where("subject like 'sink.rows.%'").toArrow().to_pylist()
+    stored = (
+        read_stream(spark, single_target, sink_stream)
+        .where("subject like 'sink.rows.%'")
+        .toArrow()
+        .to_pylist()
+    )
     assert len(stored) == ROWS
     got = sorted((row["subject"], row["data"].decode()) for row in stored)
     assert got == sorted((subject, data) for subject, data, _ in rows)
@@ -53,7 +58,9 @@ def test_sink_run_twice_stores_each_row_once(spark, single_target: JetStreamTarg
     assert all(headers["X-Tag"] == ["a", "b"] for headers in tagged)
 
 
-def test_sink_with_subject_option_and_binary_data(spark, single_target: JetStreamTarget, sink_stream: str) -> None:  # type: ignore[no-untyped-def]
+def test_sink_with_subject_option_and_binary_data(
+    spark, single_target: JetStreamTarget, sink_stream: str
+) -> None:  # type: ignore[no-untyped-def]
     schema = StructType([StructField("data", BinaryType())])
     payloads = [bytes([i % 256]) * (i % 17) for i in range(200)]
     df = spark.createDataFrame([(p,) for p in payloads], schema)
@@ -72,7 +79,11 @@ def test_sink_refuses_a_subject_no_stream_captures(spark, single_target: JetStre
         ).save()
 
 
-def test_sink_reports_a_row_whose_subject_no_stream_captures(spark, single_target: JetStreamTarget, sink_stream: str) -> None:  # type: ignore[no-untyped-def]
-    df = spark.createDataFrame([("sink.ok", "1"), ("lost.subject", "2")], "subject string, data string").coalesce(1)
+def test_sink_reports_a_row_whose_subject_no_stream_captures(
+    spark, single_target: JetStreamTarget, sink_stream: str
+) -> None:  # type: ignore[no-untyped-def]
+    df = spark.createDataFrame(
+        [("sink.ok", "1"), ("lost.subject", "2")], "subject string, data string"
+    ).coalesce(1)
     with pytest.raises(Exception, match="no stream captures the subject"):
         df.write.format("jetstream").mode("append").option("servers", single_target.servers).save()

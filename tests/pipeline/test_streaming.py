@@ -30,15 +30,27 @@ def start_query(spark, target: JetStreamTarget, out: Path, checkpoint: Path, ava
         .load()
         .select("seq", "subject", "data")
     )
-    writer = stream.writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(checkpoint))
-    writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime="200 milliseconds")
+    writer = (
+        stream.writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(checkpoint))
+    )
+    writer = (
+        writer.trigger(availableNow=True)
+        if available_now
+        else writer.trigger(processingTime="200 milliseconds")
+    )
     return writer.start()
 
 
 def test_streaming_query_over_two_restarts_sees_every_message_once(  # type: ignore[no-untyped-def]
     spark, single_target: JetStreamTarget, tmp_path: Path
 ) -> None:
-    run(create_stream(single_target.urls, StreamConfig(name="EVENTS", subjects=["events.>"], allow_direct=True)))
+    run(
+        create_stream(
+            single_target.urls, StreamConfig(name="EVENTS", subjects=["events.>"], allow_direct=True)
+        )
+    )
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
     published: list[Published] = run(publish(single_target.urls, 1500, event(0)))
 
@@ -50,7 +62,9 @@ def test_streaming_query_over_two_restarts_sees_every_message_once(  # type: ign
     # Restart 1: a continuous query, stopped while a publisher is still writing.
     published += run(publish(single_target.urls, 1000, event(1500)))
     late: list[Published] = []
-    publisher = threading.Thread(target=lambda: late.extend(run(publish(single_target.urls, 1500, event(2500)))))
+    publisher = threading.Thread(
+        target=lambda: late.extend(run(publish(single_target.urls, 1500, event(2500))))
+    )
     second = start_query(spark, single_target, out, checkpoint, available_now=False)
     try:
         publisher.start()

@@ -36,7 +36,12 @@ def test_read_options_parse_and_name_the_faulty_option() -> None:
     options = ReadOptions.parse(
         {"servers": SERVERS, "stream": "ORDERS", "subject": "orders.*", "start_seq": "5", "end_seq": "9"}
     )
-    assert (options.stream, options.subject, options.start_seq, options.end_seq) == ("ORDERS", "orders.*", 5, 9)
+    assert (options.stream, options.subject, options.start_seq, options.end_seq) == (
+        "ORDERS",
+        "orders.*",
+        5,
+        9,
+    )
     assert ReadOptions.parse({"servers": SERVERS, "stream": "S", "subject": ">"}).subject is None
     cases = {
         "stream": {"servers": SERVERS},
@@ -53,11 +58,15 @@ def test_read_options_parse_and_name_the_faulty_option() -> None:
         with pytest.raises(OptionError, match=f"option '{option}'"):
             ReadOptions.parse(raw)
     with pytest.raises(OptionError, match=r"option 'start_time'.*start_seq"):
-        ReadOptions.parse({"servers": SERVERS, "stream": "S", "start_seq": "1", "start_time": "2024-01-01T00:00:00Z"})
+        ReadOptions.parse(
+            {"servers": SERVERS, "stream": "S", "start_seq": "1", "start_time": "2024-01-01T00:00:00Z"}
+        )
 
 
 def test_start_time_keeps_microseconds_of_a_nanosecond_stamp() -> None:
-    options = ReadOptions.parse({"servers": SERVERS, "stream": "S", "start_time": "2024-11-04T23:45:02.060192123Z"})
+    options = ReadOptions.parse(
+        {"servers": SERVERS, "stream": "S", "start_time": "2024-11-04T23:45:02.060192123Z"}
+    )
     assert options.start_time == datetime(2024, 11, 4, 23, 45, 2, 60192, tzinfo=UTC)
 
 
@@ -91,7 +100,9 @@ def test_rfc3339_stamps_to_microseconds() -> None:
         datetime(2026, 11, 22, 14, 19, 0, 220065, tzinfo=UTC)
     )
     assert rfc3339_to_micros("2026-11-22T14:19:00Z") == micros(datetime(2026, 11, 22, 14, 19, tzinfo=UTC))
-    assert rfc3339_to_micros("2026-11-22T14:19:00.5Z") == micros(datetime(2026, 11, 22, 14, 19, 0, 500000, tzinfo=UTC))
+    assert rfc3339_to_micros("2026-11-22T14:19:00.5Z") == micros(
+        datetime(2026, 11, 22, 14, 19, 0, 500000, tzinfo=UTC)
+    )
     assert rfc3339_to_micros("2026-11-22T15:19:00.000001+01:00") == micros(
         datetime(2026, 11, 22, 14, 19, 0, 1, tzinfo=UTC)
     )
@@ -101,7 +112,9 @@ def test_record_batches_follow_the_schema() -> None:
     builder = RecordBatchBuilder("S")
     builder.extend(
         [
-            DirectMessage("a.b", 7, "2026-01-01T00:00:01.000002Z", [("K", "1"), ("K", "2"), ("L", "x")], b"\x00d", None),
+            DirectMessage(
+                "a.b", 7, "2026-01-01T00:00:01.000002Z", [("K", "1"), ("K", "2"), ("L", "x")], b"\x00d", None
+            ),
             DirectMessage("a.c", 8, "2026-01-01T00:00:02Z", [], b"", "n2"),
         ]
     )

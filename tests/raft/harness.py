@@ -42,7 +42,9 @@ class Harness:
         for node_id in (*voters, *learners):
             self.add_node(node_id, self.conf)
 
-    def add_node(self, node_id: str, conf: ConfState | None = None, storage: MemoryLogStorage | None = None) -> Node:
+    def add_node(
+        self, node_id: str, conf: ConfState | None = None, storage: MemoryLogStorage | None = None
+    ) -> Node:
         storage = storage if storage is not None else MemoryLogStorage(conf or ConfState())
         core = RaftCore(
             RaftConfig(id=node_id, **self.config),  # type: ignore[arg-type]

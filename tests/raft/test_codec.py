@@ -10,7 +10,14 @@ from raft.types import Entry, EntryType, Message, MessageType
 
 def _append(entries: tuple[Entry, ...], prev_index: int = 4) -> Message:
     return Message(
-        type=MessageType.APPEND, from_="n1", to="n2", term=3, index=prev_index, log_term=2, entries=entries, commit=4
+        type=MessageType.APPEND,
+        from_="n1",
+        to="n2",
+        term=3,
+        index=prev_index,
+        log_term=2,
+        entries=entries,
+        commit=4,
     )
 
 

@@ -14,7 +14,9 @@ from .harness import Harness
 
 
 def _voter() -> RaftCore:
-    return RaftCore(RaftConfig(id="n1"), MemoryLogStorage(ConfState(voters=("n1", "n2", "n3"))), random.Random(3))
+    return RaftCore(
+        RaftConfig(id="n1"), MemoryLogStorage(ConfState(voters=("n1", "n2", "n3"))), random.Random(3)
+    )
 
 
 def test_vote_is_sent_with_the_hard_state_recording_it_and_must_sync() -> None:
@@ -77,8 +79,11 @@ def test_steps_between_ready_and_advance_surface_in_the_next_ready() -> None:
     core = _voter()
     core.step(Message(type=MessageType.APPEND, from_="n2", to="n1", term=1, entries=(Entry(1, 1),)))
     first = core.ready()
-    core.step(Message(type=MessageType.APPEND, from_="n2", to="n1", term=1, index=1, log_term=1,
-                      entries=(Entry(1, 2),)))
+    core.step(
+        Message(
+            type=MessageType.APPEND, from_="n2", to="n1", term=1, index=1, log_term=1, entries=(Entry(1, 2),)
+        )
+    )
     core.advance(first)
     second = core.ready()
     assert [e.index for e in first.entries] == [1]

@@ -23,7 +23,11 @@ from raft.types import (
 
 from .harness import Harness, isolate
 
-ADD_VOTER, ADD_LEARNER, REMOVE = ConfChangeType.ADD_VOTER, ConfChangeType.ADD_LEARNER, ConfChangeType.REMOVE_NODE
+ADD_VOTER, ADD_LEARNER, REMOVE = (
+    ConfChangeType.ADD_VOTER,
+    ConfChangeType.ADD_LEARNER,
+    ConfChangeType.REMOVE_NODE,
+)
 
 
 def _change(h: Harness, leader: str, change_type: ConfChangeType, node_id: str) -> int:
@@ -146,8 +150,11 @@ def test_truncated_membership_change_is_undone() -> None:
     storage.set_hard_state(HardState(term=1, commit=1))
     core = RaftCore(RaftConfig(id="n2"), storage, random.Random(1))
     assert core.voters == ("n1", "n2", "n3", "n4"), "restart replays the conf change in the log"
-    core.step(Message(type=MessageType.APPEND, from_="n3", to="n2", term=2, index=1, log_term=1,
-                      entries=(Entry(2, 2),)))
+    core.step(
+        Message(
+            type=MessageType.APPEND, from_="n3", to="n2", term=2, index=1, log_term=1, entries=(Entry(2, 2),)
+        )
+    )
     assert core.voters == ("n1", "n2", "n3")
 
 

@@ -50,7 +50,10 @@ def test_follower_installs_snapshot_then_replicates_the_rest() -> None:
     h.stabilize()
     node = h.nodes["n3"]
     assert node.snapshots_applied == 1
-    assert node.storage.snapshot().index == snap_index and node.storage.snapshot().data == b"image@%d" % snap_index
+    assert (
+        node.storage.snapshot().index == snap_index
+        and node.storage.snapshot().data == b"image@%d" % snap_index
+    )
     assert [e.data for e in node.applied if e.index > snap_index] == [b"e"]
     assert node.core.commit_index == h.core("n1").commit_index
     assert h.core("n1").progress["n3"].state is ProgressState.REPLICATE

@@ -56,4 +56,3 @@ def make_store(request: pytest.FixtureRequest, fast_dir: Path) -> Iterator[Store
 @pytest.fixture
 def store(make_store: StoreFactory) -> StreamStore:
     return make_store()
-

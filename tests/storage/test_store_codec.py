@@ -97,6 +97,11 @@ def test_rfc3339_parsing_with_offsets_and_zero_time() -> None:
         "2026-11-22T16:19:00.420995+02:00"
     )
     assert format_optional_ts(0) == ZERO_TIME
-    for bad in ("yesterday", "2026-11-22 14:19:00Z", "2026-11-22T14:19:00.1234567891Z", "2026-13-01T00:00:00Z"):
+    for bad in (
+        "yesterday",
+        "2026-11-22 14:19:00Z",
+        "2026-11-22T14:19:00.1234567891Z",
+        "2026-13-01T00:00:00Z",
+    ):
         with pytest.raises(ValueError):
             parse_rfc3339_nano(bad)

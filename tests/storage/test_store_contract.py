@@ -258,7 +258,13 @@ def test_purge_and_delete_match_trace(store: StreamStore) -> None:
     assert store.purge_ex("purge.a") == 4
     assert store.purge_ex("purge.b", keep=1) == 3
     state = store.state()
-    assert (state.messages, state.bytes, state.first_seq, state.last_seq, state.num_subjects) == (6, 234, 8, 13, 3)
+    assert (state.messages, state.bytes, state.first_seq, state.last_seq, state.num_subjects) == (
+        6,
+        234,
+        8,
+        13,
+        3,
+    )
 
     assert store.remove_msg(9) is True
     assert store.remove_msg(9) is False

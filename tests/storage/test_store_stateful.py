@@ -85,8 +85,16 @@ class StoreComparison(RuleBasedStateMachine):
 
     # -- writes ------------------------------------------------------------------------
 
-    @rule(subject=st.sampled_from(SUBJECTS), hdr=headers, payload=payloads, step=st.integers(-1, 3), rollup=rollups)
-    def store_msg(self, subject: str, hdr: bytes | None, payload: bytes, step: int, rollup: Rollup | None) -> None:
+    @rule(
+        subject=st.sampled_from(SUBJECTS),
+        hdr=headers,
+        payload=payloads,
+        step=st.integers(-1, 3),
+        rollup=rollups,
+    )
+    def store_msg(
+        self, subject: str, hdr: bytes | None, payload: bytes, step: int, rollup: Rollup | None
+    ) -> None:
         ts = self.tick(step)
         self.both(lambda s: s.store_msg(subject, hdr, payload, ts, rollup=rollup))
 

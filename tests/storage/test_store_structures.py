@@ -13,11 +13,16 @@ from storage.seq_set import CHUNK_BITS, SeqSet
 from storage.subject_tree import SubjectTree
 
 # Sequences spread over a few chunks, with runs and far jumps.
-seqs = st.one_of(st.integers(0, 300), st.integers(CHUNK_BITS - 5, CHUNK_BITS + 5), st.integers(10**6, 10**6 + 50))
+seqs = st.one_of(
+    st.integers(0, 300), st.integers(CHUNK_BITS - 5, CHUNK_BITS + 5), st.integers(10**6, 10**6 + 50)
+)
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(st.booleans(), st.integers(1, 60)), max_size=120), st.lists(st.integers(0, 70), max_size=20))
+@given(
+    st.lists(st.tuples(st.booleans(), st.integers(1, 60)), max_size=120),
+    st.lists(st.integers(0, 70), max_size=20),
+)
 def test_seq_list_matches_a_sorted_list(ops: list[tuple[bool, int]], probes: list[int]) -> None:
     seq_list = SeqList()
     model: list[int] = []

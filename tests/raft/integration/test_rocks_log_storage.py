@@ -198,11 +198,16 @@ def test_random_operations_match_memory_storage_across_reopens(tmp_path: Path, s
             action = rng.random()
             if action < 0.5:
                 # append, sometimes overwriting a suffix with a newer term
-                first = rng.randint(max(memory.first_index(), memory.last_index() - 3), memory.last_index() + 1)
+                first = rng.randint(
+                    max(memory.first_index(), memory.last_index() - 3), memory.last_index() + 1
+                )
                 if first <= memory.last_index():
                     term += 1
                 count = rng.randint(1, 12)
-                batch = [Entry(term, i, data=rng.randbytes(rng.randint(0, 40))) for i in range(first, first + count)]
+                batch = [
+                    Entry(term, i, data=rng.randbytes(rng.randint(0, 40)))
+                    for i in range(first, first + count)
+                ]
                 memory.append(batch)
                 rocks.append(batch)
             elif action < 0.6 and memory.last_index() > memory.snapshot().index:

@@ -101,8 +101,12 @@ async def pair() -> AsyncIterator[tuple[Node, Node, grpc.aio.Channel]]:
 
 
 def _append(group_index: int, seq: int) -> Message:
-    entries = tuple(Entry(term=2, index=seq * 3 + k + 1, data=b"g%d-%d-%d" % (group_index, seq, k)) for k in range(3))
-    return Message(MessageType.APPEND, "a", "b", term=2, log_term=2, index=seq * 3, entries=entries, commit=seq)
+    entries = tuple(
+        Entry(term=2, index=seq * 3 + k + 1, data=b"g%d-%d-%d" % (group_index, seq, k)) for k in range(3)
+    )
+    return Message(
+        MessageType.APPEND, "a", "b", term=2, log_term=2, index=seq * 3, entries=entries, commit=seq
+    )
 
 
 async def test_messages_of_many_groups_arrive_in_order_in_few_frames(
@@ -136,7 +140,9 @@ async def test_snapshot_streams_in_chunks_and_is_reported(pair: tuple[Node, Node
     assert a.snapshots == [("G1", "b", True)]
 
 
-async def test_snapshot_for_an_unknown_group_is_reported_failed(pair: tuple[Node, Node, grpc.aio.Channel]) -> None:
+async def test_snapshot_for_an_unknown_group_is_reported_failed(
+    pair: tuple[Node, Node, grpc.aio.Channel],
+) -> None:
     a, b, _ = pair
     b.inbox.known_groups = {"G1"}
     snap = Snapshot(SnapshotMetadata(5, 1, ConfState(voters=("a", "b"))), b"img")
@@ -195,7 +201,9 @@ async def test_malformed_and_misaddressed_frames_are_dropped_not_fatal() -> None
         no_group = raft_pb2.Message(type=6, from_node="a", to_node="b")
         wrong_to = message_to_pb("G1", Message(MessageType.HEARTBEAT, "a", "c", term=4))
         spoofed = message_to_pb("G1", Message(MessageType.HEARTBEAT, "x", "b", term=4))
-        gap = message_to_pb("G1", Message(MessageType.APPEND, "a", "b", index=3, entries=(Entry(1, 4), Entry(1, 6))))
+        gap = message_to_pb(
+            "G1", Message(MessageType.APPEND, "a", "b", index=3, entries=(Entry(1, 4), Entry(1, 6)))
+        )
         frames = [raft_pb2.Frame(from_node="a", messages=[bad_type, no_group, wrong_to, spoofed, gap, good])]
         summary = await stub.Send(iter(frames))
         assert summary.messages == 6
