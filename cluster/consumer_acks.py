@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from cluster.consumer_entries import Ack, ConsumerEntry, Nak, Progress, Term
+from cluster.consumer_entries import Ack, AckLike, Nak, Progress, Term
 
 ACK_PREFIX = "$JS.ACK."
 
@@ -131,7 +131,7 @@ def parse_ack_body(payload: bytes) -> AckBody | None:
     return None
 
 
-def ack_entry(reply: AckReply, body: AckBody, now_ns: int) -> ConsumerEntry:
+def ack_entry(reply: AckReply, body: AckBody, now_ns: int) -> AckLike:
     """The entry the leader proposes for an ack (+NXT: the ack part; the leader queues the pull)."""
     sseq, dseq = reply.stream_seq, reply.consumer_seq
     if body.kind is AckKind.NAK:

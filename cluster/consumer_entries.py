@@ -10,7 +10,10 @@ function of the entries: replicas never read their own clock.
   delivery count), first deliveries and redeliveries alike;
 - ACK / NAK / PROGRESS / TERM: the client's acknowledgements (NAK with its delay);
 - FORGET: stop tracking pending messages without an ack (max_deliver reached,
-  or the message left the stream).
+  or the message left the stream);
+- ACKS: several ACK / NAK / PROGRESS / TERM entries in one, applied in order
+  (the leader batches the acks that arrive together: one Raft entry per burst,
+  not one per message).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ class ConsumerOp(enum.IntEnum):
     PROGRESS = 5
     TERM = 6
     FORGET = 7
+    ACKS = 8
 
 
 class ConsumerEntryDecodeError(ValueError):
@@ -148,7 +152,22 @@ class Forget:
         return head + b"".join(_SEQ.pack(seq) for seq in self.stream_seqs)
 
 
-ConsumerEntry = Start | Delivered | Ack | Nak | Progress | Term | Forget
+AckLike = Ack | Nak | Progress | Term
+
+_ACKS_HEAD = struct.Struct(">Bi")
+
+
+@dataclass(frozen=True, slots=True)
+class Acks:
+    """Acks that arrived together, applied one after the other."""
+
+    acks: tuple[AckLike, ...]
+
+    def encode(self) -> bytes:
+        return _ACKS_HEAD.pack(ConsumerOp.ACKS, len(self.acks)) + b"".join([a.encode() for a in self.acks])
+
+
+ConsumerEntry = Start | Delivered | Ack | Nak | Progress | Term | Forget | Acks
 
 _ACK_KINDS: dict[ConsumerOp, type[Ack] | type[Progress] | type[Term]] = {
     ConsumerOp.ACK: Ack,
@@ -184,13 +203,26 @@ def decode_consumer_entry(data: bytes) -> ConsumerEntry:
                 raise ConsumerEntryDecodeError("FORGET entry has the wrong length")
             seqs = tuple(_SEQ.unpack_from(data, _FORGET_HEAD.size + i * _SEQ.size)[0] for i in range(count))
             return Forget(ts, seqs, ForgetReason(reason))
+        if op is ConsumerOp.ACKS:
+            _, count = _ACKS_HEAD.unpack_from(data)
+            if len(data) != _ACKS_HEAD.size + count * _ACK.size:
+                raise ConsumerEntryDecodeError("ACKS entry has the wrong length")
+            body = memoryview(data)[_ACKS_HEAD.size :]
+            return Acks(tuple([_decode_ack(*fields) for fields in _ACK.iter_unpack(body)]))
         if len(data) != _ACK.size:
             raise ConsumerEntryDecodeError(f"{op.name} entry has the wrong length")
-        _, sseq, dseq, ts, delay = _ACK.unpack(data)
-        if op is ConsumerOp.NAK:
-            return Nak(sseq, dseq, ts, delay)
-        return _ACK_KINDS[op](sseq, dseq, ts)
+        return _decode_ack(*_ACK.unpack(data))
     except ConsumerEntryDecodeError:
         raise
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, struct.error) as exc:
         raise ConsumerEntryDecodeError(f"bad {op.name} entry: {exc}") from None
+
+
+def _decode_ack(op_code: int, sseq: int, dseq: int, ts: int, delay: int) -> AckLike:
+    op = ConsumerOp(op_code)
+    if op is ConsumerOp.NAK:
+        return Nak(sseq, dseq, ts, delay)
+    kind = _ACK_KINDS.get(op)
+    if kind is None:
+        raise ConsumerEntryDecodeError(f"{op.name} is not an ack")
+    return kind(sseq, dseq, ts)

@@ -48,7 +48,7 @@ from cluster.consumer_delivery import (
     plan_deliveries,
     start_position,
 )
-from cluster.consumer_entries import ConsumerEntry
+from cluster.consumer_entries import AckLike, Acks, ConsumerEntry
 from cluster.consumer_pull import (
     PullRequest,
     PullRequestError,
@@ -88,6 +88,8 @@ class ConsumerLeader:
         self.queue = WaitingQueue(max(replica.config.max_waiting, 0))
         self.flow = FlowControl()
         self._kick = asyncio.Event()
+        self._ack_buffer: list[AckLike] = []
+        self._ack_committed: asyncio.Future[None] | None = None
         self._ready = asyncio.Event()
         self._subs: list[Subscription] = []
         self._task: asyncio.Task[Any] | None = None
@@ -120,6 +122,9 @@ class ConsumerLeader:
         self._subs = []
         if self._task is not None:
             self._task.cancel()
+        if self._ack_committed is not None:
+            self._ack_committed.cancel()  # never proposed: nobody gets a confirmation for these
+        self._ack_buffer, self._ack_committed = [], None
 
     def kick(self) -> None:
         self._kick.set()
@@ -181,11 +186,48 @@ class ConsumerLeader:
             await asyncio.wait_for(self._kick.wait(), timeout)
 
     def _propose(self, entry: ConsumerEntry) -> asyncio.Future[Any]:
+        if self._ack_buffer:
+            self._flush_acks()  # acks that came first go first: every replica applies in proposal order
         future = self.ctx.host.propose_nowait(self.replica.group, entry.encode())
         future.add_done_callback(_consume_result)
         assert self.working is not None
         self.working.apply_entry(entry)
         return future
+
+    def _buffer_ack(self, entry: AckLike) -> asyncio.Future[Any]:
+        """Acks arriving together (one read from a client carries many) become one ACKS entry, proposed
+        once the current callback is done; the returned future completes when that entry commits."""
+        if not self._ack_buffer:
+            self._ack_committed = asyncio.get_running_loop().create_future()
+            self._ack_committed.add_done_callback(_consume_result)
+            asyncio.get_running_loop().call_soon(self._flush_acks)
+        self._ack_buffer.append(entry)
+        assert self._ack_committed is not None
+        return self._ack_committed
+
+    def _flush_acks(self) -> None:
+        buffered, committed = self._ack_buffer, self._ack_committed
+        if not buffered or committed is None:
+            return
+        self._ack_buffer, self._ack_committed = [], None
+        entry: ConsumerEntry = buffered[0] if len(buffered) == 1 else Acks(tuple(buffered))
+        try:
+            future = self._propose(entry)
+        except RaftHostError as exc:
+            committed.set_exception(exc)
+            return
+
+        def settle(done: asyncio.Future[Any]) -> None:
+            if committed.done():
+                return
+            if done.cancelled():
+                committed.cancel()
+            elif done.exception() is not None:
+                committed.set_exception(done.exception())  # type: ignore[arg-type]
+            else:
+                committed.set_result(None)
+
+        future.add_done_callback(settle)
 
     def _serve(self, now: int) -> None:
         if self.replica.config.is_push:
@@ -318,6 +360,7 @@ class ConsumerLeader:
 
     def _plan(self, now: int, max_msgs: int, max_bytes: int) -> Any:
         assert self.working is not None
+        self._flush_acks()  # the plan sees every ack received so far (max_ack_pending room)
         plan = plan_deliveries(
             self.stream_name,
             self.name,
@@ -345,10 +388,7 @@ class ConsumerLeader:
         if cfg.ack_policy is AckPolicy.NONE:
             return
         now = time.time_ns()
-        try:
-            committed = self._propose(ack_entry(reply, body, now))
-        except RaftHostError:
-            return
+        committed = self._buffer_ack(ack_entry(reply, body, now))
         if body.kind is AckKind.NEXT and msg.reply:
             self._queue_pull(msg.reply, body.next_request, now)
         elif msg.reply:

@@ -37,6 +37,7 @@ import orjson
 from cluster.consumer_config import AckPolicy
 from cluster.consumer_entries import (
     Ack,
+    Acks,
     ConsumerEntry,
     Delivered,
     Forget,
@@ -154,6 +155,8 @@ class ConsumerState:
             return self._ack(entry.stream_seq, entry.consumer_seq, entry.ts_ns)
         if isinstance(entry, Nak):
             return self._nak(entry)
+        if isinstance(entry, Acks):
+            return self._acks(entry)
         if isinstance(entry, Progress):
             pending = self.pending.get(entry.stream_seq)
             if pending is None:
@@ -162,6 +165,17 @@ class ConsumerState:
             pending.nak_at_ns = None
             return _NOTHING
         return self._forget(entry)
+
+    def _acks(self, entry: Acks) -> ApplyResult:
+        acked: list[int] = []
+        applied = False
+        for ack in entry.acks:
+            result = self.apply_entry(ack)
+            applied = applied or not result.skipped
+            acked.extend(result.acked)
+        if acked:
+            return ApplyResult(acked=tuple(acked))
+        return _NOTHING if applied else _SKIPPED
 
     def _start(self, entry: Start) -> ApplyResult:
         if self.started:

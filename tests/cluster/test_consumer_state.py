@@ -19,7 +19,7 @@ from cluster.consumer_delivery import (
     plan_deliveries,
     start_position,
 )
-from cluster.consumer_entries import ConsumerEntry
+from cluster.consumer_entries import Acks, ConsumerEntry, decode_consumer_entry
 from cluster.consumer_state import ConsumerState
 from cluster.stream_config import StreamConfig
 from storage.memory import MemoryStreamStore
@@ -340,3 +340,30 @@ def test_snapshot_restore_and_stale_entries() -> None:
     assert c.leader.snapshot() == before
     # replays of applied indexes are skipped
     assert all(r.skipped for r in c.follower.apply(list(enumerate(c.log, start=1))))
+
+
+def test_acks_batched_in_one_entry_apply_as_one_by_one() -> None:
+    """The leader proposes a burst of acks as one ACKS entry: same state, same acked sequences."""
+    stream, store = work_stream()
+    config = ConsumerConfig(durable_name="w", ack_policy=AckPolicy.EXPLICIT)
+    one_by_one = Consumer(stream, config, store, "w")
+    batched = Consumer(stream, config, store, "w")
+    replies = [m.reply for m in one_by_one.fetch(5, T0).messages]
+    assert replies == [m.reply for m in batched.fetch(5, T0).messages]
+    bodies = [b"", b"-NAK", b"+TERM", b"+WPI", b"+ACK"]
+    acks = []
+    for reply, body in zip(replies, bodies, strict=True):
+        one_by_one.ack(reply, body, T0 + 1)
+        parsed_reply, parsed_body = parse_ack_reply(reply), parse_ack_body(body)
+        assert parsed_reply is not None and parsed_body is not None
+        acks.append(ack_entry(parsed_reply, parsed_body, T0 + 1))
+    entry = Acks(tuple(acks))
+    assert decode_consumer_entry(entry.encode()) == entry
+    batched.log.append(entry.encode())
+    (result,) = batched.follower.apply([(len(batched.log), batched.log[-1])])
+    batched.leader.apply([(len(batched.log), batched.log[-1])])
+    assert result.acked == (1, 3, 5)
+    assert batched.numbers() == one_by_one.numbers()
+    # the same burst again acknowledges nothing more (the NAK and WPI still touch pending 2 and 4)
+    (again,) = batched.follower.apply([(len(batched.log) + 1, batched.log[-1])])
+    assert again.acked == () and not again.skipped
