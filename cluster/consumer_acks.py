@@ -17,6 +17,7 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import orjson
 
@@ -25,8 +26,9 @@ from cluster.consumer_entries import Ack, AckLike, Nak, Progress, Term
 ACK_PREFIX = "$JS.ACK."
 
 
-@dataclass(frozen=True, slots=True)
-class AckReply:
+class AckReply(NamedTuple):
+    """The fields of an ack reply subject (a named tuple: one is parsed per ack)."""
+
     stream: str
     consumer: str
     deliveries: int
@@ -61,7 +63,7 @@ def parse_ack_reply(subject: str) -> AckReply | None:
         return None
     if not all(n.isdigit() for n in numbers):
         return None
-    deliveries, sseq, dseq, ts, pending = (int(n) for n in numbers)
+    deliveries, sseq, dseq, ts, pending = map(int, numbers)
     return AckReply(stream, consumer, deliveries, sseq, dseq, ts, pending)
 
 
@@ -114,12 +116,17 @@ def _nak_delay(rest: bytes) -> int:
     return parsed if parsed and parsed > 0 else 0
 
 
+_PLAIN_ACK = AckBody(AckKind.ACK)
+
+
 def parse_ack_body(payload: bytes) -> AckBody | None:
     """What an ack body asks for; None for bodies a server ignores."""
+    if not payload:
+        return _PLAIN_ACK  # nats-py's ack(): the common case, answered without a new object
     body = bytes(payload)
     stripped = body.strip()
     if not stripped or stripped in (b"+ACK", b"+OK"):
-        return AckBody(AckKind.ACK)
+        return _PLAIN_ACK
     if body.startswith(b"-NAK"):
         return AckBody(AckKind.NAK, delay_ns=_nak_delay(body[4:]))
     if stripped == b"+WPI":
