@@ -59,7 +59,13 @@ from cluster.consumer_pull import (
     parse_pull_request,
 )
 from cluster.consumer_state import ConsumerState
-from cluster.consumer_subjects import ConsumerOp, consumer_subscription, parse_internal_consumer_subject
+from cluster.consumer_subjects import (
+    META_CONSUMER_PREFIX,
+    ConsumerOp,
+    consumer_subscription,
+    parse_internal_consumer_subject,
+)
+from cluster.internal_requests import NoRespondersError
 from cluster.stream_info import plain_error
 from gateway.router import Message, Subscription
 from raft.driver import RaftHostError
@@ -96,8 +102,10 @@ class ConsumerLeader:
         self._closed = False
         self._rng = random.Random(secrets.randbits(64))
         self._last_push_ns = time.time_ns()
-        self._last_active_ns = 0
-        self._no_interest_since: int | None = None
+        # since when nobody could receive (no push subscriber, no waiting pull request): the
+        # inactive threshold runs from here; None while someone can
+        self._idle_since: int | None = None
+        self._expiring = False
         # replay original: the first delivery's (wall clock, stream time), and a message held until due
         self._replay_origin: tuple[int, int] | None = None
         self._held: tuple[OutgoingMsg, int] | None = None
@@ -175,6 +183,8 @@ class ConsumerLeader:
             wakeups.append(self._last_push_ns + cfg.idle_heartbeat)
         if self._replay_due is not None:
             wakeups.append(self._replay_due)
+        if self._idle_since is not None and cfg.inactive_threshold and not self._expiring:
+            wakeups.append(self._idle_since + cfg.inactive_threshold)
         timeout = IDLE_SLEEP
         if wakeups:
             timeout = min(max((min(wakeups) - now) / 1e9, 0.001), IDLE_SLEEP)
@@ -234,6 +244,7 @@ class ConsumerLeader:
             self._serve_push(now)
         else:
             self._serve_pulls(now)
+        self._check_inactive(now)
 
     def _serve_pulls(self, now: int) -> None:
         publish = self.ctx.router.publish
@@ -260,7 +271,6 @@ class ConsumerLeader:
                 return
             for msg in plan.messages:
                 publish(waiting.reply, msg.payload, msg.reply, msg.headers, deliver_as=msg.subject)
-            self._last_active_ns = now
             done = self.queue.served(waiting, len(plan.messages), plan.bytes_used, now)
             if not done and plan.stop is StopReason.MAX_BYTES:
                 self.queue.remove(waiting)
@@ -269,11 +279,7 @@ class ConsumerLeader:
     def _serve_push(self, now: int) -> None:
         cfg, router = self.replica.config, self.ctx.router
         subject = cfg.deliver_subject
-        if not router.has_interest(subject):
-            self._expire_if_abandoned(now)
-            return
-        self._no_interest_since = None
-        if self.flow.stalled:
+        if not router.has_interest(subject) or self.flow.stalled:
             return
         if cfg.replay_policy is ReplayPolicy.ORIGINAL:
             while not self._closed and self._replay_next(now):
@@ -303,7 +309,7 @@ class ConsumerLeader:
                 publish, subject = self.ctx.router.publish, self.replica.config.deliver_subject
                 for msg in plan.messages:
                     publish(subject, msg.payload, msg.reply, msg.headers, deliver_as=msg.subject)
-            self._last_push_ns = self._last_active_ns = now
+            self._last_push_ns = now
             if self.flow.stalled or plan.stop is not StopReason.BATCH_DONE:
                 return
         self.kick()
@@ -338,25 +344,34 @@ class ConsumerLeader:
         self._held = None
         self._replay_due = None
         self._push(msg)
-        self._last_push_ns = self._last_active_ns = now
+        self._last_push_ns = now
         return True
 
-    def _expire_if_abandoned(self, now: int) -> None:
-        """An ephemeral push consumer nobody listens to goes away after its inactive threshold."""
+    def _check_inactive(self, now: int) -> None:
+        """A consumer with an inactive threshold (every ephemeral; durables that set one) goes away once
+        nobody could receive from it for that long: a push consumer without a subscriber, a pull
+        consumer with no request waiting (a pull request or an ack makes it active again)."""
         cfg = self.replica.config
-        if cfg.is_durable or not cfg.inactive_threshold:
+        active = self.ctx.router.has_interest(cfg.deliver_subject) if cfg.is_push else len(self.queue) > 0
+        if active:
+            self._idle_since = None
             return
-        if self._no_interest_since is None:
-            self._no_interest_since = now
-        elif now - self._no_interest_since >= cfg.inactive_threshold:
-            self._no_interest_since = None
+        if self._idle_since is None:
+            self._idle_since = now
+        if cfg.inactive_threshold and not self._expiring and now - self._idle_since >= cfg.inactive_threshold:
+            self._expiring = True
             self.ctx.spawn(self._delete_self(), f"expire-{self.name}")
 
     async def _delete_self(self) -> None:
-        from cluster.consumer_subjects import META_CONSUMER_PREFIX
-
-        with contextlib.suppress(Exception):
-            await self.ctx.requester.request(f"{META_CONSUMER_PREFIX}DELETE.{self.stream_name}.{self.name}")
+        subject = f"{META_CONSUMER_PREFIX}DELETE.{self.stream_name}.{self.name}"
+        try:
+            await self.ctx.requester.request(subject, timeout=CATCH_UP_TIMEOUT * 2)
+        except (TimeoutError, NoRespondersError) as exc:
+            # no meta leader right now: the next check asks again
+            log.info("consumer_expiry_failed", consumer=self.name, error=repr(exc))
+            self._expiring = False
+            return
+        log.info("consumer_expired", stream=self.stream_name, consumer=self.name)
 
     def _plan(self, now: int, max_msgs: int, max_bytes: int) -> Any:
         assert self.working is not None
@@ -388,6 +403,8 @@ class ConsumerLeader:
         if cfg.ack_policy is AckPolicy.NONE:
             return
         now = time.time_ns()
+        if self._idle_since is not None:
+            self._idle_since = now  # acks show a client at work: the inactive threshold starts again
         committed = self._buffer_ack(ack_entry(reply, body, now))
         if body.kind is AckKind.NEXT and msg.reply:
             self._queue_pull(msg.reply, body.next_request, now)
@@ -435,6 +452,7 @@ class ConsumerLeader:
         except PullRequestError as exc:
             self.ctx.router.publish(reply, b"", None, exc.frame)
             return
+        self._idle_since = None  # a pull request is activity, even one answered at once (no_wait)
         self.kick()
 
     async def _answer(self, op: ConsumerOp, reply: str, payload: bytes) -> None:

@@ -204,8 +204,55 @@ async def test_replay_original_spaces_messages_as_they_were_stored(nc: nats.NATS
         if len(arrivals) == 2:
             done.set()
 
-    sub = await js.subscribe("replay.a", cb=on_msg, config=ConsumerConfig(replay_policy=ReplayPolicy.ORIGINAL))
+    sub = await js.subscribe(
+        "replay.a", cb=on_msg, config=ConsumerConfig(replay_policy=ReplayPolicy.ORIGINAL)
+    )
     await asyncio.wait_for(done.wait(), 10)
     assert arrivals[1] - arrivals[0] >= stored_gap * 0.8
     await sub.unsubscribe()
     await js.delete_stream("REPLAY")
+
+
+async def _gone(js: nats.js.JetStreamContext, stream: str, consumer: str, within: float) -> None:
+    """Until CONSUMER.INFO says not found; each probe is a real request, bounded by `within`."""
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        try:
+            await js.consumer_info(stream, consumer)
+        except nats.js.errors.NotFoundError:
+            return
+        assert asyncio.get_running_loop().time() < deadline, f"{consumer} outlived its inactive threshold"
+        await asyncio.sleep(0.1)
+
+
+async def test_inactive_pull_consumers_go_away(nc: nats.NATS) -> None:
+    js = nc.jetstream()
+    await js.add_stream(name="IDLE", subjects=["idle.>"], num_replicas=3)
+    await js.publish("idle.a", b"1")
+    explicit = {"ack_policy": AckPolicy.EXPLICIT, "inactive_threshold": 1.0}
+    ephemeral = (await js.add_consumer("IDLE", ConsumerConfig(**explicit))).name
+    await js.add_consumer("IDLE", ConsumerConfig(durable_name="idle-durable", **explicit))
+    await js.add_consumer("IDLE", ConsumerConfig(durable_name="no-threshold", ack_policy=AckPolicy.EXPLICIT))
+    assert (await js.consumer_info("IDLE", ephemeral)).config.inactive_threshold == 1.0
+
+    # a pull request waiting for 2.5 s keeps the ephemeral alive past its 1 s threshold
+    inbox = nc.new_inbox()
+    replies: asyncio.Queue[nats.aio.msg.Msg] = asyncio.Queue()
+
+    async def on_reply(msg: nats.aio.msg.Msg) -> None:
+        await replies.put(msg)
+
+    await nc.subscribe(inbox, cb=on_reply)
+    pull = b'{"batch": 5, "expires": 2500000000}'
+    await nc.publish(f"$JS.API.CONSUMER.MSG.NEXT.IDLE.{ephemeral}", pull, reply=inbox)
+    first = await asyncio.wait_for(replies.get(), 10)
+    assert first.data == b"1"
+    timed_out = await asyncio.wait_for(replies.get(), 10)
+    assert timed_out.headers is not None and timed_out.headers.get("Status") == "408"
+    assert (await js.consumer_info("IDLE", ephemeral)).name == ephemeral  # still there: it was waited on
+
+    # with nothing waiting, both consumers that have a threshold go; the one without stays
+    await _gone(js, "IDLE", ephemeral, within=10)
+    await _gone(js, "IDLE", "idle-durable", within=10)
+    assert (await js.consumer_info("IDLE", "no-threshold")).name == "no-threshold"
+    await js.delete_stream("IDLE")
