@@ -38,6 +38,10 @@ class NodeConfig:
     # ADR-19: a JetStream domain ($JS.<domain>.API) and other API prefixes this cluster answers under
     domain: str | None = None
     api_prefixes: list[str] = field(default_factory=list)
+    # A file-stored stream's group takes a snapshot (a store sync and a marker) every this many entries
+    # and keeps this many entries behind it, for followers that lag a little.
+    stream_snapshot_interval: int = 20_000
+    stream_compact_keep: int = 5_000
 
     def validate(self) -> None:
         if not self.name or any(ch in self.name for ch in " .*>"):
@@ -68,6 +72,8 @@ class NodeConfig:
                 or prefix.endswith(".")
             ):
                 raise ConfigError(f"API prefix {prefix!r} must be a literal subject prefix such as JS.acc1")
+        if self.stream_snapshot_interval < 1 or self.stream_compact_keep < 0:
+            raise ConfigError("stream_snapshot_interval must be at least 1 and stream_compact_keep not negative")
         if self.token is not None and self.user is not None:
             raise ConfigError("use either a token or a user and password, not both")
 
@@ -127,6 +133,12 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
         dest="api_prefixes",
         help="another API prefix to answer under, as an account import would map it (repeatable)",
     )
+    parser.add_argument(
+        "--stream-snapshot-interval", type=int, help="entries between file-stored streams' snapshots (20000)"
+    )
+    parser.add_argument(
+        "--stream-compact-keep", type=int, help="entries a stream's log keeps behind its snapshot (5000)"
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> NodeConfig:
@@ -134,6 +146,7 @@ def config_from_args(args: argparse.Namespace) -> NodeConfig:
     for key in (
         "name", "host", "client_port", "cluster_port", "http_port", "data_dir", "direct_get_policy",
         "log_level", "log_format", "user", "password", "token", "advertise", "domain",
+        "stream_snapshot_interval", "stream_compact_keep",
     ):  # fmt: skip
         value = getattr(args, key)
         if value is not None:

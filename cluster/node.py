@@ -26,13 +26,13 @@ from cluster.http_server import NodeHttpServer
 from cluster.internal_requests import InternalRequester
 from cluster.meta_service import MetaService
 from cluster.metrics import NodeMetrics
-from cluster.node_context import META_GROUP, NodeContext
+from cluster.node_context import GROUP_OPTIONS, META_GROUP, NodeContext
 from cluster.stream_leader import replica_progress
 from gateway.auth import make_authenticator
 from gateway.router import Router
 from gateway.routes import RouteMesh, add_route_servicer
 from gateway.server import GatewayServer
-from raft.driver import RaftHost, RaftHostError
+from raft.driver import GroupOptions, RaftHost, RaftHostError
 from raft.rocks_log_storage import RocksLogEngine
 from raft.transport import add_raft_servicer, grpc_channel_options, grpc_server_options
 from raft.types import NodeId, Role
@@ -102,6 +102,11 @@ class Node:
             members=self.members,
             tags=tuple(config.tags),
             domain=config.domain or "",
+            stream_group_options=GroupOptions(
+                election_tick=GROUP_OPTIONS.election_tick,
+                snapshot_interval=config.stream_snapshot_interval,
+                compact_keep=config.stream_compact_keep,
+            ),
         )
         self.meta = MetaService(self.ctx)
         meta = self.meta

@@ -22,9 +22,10 @@ META_GROUP = "_meta_"
 # 20 ticks of 50 ms: a node misses a leader only after 1-2 s of silence, so a busy
 # event loop on a loaded 2-core machine does not set off needless elections.
 GROUP_OPTIONS = GroupOptions(election_tick=20)
-# A stream's snapshot is its whole store (0.2 s per 50,000 messages here, on the event loop),
-# so stream groups snapshot and compact rarely; their logs are cheap to keep.
-STREAM_GROUP_OPTIONS = GroupOptions(election_tick=20, snapshot_interval=100_000, compact_keep=10_000)
+STREAM_GROUP_OPTIONS = GroupOptions(election_tick=20, snapshot_interval=20_000, compact_keep=5_000)
+# A memory stream's snapshot is its whole store (0.2 s per 50,000 messages here, on the event loop),
+# so those groups snapshot and compact rarely; their logs are cheap to keep.
+MEMORY_STREAM_GROUP_OPTIONS = GroupOptions(election_tick=20, snapshot_interval=100_000, compact_keep=10_000)
 CLUSTER_NAME = "jetraft"
 
 
@@ -40,6 +41,9 @@ class NodeContext:
     members: tuple[str, ...]
     tags: tuple[str, ...] = ()
     domain: str = ""
+    # A file-stored stream's snapshot is a marker after a store sync (cluster/snapshot_marker.py), cheap
+    # enough to take often, which keeps its Raft log short (NodeConfig.stream_snapshot_interval).
+    stream_group_options: GroupOptions = STREAM_GROUP_OPTIONS
     server_version: str = NATS_COMPAT_VERSION
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
 

@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -26,7 +26,8 @@ from cluster.consumer_retention import Interest, interest_removals, workqueue_re
 from cluster.direct_get import ResponderRole
 from cluster.direct_get_responder import DirectGetResponder
 from cluster.meta_machine import StreamAssignment
-from cluster.node_context import STREAM_GROUP_OPTIONS, NodeContext
+from cluster.node_context import MEMORY_STREAM_GROUP_OPTIONS, NodeContext
+from cluster.snapshot_marker import is_store_marker, store_marker
 from cluster.staleness import FAST_INTERVAL, SLOW_INTERVAL, StalenessTracker, decode_beacon, position_subject
 from cluster.stream_config import Retention, StorageType, StreamConfig, stream_config_from_json
 from cluster.stream_entries import DeleteMsg, Purge
@@ -119,10 +120,29 @@ class StreamReplica:
         return results
 
     def snapshot(self) -> bytes:
-        self.store.sync()
+        if isinstance(self.store, RocksStreamStore):
+            # The store is durable once synced, so the log may be compacted behind it and the snapshot
+            # need not copy it: a follower that needs the data gets an image built when it is sent
+            # (`snapshot_image`). Copying a store of a million messages here stalled the loop for
+            # seconds, long enough for followers to call elections.
+            self.store.sync()
+            return store_marker(self.machine.applied_index)
         return self.machine.snapshot()
 
+    def snapshot_image(self) -> Callable[[], bytes] | None:
+        if not isinstance(self.store, RocksStreamStore):
+            return None
+        frozen = self.store.frozen_snapshot()
+        return lambda: b"".join(frozen())
+
     def restore(self, snapshot: Snapshot) -> None:
+        if is_store_marker(snapshot.data):
+            # Only this node's own marker, read back at start, can get here: its store lost writes it
+            # had synced before the marker was taken. Refuse rather than serve a store with a hole.
+            raise RuntimeError(
+                f"stream {self.name}: the store at {self.store_path} is behind its own Raft snapshot "
+                f"({self.machine.applied_index} < {snapshot.index}); remove the replica to resync it"
+            )
         self.machine.restore(snapshot.data)
         self.ctx.metrics.raft_snapshot_installs.labels(self.group, self.ctx.name).inc()
         self._after_apply()
@@ -170,7 +190,9 @@ class StreamReplica:
         # campaign on a membership the group does not have.
         voters = self.assignment.peers if self.assignment.epoch == 1 else ()
         host = self.ctx.host
-        host.add_group(self.group, self, voters=voters, options=STREAM_GROUP_OPTIONS)
+        rocks = isinstance(self.store, RocksStreamStore)
+        options = self.ctx.stream_group_options if rocks else MEMORY_STREAM_GROUP_OPTIONS
+        host.add_group(self.group, self, voters=voters, options=options)
         if voters and voters[0] == self.ctx.name and host.status(self.group).last_index == 0:
             # a brand-new group: its first peer stands at once instead of waiting out an election timeout
             host.campaign(self.group)

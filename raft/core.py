@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 _RESPONSE_TYPE = {MessageType.VOTE: MessageType.VOTE_RESP, MessageType.PRE_VOTE: MessageType.PRE_VOTE_RESP}
-_FROM_LEADER = (MessageType.APPEND, MessageType.HEARTBEAT, MessageType.SNAPSHOT)
+_FROM_LEADER = (MessageType.APPEND, MessageType.HEARTBEAT, MessageType.SNAPSHOT, MessageType.COMMIT)
 _CONF_SCAN_BYTES = 4 << 20
 
 
@@ -107,7 +107,9 @@ class RaftCore:
         # it was not synced before a crash.
         self._log = RaftLog(storage, committed=max(hard.commit, applied), applied=applied)
         if applied > self._log.last_index():
-            raise LogInvariantError(f"applied index {applied} is beyond the last index {self._log.last_index()}")
+            raise LogInvariantError(
+                f"applied index {applied} is beyond the last index {self._log.last_index()}"
+            )
 
         self._term = hard.term
         self._vote: NodeId | None = None
@@ -127,6 +129,7 @@ class RaftCore:
         self._heartbeat_elapsed = 0
         self._randomized_election_timeout = config.election_tick
         self._append_pending = False
+        self._commit_pending = False
         self._outstanding: Ready | None = None
 
         self._set_conf(self._conf_history[-1][1])
@@ -326,6 +329,7 @@ class RaftCore:
             self._msgs
             or self._read_states
             or self._append_pending
+            or self._commit_pending
             or log.has_unstable_to_hand_out()
             or log.has_committed_to_hand_out()
             or self._term != self._prev_hard.term
@@ -338,10 +342,13 @@ class RaftCore:
     def ready(self) -> Ready:
         if self._outstanding is not None:
             raise RaftError("advance() the previous Ready before taking another")
-        if self._append_pending:
-            self._append_pending = False
+        if self._append_pending or self._commit_pending:
             if self._role is Role.LEADER:
-                self._broadcast_append()
+                if self._append_pending:
+                    self._broadcast_append()
+                else:
+                    self._broadcast_commit()
+            self._append_pending = self._commit_pending = False
         log = self._log
         snapshot = log.take_unstable_snapshot()
         entries = tuple(log.take_unstable_entries())
@@ -349,7 +356,12 @@ class RaftCore:
         hard = HardState(self._term, self._vote, log.committed)
         soft = SoftState(self._leader_id, self._role)
         prev_hard = self._prev_hard
-        must_sync = bool(entries) or snapshot is not None or hard.term != prev_hard.term or hard.vote != prev_hard.vote
+        must_sync = (
+            bool(entries)
+            or snapshot is not None
+            or hard.term != prev_hard.term
+            or hard.vote != prev_hard.vote
+        )
         ready = Ready(
             soft_state=soft if soft != self._prev_soft else None,
             hard_state=hard if hard != prev_hard else None,
@@ -407,6 +419,7 @@ class RaftCore:
         self._read_queue.clear()
         self._reads_before_first_commit = []
         self._append_pending = False
+        self._commit_pending = False
         next_index = self._log.last_index() + 1
         for node_id, progress in self._progress.items():
             fresh = Progress(next_index, self._config.max_inflight_msgs, progress.is_learner)
@@ -458,9 +471,7 @@ class RaftCore:
         # voters' majority, then commits the removal and steps down.
         history = self._conf_history
         return (
-            len(history) >= 2
-            and history[-1][0] > self._log.committed
-            and self._id in history[-2][1].voters
+            len(history) >= 2 and history[-1][0] > self._log.committed and self._id in history[-2][1].voters
         )
 
     def _tick_election(self) -> None:
@@ -568,7 +579,9 @@ class RaftCore:
             or (is_pre and msg.term > self._term)
         )
         if can_vote and self._log.is_up_to_date(msg.index, msg.log_term):
-            self._msgs.append(Message(type=_RESPONSE_TYPE[msg.type], from_=self._id, to=msg.from_, term=msg.term))
+            self._msgs.append(
+                Message(type=_RESPONSE_TYPE[msg.type], from_=self._id, to=msg.from_, term=msg.term)
+            )
             if not is_pre:
                 self._election_elapsed = 0
                 self._vote = msg.from_
@@ -602,6 +615,13 @@ class RaftCore:
             self._election_elapsed = 0
             self._leader_id = msg.from_
             self._handle_heartbeat(msg)
+        elif mtype is MessageType.COMMIT:
+            self._election_elapsed = 0
+            self._leader_id = msg.from_
+            # As an empty APPEND would: only if our log agrees with the leader's up to `index` (then it
+            # agrees on everything before, Log Matching) may the leader's commit index apply to it.
+            if self._log.match_term(msg.index, msg.log_term):
+                self._log.commit_to(min(msg.commit, msg.index))
         elif mtype is MessageType.SNAPSHOT:
             self._election_elapsed = 0
             self._leader_id = msg.from_
@@ -735,12 +755,46 @@ class RaftCore:
             self._broadcast_append()
             self._become_follower(self._term, None)
         else:
-            self._append_pending = True
+            self._commit_pending = True
 
     def _broadcast_append(self) -> None:
         for node_id in self._progress:
             if node_id != self._id:
                 self._send_appends(node_id, send_if_empty=True)
+
+    def _broadcast_commit(self) -> None:
+        """Tell each follower the new commit index: within the entries it goes on to get, if there are
+        any, else in a COMMIT notice, which unlike an empty APPEND asks for no answer."""
+        log = self._log
+        committed = log.committed
+        for node_id, progress in self._progress.items():
+            if node_id == self._id:
+                continue
+            if self._maybe_send_append(node_id, send_if_empty=False):
+                self._send_appends(node_id, send_if_empty=False)
+                continue
+            # Up to what was sent, acknowledged or not: a follower still waiting for its ack to reach
+            # us can commit as soon as the entries are there, with no round trip more.
+            sent = progress.next - 1
+            reach = min(sent, committed)
+            if reach <= progress.commit_sent:
+                continue
+            try:
+                sent_term = log.term(sent)
+            except (CompactedError, UnavailableError):
+                continue  # it needs a snapshot or a probe first; heartbeats carry on meanwhile
+            progress.commit_sent = reach
+            self._msgs.append(
+                Message(
+                    type=MessageType.COMMIT,
+                    from_=self._id,
+                    to=node_id,
+                    term=self._term,
+                    index=sent,
+                    log_term=sent_term,
+                    commit=committed,
+                )
+            )
 
     def _send_appends(self, node_id: NodeId, send_if_empty: bool) -> None:
         """Send as many appends as flow control allows (at least one if `send_if_empty`)."""
@@ -857,6 +911,9 @@ class RaftCore:
         if self._maybe_commit() and self._role is not Role.LEADER:
             return
         self._send_appends(msg.from_, send_if_empty=was_paused)
+        if min(progress.match, log.committed) > progress.commit_sent:
+            # The notice it got (if any) did not reach this far: it still needs to hear so.
+            self._commit_pending = True
         if msg.from_ == self._lead_transferee and progress.match == log.last_index():
             self._send(MessageType.TIMEOUT_NOW, msg.from_)
 

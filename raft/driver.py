@@ -33,7 +33,7 @@ import itertools
 import random
 import secrets
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import structlog
@@ -42,9 +42,23 @@ from raft.core import ConfChangeRejectedError, ProposalDroppedError, RaftConfig,
 from raft.log_storage import MemoryLogStorage
 from raft.rocks_log_storage import RocksLogEngine, RocksLogStorage
 from raft.transport import RaftTransport
-from raft.types import ConfChange, ConfState, Entry, Message, MessageType, NodeId, Ready, Role, Snapshot
+from raft.types import (
+    ConfChange,
+    ConfState,
+    Entry,
+    Message,
+    MessageType,
+    NodeId,
+    Ready,
+    Role,
+    Snapshot,
+    SnapshotMetadata,
+)
 
 log = structlog.get_logger(__name__)
+
+# What a leader may send before its own write completes (see `_send_early`).
+_SENT_EARLY = frozenset({MessageType.APPEND, MessageType.HEARTBEAT, MessageType.COMMIT})
 
 
 class StateMachine(Protocol):
@@ -66,6 +80,17 @@ class StateMachine(Protocol):
     @property
     def applied_index(self) -> int:
         """The last index the machine holds; read once when the group starts (0 for a memory machine)."""
+        ...
+
+
+class SnapshotImages(Protocol):
+    """A state machine with a durable store of its own may make `snapshot()` a small marker (the store is
+    synced first, so the log can be compacted behind it) and produce a follower's image only when one
+    must be sent: snapshotting then costs nothing in proportion to the data."""
+
+    def snapshot_image(self) -> Callable[[], bytes] | None:
+        """The state as of now (the last applied entry), as a function that builds the image and may run
+        on another thread while this machine keeps applying; None to send the stored snapshot as is."""
         ...
 
 
@@ -180,6 +205,8 @@ class _Group:
         # Replaced on every change, so every waiter holding the old one wakes.
         self.leader_changed = asyncio.Event()
         self.applied_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        # peers an InstallSnapshot image is being built for
+        self.imaging: set[NodeId] = set()
         self.stopped = False
 
     @property
@@ -592,7 +619,10 @@ class RaftHost:
                 continue
             name = group.name
             for msg in held:
-                send(name, msg)
+                if msg.type is MessageType.SNAPSHOT:
+                    self._send_snapshot(group, msg)
+                else:
+                    send(name, msg)
 
         for group, ready, _ in readies:
             if group.stopped:
@@ -601,7 +631,10 @@ class RaftHost:
                 self._apply(group, ready)
                 group.core.advance(ready)
                 options = group.options
-                if options.snapshot_interval and group.applied - group.snapshot_index >= options.snapshot_interval:
+                if (
+                    options.snapshot_interval
+                    and group.applied - group.snapshot_index >= options.snapshot_interval
+                ):
                     self._take_snapshot(group)
             except Exception as exc:
                 log.exception("raft group failed; stopping it", group=group.name)
@@ -636,11 +669,46 @@ class RaftHost:
         name = group.name
         held = []
         for msg in messages:
-            if msg.type is MessageType.APPEND or msg.type is MessageType.HEARTBEAT:
+            if msg.type in _SENT_EARLY:
                 send(name, msg)
             else:
                 held.append(msg)
         return held
+
+    def _send_snapshot(self, group: _Group, msg: Message) -> None:
+        """Send the stored snapshot, or for a machine with `snapshot_image`, a fresh image of its state
+        as of now, built off the loop. The image may be newer than the snapshot the core chose: any
+        image of committed state will do, and the follower's answer names the index it reached."""
+        peer = msg.to
+        if peer in group.imaging:
+            return  # the core asked again while the last image is being built; it hears about that one
+        image = getattr(group.machine, "snapshot_image", None)
+        build = image() if image is not None else None
+        if build is None:
+            self.transport.send(group.name, msg)
+            return
+        index = group.applied
+        metadata = SnapshotMetadata(index, group.storage.term(index), group.core.conf_state_at(index))
+        group.imaging.add(peer)
+        asyncio.get_running_loop().create_task(
+            self._build_and_send_snapshot(group, msg, metadata, build), name=f"raft-image-{group.name}-{peer}"
+        )
+
+    async def _build_and_send_snapshot(
+        self, group: _Group, msg: Message, metadata: SnapshotMetadata, build: Callable[[], bytes]
+    ) -> None:
+        try:
+            data = await asyncio.to_thread(build)
+        except Exception:
+            log.exception("building a snapshot image failed", group=group.name, peer=msg.to)
+            if not group.stopped:
+                self._report_snapshot(group.name, msg.to, False)
+            return
+        finally:
+            group.imaging.discard(msg.to)
+        if group.stopped or group.core.role is not Role.LEADER or group.core.term != msg.term:
+            return  # the progress it was for is gone with the leadership
+        self.transport.send(group.name, replace(msg, snapshot=Snapshot(metadata, data)))
 
     def _hand_proposals(self, group: _Group) -> None:
         core = group.core
@@ -696,7 +764,9 @@ class RaftHost:
                     if term == entry.term:
                         future.set_result(result)
                     else:
-                        future.set_exception(LeadershipLostError("the entry was replaced by another leader's"))
+                        future.set_exception(
+                            LeadershipLostError("the entry was replaced by another leader's")
+                        )
             group.applied = entries[-1].index
         for read in ready.read_states:
             future = group.reads.pop(read.request_ctx, None)
@@ -734,7 +804,9 @@ class RaftHost:
                 _fail(future, NotLeaderError(group.name, leader))
             group.proposals.clear()
             for _, future in group.waiting.values():
-                _fail(future, LeadershipLostError(f"leadership of {group.name!r} moved to {leader or 'nobody'}"))
+                _fail(
+                    future, LeadershipLostError(f"leadership of {group.name!r} moved to {leader or 'nobody'}")
+                )
             group.waiting.clear()
         else:
             # Leader again in a newer term: entries proposed in an older one may have been replaced.

@@ -50,6 +50,7 @@ class Inflights:
 
 class Progress:
     __slots__ = (
+        "commit_sent",
         "inflights",
         "is_learner",
         "match",
@@ -62,6 +63,8 @@ class Progress:
 
     def __init__(self, next_index: int, max_inflight: int, is_learner: bool = False) -> None:
         self.match = 0
+        # The highest commit index sent to this follower in a COMMIT notice.
+        self.commit_sent = 0
         self.next = next_index
         self.state = ProgressState.PROBE
         self.probe_sent = False
@@ -71,7 +74,9 @@ class Progress:
         self.inflights = Inflights(max_inflight)
 
     def __repr__(self) -> str:
-        return f"Progress({self.state.value} match={self.match} next={self.next} inflight={len(self.inflights)})"
+        return (
+            f"Progress({self.state.value} match={self.match} next={self.next} inflight={len(self.inflights)})"
+        )
 
     def _reset_state(self, state: ProgressState) -> None:
         self.state = state

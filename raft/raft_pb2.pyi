@@ -22,6 +22,7 @@ class MessageType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     READ_INDEX: _ClassVar[MessageType]
     READ_INDEX_RESP: _ClassVar[MessageType]
     TRANSFER_LEADER: _ClassVar[MessageType]
+    COMMIT: _ClassVar[MessageType]
 
 class EntryType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -40,6 +41,7 @@ TIMEOUT_NOW: MessageType
 READ_INDEX: MessageType
 READ_INDEX_RESP: MessageType
 TRANSFER_LEADER: MessageType
+COMMIT: MessageType
 NORMAL: EntryType
 CONF_CHANGE: EntryType
 

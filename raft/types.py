@@ -191,6 +191,10 @@ class MessageType(enum.IntEnum):
     READ_INDEX = 10  # follower -> leader: context is the request ctx
     READ_INDEX_RESP = 11  # leader -> follower: index is the read index, context the request ctx
     TRANSFER_LEADER = 12  # follower -> leader: context is the target node id (utf-8)
+    # leader -> follower: the leader's `commit`, valid for the follower up to `index` if its entry
+    # there has term `log_term`; no answer. Sent instead of an empty APPEND when the commit index
+    # moves and no entries are going out, which would cost an APPEND_RESP per follower for nothing.
+    COMMIT = 13
 
 
 # Context of a VOTE sent because of TIMEOUT_NOW: voters grant it even inside

@@ -31,7 +31,7 @@ import shutil
 import struct
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -594,6 +594,12 @@ class RocksStreamStore:
 
     def snapshot(self) -> Iterator[bytes]:
         """A point-in-time chunk stream; do not close the store before it is consumed."""
+        return self.frozen_snapshot()()
+
+    def frozen_snapshot(self) -> Callable[[], Iterator[bytes]]:
+        """The store as it is now, to stream later, as often as needed: each call of the result is a
+        chunk stream of this moment's contents, whatever was written since (a RocksDB snapshot holds
+        the old records until the result is dropped). Taking it costs a copy of the live-sequence set."""
         with self._reading():
             if self._depth:
                 raise InvalidRequestError("cannot snapshot inside a write group")
@@ -611,7 +617,7 @@ class RocksStreamStore:
             # Point reads through a RocksDB snapshot see the store as it is now;
             # rocksdict's snapshot iterators do not (0.3.29), so read key by key.
             view = self._msgs_cf.snapshot()
-        return encode_snapshot(header, self._snapshot_records(live, view))
+        return lambda: encode_snapshot(header, self._snapshot_records(live, view))
 
     def _snapshot_records(self, live: SeqSet, view: object) -> Iterator[bytes]:
         for seq in live.iter_from(0):

@@ -160,9 +160,7 @@ class Simulation:
         return max(leaders, key=lambda n: n.live_core.term) if leaders else None
 
     def _max_term(self) -> int:
-        return max(
-            (n.live_core.term if n.alive else n.storage.hard_state.term) for n in self.nodes.values()
-        )
+        return max((n.live_core.term if n.alive else n.storage.hard_state.term) for n in self.nodes.values())
 
     # ------------------------------------------------------------------ one tick
 
@@ -228,7 +226,7 @@ class Simulation:
             return ready.messages
         held = []
         for msg in ready.messages:
-            if msg.type is MessageType.APPEND or msg.type is MessageType.HEARTBEAT:
+            if msg.type in (MessageType.APPEND, MessageType.HEARTBEAT, MessageType.COMMIT):
                 self._send(core, msg)
                 self.stats["sent_early"] += 1
             else:
@@ -508,7 +506,11 @@ class Simulation:
             return False
         core = leader.live_core
         commit = core.commit_index
-        if commit < self.checker.max_acked or commit != core.last_index or core.entry_term(commit) != core.term:
+        if (
+            commit < self.checker.max_acked
+            or commit != core.last_index
+            or core.entry_term(commit) != core.term
+        ):
             return False
         for member in core.conf_state.members():
             node = self.nodes.get(member)

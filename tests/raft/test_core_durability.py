@@ -161,6 +161,7 @@ def test_single_voter_leader_commits_only_after_its_write_and_never_tells_a_lear
     h.nodes["n1"].storage.append(ready.entries)
     leader.advance(ready)
     assert leader.commit_index == index
+    h.pending.extend(ready.messages)
     h.stabilize()
     assert h.applied_data("l1") == [b"x"]
     assert h.applied_data("n1") == [b"x"]

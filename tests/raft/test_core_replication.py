@@ -94,6 +94,53 @@ def test_entry_is_committed_once_a_majority_stores_it_and_not_before() -> None:
     assert leader.commit_index == index
 
 
+def test_commit_reaches_followers_in_notices_that_ask_for_no_answer() -> None:
+    """Once an entry commits, each follower learns so without an empty APPEND (and its APPEND_RESP):
+    a COMMIT notice carries it, also to the follower whose ack came in after the commit, and no tick
+    is needed. One proposal costs one APPEND and one ack per follower."""
+    h = Harness()
+    h.elect("n1")
+    h.stabilize()
+    leader = h.core("n1")
+    index = leader.propose(b"x")
+    sent: list[Message] = []
+    for _ in range(50):
+        h.process_all()
+        if not h.pending:
+            break
+        sent.extend(h.pending)
+        h.deliver()
+    kinds = [(m.type, m.to) for m in sent]
+    for follower in ("n2", "n3"):
+        assert kinds.count((MessageType.APPEND, follower)) == 1
+        assert kinds.count((MessageType.APPEND_RESP, "n1")) == 2
+        assert (MessageType.COMMIT, follower) in kinds
+        assert h.core(follower).commit_index == index
+        assert h.applied_data(follower) == [b"x"]
+    notices = [m for m in sent if m.type is MessageType.COMMIT]
+    assert all(m.commit == index for m in notices) and len(notices) == 2
+
+
+def test_commit_notice_commits_nothing_a_follower_has_not_got() -> None:
+    """The notice is valid only up to an entry the follower holds with the leader's term (as an empty
+    APPEND's log check): n3 lost the entry, hears every COMMIT notice, and must not commit it."""
+    h = Harness()
+    h.elect("n1")
+    h.stabilize()
+    leader = h.core("n1")
+    index = leader.propose(b"x")
+    notices_to_n3: list[Message] = []
+    for _ in range(10):
+        h.process_all()
+        notices_to_n3.extend(m for m in h.pending if m.to == "n3" and m.type is MessageType.COMMIT)
+        h.deliver(lambda m: not (m.to == "n3" and m.type is MessageType.APPEND))
+    assert leader.commit_index == index
+    assert h.core("n2").commit_index == index
+    assert notices_to_n3, "n3 was told of the commit"
+    assert h.core("n3").commit_index < index
+    assert h.applied_data("n3") == []
+
+
 def test_entry_of_a_previous_term_is_not_committed_by_counting_replicas() -> None:
     # Figure 8: n1 leads term 2 with an entry (2, 2) only it stores; then it
     # leads again in term 4 and replicates (2, 2) to a majority. Counting

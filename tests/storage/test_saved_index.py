@@ -109,3 +109,26 @@ def test_blob_checks(fast_dir: Path) -> None:
     assert decode_index(blob[:20], 77) is None
     empty = decode_index(encode_index(StreamIndex(), 3), 3)
     assert empty is not None and empty.msgs == 0 and not empty.subjects
+
+
+def test_frozen_snapshot_streams_the_store_as_it_was_taken_as_often_as_asked(tmp_path: Path) -> None:
+    """What a lagging follower is sent lazily: the store at the moment of the Raft snapshot, although
+    the leader went on writing, purging and removing since."""
+    store = RocksStreamStore(tmp_path / "s")
+    _fill(store)
+    with store.write_group() as group:
+        group.meta = b"applied-at-freeze"
+    frozen = store.frozen_snapshot()
+    expected = _view(store)
+    store.store_msg("orders.late", None, b"after the freeze")
+    store.remove_msg(8)
+    store.purge_ex(subject="keys.>")
+    with store.write_group() as group:
+        group.meta = b"later"
+    for _ in range(2):
+        copy = RocksStreamStore(tmp_path / f"copy-{_}")
+        copy.restore(frozen())
+        assert _view(copy) == expected
+        assert copy.metadata == b"applied-at-freeze"
+        copy.close()
+    store.close()
