@@ -24,8 +24,16 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from cluster.advisories import (
+    ConsumerEvent,
+    consumer_advisory_subject,
+    max_deliveries,
+    msg_naked,
+    msg_terminated,
+    new_event_id,
+)
 from cluster.api_errors import ApiError, JSErrors
-from cluster.consumer_acks import AckKind, ack_entry, parse_ack_body, parse_ack_reply
+from cluster.consumer_acks import AckBody, AckKind, AckReply, ack_entry, parse_ack_body, parse_ack_reply
 from cluster.consumer_api import (
     ConsumerView,
     FlowControl,
@@ -48,7 +56,7 @@ from cluster.consumer_delivery import (
     plan_deliveries,
     start_position,
 )
-from cluster.consumer_entries import AckLike, Acks, ConsumerEntry
+from cluster.consumer_entries import AckLike, Acks, ConsumerEntry, Forget, ForgetReason
 from cluster.consumer_pull import (
     PullRequest,
     PullRequestError,
@@ -387,8 +395,40 @@ class ConsumerLeader:
             max_bytes,
         )
         for entry in plan.entries:
+            if isinstance(entry, Forget) and entry.reason is ForgetReason.MAX_DELIVER:
+                self._advise_max_deliveries(entry, now)
             self._propose(entry)
         return plan
+
+    def _advise_max_deliveries(self, entry: Forget, now: int) -> None:
+        assert self.working is not None
+        subject = consumer_advisory_subject(ConsumerEvent.MAX_DELIVERIES, self.stream_name, self.name)
+        for seq in entry.stream_seqs:
+            pending = self.working.pending.get(seq)
+            if pending is not None:
+                body = max_deliveries(
+                    self.stream_name, self.name, seq, pending.deliveries, new_event_id(), now
+                )
+                self.ctx.router.publish(subject, body)
+
+    def _advise_ack(self, reply: AckReply, body: AckBody, now: int) -> None:
+        """+TERM and -NAK of a pending message are announced, as nats-server does."""
+        assert self.working is not None
+        if reply.stream_seq not in self.working.pending:
+            return
+        if body.kind is AckKind.TERM:
+            event = ConsumerEvent.MSG_TERMINATED
+            advisory = msg_terminated(
+                self.stream_name, self.name, reply.consumer_seq, reply.stream_seq, reply.deliveries,
+                body.term_reason, new_event_id(), now,
+            )  # fmt: skip
+        else:
+            event = ConsumerEvent.MSG_NAKED
+            advisory = msg_naked(
+                self.stream_name, self.name, reply.consumer_seq, reply.stream_seq, reply.deliveries,
+                new_event_id(), now,
+            )  # fmt: skip
+        self.ctx.router.publish(consumer_advisory_subject(event, self.stream_name, self.name), advisory)
 
     # -- inbound ------------------------------------------------------------------------------
 
@@ -405,6 +445,8 @@ class ConsumerLeader:
         now = time.time_ns()
         if self._idle_since is not None:
             self._idle_since = now  # acks show a client at work: the inactive threshold starts again
+        if body.kind is AckKind.TERM or body.kind is AckKind.NAK:
+            self._advise_ack(reply, body, now)
         committed = self._buffer_ack(ack_entry(reply, body, now))
         if body.kind is AckKind.NEXT and msg.reply:
             self._queue_pull(msg.reply, body.next_request, now)

@@ -16,6 +16,7 @@ import time
 from typing import TYPE_CHECKING
 
 from cluster import jsjson
+from cluster.advisories import ConsumerEvent, consumer_action, consumer_advisory_subject, new_event_id
 from cluster.api_errors import ApiError, JSErrors
 from cluster.api_lists import list_page
 from cluster.consumer_api import delete_response, names_response, parse_offset
@@ -81,6 +82,7 @@ class ConsumerAdmin:
             )
             if not result.ok:
                 raise JSErrors.CONSUMER_NOT_FOUND()
+            self._advise(request.stream, request.consumer, created=False)
             return delete_response()
         # INFO, NEXT, STEPDOWN from a node that did not know the consumer yet: pass them on
         target = consumer_subject(request.stream, request.consumer, op)
@@ -121,12 +123,23 @@ class ConsumerAdmin:
             result = await self.meta.propose(MetaOp.ASSIGN_CONSUMER, assignment.to_json())
             if not result.ok:
                 raise JSErrors.STREAM_NOT_FOUND()
-        return await self._ask_consumer(subject.stream, name, ConsumerOp.CREATE_RESULT)
+        answer = await self._ask_consumer(subject.stream, name, ConsumerOp.CREATE_RESULT)
+        if decided is not None and existing is None:
+            self._advise(subject.stream, name, created=True)
+        return answer
+
+    def _advise(self, stream: str, name: str, created: bool) -> None:
+        """CONSUMER.CREATED / CONSUMER.DELETED, published once: by the meta leader that made the change."""
+        event = ConsumerEvent.CREATED if created else ConsumerEvent.DELETED
+        body = consumer_action(stream, name, created, new_event_id(), time.time_ns(), self.ctx.domain)
+        self.ctx.router.publish(consumer_advisory_subject(event, stream, name), body)
 
     async def _ask_consumer(self, stream: str, name: str, op: ConsumerOp) -> bytes:
         """The consumer leader's answer, waiting (bounded) for a new group to elect its leader."""
         subject = consumer_subject(stream, name, op)
-        return (await self.ctx.requester.request_when_answered(subject, timeout=CONSUMER_READY_TIMEOUT)).payload
+        return (
+            await self.ctx.requester.request_when_answered(subject, timeout=CONSUMER_READY_TIMEOUT)
+        ).payload
 
     async def _list(self, stream: str, names: list[str], offset: int) -> bytes:
         return await list_page(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 from collections.abc import AsyncIterator, Iterator
 
 import nats
@@ -120,42 +122,6 @@ async def test_kv_keys_history_and_watch(nc: nats.NATS) -> None:
     await js.delete_key_value("watched")
 
 
-async def test_consumer_leader_crash_keeps_ack_state(cluster: LocalCluster) -> None:
-    admin = await nats.connect(cluster.client_urls[0])
-    js = admin.jetstream()
-    await js.add_stream(name="DURABLE", subjects=["durable.>"], num_replicas=3)
-    for i in range(10):
-        await js.publish("durable.job", b"%d" % i)
-    await js.add_consumer("DURABLE", ConsumerConfig(durable_name="keeper", ack_policy=AckPolicy.EXPLICIT))
-    leader = (await js.consumer_info("DURABLE", "keeper")).cluster.leader
-    await admin.close()
-    survivor = next(spec for spec in cluster.specs if spec.name != leader)
-    nc = await nats.connect(survivor.client_url)
-    js = nc.jetstream()
-    sub = await js.pull_subscribe_bind("keeper", stream="DURABLE")
-    for m in await sub.fetch(5, timeout=5):
-        await m.ack_sync()  # acknowledged: committed in the consumer's group before the reply
-    cluster.kill_node(leader)
-    # a new consumer leader takes over with the replicated state: nothing acked comes back
-    deadline = asyncio.get_running_loop().time() + 20
-    while True:
-        try:
-            info = await js.consumer_info("DURABLE", "keeper", timeout=2)
-            if info.cluster is not None and info.cluster.leader != leader:
-                break
-        except (nats.errors.TimeoutError, nats.js.errors.APIError):
-            pass
-        assert asyncio.get_running_loop().time() < deadline, "no new consumer leader"
-    assert info.ack_floor.stream_seq == 5
-    assert info.num_pending == 5
-    rest = await sub.fetch(5, timeout=10)
-    assert [m.data for m in rest] == [b"%d" % i for i in range(5, 10)]
-    assert all(m.metadata.num_delivered == 1 for m in rest)
-    await nc.close()
-    cluster.restart_node(leader)
-    cluster.wait_ready(names=[leader])
-
-
 async def test_interest_retention_keeps_messages_until_every_consumer_acked(nc: nats.NATS) -> None:
     js = nc.jetstream()
     await js.add_stream(name="INT", subjects=["int.>"], retention=RetentionPolicy.INTEREST, num_replicas=3)
@@ -256,3 +222,88 @@ async def test_inactive_pull_consumers_go_away(nc: nats.NATS) -> None:
     await _gone(js, "IDLE", "idle-durable", within=10)
     assert (await js.consumer_info("IDLE", "no-threshold")).name == "no-threshold"
     await js.delete_stream("IDLE")
+
+
+async def test_consumer_advisories_are_published_once(nc: nats.NATS) -> None:
+    js = nc.jetstream()
+    await js.add_stream(name="ADV", subjects=["adv.>"], num_replicas=3)
+    for i in range(3):
+        await js.publish("adv.x", b"%d" % i)
+    seen: list[tuple[str, dict[str, object]]] = []
+    deleted = asyncio.Event()
+
+    async def on_advisory(msg: nats.aio.msg.Msg) -> None:
+        seen.append((msg.subject, json.loads(msg.data)))
+        if msg.subject.startswith("$JS.EVENT.ADVISORY.CONSUMER.DELETED."):
+            deleted.set()
+
+    await nc.subscribe("$JS.EVENT.ADVISORY.CONSUMER.>", cb=on_advisory)
+    config = ConsumerConfig(durable_name="d", ack_policy=AckPolicy.EXPLICIT, max_deliver=2, ack_wait=0.5)
+    sub = await js.pull_subscribe("adv.x", durable="d", config=config)
+    first, second, third = await sub.fetch(3, timeout=5)
+    await nc.publish(first.reply, b"+TERM done with it")
+    await second.nak()
+    # the NAKed message comes back (delivery 2 of 2), then is dropped once its ack wait runs out
+    (again,) = await sub.fetch(1, timeout=5)
+    assert again.data == b"1" and again.metadata.num_delivered == 2
+    await third.ack_sync()
+    deadline = asyncio.get_running_loop().time() + 10
+    while not any(s.startswith("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.") for s, _ in seen):
+        assert asyncio.get_running_loop().time() < deadline, f"no MAX_DELIVERIES advisory in {seen}"
+        with contextlib.suppress(nats.errors.TimeoutError):
+            await sub.fetch(1, timeout=0.5)  # a waiting pull request lets the leader look at due messages
+    await js.delete_consumer("ADV", "d")
+    await asyncio.wait_for(deleted.wait(), 10)
+    await nc.flush()
+    kinds = [subject.split(".")[4] for subject, _ in seen]
+    assert kinds == ["CREATED", "MSG_TERMINATED", "MSG_NAKED", "MAX_DELIVERIES", "DELETED"]
+    bodies = {subject.split(".")[4]: body for subject, body in seen}
+    assert {k: v for k, v in bodies["MSG_TERMINATED"].items() if k not in ("id", "timestamp")} == {
+        "type": "io.nats.jetstream.advisory.v1.terminated",
+        "stream": "ADV",
+        "consumer": "d",
+        "consumer_seq": 1,
+        "stream_seq": 1,
+        "deliveries": 1,
+        "reason": "done with it",
+    }
+    assert bodies["MAX_DELIVERIES"]["stream_seq"] == 2 and bodies["MAX_DELIVERIES"]["deliveries"] == 2
+    assert bodies["CREATED"]["action"] == "create" and bodies["DELETED"]["action"] == "delete"
+    await js.delete_stream("ADV")
+
+
+# last: it kills and restarts a node, and a stream placed right after may not find the restarted one yet
+async def test_consumer_leader_crash_keeps_ack_state(cluster: LocalCluster) -> None:
+    admin = await nats.connect(cluster.client_urls[0])
+    js = admin.jetstream()
+    await js.add_stream(name="DURABLE", subjects=["durable.>"], num_replicas=3)
+    for i in range(10):
+        await js.publish("durable.job", b"%d" % i)
+    await js.add_consumer("DURABLE", ConsumerConfig(durable_name="keeper", ack_policy=AckPolicy.EXPLICIT))
+    leader = (await js.consumer_info("DURABLE", "keeper")).cluster.leader
+    await admin.close()
+    survivor = next(spec for spec in cluster.specs if spec.name != leader)
+    nc = await nats.connect(survivor.client_url)
+    js = nc.jetstream()
+    sub = await js.pull_subscribe_bind("keeper", stream="DURABLE")
+    for m in await sub.fetch(5, timeout=5):
+        await m.ack_sync()  # acknowledged: committed in the consumer's group before the reply
+    cluster.kill_node(leader)
+    # a new consumer leader takes over with the replicated state: nothing acked comes back
+    deadline = asyncio.get_running_loop().time() + 20
+    while True:
+        try:
+            info = await js.consumer_info("DURABLE", "keeper", timeout=2)
+            if info.cluster is not None and info.cluster.leader != leader:
+                break
+        except (nats.errors.TimeoutError, nats.js.errors.APIError):
+            pass
+        assert asyncio.get_running_loop().time() < deadline, "no new consumer leader"
+    assert info.ack_floor.stream_seq == 5
+    assert info.num_pending == 5
+    rest = await sub.fetch(5, timeout=10)
+    assert [m.data for m in rest] == [b"%d" % i for i in range(5, 10)]
+    assert all(m.metadata.num_delivered == 1 for m in rest)
+    await nc.close()
+    cluster.restart_node(leader)
+    cluster.wait_ready(names=[leader])
