@@ -57,6 +57,7 @@ from cluster.consumer_delivery import (
     start_position,
 )
 from cluster.consumer_entries import AckLike, Acks, ConsumerEntry, Forget, ForgetReason
+from cluster.consumer_membership import converge_membership
 from cluster.consumer_pull import (
     PullRequest,
     PullRequestError,
@@ -74,7 +75,9 @@ from cluster.consumer_subjects import (
     parse_internal_consumer_subject,
 )
 from cluster.internal_requests import NoRespondersError
-from cluster.stream_info import plain_error
+from cluster.node_context import CLUSTER_NAME
+from cluster.stream_info import ClusterInfo, PeerInfo, plain_error
+from cluster.stream_leader import replica_progress
 from gateway.router import Message, Subscription
 from raft.driver import RaftHostError
 from storage.errors import MsgNotFoundError
@@ -107,6 +110,8 @@ class ConsumerLeader:
         self._ready = asyncio.Event()
         self._subs: list[Subscription] = []
         self._task: asyncio.Task[Any] | None = None
+        self._since_ns = time.time_ns()
+        self._membership_task: asyncio.Task[Any] | None = None
         self._closed = False
         self._rng = random.Random(secrets.randbits(64))
         self._last_push_ns = time.time_ns()
@@ -129,6 +134,7 @@ class ConsumerLeader:
             router.subscribe(f"$JS.FC.{self.stream_name}.{self.name}.*", self._on_flow_control_reply),
         ]
         self._task = self.ctx.spawn(self._run(), f"consumer-{self.stream_name}-{self.name}")
+        self.reconcile_membership()
         log.info("consumer_leader", stream=self.stream_name, consumer=self.name, node=self.ctx.name)
 
     def close(self) -> None:
@@ -138,12 +144,28 @@ class ConsumerLeader:
         self._subs = []
         if self._task is not None:
             self._task.cancel()
+        if self._membership_task is not None:
+            self._membership_task.cancel()
         if self._ack_committed is not None:
             self._ack_committed.cancel()  # never proposed: nobody gets a confirmation for these
         self._ack_buffer, self._ack_committed = [], None
 
     def kick(self) -> None:
         self._kick.set()
+
+    def reconcile_membership(self) -> None:
+        """Make the group's voters the assignment's peers (they follow the stream's on a peer remove)."""
+        if self._membership_task is None or self._membership_task.done():
+            self._membership_task = self.ctx.spawn(
+                converge_membership(
+                    self.ctx.host,
+                    self.replica.group,
+                    self.ctx.name,
+                    lambda: set(self.replica.assignment.peers),
+                    lambda: self._closed,
+                ),
+                f"membership-{self.replica.group}",
+            )
 
     def config_changed(self) -> None:
         self.kick()
@@ -529,10 +551,27 @@ class ConsumerLeader:
         await host.transfer_leadership(group, others[0])
         return stepdown_response()
 
+    def _cluster_info(self) -> ClusterInfo:
+        """As STREAM.INFO shows its group: the leader, and each other voter with its lag."""
+        status = self.ctx.host.status(self.replica.group)
+        progress = replica_progress(self.replica)  # type: ignore[arg-type]  # reads .ctx and .group only
+        replicas = []
+        for peer in status.voters:
+            if peer != self.ctx.name:
+                match, active = progress.get(peer, (0, False))
+                lag = max(status.last_index - match, 0)
+                replicas.append(PeerInfo(name=peer, current=active and lag == 0, active_ns=0, lag=lag))
+        return ClusterInfo(
+            leader=self.ctx.name,
+            name=CLUSTER_NAME,
+            raft_group=self.replica.group,
+            leader_since_ns=self._since_ns,
+            replicas=tuple(replicas),
+        )
+
     def view(self) -> ConsumerView:
         working = self.working or self.replica.state
         assignment = self.replica.assignment
-        leader = {"name": "jetraft", "leader": self.ctx.name}
         return ConsumerView(
             stream=assignment.stream,
             name=assignment.name,
@@ -541,7 +580,7 @@ class ConsumerLeader:
             state=working,
             num_pending=num_pending(self.replica.config, working, self.replica.stream.store),
             num_waiting=len(self.queue),
-            cluster=leader,
+            cluster=self._cluster_info().to_json(),
             push_bound=self.replica.config.is_push
             and self.ctx.router.has_interest(self.replica.config.deliver_subject),
         )

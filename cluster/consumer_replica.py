@@ -61,14 +61,20 @@ class ConsumerReplica:
         return self.state.snapshot()
 
     def restore(self, snapshot: Snapshot) -> None:
-        self.state = ConsumerState.restore(snapshot.data) if snapshot.data else ConsumerState(self.config.ack_policy)
+        self.state = (
+            ConsumerState.restore(snapshot.data) if snapshot.data else ConsumerState(self.config.ack_policy)
+        )
         self.state.applied_index = snapshot.index
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        self.ctx.host.add_group(self.group, self, voters=self.assignment.peers, options=GROUP_OPTIONS)
-        if self.assignment.peers[0] == self.ctx.name and self.ctx.host.status(self.group).last_index == 0:
+        # A replica placed when the consumer was made starts with the whole peer set; one placed
+        # later (its stream's peer was replaced) starts with none and waits for the leader to add it,
+        # so it can never campaign on a membership the group does not have.
+        voters = self.assignment.peers if self.assignment.epoch == 1 else ()
+        self.ctx.host.add_group(self.group, self, voters=voters, options=GROUP_OPTIONS)
+        if voters and voters[0] == self.ctx.name and self.ctx.host.status(self.group).last_index == 0:
             # a brand-new group: its first peer stands at once instead of waiting out an election timeout
             self.ctx.host.campaign(self.group)
 
@@ -85,6 +91,7 @@ class ConsumerReplica:
         self.config = consumer_config_from_json(assignment.config)
         if self.leader is not None:
             self.leader.config_changed()
+            self.leader.reconcile_membership()
 
     def on_leader_change(self, leader: NodeId | None, role: Role, term: int) -> None:
         was_leader = self.role is Role.LEADER

@@ -49,7 +49,9 @@ class StreamAssignment:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> StreamAssignment:
-        return cls(data["name"], data["config"], list(data["peers"]), data["created_ns"], data.get("epoch", 1))
+        return cls(
+            data["name"], data["config"], list(data["peers"]), data["created_ns"], data.get("epoch", 1)
+        )
 
 
 @dataclass(slots=True)
@@ -61,6 +63,8 @@ class ConsumerAssignment:
     config: dict[str, Any]
     peers: list[str]
     created_ns: int
+    # bumps whenever the peer set changes (it follows its stream's), as StreamAssignment.epoch
+    epoch: int = 1
 
     @property
     def group(self) -> str:
@@ -73,11 +77,19 @@ class ConsumerAssignment:
             "config": self.config,
             "peers": self.peers,
             "created_ns": self.created_ns,
+            "epoch": self.epoch,
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ConsumerAssignment:
-        return cls(data["stream"], data["name"], data["config"], list(data["peers"]), data["created_ns"])
+        return cls(
+            data["stream"],
+            data["name"],
+            data["config"],
+            list(data["peers"]),
+            data["created_ns"],
+            data.get("epoch", 1),
+        )
 
 
 def encode_meta_entry(op: MetaOp, body: dict[str, Any]) -> bytes:
@@ -136,6 +148,7 @@ class MetaMachine:
         if op is MetaOp.UPDATE_STREAM:
             existing.config = body["config"]
         elif op is MetaOp.SET_STREAM_PEERS:
+            self._move_consumers(name, existing.peers, list(body["peers"]))
             existing.peers = list(body["peers"])
             existing.epoch += 1
         elif op is MetaOp.REMOVE_STREAM:
@@ -145,6 +158,15 @@ class MetaMachine:
             return MetaResult(ok=True)
         self._notify(name, existing)
         return MetaResult(ok=True, assignment=existing)
+
+    def _move_consumers(self, stream: str, old: list[str], new: list[str]) -> None:
+        """A stream's peer replaced (STREAM.PEER.REMOVE): its consumers' replicas follow, peer for peer,
+        in the same entry, so a consumer's group always lives where its stream's replicas are."""
+        replaced = {before: after for before, after in zip(old, new, strict=False) if before != after}
+        for consumer in self.consumers.get(stream, {}).values():
+            if any(peer in replaced for peer in consumer.peers):
+                consumer.peers = [replaced.get(peer, peer) for peer in consumer.peers]
+                consumer.epoch += 1
 
     def _apply_consumer(self, op: MetaOp, body: dict[str, Any]) -> MetaResult:
         stream = body["stream"]

@@ -1,4 +1,5 @@
-"""STREAM.PEER.REMOVE of a dead replica: a replacement is placed, catches up, and the stream keeps serving."""
+"""STREAM.PEER.REMOVE of a dead replica: a replacement is placed, catches up, and the stream keeps serving;
+the stream's consumers move with it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Iterator
 
 import nats
 import pytest
+from nats.js.api import AckPolicy, ConsumerConfig
 
 from cluster.local_cluster import LocalCluster
 from tests.node.cluster_fixtures import local_cluster
@@ -31,6 +33,11 @@ async def test_dead_replica_is_replaced(cluster: LocalCluster) -> None:
     victim = next(p.name for p in info.cluster.replicas or [])
     for i in range(50):
         await js.publish("move.k", b"%d" % i)
+    # a consumer with acknowledged work: its group must follow the stream to the replacement
+    worker = ConsumerConfig(durable_name="worker", ack_policy=AckPolicy.EXPLICIT)
+    pull = await js.pull_subscribe("move.k", durable="worker", config=worker)
+    for m in await pull.fetch(10, timeout=5):
+        await m.ack_sync()
     cluster.kill_node(victim)
     if nc.connected_url is not None and str(nc.connected_url.port) == str(cluster.spec(victim).client_port):
         await nc.close()
@@ -39,8 +46,13 @@ async def test_dead_replica_is_replaced(cluster: LocalCluster) -> None:
 
     bad = await nc.request("$JS.API.STREAM.PEER.REMOVE.MOVE", json.dumps({"peer": spare}).encode(), timeout=5)
     assert json.loads(bad.data)["error"]["err_code"] == 10040  # not a member
-    reply = await nc.request("$JS.API.STREAM.PEER.REMOVE.MOVE", json.dumps({"peer": victim}).encode(), timeout=5)
-    assert json.loads(reply.data) == {"type": "io.nats.jetstream.api.v1.stream_remove_peer_response", "success": True}
+    reply = await nc.request(
+        "$JS.API.STREAM.PEER.REMOVE.MOVE", json.dumps({"peer": victim}).encode(), timeout=5
+    )
+    assert json.loads(reply.data) == {
+        "type": "io.nats.jetstream.api.v1.stream_remove_peer_response",
+        "success": True,
+    }
 
     last = (await js.publish("move.k", b"after")).seq
     spare_client = await nats.connect(cluster.spec(spare).client_url)
@@ -65,4 +77,23 @@ async def test_dead_replica_is_replaced(cluster: LocalCluster) -> None:
     now = {info.cluster.leader, *(p.name for p in info.cluster.replicas or [])}
     assert now == (peers - {victim}) | {spare}
     assert info.state.messages == 51
+
+    # the consumer's group has the same new peer set, and the replacement caught up on its log
+    deadline = asyncio.get_running_loop().time() + 20
+    while True:
+        try:
+            consumer = await js.consumer_info("MOVE", "worker", timeout=2)
+        except (nats.errors.TimeoutError, nats.js.errors.APIError):
+            consumer = None  # no consumer leader for a moment (the victim may have led it)
+        if consumer is not None and consumer.cluster is not None:
+            members = {consumer.cluster.leader: True}
+            members.update({p.name: p.current for p in consumer.cluster.replicas or []})
+            if set(members) == now and members[spare]:
+                break
+        assert asyncio.get_running_loop().time() < deadline, f"consumer group never moved: {consumer}"
+        await asyncio.sleep(0.1)
+    assert consumer.ack_floor.stream_seq == 10 and consumer.num_pending == 41
+    pull = await js.pull_subscribe_bind("worker", stream="MOVE")
+    rest = await pull.fetch(41, timeout=10)
+    assert rest[0].metadata.sequence.stream == 11 and rest[0].metadata.num_delivered == 1
     await nc.close()

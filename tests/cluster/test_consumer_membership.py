@@ -1,0 +1,35 @@
+"""The steps a consumer's leader takes to move its group to a new peer set, one server at a time."""
+
+from __future__ import annotations
+
+from cluster.consumer_membership import next_change
+from cluster.meta_machine import ConsumerAssignment, MetaMachine, MetaOp, StreamAssignment, encode_meta_entry
+from raft.types import ConfChange, ConfChangeType
+
+
+def test_add_the_replacement_first_then_remove_the_old_peer() -> None:
+    assert next_change("a", {"a", "b", "c"}, {"a", "b", "d"}) == ConfChange(ConfChangeType.ADD_VOTER, "d")
+    assert next_change("a", {"a", "b", "c", "d"}, {"a", "b", "d"}) == ConfChange(
+        ConfChangeType.REMOVE_NODE, "c"
+    )
+    assert next_change("a", {"a", "b", "d"}, {"a", "b", "d"}) is None
+
+
+def test_a_leader_being_removed_hands_over_to_a_staying_peer() -> None:
+    assert next_change("c", {"a", "b", "c", "d"}, {"a", "b", "d"}) == "a"
+
+
+def test_peer_remove_moves_the_streams_consumers_in_the_same_entry() -> None:
+    machine = MetaMachine()
+    machine.apply(encode_meta_entry(MetaOp.ASSIGN_STREAM, StreamAssignment("S", {}, ["a", "b", "c"], 1).to_json()))
+    for name, peers in (("all", ["a", "b", "c"]), ("one", ["a"]), ("moved", ["c"])):
+        machine.apply(encode_meta_entry(MetaOp.ASSIGN_CONSUMER, ConsumerAssignment("S", name, {}, peers, 2).to_json()))
+    machine.apply(encode_meta_entry(MetaOp.SET_STREAM_PEERS, {"name": "S", "peers": ["a", "b", "d"]}))
+    consumers = machine.consumers["S"]
+    assert (consumers["all"].peers, consumers["all"].epoch) == (["a", "b", "d"], 2)
+    assert (consumers["one"].peers, consumers["one"].epoch) == (["a"], 1)  # not on the removed peer
+    assert (consumers["moved"].peers, consumers["moved"].epoch) == (["d"], 2)
+    # the epoch survives a meta snapshot, so a restarted node starts the replacement without voters
+    restored = MetaMachine()
+    restored.restore(machine.snapshot())
+    assert restored.consumers["S"]["all"].epoch == 2
