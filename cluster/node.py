@@ -21,6 +21,7 @@ import structlog
 
 from cluster.api_entry import ApiEntry
 from cluster.api_prefixes import PrefixMapper, domain_prefix
+from cluster.api_subjects import API_QUEUE
 from cluster.config import NodeConfig
 from cluster.http_server import NodeHttpServer
 from cluster.internal_requests import InternalRequester
@@ -46,7 +47,7 @@ class Node:
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
         self.metrics = NodeMetrics(config.name)
-        self.router = Router(config.direct_get_policy)
+        self.router = Router(config.direct_get_policy, local_queues=(API_QUEUE,))
         self.server = GatewayServer(
             self.router,
             name=config.name,

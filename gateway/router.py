@@ -15,7 +15,7 @@ buffer, a forward appends to the peer link's batch.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Final, Protocol
 
 import structlog
@@ -186,8 +186,13 @@ class Router:
         queue_policy: str | QueuePolicy = "random",
         *,
         rng: random.Random | None = None,
+        local_queues: Collection[str] = (),
     ) -> None:
         self._sublist: Sublist[Subscription | RemoteInterest] = Sublist()
+        # Queue groups served by a local member whenever there is one, whatever the policy: a node's
+        # own services that every node runs alike (nats-server answers the JetStream API on the
+        # server the client is connected to), where a hop to a peer would only cost.
+        self.local_queues = frozenset(local_queues)
         self._links: RemoteLinks | None = None
         self.policy: QueuePolicy = (
             make_policy(queue_policy, rng, self._rtt) if isinstance(queue_policy, str) else queue_policy
@@ -443,6 +448,10 @@ class Router:
         return count
 
     def _choose(self, group: QueueGroup[Subscription]) -> Subscription | str | None:
+        if group.local and group.name in self.local_queues:
+            for sub in group.local:
+                if not sub.closed:
+                    return sub
         chosen = self.policy.choose(group)
         if chosen is None or type(chosen) is str or not chosen.closed:  # type: ignore[union-attr]
             return chosen

@@ -195,8 +195,11 @@ class _Group:
         self.proposals: list[tuple[bytes, asyncio.Future[Any]]] = []
         # index -> (term it was proposed in, future)
         self.waiting: dict[int, tuple[int, asyncio.Future[Any]]] = {}
-        # read ctx -> future; then (index, future) once the leader confirmed a read point
-        self.reads: dict[bytes, asyncio.Future[int]] = {}
+        # reads asked for since the last iteration: they share one ReadIndex round
+        self.read_batch: list[asyncio.Future[int]] = []
+        # read ctx -> (host iteration it was handed to the core in, the batch it confirms);
+        # then (index, future) once the leader confirmed a read point
+        self.reads: dict[bytes, tuple[int, list[asyncio.Future[int]]]] = {}
         self.confirmed_reads: list[tuple[int, asyncio.Future[int]]] = []
         self.applied = core.applied
         self.snapshot_index = storage.snapshot().index
@@ -220,8 +223,12 @@ class _Group:
         for _, future in self.waiting.values():
             _fail(future, exc_factory())
         self.waiting.clear()
-        for future in self.reads.values():
+        for future in self.read_batch:
             _fail(future, exc_factory())
+        self.read_batch.clear()
+        for _, batch in self.reads.values():
+            for future in batch:
+                _fail(future, exc_factory())
         self.reads.clear()
         for _, future in self.confirmed_reads:
             _fail(future, exc_factory())
@@ -462,13 +469,14 @@ class RaftHost:
         followers too (the leader confirms its leadership and answers).
         """
         group = self._group(name)
-        ctx = self._read_prefix + next(self._read_ids).to_bytes(8, "big")
-        try:
-            group.core.read_index(ctx)
-        except ProposalDroppedError as exc:
-            raise NotLeaderError(name, group.core.leader_id) from exc
+        core = group.core
+        if core.role is not Role.LEADER and core.leader_id is None:
+            raise NotLeaderError(name, None)
+        # Reads asked for before the next iteration share its ReadIndex round (one heartbeat to every
+        # follower for all of them): each was asked before the read point is taken, so it is still
+        # linearizable.
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        group.reads[ctx] = future
+        group.read_batch.append(future)
         self._mark(group)
         if timeout is None:
             timeout = 2 * group.options.election_tick * self.tick_interval
@@ -476,8 +484,6 @@ class RaftHost:
             return await asyncio.wait_for(future, timeout)
         except TimeoutError as exc:
             raise ReadIndexTimeoutError(f"no read point for group {name!r} within {timeout}s") from exc
-        finally:
-            group.reads.pop(ctx, None)
 
     async def transfer_leadership(self, name: str, to: NodeId, timeout: float | None = None) -> None:
         """Ask leadership of `name` to move to `to`; returns once `to` leads (as seen here)."""
@@ -584,6 +590,8 @@ class RaftHost:
                 continue
             if group.proposals:
                 self._hand_proposals(group)
+            if group.read_batch:
+                self._hand_reads(group)
             core = group.core
             if core.has_ready():
                 readies.append((group, core.ready(), ()))
@@ -710,6 +718,20 @@ class RaftHost:
             return  # the progress it was for is gone with the leadership
         self.transport.send(group.name, replace(msg, snapshot=Snapshot(metadata, data)))
 
+    def _hand_reads(self, group: _Group) -> None:
+        batch = [future for future in group.read_batch if not future.done()]
+        group.read_batch = []
+        if not batch:
+            return
+        ctx = self._read_prefix + next(self._read_ids).to_bytes(8, "big")
+        try:
+            group.core.read_index(ctx)
+        except ProposalDroppedError:
+            for future in batch:
+                _fail(future, NotLeaderError(group.name, group.core.leader_id))
+            return
+        group.reads[ctx] = (self.iterations, batch)
+
     def _hand_proposals(self, group: _Group) -> None:
         core = group.core
         limit = group.options.max_proposals_per_ready
@@ -769,9 +791,10 @@ class RaftHost:
                         )
             group.applied = entries[-1].index
         for read in ready.read_states:
-            future = group.reads.pop(read.request_ctx, None)
-            if future is not None and not future.done():
-                group.confirmed_reads.append((read.index, future))
+            _, batch = group.reads.pop(read.request_ctx, (0, []))
+            for future in batch:
+                if not future.done():
+                    group.confirmed_reads.append((read.index, future))
         if group.applied_waiters:
             pending = []
             for index, waiter in group.applied_waiters:
@@ -796,6 +819,13 @@ class RaftHost:
     def _leadership_changed(self, group: _Group, ready: Ready) -> None:
         soft = ready.soft_state
         assert soft is not None
+        # A read point asked of the previous leader (or by it) will never be confirmed now; reads handed
+        # in this iteration went to the core as it is now, which queued or refused them itself.
+        for ctx, (handed_in, batch) in list(group.reads.items()):
+            if handed_in < self.iterations:
+                del group.reads[ctx]
+                for future in batch:
+                    _fail(future, NotLeaderError(group.name, soft.leader_id))
         if soft.role is not Role.LEADER:
             # Whatever is still waiting may commit under the next leader or be
             # overwritten; this node can no longer tell its callers which.

@@ -359,3 +359,25 @@ def test_routed_message_reaches_plain_subscribers_and_one_member_of_the_named_gr
     assert sum(members.values()) == 1
     # A routed message is never forwarded again, although n2 has interest.
     assert links.forwarded == []
+
+
+def test_local_queues_stay_local_under_any_policy_and_fall_back_to_peers() -> None:
+    router = Router("random", rng=random.Random(3), local_queues=("_jsapi",))
+    links = FakeLinks()
+    router.attach_links(links)
+    got, cb = collector()
+    sub = router.subscribe("$JS.API.>", cb, queue="_jsapi")
+    router.subscribe("svc", lambda _m: None, queue="other")
+    router.set_remote_interest("n2", "$JS.API.>", "_jsapi", 3)
+    router.set_remote_interest("n2", "svc", "other", 3)
+    for _ in range(50):
+        router.publish("$JS.API.INFO")
+        router.publish("svc")
+    assert len(got) == 50
+    forwarded = Counter(queues for _, _, _, queues in links.forwarded)
+    assert forwarded[("_jsapi",)] == 0
+    assert forwarded[("other",)] > 0  # the other group still spreads by the random policy
+    # with no local member left, the peer's members take the requests
+    router.unsubscribe(sub)
+    router.publish("$JS.API.INFO")
+    assert Counter(queues for _, _, _, queues in links.forwarded)[("_jsapi",)] == 1

@@ -77,6 +77,20 @@ async def test_read_index_on_leader_and_follower_sees_prior_writes(cluster: list
         assert b"before-read" in _values(node, "g")
 
 
+async def test_concurrent_reads_share_one_read_index_round(cluster: list[HostNode]) -> None:
+    """Reads asked for in the same loop turn cost one heartbeat round together, and each still sees
+    every write acknowledged before it was asked."""
+    add_group(cluster, "g", NAMES)
+    leader = await wait_for_leader(cluster, "g")
+    written = await leader.host.propose("g", b"before-reads")
+    sent_before = leader.host.transport.stats.messages_sent
+    indices = await asyncio.gather(*(leader.host.read_index("g") for _ in range(200)))
+    assert all(index >= written for index in indices)
+    assert b"before-reads" in _values(leader, "g")
+    # 200 separate rounds would send 400 heartbeats; a shared one sends 2 (and ticks a few more)
+    assert leader.host.transport.stats.messages_sent - sent_before < 40
+
+
 async def test_many_groups_share_one_fsync_per_iteration(cluster: list[HostNode]) -> None:
     groups = [f"g{i}" for i in range(20)]
     for group in groups:
