@@ -4,8 +4,8 @@ Creating validates the request as nats-server does (`cluster/consumer_config_che
 records the assignment in the meta group, and answers with the consumer leader's
 view once its group has started. A consumer's replicas are its stream's
 (the first `num_replicas` of them; one for ephemerals and memory consumers
-that ask for one), so the consumer leader always reads a local copy of the
-stream.
+that do not ask for more, as nats-server), so the consumer leader always
+reads a local copy of the stream.
 """
 
 from __future__ import annotations
@@ -115,7 +115,8 @@ class ConsumerAdmin:
             else:
                 peers = list(stream_assignment.peers)
                 replicas = decided.num_replicas or len(peers)
-                if decided.mem_storage and not decided.num_replicas:
+                if (decided.mem_storage or not decided.is_durable) and not decided.num_replicas:
+                    # as nats-server: an ephemeral (or memory) consumer is R1 unless it asks for more
                     replicas = 1
                 assignment = ConsumerAssignment(
                     subject.stream, name, decided.to_json(), peers[: max(replicas, 1)], time.time_ns()
