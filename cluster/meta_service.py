@@ -133,8 +133,12 @@ class MetaService:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def start(self) -> None:
-        self.ctx.host.add_group(META_GROUP, self._state_machine, voters=self.ctx.members, options=GROUP_OPTIONS)
-        self._node_sub = self.ctx.router.subscribe(f"{NODE_INFO_PREFIX}{self.ctx.name}.INFO", self._on_node_info)
+        self.ctx.host.add_group(
+            META_GROUP, self._state_machine, voters=self.ctx.members, options=GROUP_OPTIONS
+        )
+        self._node_sub = self.ctx.router.subscribe(
+            f"{NODE_INFO_PREFIX}{self.ctx.name}.INFO", self._on_node_info
+        )
         self.ctx.spawn(self._reconcile_loop(), "meta-reconcile")
 
     async def stop(self) -> None:
@@ -211,7 +215,9 @@ class MetaService:
     async def _reconcile_consumers(self, stream: StreamReplica) -> None:
         assigned = self.machine.consumers.get(stream.name, {})
         wanted = {
-            name: ConsumerAssignment.from_json(c.to_json()) for name, c in assigned.items() if self.ctx.name in c.peers
+            name: ConsumerAssignment.from_json(c.to_json())
+            for name, c in assigned.items()
+            if self.ctx.name in c.peers
         }
         for name, consumer in list(stream.consumers.items()):
             assignment = wanted.get(name)
@@ -293,7 +299,9 @@ class MetaService:
     async def _handle(self, request: ApiRequest, msg: Message) -> bytes | None:
         op, name = request.op, request.stream
         if op is ApiOp.ACCOUNT_INFO:
-            return account_info_response(AccountUsage(streams=len(self.machine.streams), domain=self.ctx.domain))
+            return account_info_response(
+                AccountUsage(streams=len(self.machine.streams), domain=self.ctx.domain)
+            )
         if op is ApiOp.STREAM_NAMES:
             return stream_names_response(list(self.configs().values()), parse_list_request(msg.payload))
         if op is ApiOp.STREAM_LIST:
@@ -421,7 +429,9 @@ class MetaService:
         request = parse_list_request(payload)
         configs = self.configs()
         chosen = sorted(
-            name for name, cfg in configs.items() if not request.subject or subjects_match_stream(request.subject, cfg)
+            name
+            for name, cfg in configs.items()
+            if not request.subject or subjects_match_stream(request.subject, cfg)
         )
         return await list_page(
             self.ctx.requester,
@@ -435,7 +445,9 @@ class MetaService:
 
     async def _ask_stream(self, name: str, op: ApiOp, payload: bytes) -> bytes:
         """The stream leader's answer, waiting (bounded) for a new group to elect its leader."""
-        reply = await self.ctx.requester.request_when_answered(stream_subject(name, op), payload, STREAM_READY_TIMEOUT)
+        reply = await self.ctx.requester.request_when_answered(
+            stream_subject(name, op), payload, STREAM_READY_TIMEOUT
+        )
         return reply.payload
 
 
@@ -445,4 +457,3 @@ def _error_body(request: ApiRequest, error: ApiError) -> bytes:
     if request.op is ApiOp.STREAM_DELETE:
         return plain_error(STREAM_DELETE_TYPE, error)
     return plain_error(request.response_type, error)
-
