@@ -57,7 +57,6 @@ from cluster.consumer_delivery import (
     start_position,
 )
 from cluster.consumer_entries import AckLike, Acks, ConsumerEntry, Forget, ForgetReason
-from cluster.consumer_membership import converge_membership
 from cluster.consumer_pull import (
     PullRequest,
     PullRequestError,
@@ -74,6 +73,7 @@ from cluster.consumer_subjects import (
     consumer_subscription,
     parse_internal_consumer_subject,
 )
+from cluster.group_membership import converge_membership
 from cluster.internal_requests import NoRespondersError
 from cluster.node_context import CLUSTER_NAME
 from cluster.stream_info import ClusterInfo, PeerInfo, plain_error

@@ -25,6 +25,7 @@ import structlog
 from cluster import jsjson
 from cluster.api_errors import ApiError, JSErrors
 from cluster.api_subjects import ApiOp, parse_stream_subject, stream_subscription
+from cluster.group_membership import converge_membership
 from cluster.msg_get import answer_msg_get, msg_get_error
 from cluster.node_context import CLUSTER_NAME
 from cluster.origin_fetcher import OriginFetcher
@@ -59,7 +60,6 @@ from cluster.stream_info import (
 from cluster.stream_machine import ConfigApplied, Deleted, Purged, Stored
 from gateway.router import Message, Subscription
 from raft.driver import RaftHostError
-from raft.types import ConfChange, ConfChangeType
 from storage.errors import MsgNotFoundError
 
 if TYPE_CHECKING:
@@ -154,34 +154,14 @@ class StreamLeader:
             )
 
     async def _change_membership(self) -> None:
-        host, group = self.ctx.host, self.replica.group
-        while not self._closed:
-            wanted = set(self.replica.assignment.peers)
-            voters = set(host.status(group).voters)
-            if voters == wanted:
-                return
-            to_add = sorted(wanted - voters)
-            to_remove = sorted(voters - wanted)
-            if to_add:
-                change = ConfChange(ConfChangeType.ADD_VOTER, to_add[0])
-            elif self.ctx.name in to_remove:
-                # hand the group to a replica that stays; it finishes the change
-                staying = sorted((wanted & voters) - {self.ctx.name})
-                await host.transfer_leadership(group, staying[0])
-                return
-            else:
-                change = ConfChange(ConfChangeType.REMOVE_NODE, to_remove[0])
-            log.info(
-                "stream_membership_change",
-                stream=self.replica.name,
-                change=change.type.name,
-                node=change.node_id,
-            )
-            try:
-                await host.change_membership(group, change)
-            except RaftHostError as exc:
-                log.info("stream_membership_change_failed", stream=self.replica.name, error=str(exc))
-                await asyncio.sleep(0.5)  # another change still in flight, or a leader change: try again
+        replica = self.replica
+        await converge_membership(
+            self.ctx.host,
+            replica.group,
+            self.ctx.name,
+            wanted=lambda: set(replica.assignment.peers),
+            closed=lambda: self._closed,
+        )
 
     async def _propose_config(self, wanted: Any) -> Any:
         result = await self.replica.propose(UpdateConfig(wanted).encode())

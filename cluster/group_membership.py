@@ -1,10 +1,9 @@
 """Bring a Raft group's voters to a wanted peer set, one single-server change at a time.
 
-Used by a consumer's leader when STREAM.PEER.REMOVE moved its stream (and so
-the consumer) to a new peer set: first add the replacement, then remove the
-old peer; a leader that is itself being removed hands leadership to a peer
-that stays, which finishes the change. Written for any group: the stream
-leader's own loop (cluster/stream_leader.py) does the same and could use it.
+Used by a stream's leader and by each of its consumers' leaders when
+STREAM.PEER.REMOVE moved the stream (and so its consumers) to a new peer set:
+first add the replacement, then remove the old peer; a leader that is itself
+being removed hands leadership to a peer that stays, which finishes the change.
 """
 
 from __future__ import annotations

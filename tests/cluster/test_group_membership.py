@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cluster.consumer_membership import next_change
+from cluster.group_membership import next_change
 from cluster.meta_machine import ConsumerAssignment, MetaMachine, MetaOp, StreamAssignment, encode_meta_entry
 from raft.types import ConfChange, ConfChangeType
 
