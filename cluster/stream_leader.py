@@ -30,10 +30,11 @@ from cluster.msg_get import answer_msg_get, msg_get_error
 from cluster.node_context import CLUSTER_NAME
 from cluster.origin_fetcher import OriginFetcher
 from cluster.publish import Accepted, Duplicate, Rejected, decision_ack, error_ack, prepare_publish, pub_ack
+from cluster.republish import Republisher, republisher_for
 from cluster.staleness import FAST_INTERVAL, SLOW_INTERVAL, encode_beacon, position_subject
 from cluster.stream_config import stream_config_from_json
 from cluster.stream_config_check import same_config
-from cluster.stream_entries import UpdateConfig
+from cluster.stream_entries import StoreMsg, UpdateConfig
 from cluster.stream_fetch import FetchedMsg, encode_batch, parse_fetch_request
 from cluster.stream_info import (
     LEADER_STEPDOWN_TYPE,
@@ -85,6 +86,7 @@ class StreamLeader:
         self._membership_task: asyncio.Task[Any] | None = None
         self._outcome_counters: dict[str, Any] = {}
         self._puback_latency = self.ctx.metrics.puback_latency.labels(replica.name, self.ctx.name)
+        self._republisher: Republisher | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -188,6 +190,23 @@ class StreamLeader:
             self._acknowledge(msg.reply, _unavailable_ack(cfg.name, exc), started, "error")
             return
         future.add_done_callback(functools.partial(self._published, msg.reply, started))
+        if cfg.republish is not None:
+            self._republish_when_stored(decision.entry, future)
+
+    def _republish_when_stored(self, entry: StoreMsg, future: asyncio.Future[Any]) -> None:
+        self._republisher = republisher = republisher_for(self.replica, self._republisher)
+        if republisher is None:
+            return
+        republisher.proposing(entry.subject, self.replica.machine.last_seq_for_subject)
+
+        def settled(done: asyncio.Future[Any]) -> None:
+            result = None if done.cancelled() or done.exception() is not None else done.result()
+            stored = (result.seq, result.ts_ns) if isinstance(result, Stored) else None
+            out = republisher.settled(entry.subject, entry.header, entry.payload, stored)
+            if out is not None:
+                self.ctx.router.publish(out.subject, out.payload, None, out.headers)
+
+        future.add_done_callback(settled)
 
     def _published(self, reply: str | None, started: float, future: asyncio.Future[Any]) -> None:
         name = self.replica.name

@@ -1,0 +1,215 @@
+"""Stream RePublish: the subject transform, the header block, and each subject's previous sequence.
+
+Sans-IO: the stream leader feeds it what it proposes and what was stored, and
+publishes what comes back. What nats-server 2.15 sends (checked against the
+real server, see tests/cluster/test_republish.py):
+- the subject: `src` (default `>`) matched against the stored subject; the
+  destination's literal tokens are kept, `$N` and `{{wildcard(N)}}` take the
+  N-th `*` of `src`, a trailing `>` takes what `src`'s `>` matched, and a
+  destination with no reference sends everything to that literal subject;
+- the headers: the stored message's own headers, then Nats-Stream,
+  Nats-Subject, Nats-Sequence, Nats-Time-Stamp, Nats-Last-Sequence (the
+  subject's previous sequence when the message was stored, even if limits
+  removed it since), and with `headers_only` Nats-Msg-Size and no payload.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import structlog
+
+from cluster.stream_config import RePublish
+from gateway.subjects import is_valid_filter
+from storage.nats_time import format_rfc3339_nano
+
+if TYPE_CHECKING:
+    from cluster.stream_replica import StreamReplica
+
+log = structlog.get_logger(__name__)
+
+_MUSTACHE_WILDCARD = re.compile(r"\{\{\s*wildcard\s*\(\s*(\d+)\s*\)\s*\}\}", re.IGNORECASE)
+_LEGACY_WILDCARD = re.compile(r"\$(\d+)")
+_TAIL = -1  # a destination part standing for what the source's `>` matched
+
+
+class TransformError(ValueError):
+    """A src/dest pair nats-server rejects, or a mapping function jetraft does not implement."""
+
+
+@dataclass(frozen=True, slots=True)
+class SubjectTransform:
+    """`src` -> `dest` as nats-server maps a subject; `apply` gives None for a subject `src` does not match."""
+
+    src_tokens: tuple[str, ...]
+    # per destination token: a literal, the source token index a wildcard reference takes, or _TAIL
+    dest_parts: tuple[str | int, ...]
+
+    @classmethod
+    def compile(cls, src: str, dest: str) -> SubjectTransform:
+        src = src or ">"
+        if not is_valid_filter(src) or not dest:
+            raise TransformError(f"invalid transform from '{src}' to '{dest}'")
+        src_tokens = tuple(src.split("."))
+        star_positions = [i for i, token in enumerate(src_tokens) if token == "*"]
+        dest_tokens = dest.split(".")
+        if (src_tokens[-1] == ">") != (dest_tokens[-1] == ">"):
+            raise TransformError(f"'>' must end both '{src}' and '{dest}' or neither")
+        parts: list[str | int] = []
+        for position, token in enumerate(dest_tokens):
+            if token == ">":
+                if position != len(dest_tokens) - 1:
+                    raise TransformError(f"'>' is not the last token of '{dest}'")
+                parts.append(_TAIL)
+                continue
+            if token == "*" or not token:
+                raise TransformError(f"invalid destination token '{token}' in '{dest}'")
+            reference = _wildcard_reference(token)
+            if reference is None:
+                parts.append(token)
+                continue
+            if not 1 <= reference <= len(star_positions):
+                raise TransformError(f"'{token}' names no wildcard of '{src}'")
+            parts.append(star_positions[reference - 1])
+        return cls(src_tokens, tuple(parts))
+
+    def apply(self, subject: str) -> str | None:
+        src = self.src_tokens
+        tokens = subject.split(".")
+        if src[-1] == ">":
+            if len(tokens) < len(src):
+                return None
+        elif len(tokens) != len(src):
+            return None
+        for want, got in zip(src, tokens, strict=False):
+            if want == ">":
+                break
+            if want != "*" and want != got:
+                return None
+        out = []
+        for part in self.dest_parts:
+            if isinstance(part, str):
+                out.append(part)
+            elif part == _TAIL:
+                out.extend(tokens[len(src) - 1 :])
+            else:
+                out.append(tokens[part])
+        return ".".join(out)
+
+
+def _wildcard_reference(token: str) -> int | None:
+    """The wildcard number a whole-token reference names, None for a literal token."""
+    match = _MUSTACHE_WILDCARD.fullmatch(token) or _LEGACY_WILDCARD.fullmatch(token)
+    if match is not None:
+        return int(match.group(1))
+    if token.startswith("{{") and token.endswith("}}"):
+        raise TransformError(f"subject mapping function '{token}' is not supported")
+    return None
+
+
+def republish_headers(
+    stored_headers: bytes | None,
+    stream: str,
+    subject: str,
+    seq: int,
+    ts_ns: int,
+    last_seq: int,
+    msg_size: int | None = None,
+) -> bytes:
+    """The header block of a republished message; `msg_size` (headers_only) adds Nats-Msg-Size."""
+    # the stored block ends with its blank line: ours go before it
+    head = stored_headers[:-2] if stored_headers else b"NATS/1.0\r\n"
+    block = head + (
+        b"Nats-Stream: %s\r\nNats-Subject: %s\r\nNats-Sequence: %d\r\nNats-Time-Stamp: %s\r\n"
+        b"Nats-Last-Sequence: %d\r\n"
+        % (stream.encode(), subject.encode(), seq, format_rfc3339_nano(ts_ns).encode(), last_seq)
+    )
+    if msg_size is not None:
+        block += b"Nats-Msg-Size: %d\r\n" % msg_size
+    return block + b"\r\n"
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    subject: str
+    headers: bytes
+    payload: bytes
+
+
+class Republisher:
+    """One stream's republishing, fed by the leader in log order.
+
+    Nats-Last-Sequence is the subject's last sequence *before* the message was
+    stored; by the time the leader hears of the store, limits may have removed
+    that message (max_msgs_per_subject=1 does, at once). So the previous
+    sequence is read when the first publish on a subject is proposed and then
+    carried from one stored result to the next while publishes on that subject
+    are in flight; the map holds only subjects with publishes in flight.
+    """
+
+    def __init__(self, stream: str, config: RePublish) -> None:
+        self.config = config
+        self.stream = stream
+        self.transform: SubjectTransform | None = None
+        try:
+            self.transform = SubjectTransform.compile(config.src, config.dest)
+        except TransformError as exc:
+            log.warning("republish_unsupported", stream=stream, error=str(exc))
+        # subject -> [publishes in flight, last sequence stored on it]
+        self._in_flight: dict[str, list[int]] = {}
+
+    def proposing(self, subject: str, last_seq_for_subject: Callable[[str], int]) -> None:
+        """A publish on `subject` was proposed; call `settled` once for it, in proposal order."""
+        if self.transform is None or self.transform.apply(subject) is None:
+            return
+        slot = self._in_flight.get(subject)
+        if slot is None:
+            self._in_flight[subject] = [1, last_seq_for_subject(subject)]
+        else:
+            slot[0] += 1
+
+    def settled(
+        self,
+        subject: str,
+        headers: bytes | None,
+        payload: bytes,
+        stored: tuple[int, int] | None,
+    ) -> Outgoing | None:
+        """The proposal ended: `stored` is (seq, ts_ns) if it was stored; what to publish, if anything."""
+        slot = self._in_flight.get(subject)
+        if slot is None:
+            return None  # src does not match it
+        previous = slot[1]
+        slot[0] -= 1
+        if slot[0] <= 0:
+            del self._in_flight[subject]
+        if stored is None:
+            return None
+        seq, ts_ns = stored
+        slot[1] = seq
+        return self.outgoing(subject, headers, payload, seq, ts_ns, previous)
+
+    def outgoing(
+        self, subject: str, headers: bytes | None, payload: bytes, seq: int, ts_ns: int, last_seq: int
+    ) -> Outgoing | None:
+        """The republished form of one stored message, None when `src` does not match it."""
+        dest = None if self.transform is None else self.transform.apply(subject)
+        if dest is None:
+            return None
+        if self.config.headers_only:
+            block = republish_headers(headers, self.stream, subject, seq, ts_ns, last_seq, len(payload))
+            return Outgoing(dest, block, b"")
+        return Outgoing(dest, republish_headers(headers, self.stream, subject, seq, ts_ns, last_seq), payload)
+
+
+def republisher_for(replica: StreamReplica, current: Republisher | None) -> Republisher | None:
+    """The leader's Republisher for the replica's config now: `current` while the config keeps it."""
+    config = replica.config.republish
+    if config is None:
+        return None
+    if current is not None and current.config == config:
+        return current
+    return Republisher(replica.name, config)
