@@ -34,7 +34,7 @@ from cluster.republish import Republisher, republisher_for
 from cluster.staleness import FAST_INTERVAL, SLOW_INTERVAL, encode_beacon, position_subject
 from cluster.stream_config import stream_config_from_json
 from cluster.stream_config_check import same_config
-from cluster.stream_entries import StoreMsg, UpdateConfig
+from cluster.stream_entries import UpdateConfig
 from cluster.stream_fetch import FetchedMsg, encode_batch, parse_fetch_request
 from cluster.stream_info import (
     LEADER_STEPDOWN_TYPE,
@@ -191,18 +191,22 @@ class StreamLeader:
             return
         future.add_done_callback(functools.partial(self._published, msg.reply, started))
         if cfg.republish is not None:
-            self._republish_when_stored(decision.entry, future)
+            entry = decision.entry
+            self.republish_when_stored(entry.subject, entry.header, entry.payload, future)
 
-    def _republish_when_stored(self, entry: StoreMsg, future: asyncio.Future[Any]) -> None:
+    def republish_when_stored(
+        self, subject: str, header: bytes, payload: bytes, future: asyncio.Future[Any]
+    ) -> None:
+        """Republish (cluster/republish.py) a proposed message once `future` says it was stored."""
         self._republisher = republisher = republisher_for(self.replica, self._republisher)
         if republisher is None:
             return
-        republisher.proposing(entry.subject, self.replica.machine.last_seq_for_subject)
+        republisher.proposing(subject, self.replica.machine.last_seq_for_subject)
 
         def settled(done: asyncio.Future[Any]) -> None:
             result = None if done.cancelled() or done.exception() is not None else done.result()
             stored = (result.seq, result.ts_ns) if isinstance(result, Stored) else None
-            out = republisher.settled(entry.subject, entry.header, entry.payload, stored)
+            out = republisher.settled(subject, header, payload, stored)
             if out is not None:
                 self.ctx.router.publish(out.subject, out.payload, None, out.headers)
 
