@@ -40,6 +40,10 @@ class TransformError(ValueError):
     """A src/dest pair nats-server rejects, or a mapping function jetraft does not implement."""
 
 
+class UnsupportedMappingError(TransformError):
+    """A mapping function nats-server accepts (`{{partition(...)}}`, ...) that jetraft does not implement."""
+
+
 @dataclass(frozen=True, slots=True)
 class SubjectTransform:
     """`src` -> `dest` as nats-server maps a subject; `apply` gives None for a subject `src` does not match."""
@@ -106,7 +110,7 @@ def _wildcard_reference(token: str) -> int | None:
     if match is not None:
         return int(match.group(1))
     if token.startswith("{{") and token.endswith("}}"):
-        raise TransformError(f"subject mapping function '{token}' is not supported")
+        raise UnsupportedMappingError(f"subject mapping function '{token}' is not supported")
     return None
 
 

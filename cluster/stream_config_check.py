@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from cluster.api_errors import ApiError, JSErrors
+from cluster.republish import SubjectTransform, TransformError, UnsupportedMappingError
 from cluster.stream_config import (
     DYNAMIC_METADATA_KEYS,
     REQUIRED_LEVEL_KEY,
@@ -50,6 +51,20 @@ MIN_WINDOW_NS = 100 * 1_000_000
 _FORBIDDEN_NAME_CHARS = frozenset(" \t\r\n\f.*>\\/")
 _API_NAMESPACES = ("$JS.>", "$JSC.>", "$NRG.>")
 
+
+
+def _republish_mapping_ok(src: str, dest: str) -> bool:
+    """As nats-server decides: a mapping it would refuse is invalid; one using a mapping function it
+    knows but jetraft does not implement is accepted (and logged when the leader would use it)."""
+    if not dest or not is_valid_filter(src):
+        return False
+    try:
+        SubjectTransform.compile(src, dest)
+    except UnsupportedMappingError:
+        return True
+    except TransformError:
+        return False
+    return True
 
 def is_valid_stream_name(name: str) -> bool:
     """nats-server's asset name rule: non-empty, no whitespace, `.`, `*`, `>`, `\\` or `/`."""
@@ -172,7 +187,7 @@ def normalize_stream_config(
     if republish is not None:
         if not republish.src:
             republish = dataclasses.replace(republish, src=">")
-        if not republish.dest or not is_valid_filter(republish.dest) or not is_valid_filter(republish.src):
+        if not _republish_mapping_ok(republish.src, republish.dest):
             raise _invalid(
                 f"stream configuration for republish with transform from '{republish.src}' "
                 f"to '{republish.dest}' not valid"

@@ -6,6 +6,7 @@ import pytest
 from cluster import jsjson
 from cluster.api_errors import ApiError, JSErrors
 from cluster.stream_config import (
+    RePublish,
     Retention,
     StorageType,
     StreamConfig,
@@ -297,3 +298,34 @@ def test_max_direct_lag_metadata() -> None:
     assert StreamConfig(name="S", metadata={"jetraft.max_direct_lag": "soon"}).max_direct_lag is None
     assert StreamConfig(name="S").max_direct_lag is None
     assert JSErrors.STREAM_INVALID_CONFIG.code == 500
+
+
+@pytest.mark.parametrize(
+    ("src", "dest"),
+    # each refused by a real nats-server 2.15.1 with 10052
+    [("o4.*", "rp.s4.*"), (">", "rp.s10"), ("e2.a", "rp.>"), ("e1.*", "rp.e1.$2"), ("e6.a", "rp.e6.$1")],
+)
+def test_republish_mappings_nats_server_refuses(src: str, dest: str) -> None:
+    cfg = StreamConfig(
+        name="S", subjects=("o4.*", "e1.*", "e2.a", "e6.a"), republish=RePublish(src=src, dest=dest)
+    )
+    error = _invalid(cfg)
+    assert (error.err_code, error.description) == (
+        10052,
+        f"stream configuration for republish with transform from '{src}' to '{dest}' not valid",
+    )
+
+
+@pytest.mark.parametrize(
+    ("src", "dest"),
+    [
+        ("e1.*", "rp.e1.$1"),
+        ("e1.*", "rp.{{wildcard(1)}}"),
+        (">", "rp.>"),
+        ("e1.*", "rp.all"),
+        ("e1.*", "rp.{{partition(3,1)}}"),
+    ],
+)
+def test_republish_mappings_accepted(src: str, dest: str) -> None:
+    cfg = StreamConfig(name="S", subjects=("e1.*",), republish=RePublish(src=src, dest=dest))
+    decide_create(cfg, {})
