@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
+ProposedCallback = Callable[[str, bytes, bytes, "asyncio.Future[Any]"], None]
+
 LONG_POLL_MS = 1_000
 RETRY_DELAYS = (0.05, 2.0)
 
@@ -45,8 +48,18 @@ RETRY_DELAYS = (0.05, 2.0)
 class OriginFetcher:
     """Copies one origin (`source`) into `replica`'s stream; `mirror` selects the mirror form."""
 
-    def __init__(self, replica: StreamReplica, source: StreamSource, *, mirror: bool) -> None:
+    def __init__(
+        self,
+        replica: StreamReplica,
+        source: StreamSource,
+        *,
+        mirror: bool,
+        on_proposed: ProposedCallback | None = None,
+    ) -> None:
         self.replica = replica
+        # told of every copy proposed (subject, stored header, payload, its proposal's future):
+        # the leader republishes copies too, as nats-server does
+        self._on_proposed = on_proposed
         self.source = source
         self.mirror = mirror
         self._key = source_key(source.name, source.filter_subject)
@@ -98,9 +111,15 @@ class OriginFetcher:
             self.last_active_ns = time.time_ns()
             if not batch.messages:
                 continue
-            entries = [self._entry(m) for m in batch.messages]
             try:
-                await asyncio.gather(*(replica.propose(entry) for entry in entries))
+                proposed = []
+                for msg in batch.messages:
+                    header, entry = self._entry(msg)
+                    future = replica.propose(entry)
+                    if self._on_proposed is not None:
+                        self._on_proposed(msg.subject, header, bytes(msg.payload), future)
+                    proposed.append(future)
+                await asyncio.gather(*proposed)
             except RaftHostError as exc:
                 # leadership moved: the new leader's fetcher takes over from the replicated position
                 log.info("origin_fetch_stopped", stream=replica.name, error=str(exc))
@@ -110,15 +129,17 @@ class OriginFetcher:
                     self.lag
                 )
 
-    def _entry(self, msg: FetchedMsg) -> bytes:
+    def _entry(self, msg: FetchedMsg) -> tuple[bytes, bytes]:
+        """The header the copy is stored with, and the entry that stores it."""
         if self.mirror:
-            return StoreAtSeq(msg.seq, msg.subject, bytes(msg.header), bytes(msg.payload), msg.ts_ns).encode()
+            header = bytes(msg.header)
+            return header, StoreAtSeq(msg.seq, msg.subject, header, bytes(msg.payload), msg.ts_ns).encode()
         tag = (
             f"{HDR_STREAM_SOURCE}: {source_header(self.source.name, msg.seq, self.source.filter_subject)}\r\n"
         )
         head = bytes(msg.header)[:-2] if msg.header else b"NATS/1.0\r\n"
         header = head + tag.encode() + b"\r\n"
-        return StoreMsg(
+        return header, StoreMsg(
             subject=msg.subject,
             header=header,
             payload=bytes(msg.payload),

@@ -98,9 +98,14 @@ class StreamLeader:
         self.reconcile_membership()
         cfg = self.replica.config
         if cfg.mirror is not None:
-            self.mirror = OriginFetcher(self.replica, cfg.mirror, mirror=True)
+            self.mirror = OriginFetcher(
+                self.replica, cfg.mirror, mirror=True, on_proposed=self.republish_when_stored
+            )
             self.mirror.start()
-        self.sources = [OriginFetcher(self.replica, source, mirror=False) for source in cfg.sources]
+        self.sources = [
+            OriginFetcher(self.replica, source, mirror=False, on_proposed=self.republish_when_stored)
+            for source in cfg.sources
+        ]
         for fetcher in self.sources:
             fetcher.start()
         self._beacons = self.ctx.spawn(self._send_beacons(), f"beacons-{self.replica.name}")

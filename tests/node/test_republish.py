@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import nats
 import pytest
 from nats.aio.msg import Msg
-from nats.js.api import RePublish, StreamConfig
+from nats.js.api import RePublish, StreamConfig, StreamSource
 
 from cluster.local_cluster import LocalCluster
 from tests.node.cluster_fixtures import local_cluster
@@ -118,6 +118,33 @@ async def test_headers_only_republish(cluster: LocalCluster) -> None:
             assert int(msg.headers["Nats-Sequence"]) == ack.seq
             assert msg.headers["Nats-Msg-Size"] == str(i + 1)
             assert msg.headers["Nats-Last-Sequence"] == "0"
+    finally:
+        await sub_client.close()
+        await nc.close()
+
+
+async def test_mirror_republishes_what_it_copies(cluster: LocalCluster) -> None:
+    """As nats-server does: messages a mirror copies from its origin are republished by the mirror's
+    leader, naming the mirror, with the origin's sequences."""
+    nc = await nats.connect(cluster.client_urls[2])
+    js = nc.jetstream()
+    await js.add_stream(StreamConfig(name="RPO", subjects=["rpo.*"], num_replicas=3))
+    await js.add_stream(
+        StreamConfig(
+            name="RPM", mirror=StreamSource(name="RPO"), num_replicas=3, republish=RePublish(dest="rpm_out.>")
+        )
+    )
+    sub_client, received = await _subscribe_on_follower(cluster, js, "RPM", "rpm_out.>")
+    try:
+        acks = [await js.publish(f"rpo.{i % 2}", b"c%d" % i) for i in range(6)]
+        for i, ack in enumerate(acks):
+            msg = await asyncio.wait_for(received.get(), RECEIVE_TIMEOUT)
+            assert msg.subject == f"rpm_out.rpo.{i % 2}"
+            assert msg.data == b"c%d" % i
+            assert msg.headers is not None
+            assert msg.headers["Nats-Stream"] == "RPM"
+            assert int(msg.headers["Nats-Sequence"]) == ack.seq
+            assert int(msg.headers["Nats-Last-Sequence"]) == (acks[i - 2].seq if i >= 2 else 0)
     finally:
         await sub_client.close()
         await nc.close()
