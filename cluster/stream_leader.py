@@ -83,6 +83,7 @@ class StreamLeader:
         self._closed = False
         self.mirror: OriginFetcher | None = None
         self.sources: list[OriginFetcher] = []
+        self._msg_get_counters: dict[str, Any] = {}
         self._membership_task: asyncio.Task[Any] | None = None
         self._outcome_counters: dict[str, Any] = {}
         self._puback_latency = self.ctx.metrics.puback_latency.labels(replica.name, self.ctx.name)
@@ -251,6 +252,9 @@ class StreamLeader:
         # a workqueue's consumer leader asks for deletes without waiting for an answer
         if request is None or (not msg.reply and request.op is not ApiOp.STREAM_MSG_DELETE):
             return
+        if request.op is ApiOp.STREAM_MSG_GET:
+            self._msg_get(msg)  # the hottest API call: answered from a callback, no task of its own
+            return
         self.ctx.spawn(self._answer_api(request.op, msg), f"api-{request.op}-{self.replica.name}")
 
     async def _answer_api(self, op: ApiOp, msg: Message) -> None:
@@ -269,8 +273,6 @@ class StreamLeader:
 
     async def _handle(self, op: ApiOp, payload: bytes) -> bytes:
         replica, version = self.replica, self.ctx.server_version
-        if op is ApiOp.STREAM_MSG_GET:
-            return await self._msg_get(payload)
         if op is ApiOp.STREAM_INFO:
             request = parse_info_request(payload)
             subjects: dict[str, int] | None = None
@@ -313,18 +315,28 @@ class StreamLeader:
             return await self._fetch(payload)
         raise JSErrors.BAD_REQUEST()
 
-    async def _msg_get(self, payload: bytes) -> bytes:
-        metrics, name, node = self.ctx.metrics, self.replica.name, self.ctx.name
+    def _msg_get(self, msg: Message) -> None:
+        """Answer once a ReadIndex confirms this node still leads and has applied all committed before."""
         try:
-            await self.ctx.host.read_index(self.replica.group, timeout=READ_INDEX_TIMEOUT)
-        except (RaftHostError, TimeoutError):
-            metrics.msg_get_requests.labels(name, node, "503").inc()
-            return msg_get_error(JSErrors.CLUSTER_NOT_AVAILABLE())
-        body = answer_msg_get(payload, self.replica.store)
-        # a message's fields are base64 or numbers: only an error reply has this key
-        status = "ok" if b'"error":' not in body else _error_code(body)
-        metrics.msg_get_requests.labels(name, node, status).inc()
-        return body
+            read = self.ctx.host.read_index_nowait(self.replica.group, timeout=READ_INDEX_TIMEOUT)
+        except RaftHostError:
+            self._answer_msg_get(msg, None)
+            return
+        read.add_done_callback(functools.partial(self._answer_msg_get, msg))
+
+    def _answer_msg_get(self, msg: Message, read: asyncio.Future[int] | None) -> None:
+        if self._closed or read is None or read.cancelled() or read.exception() is not None:
+            body, status = msg_get_error(JSErrors.CLUSTER_NOT_AVAILABLE()), "503"
+        else:
+            body = answer_msg_get(msg.payload, self.replica.store)
+            # a message's fields are base64 or numbers: only an error reply has this key
+            status = "ok" if b'"error":' not in body else _error_code(body)
+        counter = self._msg_get_counters.get(status)
+        if counter is None:
+            counter = self.ctx.metrics.msg_get_requests.labels(self.replica.name, self.ctx.name, status)
+            self._msg_get_counters[status] = counter
+        counter.inc()
+        self.ctx.reply(msg.reply, body)
 
     async def _fetch(self, payload: bytes) -> bytes:
         """A batch of committed messages for a mirror, held up to `wait_ms` when there is none yet."""

@@ -239,6 +239,10 @@ class _Group:
         self.leader_changed.set()
 
 
+def _expire_read(future: asyncio.Future[int], group: str, timeout: float) -> None:
+    _fail(future, ReadIndexTimeoutError(f"no read point for group {group!r} within {timeout}s"))
+
+
 def _fail(future: asyncio.Future[Any], exc: Exception) -> None:
     if not future.done():
         future.set_exception(exc)
@@ -468,6 +472,11 @@ class RaftHost:
         Reading the state machine after this returns is linearizable. Works on
         followers too (the leader confirms its leadership and answers).
         """
+        return await self.read_index_nowait(name, timeout)
+
+    def read_index_nowait(self, name: str, timeout: float | None = None) -> asyncio.Future[int]:
+        """`read_index` as a future, for a caller that answers from a callback rather than a task;
+        it fails with ReadIndexTimeoutError after `timeout` (by default two election timeouts)."""
         group = self._group(name)
         core = group.core
         if core.role is not Role.LEADER and core.leader_id is None:
@@ -475,15 +484,15 @@ class RaftHost:
         # Reads asked for before the next iteration share its ReadIndex round (one heartbeat to every
         # follower for all of them): each was asked before the read point is taken, so it is still
         # linearizable.
-        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[int] = loop.create_future()
         group.read_batch.append(future)
         self._mark(group)
         if timeout is None:
             timeout = 2 * group.options.election_tick * self.tick_interval
-        try:
-            return await asyncio.wait_for(future, timeout)
-        except TimeoutError as exc:
-            raise ReadIndexTimeoutError(f"no read point for group {name!r} within {timeout}s") from exc
+        timer = loop.call_later(timeout, _expire_read, future, name, timeout)
+        future.add_done_callback(lambda _: timer.cancel())
+        return future
 
     async def transfer_leadership(self, name: str, to: NodeId, timeout: float | None = None) -> None:
         """Ask leadership of `name` to move to `to`; returns once `to` leads (as seen here)."""
