@@ -75,9 +75,8 @@ from cluster.consumer_subjects import (
 )
 from cluster.group_membership import converge_membership
 from cluster.internal_requests import NoRespondersError
-from cluster.node_context import CLUSTER_NAME
-from cluster.stream_info import ClusterInfo, PeerInfo, plain_error
-from cluster.stream_leader import replica_progress
+from cluster.stream_info import ClusterInfo, plain_error
+from cluster.stream_leader import leader_cluster_info
 from gateway.router import Message, Subscription
 from raft.driver import RaftHostError
 from storage.errors import MsgNotFoundError
@@ -553,21 +552,7 @@ class ConsumerLeader:
 
     def _cluster_info(self) -> ClusterInfo:
         """As STREAM.INFO shows its group: the leader, and each other voter with its lag."""
-        status = self.ctx.host.status(self.replica.group)
-        progress = replica_progress(self.replica)  # type: ignore[arg-type]  # reads .ctx and .group only
-        replicas = []
-        for peer in status.voters:
-            if peer != self.ctx.name:
-                match, active = progress.get(peer, (0, False))
-                lag = max(status.last_index - match, 0)
-                replicas.append(PeerInfo(name=peer, current=active and lag == 0, active_ns=0, lag=lag))
-        return ClusterInfo(
-            leader=self.ctx.name,
-            name=CLUSTER_NAME,
-            raft_group=self.replica.group,
-            leader_since_ns=self._since_ns,
-            replicas=tuple(replicas),
-        )
+        return leader_cluster_info(self.ctx.host, self.ctx.name, self.replica.group, self._since_ns)
 
     def view(self) -> ConsumerView:
         working = self.working or self.replica.state

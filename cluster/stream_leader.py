@@ -60,7 +60,7 @@ from cluster.stream_info import (
 )
 from cluster.stream_machine import ConfigApplied, Deleted, Purged, Stored
 from gateway.router import Message, Subscription
-from raft.driver import RaftHostError
+from raft.driver import RaftHost, RaftHostError
 from storage.errors import MsgNotFoundError
 
 if TYPE_CHECKING:
@@ -390,33 +390,34 @@ class StreamLeader:
         )
 
     def cluster_info(self) -> ClusterInfo:
-        replica, host = self.replica, self.ctx.host
-        status = host.status(replica.group)
-        progress = replica_progress(replica)
-        replicas = []
-        for peer in status.voters:
-            if peer == self.ctx.name:
-                continue
-            match, active = progress.get(peer, (0, False))
-            lag = max(status.last_index - match, 0)
-            replicas.append(PeerInfo(name=peer, current=active and lag == 0, active_ns=0, lag=lag))
-        return ClusterInfo(
-            leader=self.ctx.name,
-            name=CLUSTER_NAME,
-            raft_group=replica.group,
-            leader_since_ns=self._since_ns,
-            replicas=tuple(replicas),
-        )
+        return leader_cluster_info(self.ctx.host, self.ctx.name, self.replica.group, self._since_ns)
 
 
 def replica_progress(replica: StreamReplica) -> dict[str, tuple[int, bool]]:
     """peer -> (match index, recently active) as the leader's Raft core tracks it."""
     try:
-        # The driver has no public accessor for the leader's progress yet; read the core's.
-        progress = replica.ctx.host._group(replica.group).core.progress
+        return replica.ctx.host.peer_progress(replica.group)
     except RaftHostError:
         return {}
-    return {peer: (p.match, p.recent_active) for peer, p in progress.items()}
+
+
+def leader_cluster_info(host: RaftHost, me: str, group: str, since_ns: int) -> ClusterInfo:
+    """A group as STREAM.INFO and CONSUMER.INFO show it from its leader: each other voter with its lag."""
+    status = host.status(group)
+    try:
+        progress = host.peer_progress(group)
+    except RaftHostError:
+        progress = {}
+    replicas = []
+    for peer in status.voters:
+        if peer == me:
+            continue
+        match, active = progress.get(peer, (0, False))
+        lag = max(status.last_index - match, 0)
+        replicas.append(PeerInfo(name=peer, current=active and lag == 0, active_ns=0, lag=lag))
+    return ClusterInfo(
+        leader=me, name=CLUSTER_NAME, raft_group=group, leader_since_ns=since_ns, replicas=tuple(replicas)
+    )
 
 
 def _outcome(decision: Duplicate | Rejected) -> str:

@@ -391,6 +391,10 @@ class RaftHost:
             snapshots_taken=group.snapshots_taken,
         )
 
+    def peer_progress(self, name: str) -> dict[NodeId, tuple[int, bool]]:
+        """peer -> (match index, recently active) as this node's core tracks them while it leads `name`."""
+        return {peer: (p.match, p.recent_active) for peer, p in self._group(name).core.progress.items()}
+
     def is_leader(self, name: str) -> bool:
         return self._group(name).core.role is Role.LEADER
 
