@@ -669,11 +669,18 @@ class RaftHost:
                 continue
             # advance() may have made more ready (the next committed batch).
             self._dirty.add(group)
+        if notices:
+            # Scheduled, not sent: the proposal callbacks scheduled by the applying run first, and
+            # the client flushes they schedule run before the link tasks these wake.
+            asyncio.get_running_loop().call_soon(self._send_notices, notices)
+        if self._dirty:
+            self._wake.set()
+
+    def _send_notices(self, notices: list[tuple[str, Message]]) -> None:
+        send = self.transport.send
         for name, msg in notices:
             if name in self._groups:
                 send(name, msg)
-        if self._dirty:
-            self._wake.set()
 
     def _send_early(self, group: _Group, ready: Ready) -> Sequence[Message]:
         """Send a leader's appends and heartbeats now, in parallel with its own fsync; return the rest.
