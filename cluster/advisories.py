@@ -1,9 +1,11 @@
-"""JetStream advisories about consumers, as nats-server 2.15 publishes them on `$JS.EVENT.ADVISORY.>`.
+"""JetStream advisories about streams and consumers, as nats-server 2.15 publishes them on `$JS.EVENT.ADVISORY.>`.
 
 Bodies and subjects checked against a real 3-node nats-server 2.15.1 cluster
 (tests/cluster/test_advisories.py keeps what it sent). Each advisory is
 published once, by the node that decided what it reports: the meta leader for
-CONSUMER.CREATED and CONSUMER.DELETED, the consumer leader for
+STREAM.CREATED, STREAM.UPDATED and STREAM.DELETED (after a CONSUMER.DELETED for
+each of the stream's consumers, in that order, as the server does), and for
+CONSUMER.CREATED and CONSUMER.DELETED; the consumer leader for
 CONSUMER.MSG_TERMINATED, CONSUMER.MSG_NAKED and CONSUMER.MAX_DELIVERIES.
 Builders are pure: the caller passes the event id and the clock.
 """
@@ -20,6 +22,7 @@ from storage.nats_time import format_rfc3339_nano
 
 ADVISORY_PREFIX = "$JS.EVENT.ADVISORY."
 CONSUMER_ACTION_TYPE = "io.nats.jetstream.advisory.v1.consumer_action"
+STREAM_ACTION_TYPE = "io.nats.jetstream.advisory.v1.stream_action"
 TERMINATED_TYPE = "io.nats.jetstream.advisory.v1.terminated"
 NAK_TYPE = "io.nats.jetstream.advisory.v1.nak"
 MAX_DELIVER_TYPE = "io.nats.jetstream.advisory.v1.max_deliver"
@@ -34,6 +37,33 @@ class ConsumerEvent(enum.StrEnum):
     MSG_TERMINATED = "MSG_TERMINATED"
     MSG_NAKED = "MSG_NAKED"
     MAX_DELIVERIES = "MAX_DELIVERIES"
+
+
+class StreamEvent(enum.StrEnum):
+    CREATED = "CREATED"
+    UPDATED = "UPDATED"
+    DELETED = "DELETED"
+
+
+_STREAM_ACTIONS = {StreamEvent.CREATED: "create", StreamEvent.UPDATED: "modify", StreamEvent.DELETED: "delete"}
+
+
+def stream_advisory_subject(event: StreamEvent, stream: str) -> str:
+    return f"{ADVISORY_PREFIX}STREAM.{event.value}.{stream}"
+
+
+def stream_action(stream: str, event: StreamEvent, event_id: str, now_ns: int, domain: str = "") -> bytes:
+    """STREAM.CREATED / UPDATED / DELETED: `action` is create, modify or delete."""
+    body: dict[str, Any] = {
+        "type": STREAM_ACTION_TYPE,
+        "id": event_id,
+        "timestamp": format_rfc3339_nano(now_ns),
+        "stream": stream,
+        "action": _STREAM_ACTIONS[event],
+    }
+    if domain:
+        body["domain"] = domain
+    return jsjson.dumps(body)
 
 
 def new_event_id() -> str:
@@ -104,10 +134,13 @@ def max_deliveries(
 __all__ = [
     "ADVISORY_PREFIX",
     "ConsumerEvent",
+    "StreamEvent",
     "consumer_action",
     "consumer_advisory_subject",
     "max_deliveries",
     "msg_naked",
     "msg_terminated",
     "new_event_id",
+    "stream_action",
+    "stream_advisory_subject",
 ]

@@ -27,6 +27,15 @@ import orjson
 import structlog
 
 from cluster import jsjson
+from cluster.advisories import (
+    ConsumerEvent,
+    StreamEvent,
+    consumer_action,
+    consumer_advisory_subject,
+    new_event_id,
+    stream_action,
+    stream_advisory_subject,
+)
 from cluster.api_errors import ApiError, JSErrors
 from cluster.api_lists import list_page
 from cluster.api_subjects import (
@@ -370,6 +379,7 @@ class MetaService:
         if not result.ok:
             raise JSErrors.STREAM_NAME_EXIST()
         log.info("stream_assigned", stream=name, peers=peers)
+        self._advise_stream(StreamEvent.CREATED, name)
         return await self._ask_stream(name, ApiOp.CREATE_RESULT, b"1")
 
     async def _update(self, name: str, payload: bytes) -> bytes:
@@ -385,15 +395,28 @@ class MetaService:
         result = await self._propose(MetaOp.UPDATE_STREAM, {"name": name, "config": cfg.to_json()})
         if not result.ok:
             raise JSErrors.STREAM_NOT_FOUND()
+        self._advise_stream(StreamEvent.UPDATED, name)
         return await self._ask_stream(name, ApiOp.APPLY_UPDATE, b"")
 
     async def _delete(self, name: str) -> bytes:
         if name not in self.machine.streams:
             raise JSErrors.STREAM_NOT_FOUND()
+        consumers = sorted(self.machine.consumers.get(name, {}))
         result = await self._propose(MetaOp.REMOVE_STREAM, {"name": name})
         if not result.ok:
             raise JSErrors.STREAM_NOT_FOUND()
+        # as nats-server: each consumer goes first, then the stream
+        now = time.time_ns()
+        for consumer in consumers:
+            body = consumer_action(name, consumer, False, new_event_id(), now, self.ctx.domain)
+            self.ctx.router.publish(consumer_advisory_subject(ConsumerEvent.DELETED, name, consumer), body)
+        self._advise_stream(StreamEvent.DELETED, name)
         return stream_delete_response()
+
+    def _advise_stream(self, event: StreamEvent, name: str) -> None:
+        """STREAM.CREATED / UPDATED / DELETED, published once: by the meta leader that made the change."""
+        body = stream_action(name, event, new_event_id(), time.time_ns(), self.ctx.domain)
+        self.ctx.router.publish(stream_advisory_subject(event, name), body)
 
     async def _peer_remove(self, name: str, payload: bytes) -> bytes:
         """Take `peer` out of the stream's replicas and place a replacement, which catches up from the leader."""

@@ -8,12 +8,15 @@ import string
 
 from cluster.advisories import (
     ConsumerEvent,
+    StreamEvent,
     consumer_action,
     consumer_advisory_subject,
     max_deliveries,
     msg_naked,
     msg_terminated,
     new_event_id,
+    stream_action,
+    stream_advisory_subject,
 )
 from storage.nats_time import parse_rfc3339_nano
 
@@ -53,6 +56,21 @@ def test_consumer_created_and_deleted() -> None:
     assert with_domain == CREATED[:-1] + b',"domain":"hub"}'
 
 
+def test_stream_actions() -> None:
+    # as a nats-server 2.15.1 published them for create, update and delete of stream ADV
+    stamp = parse_rfc3339_nano("2026-11-23T12:14:49.516799114Z")
+    for event, action in (
+        (StreamEvent.CREATED, "create"),
+        (StreamEvent.UPDATED, "modify"),
+        (StreamEvent.DELETED, "delete"),
+    ):
+        assert stream_action("ADV", event, "0jvIpCoM6bUBfTll2xmu7i", stamp) == (
+            b'{"type":"io.nats.jetstream.advisory.v1.stream_action","id":"0jvIpCoM6bUBfTll2xmu7i",'
+            b'"timestamp":"2026-11-23T12:14:49.516799114Z","stream":"ADV","action":"%s"}' % action.encode()
+        )
+        assert stream_advisory_subject(event, "ADV") == f"$JS.EVENT.ADVISORY.STREAM.{event.value}.ADV"
+
+
 def test_message_advisories() -> None:
     assert msg_terminated("ADV", "d", 6, 3, 2, "because", EVENT_ID, now()) == TERMINATED
     plain_term = msg_terminated("ADV", "d", 6, 3, 2, "", EVENT_ID, now())
@@ -62,7 +80,10 @@ def test_message_advisories() -> None:
 
 
 def test_subjects_and_ids() -> None:
-    assert consumer_advisory_subject(ConsumerEvent.CREATED, "ADV", "d") == "$JS.EVENT.ADVISORY.CONSUMER.CREATED.ADV.d"
+    assert (
+        consumer_advisory_subject(ConsumerEvent.CREATED, "ADV", "d")
+        == "$JS.EVENT.ADVISORY.CONSUMER.CREATED.ADV.d"
+    )
     assert (
         consumer_advisory_subject(ConsumerEvent.MAX_DELIVERIES, "ADV", "d")
         == "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.ADV.d"

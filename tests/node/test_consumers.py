@@ -196,12 +196,6 @@ async def test_inactive_pull_consumers_go_away(nc: nats.NATS) -> None:
     await js.add_stream(name="IDLE", subjects=["idle.>"], num_replicas=3)
     await js.publish("idle.a", b"1")
     explicit = {"ack_policy": AckPolicy.EXPLICIT, "inactive_threshold": 1.0}
-    ephemeral = (await js.add_consumer("IDLE", ConsumerConfig(**explicit))).name
-    await js.add_consumer("IDLE", ConsumerConfig(durable_name="idle-durable", **explicit))
-    await js.add_consumer("IDLE", ConsumerConfig(durable_name="no-threshold", ack_policy=AckPolicy.EXPLICIT))
-    assert (await js.consumer_info("IDLE", ephemeral)).config.inactive_threshold == 1.0
-
-    # a pull request waiting for 2.5 s keeps the ephemeral alive past its 1 s threshold
     inbox = nc.new_inbox()
     replies: asyncio.Queue[nats.aio.msg.Msg] = asyncio.Queue()
 
@@ -209,9 +203,16 @@ async def test_inactive_pull_consumers_go_away(nc: nats.NATS) -> None:
         await replies.put(msg)
 
     await nc.subscribe(inbox, cb=on_reply)
+    created = await js.add_consumer("IDLE", ConsumerConfig(**explicit))
+    assert created.config.inactive_threshold == 1.0
+    ephemeral = created.name
+    # a pull request waiting for 2.5 s keeps the ephemeral alive past its 1 s threshold (asked at once:
+    # on a slow machine the next two creations alone can outlast the threshold)
     pull = b'{"batch": 5, "expires": 2500000000}'
     asked = asyncio.get_running_loop().time()
     await nc.publish(f"$JS.API.CONSUMER.MSG.NEXT.IDLE.{ephemeral}", pull, reply=inbox)
+    await js.add_consumer("IDLE", ConsumerConfig(durable_name="idle-durable", **explicit))
+    await js.add_consumer("IDLE", ConsumerConfig(durable_name="no-threshold", ack_policy=AckPolicy.EXPLICIT))
     first = await asyncio.wait_for(replies.get(), 10)
     assert first.data == b"1"
     # only a live consumer leader answers the request's expiry: it outlived its threshold by far
@@ -272,6 +273,49 @@ async def test_consumer_advisories_are_published_once(nc: nats.NATS) -> None:
     assert bodies["MAX_DELIVERIES"]["stream_seq"] == 2 and bodies["MAX_DELIVERIES"]["deliveries"] == 2
     assert bodies["CREATED"]["action"] == "create" and bodies["DELETED"]["action"] == "delete"
     await js.delete_stream("ADV")
+
+
+async def test_stream_advisories_and_consumers_deleted_with_their_stream(nc: nats.NATS) -> None:
+    """As nats-server 2.15 publishes them: STREAM.CREATED, STREAM.UPDATED, and on delete a
+    CONSUMER.DELETED for each consumer before STREAM.DELETED, each once."""
+    js = nc.jetstream()
+    seen: list[tuple[str, dict[str, object]]] = []
+    stream_deleted = asyncio.Event()
+
+    async def on_advisory(msg: nats.aio.msg.Msg) -> None:
+        # one subscription, so callbacks run in arrival order
+        if msg.subject.split(".")[5:6] != ["SADV"]:
+            return
+        seen.append((msg.subject, json.loads(msg.data)))
+        if msg.subject == "$JS.EVENT.ADVISORY.STREAM.DELETED.SADV":
+            stream_deleted.set()
+
+    sub = await nc.subscribe("$JS.EVENT.ADVISORY.>", cb=on_advisory)
+    await nc.flush()
+    config = (await js.add_stream(name="SADV", subjects=["sadv.>"], num_replicas=3)).config
+    await js.add_consumer("SADV", ConsumerConfig(durable_name="c1"))
+    await js.add_consumer("SADV", ConsumerConfig(durable_name="c2"))
+    config.max_msgs = 10
+    await js.update_stream(config)
+    await js.delete_stream("SADV")
+    await asyncio.wait_for(stream_deleted.wait(), 10)
+    await nc.flush()
+    await sub.unsubscribe()
+    events = [subject.removeprefix("$JS.EVENT.ADVISORY.") for subject, _ in seen]
+    assert events == [
+        "STREAM.CREATED.SADV",
+        "CONSUMER.CREATED.SADV.c1",
+        "CONSUMER.CREATED.SADV.c2",
+        "STREAM.UPDATED.SADV",
+        "CONSUMER.DELETED.SADV.c1",
+        "CONSUMER.DELETED.SADV.c2",
+        "STREAM.DELETED.SADV",
+    ]
+    actions = [body["action"] for subject, body in seen if ".STREAM." in subject]
+    assert actions == ["create", "modify", "delete"]
+    assert all(
+        body["type"] == "io.nats.jetstream.advisory.v1.stream_action" for s, body in seen if ".STREAM." in s
+    )
 
 
 # last: it kills and restarts a node, and a stream placed right after may not find the restarted one yet
