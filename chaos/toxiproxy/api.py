@@ -124,6 +124,13 @@ def _field(body: dict[str, Any], key: str, kind: type[str] | type[bool], what: s
     return value
 
 
+def _check_addressable(name: str, what: str) -> None:
+    # Toxiproxy takes such a name, and then no URL can reach that proxy or toxic again (not even to
+    # delete it): refused here, the one place this server is stricter than the real one.
+    if "/" in name:
+        raise BAD_REQUEST_BODY.wrapping(f"{what} name {name!r} can not contain '/'")
+
+
 def _proxy_spec(body: dict[str, Any], position: str = "") -> ProxySpec:
     # every field's type is checked before any is found missing, as decoding comes first in Toxiproxy
     name = _field(body, "name", str, "proxy") or ""
@@ -132,6 +139,7 @@ def _proxy_spec(body: dict[str, Any], position: str = "") -> ProxySpec:
     enabled = _field(body, "enabled", bool, "proxy")
     if not name:
         raise MISSING_FIELD.wrapping(f"name{position}")
+    _check_addressable(name, "proxy")
     if not upstream:
         raise MISSING_FIELD.wrapping(f"upstream{position}")
     return ProxySpec(name, listen, upstream, True if enabled is None else enabled)
@@ -145,6 +153,7 @@ def _toxic_spec(body: dict[str, Any]) -> ToxicSpec:
     toxicity = parse_toxicity(body["toxicity"]) if body.get("toxicity") is not None else 1.0
     if type_name not in TOXIC_TYPES:
         raise INVALID_TOXIC_TYPE
+    _check_addressable(name, "toxic")
     return ToxicSpec(name, type_name, stream, toxicity, body.get("attributes"))
 
 

@@ -196,3 +196,27 @@ def test_half_open_http_requests_do_not_block_the_api(
         stuck.sendall(b"POST /proxies HTTP/1.1\r\nContent-Length: 100\r\n\r\n{")
         assert toxiproxy.version() is not None
         assert toxiproxy.proxies() == {}
+
+
+def test_names_no_url_can_reach_are_refused(target: str) -> None:
+    """A name with '/' (real Toxiproxy takes one, then cannot address it, not even to delete it)."""
+    proxy = _session.post(
+        f"{target}/proxies",
+        json={"name": "a/b", "listen": "127.0.0.1:0", "upstream": "127.0.0.1:1"},
+        timeout=10,
+    )
+    assert proxy.status_code == 400 and "can not contain '/'" in proxy.json()["error"]
+    assert "a/b" not in requests.get(f"{target}/proxies", timeout=10).json()
+    made = _session.post(
+        f"{target}/proxies",
+        json={"name": "names", "listen": "127.0.0.1:0", "upstream": "127.0.0.1:1"},
+        timeout=10,
+    )
+    assert made.status_code == 201
+    toxic = _session.post(
+        f"{target}/proxies/names/toxics",
+        json={"name": "x/y", "type": "latency", "attributes": {}},
+        timeout=10,
+    )
+    assert toxic.status_code == 400 and "can not contain '/'" in toxic.json()["error"]
+    assert _session.delete(f"{target}/proxies/names", timeout=10).status_code == 204
