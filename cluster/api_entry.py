@@ -43,6 +43,11 @@ LEADER_WAIT = 3.0
 LEADER_POLL = 0.02
 
 
+# INFO goes by way of the meta leader, which passes it on only if the stream (or consumer) still
+# exists: this node's copy of the meta state may not have applied a delete the client was already
+# told of, and the old leader may not have stopped yet. One hop more, on a request that is not hot.
+_ASKED_OF_META = frozenset({ApiOp.STREAM_INFO})
+
 class ApiEntry:
     def __init__(
         self,
@@ -73,7 +78,12 @@ class ApiEntry:
         request = parse_api_subject(msg.subject)
         if request is None:
             return
-        if request.op in META_OPS or request.op is ApiOp.CONSUMER or not self._knows_stream(request.stream):
+        if (
+            request.op in META_OPS
+            or request.op is ApiOp.CONSUMER
+            or request.op in _ASKED_OF_META
+            or not self._knows_stream(request.stream)
+        ):
             target = meta_subject(request)
         else:
             target = stream_subject(request.stream, request.op)
@@ -84,7 +94,11 @@ class ApiEntry:
         request = parse_consumer_subject(msg.subject)
         if request is None:
             return
-        if request.op in META_CONSUMER_OPS or not self._knows_consumer(request.stream, request.consumer):
+        if (
+            request.op in META_CONSUMER_OPS
+            or request.op is ConsumerOp.INFO
+            or not self._knows_consumer(request.stream, request.consumer)
+        ):
             target = meta_consumer_subject(request)
         else:
             target = consumer_subject(request.stream, request.consumer, request.op)

@@ -42,16 +42,24 @@ def snapshot_installs(cluster: LocalCluster, node: str, stream: str) -> float:
 
 
 async def test_follower_back_from_a_crash_catches_up_from_a_snapshot_image(cluster: LocalCluster) -> None:
-    nc = await nats.connect(cluster.client_urls[0])
+    admin = await nats.connect(cluster.client_urls[0])
+    info = await admin.jetstream().add_stream(
+        name="SNAP", subjects=["snap.>"], num_replicas=3, allow_direct=True
+    )
+    await admin.close()
+    assert info.cluster is not None and info.cluster.leader
+    # the publisher stays connected to the leader's node: the follower killed below must not be its own
+    nc = await nats.connect(cluster.spec(info.cluster.leader).client_url)
     js = nc.jetstream()
-    info = await js.add_stream(name="SNAP", subjects=["snap.>"], num_replicas=3, allow_direct=True)
     follower = next(spec.name for spec in cluster.specs if spec.name != info.cluster.leader)
     await js.publish("snap.0", b"before the freeze")
     assert snapshot_installs(cluster, follower, "SNAP") == 0
 
     cluster.kill_node(follower)
     for base in range(0, PUBLISHES, 50):
-        await asyncio.gather(*(js.publish(f"snap.{i % SUBJECTS}", b"m%d" % i) for i in range(base, base + 50)))
+        await asyncio.gather(
+            *(js.publish(f"snap.{i % SUBJECTS}", b"m%d" % i) for i in range(base, base + 50))
+        )
     # back with a log that ends where the leader's was compacted away long ago
     cluster.restart_node(follower)
     await asyncio.to_thread(cluster.wait_ready, 60.0, [follower])
@@ -69,7 +77,11 @@ async def test_follower_back_from_a_crash_catches_up_from_a_snapshot_image(clust
         except nats.errors.NoRespondersError:
             await asyncio.sleep(0.1)
             continue
-        if reply.headers and reply.headers.get("Jetraft-Node") == follower and "Nats-Sequence" in reply.headers:
+        if (
+            reply.headers
+            and reply.headers.get("Jetraft-Node") == follower
+            and "Nats-Sequence" in reply.headers
+        ):
             break
         await asyncio.sleep(0.05)  # another replica answered: the follower is not back in _sys_ yet
     assert reply is not None and reply.headers is not None
