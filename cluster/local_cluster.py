@@ -11,9 +11,7 @@ import functools
 import http.client
 import json
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from gateway.local_nodes import free_port_base
 
 if TYPE_CHECKING:
     from chaos.toxiproxy.process import ToxiproxyProcess
@@ -144,27 +144,6 @@ def start_faultable_links(
         process.stop()
         raise
     return process
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind((HOST, port))
-        except OSError:
-            return False
-    return True
-
-
-def free_port_base(count: int, rng: random.Random | None = None) -> int:
-    """A base port with `count` consecutive free ports on 127.0.0.1 (the plan's ports are contiguous)."""
-    rng = rng or random.Random()
-    # Below Linux's ephemeral range (32768+): a client probing a port there before its node listens can be
-    # handed that very port as its own source and connect to itself, reading back its own request.
-    for _ in range(200):
-        base = rng.randrange(10_000, 32_000 - count)
-        if all(_port_free(base + offset) for offset in range(count)):
-            return base
-    raise RuntimeError("no run of free ports found on 127.0.0.1")
 
 
 def plan_free_nodes(nodes: int, mirror_nodes: int) -> list[NodeSpec]:
