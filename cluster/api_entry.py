@@ -48,6 +48,7 @@ LEADER_POLL = 0.02
 # told of, and the old leader may not have stopped yet. One hop more, on a request that is not hot.
 _ASKED_OF_META = frozenset({ApiOp.STREAM_INFO})
 
+
 class ApiEntry:
     def __init__(
         self,
@@ -87,8 +88,7 @@ class ApiEntry:
             target = meta_subject(request)
         else:
             target = stream_subject(request.stream, request.op)
-        if self._ctx.router.publish(target, msg.payload, msg.reply, msg.headers) == 0:
-            self._ctx.spawn(self._forward_when_answerable(request, target, msg), "api-wait-for-leader")
+        self._forward(request, target, msg)
 
     def _on_consumer_request(self, msg: Message) -> None:
         request = parse_consumer_subject(msg.subject)
@@ -96,12 +96,15 @@ class ApiEntry:
             return
         if (
             request.op in META_CONSUMER_OPS
-            or request.op is ConsumerOp.INFO
+            or request.op is ConsumerOp.INFO  # by way of the meta leader, as _ASKED_OF_META says
             or not self._knows_consumer(request.stream, request.consumer)
         ):
             target = meta_consumer_subject(request)
         else:
             target = consumer_subject(request.stream, request.consumer, request.op)
+        self._forward(request, target, msg)
+
+    def _forward(self, request: ApiRequest | ConsumerRequest, target: str, msg: Message) -> None:
         if self._ctx.router.publish(target, msg.payload, msg.reply, msg.headers) == 0:
             self._ctx.spawn(self._forward_when_answerable(request, target, msg), "api-wait-for-leader")
 
