@@ -226,7 +226,8 @@ class Simulation:
             return ready.messages
         held = []
         for msg in ready.messages:
-            if msg.type in (MessageType.APPEND, MessageType.HEARTBEAT, MessageType.COMMIT):
+            # as RaftHost's _SENT_EARLY: commit notices wait, like everything else
+            if msg.type is MessageType.APPEND or msg.type is MessageType.HEARTBEAT:
                 self._send(core, msg)
                 self.stats["sent_early"] += 1
             else:
