@@ -404,10 +404,7 @@ def replica_progress(replica: StreamReplica) -> dict[str, tuple[int, bool]]:
 def leader_cluster_info(host: RaftHost, me: str, group: str, since_ns: int) -> ClusterInfo:
     """A group as STREAM.INFO and CONSUMER.INFO show it from its leader: each other voter with its lag."""
     status = host.status(group)
-    try:
-        progress = host.peer_progress(group)
-    except RaftHostError:
-        progress = {}
+    progress = host.peer_progress(group)  # the group exists: status() above would have raised
     replicas = []
     for peer in status.voters:
         if peer == me:
