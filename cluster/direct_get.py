@@ -18,6 +18,7 @@ import enum
 from dataclasses import dataclass
 
 from cluster.direct_get_request import BadDirectGet, DirectGetRequest
+from gateway.headers import extend_header_block
 from storage.errors import MsgNotFoundError, TooManyResultsError
 from storage.interface import StreamStore
 from storage.model import StoredMsg
@@ -88,18 +89,14 @@ def _message_frame(
 ) -> ReplyFrame:
     if no_hdr:
         return None, msg.payload
-    stored = msg.headers
-    head = stored[:-2] if stored else b"NATS/1.0\r\n"
-    parts = [
-        head,
+    lines = [
         b"Nats-Stream: %s\r\nNats-Subject: %s\r\nNats-Sequence: %d\r\nNats-Time-Stamp: %s\r\n"
         % (responder.stream.encode(), msg.subject.encode(), msg.seq, format_optional_ts(msg.ts_ns).encode()),
     ]
     if batch_state is not None:
-        parts.append(b"Nats-Num-Pending: %d\r\nNats-Last-Sequence: %d\r\n" % batch_state)
-    parts.append(responder.extra_headers(last_seq))
-    parts.append(b"\r\n")
-    return b"".join(parts), msg.payload
+        lines.append(b"Nats-Num-Pending: %d\r\nNats-Last-Sequence: %d\r\n" % batch_state)
+    lines.append(responder.extra_headers(last_seq))
+    return extend_header_block(msg.headers, b"".join(lines)), msg.payload
 
 
 def _sent_bytes(msg: StoredMsg) -> int:

@@ -32,6 +32,7 @@ from cluster.stream_config import StreamSource
 from cluster.stream_entries import Rollup, StoreAtSeq, StoreMsg
 from cluster.stream_fetch import FetchedMsg, FetchRequest, decode_batch
 from cluster.stream_machine import HDR_STREAM_SOURCE, source_header, source_key
+from gateway.headers import extend_header_block
 from raft.driver import RaftHostError
 
 if TYPE_CHECKING:
@@ -137,8 +138,7 @@ class OriginFetcher:
         tag = (
             f"{HDR_STREAM_SOURCE}: {source_header(self.source.name, msg.seq, self.source.filter_subject)}\r\n"
         )
-        head = bytes(msg.header)[:-2] if msg.header else b"NATS/1.0\r\n"
-        header = head + tag.encode() + b"\r\n"
+        header = extend_header_block(bytes(msg.header), tag.encode())
         return header, StoreMsg(
             subject=msg.subject,
             header=header,

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from cluster.stream_config import RePublish
+from gateway.headers import extend_header_block
 from gateway.subjects import is_valid_filter
 from storage.nats_time import format_rfc3339_nano
 
@@ -124,16 +125,14 @@ def republish_headers(
     msg_size: int | None = None,
 ) -> bytes:
     """The header block of a republished message; `msg_size` (headers_only) adds Nats-Msg-Size."""
-    # the stored block ends with its blank line: ours go before it
-    head = stored_headers[:-2] if stored_headers else b"NATS/1.0\r\n"
-    block = head + (
+    lines = (
         b"Nats-Stream: %s\r\nNats-Subject: %s\r\nNats-Sequence: %d\r\nNats-Time-Stamp: %s\r\n"
         b"Nats-Last-Sequence: %d\r\n"
         % (stream.encode(), subject.encode(), seq, format_rfc3339_nano(ts_ns).encode(), last_seq)
     )
     if msg_size is not None:
-        block += b"Nats-Msg-Size: %d\r\n" % msg_size
-    return block + b"\r\n"
+        lines += b"Nats-Msg-Size: %d\r\n" % msg_size
+    return extend_header_block(stored_headers, lines)
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,6 +61,13 @@ def encode_headers(
     return _CRLF.join(parts) + _CRLF + _CRLF
 
 
+def extend_header_block(block: bytes | None, lines: bytes) -> bytes:
+    """A stored header block (ending with its blank line; None or empty for none) with `lines` added, each
+    ending in CRLF: what JetStream does to a message's own headers when it sends or copies it."""
+    head = block[:-2] if block else STATUS_LINE + _CRLF
+    return head + lines + _CRLF
+
+
 def decode_headers(block: bytes | bytearray | memoryview) -> Headers:
     """Decode a header block (as carried by HPUB/HMSG, including the final empty line)."""
     data = bytes(block)
