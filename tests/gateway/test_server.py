@@ -405,3 +405,59 @@ async def test_server_pings_and_closes_a_stale_connection() -> None:
         assert reply == b"PING\r\nPING\r\n-ERR 'Stale Connection'\r\n"
     finally:
         await gateway.stop()
+
+
+# --- echo and headers options, against this gateway and against nats-server ----------------
+
+
+async def test_no_echo_client_misses_only_its_own_messages(any_port: int) -> None:
+    url = f"nats://{HOST}:{any_port}"
+    async with connected(url, no_echo=True) as quiet, connected(url) as other:
+        quiet_sub = await quiet.subscribe("echo.test")
+        other_sub = await other.subscribe("echo.test")
+        await quiet.flush()
+        await other.flush()
+        await quiet.publish("echo.test", b"from quiet")
+        # The server answers this PING after delivering (or not) that message back to `quiet`:
+        # an echo would arrive ahead of everything `other` publishes from now on.
+        await quiet.flush()
+        await other.publish("echo.test", b"from other")
+        assert (await next_msg(quiet_sub)).data == b"from other"
+        assert {(await next_msg(other_sub)).data for _ in range(2)} == {b"from quiet", b"from other"}
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+async def test_hpub_without_headers_in_connect_closes_the_connection(any_port: int, verbose: bool) -> None:
+    # nats-server treats HPUB from a client that did not announce headers as a protocol
+    # violation and closes without delivering; we do too, after saying why.
+    connect = b'CONNECT {"verbose":%s,"headers":false}\r\n' % (b"true" if verbose else b"false")
+    sent = connect + b"SUB h 1\r\nHPUB h 12 14\r\nNATS/1.0\r\n\r\nhi\r\nPING\r\n"
+    reply, closed = await conversation(any_port, sent, until=None)
+    assert closed
+    acks = b"+OK\r\n+OK\r\n" if verbose else b""  # CONNECT and SUB
+    assert reply.startswith(acks)
+    assert reply[len(acks) :] in (b"", b"-ERR 'message headers not supported'\r\n")
+
+
+async def test_subscriber_without_headers_gets_plain_msg(any_port: int) -> None:
+    reader, writer = await raw_connect(any_port)
+    try:
+        writer.write(b'CONNECT {"verbose":false,"headers":false}\r\nSUB h 1\r\nPING\r\n')
+        await writer.drain()
+        assert await asyncio.wait_for(reader.readuntil(b"PONG\r\n"), TIMEOUT) == b"PONG\r\n"
+        published, _ = await conversation(
+            any_port,
+            b'CONNECT {"verbose":false,"headers":true}\r\n'
+            b"HPUB h 18 20\r\nNATS/1.0\r\nK: v\r\n\r\nhi\r\n"
+            b"HPUB h r 12 14\r\nNATS/1.0\r\n\r\nho\r\n"
+            b"HPUB h 12 12\r\nNATS/1.0\r\n\r\n\r\nPING\r\n",
+        )
+        assert published == b"PONG\r\n"
+        writer.write(b"PING\r\n")
+        await writer.drain()
+        # The header block is dropped, the payload and reply subject kept.
+        assert await asyncio.wait_for(reader.readuntil(b"PONG\r\n"), TIMEOUT) == (
+            b"MSG h 1 2\r\nhi\r\nMSG h 1 r 2\r\nho\r\nMSG h 1 0\r\n\r\nPONG\r\n"
+        )
+    finally:
+        writer.close()
