@@ -74,12 +74,15 @@ async def test_each_message_crosses_once_in_order(cluster: list[NodeProcess]) ->
         assert (await sub.next_msg(timeout=TIMEOUT)).data == b"-1"
 
 
-async def test_queue_group_spreads_across_nodes(cluster: list[NodeProcess]) -> None:
-    total = 300
-    counts = {node.name: 0 for node in cluster}
-    markers: dict[str, asyncio.Event] = {node.name: asyncio.Event() for node in cluster}
-    async with clients(*(node.url for node in cluster)) as members, clients(cluster[0].url) as [pub]:
-        for node, member in zip(cluster, members, strict=True):
+async def queue_deliveries(
+    members_on: list[NodeProcess], publisher_on: NodeProcess, subject: str, total: int
+) -> dict[str, int]:
+    """One queue-group member on each node of `members_on`, `total` messages published from
+    `publisher_on`: how many each node's member got."""
+    counts = {node.name: 0 for node in members_on}
+    markers: dict[str, asyncio.Event] = {node.name: asyncio.Event() for node in members_on}
+    async with clients(*(node.url for node in members_on)) as members, clients(publisher_on.url) as [pub]:
+        for node, member in zip(members_on, members, strict=True):
 
             async def on_job(_msg: Msg, name: str = node.name) -> None:
                 counts[name] += 1
@@ -87,16 +90,36 @@ async def test_queue_group_spreads_across_nodes(cluster: list[NodeProcess]) -> N
             async def on_marker(_msg: Msg, name: str = node.name) -> None:
                 markers[name].set()
 
-            await member.subscribe("x.jobs", queue="workers", cb=on_job)
-            await member.subscribe("x.jobs.done", cb=on_marker)
-            await await_interest(pub, member, f"x.jobs.probe.{node.name}")
+            await member.subscribe(subject, queue="workers", cb=on_job)
+            await member.subscribe(f"{subject}.done", cb=on_marker)
+            await await_interest(pub, member, f"{subject}.probe.{node.name}")
         for _ in range(total):
-            await pub.publish("x.jobs", b"job")
+            await pub.publish(subject, b"job")
         # Per link, messages keep their order: once each node has the marker, it has all its jobs.
-        await pub.publish("x.jobs.done", b"")
+        await pub.publish(f"{subject}.done", b"")
         await asyncio.wait_for(asyncio.gather(*(event.wait() for event in markers.values())), TIMEOUT)
-        assert sum(counts.values()) == total
-        assert all(count > 0 for count in counts.values()), counts
+    assert sum(counts.values()) == total
+    return counts
+
+
+async def test_queue_group_spreads_across_nodes(cluster: list[NodeProcess]) -> None:
+    counts = await queue_deliveries(cluster, cluster[0], "x.jobs", 300)
+    assert all(count > 0 for count in counts.values()), counts
+
+
+async def test_local_first_policy_keeps_queue_messages_on_the_publishers_node() -> None:
+    async with gateway_cluster(["l1", "l2", "l3"], extra_args=["--queue-policy", "local-first"]) as nodes:
+        l1, l2, l3 = nodes
+        assert await queue_deliveries(nodes, l1, "lf.jobs.a", 200) == {"l1": 200, "l2": 0, "l3": 0}
+        assert await queue_deliveries(nodes, l2, "lf.jobs.b", 200) == {"l1": 0, "l2": 200, "l3": 0}
+        # No member on the publisher's node: the others share, as with `random`.
+        spread = await queue_deliveries([l2, l3], l1, "lf.jobs.c", 200)
+        assert all(count > 0 for count in spread.values()), spread
+
+
+async def test_round_robin_policy_gives_every_member_an_even_share() -> None:
+    async with gateway_cluster(["r1", "r2", "r3"], extra_args=["--queue-policy", "round-robin"]) as nodes:
+        assert await queue_deliveries(nodes, nodes[0], "rr.jobs", 300) == {"r1": 100, "r2": 100, "r3": 100}
 
 
 async def test_request_reply_across_nodes(cluster: list[NodeProcess]) -> None:
@@ -128,6 +151,20 @@ async def test_unsubscribe_withdraws_interest_across_nodes(cluster: list[NodePro
         await sub.unsubscribe()
         await responder.flush()
         await await_no_responders(requester, "x.brief")
+
+
+async def test_unsubscribe_with_max_across_nodes(cluster: list[NodeProcess]) -> None:
+    n1, n2, _ = cluster
+    async with clients(n1.url, n2.url) as [pub, sub_client]:
+        sub = await sub_client.subscribe("x.limited")
+        await sub.unsubscribe(limit=3)  # UNSUB <sid> 3: n2 removes it after the third delivery
+        await await_interest(pub, sub_client, "x.limited.probe")
+        for i in range(6):
+            await pub.publish("x.limited", str(i).encode())
+        assert [(await sub.next_msg(timeout=TIMEOUT)).data for _ in range(3)] == [b"0", b"1", b"2"]
+        # n2 dropped the subscription by itself (nats-py sends no UNSUB of its own): n1 hears
+        # the interest is gone, so a request there finds nobody.
+        await await_no_responders(pub, "x.limited")
 
 
 async def await_no_responders(requester: Client, subject: str, attempts: int = 100) -> None:
