@@ -231,3 +231,27 @@ async def test_memory_logs_work_without_an_engine() -> None:
     finally:
         for node in nodes:
             await stop_host(node)
+
+
+def _fsyncs_and_batches(nodes: list[HostNode]) -> dict[str, tuple[int, int]]:
+    return {node.name: (node.engine.fsyncs, node.engine.batches) for node in nodes if node.engine is not None}
+
+
+async def test_unsafe_no_sync_group_is_written_but_never_fsynced(cluster: list[HostNode]) -> None:
+    """GroupOptions(sync=False): votes and entries reach RocksDB unsynced, so acknowledged writes are
+    not durable; a sync=True group on the same host still gets its fsync."""
+    add_group(cluster, "relaxed", NAMES, GroupOptions(sync=False))
+    leader = await wait_for_leader(cluster, "relaxed")
+    indices = await asyncio.gather(*(leader.host.propose_nowait("relaxed", b"u%d" % i) for i in range(100)))
+    # every proposal acknowledged, and no node fsynced anything: not the election, not the entries
+    assert all(fsyncs == 0 for fsyncs, _ in _fsyncs_and_batches(cluster).values())
+    await wait_applied(cluster, "relaxed", indices[-1])
+    relaxed = _fsyncs_and_batches(cluster)
+    assert all(fsyncs == 0 and batches > 0 for fsyncs, batches in relaxed.values()), relaxed
+
+    add_group(cluster, "safe", NAMES)
+    safe_leader = await wait_for_leader(cluster, "safe")
+    index = await safe_leader.host.propose("safe", b"synced")
+    await wait_applied(cluster, "safe", index)
+    after = _fsyncs_and_batches(cluster)
+    assert all(after[name][0] > 0 for name in relaxed), after
