@@ -45,7 +45,11 @@ async def run(config: NodeConfig) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     config = parse_args(argv)
-    configure_logging(config.name, config.log_level, config.log_format)
+    try:
+        configure_logging(config.name, config.log_level, config.log_format)
+    except ValueError as exc:  # a bad --log-level or $JETRAFT_LOG_LEVEL
+        print(f"jetraft node: {exc}", file=sys.stderr)
+        return 2
     with contextlib.suppress(ImportError):
         import uvloop
 
