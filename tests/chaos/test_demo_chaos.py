@@ -8,9 +8,11 @@ that node's own replica or mirror.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import socket
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import nats
@@ -32,6 +34,7 @@ from chaos.readafterwrite.workload import (
     wait_caught_up,
 )
 from cluster.local_cluster import LocalCluster, node_available
+from tests.chaos.node_metrics import scrape, value
 
 pytestmark = pytest.mark.skipif(
     not node_available(), reason="needs a runnable `jetraft node` (cluster.node_cli)"
@@ -83,8 +86,22 @@ def _of(samples: list[ReadSample], path: ReadPath, responder: str | None = None)
     return [s for s in samples if s.path is path and (responder is None or s.responder == responder)]
 
 
+def _reading(http_url: str, name: str, labels: dict[str, str]) -> Callable[[], float]:
+    return lambda: value(scrape(http_url), name, **labels)
+
+
+async def _highest(read: Callable[[], float], stop: asyncio.Event, every: float = 0.2) -> float:
+    """The largest value `read` (a scrape of another process) returned until `stop` is set."""
+    highest = 0.0
+    while not stop.is_set():
+        highest = max(highest, await asyncio.to_thread(read))
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), every)
+    return highest
+
+
 async def test_lagged_follower_and_mirror_serve_stale_direct_gets_while_coherent_reads_stay_fresh(
-    faults: LinkFaults, endpoints: dict[str, Endpoint]
+    cluster: LocalCluster, faults: LinkFaults, endpoints: dict[str, Endpoint]
 ) -> None:
     settings = DemoSettings(stream="LAGT", mirror="LAGT_M", subject_prefix="lagt")
     any_endpoint = next(iter(endpoints.values()))
@@ -102,7 +119,26 @@ async def test_lagged_follower_and_mirror_serve_stale_direct_gets_while_coherent
     touched = faults.add_latency(layout.lagged, 300)
     assert f"{layout.leader}-to-{follower}" in touched and f"{follower}-to-{layout.leader}" in touched
     assert f"{mirror_node}-to-{layout.leader}" in touched
-    lagged = await workload.run(300, layout.leader, duration=4, max_writes=200, warmup=0.5)
+    # the replica lag metrics, scraped while the lag lasts: the follower's own staleness in seconds and
+    # the leader's count of entries the follower is behind. (A mirror's lag is not asserted: its fetcher
+    # measures it against the origin's last sequence in the same reply, so link latency does not show.)
+    follower_http, leader_http = cluster.spec(follower).http_url, cluster.spec(layout.leader).http_url
+    metric = "jetraft_replica_lag_seconds"
+    stop_watching = asyncio.Event()
+    watchers = [
+        asyncio.create_task(_highest(_reading(url, name, labels), stop_watching))
+        for url, name, labels in (
+            (follower_http, metric, {"stream": "LAGT", "node": follower, "role": "follower"}),
+            (leader_http, "jetraft_replica_lag_messages", {"stream": "LAGT", "node": follower}),
+        )
+    ]
+    try:
+        lagged = await workload.run(300, layout.leader, duration=4, max_writes=200, warmup=0.5)
+    finally:
+        stop_watching.set()
+    lag_seconds, lag_messages = await asyncio.gather(*watchers)
+    assert lag_seconds >= 0.2, f"{follower}'s {metric} peaked at {lag_seconds}s under 300 ms of lag"
+    assert lag_messages >= 1, f"the leader never saw {follower} behind (peak {lag_messages})"
     samples = lagged.samples
 
     coherent = _of(samples, ReadPath.MSG_GET)
@@ -136,6 +172,10 @@ async def test_lagged_follower_and_mirror_serve_stale_direct_gets_while_coherent
             assert local_copy.headers is not None and local_copy.headers["Jetraft-Node"] == node
             assert local_copy.seq == leader_copy.seq, f"{node} still stale for lagt.k{key}"
     assert caught_up_s < 20
+    deadline = time.monotonic() + 10
+    while (now := value(scrape(follower_http), metric, stream="LAGT", node=follower)) >= 0.2:
+        assert time.monotonic() < deadline, f"{follower}'s {metric} stayed at {now}s after catching up"
+        await asyncio.sleep(0.2)
     admin = any_endpoint.nc.jetstream()
     await admin.delete_stream("LAGT_M")
     await admin.delete_stream("LAGT")
@@ -245,7 +285,7 @@ class _Writer:
 
 
 async def test_partitioned_leader_serves_no_coherent_reads_and_no_acknowledged_write_is_lost(
-    faults: LinkFaults, endpoints: dict[str, Endpoint]
+    cluster: LocalCluster, faults: LinkFaults, endpoints: dict[str, Endpoint]
 ) -> None:
     admin = next(iter(endpoints.values())).nc.jetstream(timeout=10)
     info = await admin.add_stream(name="PART", subjects=["part.>"], num_replicas=3, allow_direct=True)
@@ -257,6 +297,10 @@ async def test_partitioned_leader_serves_no_coherent_reads_and_no_acknowledged_w
     task = asyncio.create_task(writer.run(limit=100_000, deadline=time.monotonic() + 90))
     try:
         await writer.wait_for(50, timeout=20)
+        elections_before = {
+            node: value(scrape(cluster.spec(node).http_url), "jetraft_raft_elections_total", group="S-PART")
+            for node in majority
+        }
         cut = faults.isolate(old_leader)
         assert len(cut) == 2 * (len(endpoints) - 1)
 
@@ -271,6 +315,11 @@ async def test_partitioned_leader_serves_no_coherent_reads_and_no_acknowledged_w
             except _API_FAILURES:
                 continue
         assert new_leader in majority
+        # the new leader campaigned for it: its elections counter moved, and it says it leads the group
+        new_leader_metrics = scrape(cluster.spec(new_leader).http_url)
+        elections = value(new_leader_metrics, "jetraft_raft_elections_total", group="S-PART")
+        assert elections > elections_before[new_leader], (elections_before, elections)
+        assert value(new_leader_metrics, "jetraft_raft_is_leader", group="S-PART", node=new_leader) == 1
         acked_at_election = len(writer.acked)
         await writer.wait_for(acked_at_election + 50, timeout=30)
 
@@ -315,3 +364,65 @@ async def test_partitioned_leader_serves_no_coherent_reads_and_no_acknowledged_w
             break  # an earlier attempt deleted it and its answer was the one lost
         except _API_FAILURES:
             assert time.monotonic() < deadline, "the healed cluster never deleted the stream"
+
+
+async def test_direct_get_error_statuses_are_counted_by_the_node_that_answered(
+    cluster: LocalCluster, endpoints: dict[str, Endpoint]
+) -> None:
+    """408 (empty or malformed request), 412 (min_last_seq never reached) and 413 (multi_last over 1024
+    subjects) each move `jetraft_direct_get_requests_total{status}` on the responder."""
+    nc = next(iter(endpoints.values())).nc
+    admin = nc.jetstream(timeout=10)
+    info = await admin.add_stream(name="STATUS", subjects=["status.>"], num_replicas=1, allow_direct=True)
+    assert info.cluster is not None and info.cluster.leader
+    responder = info.cluster.leader
+    for first in range(0, 1030, 103):  # one more subject than a multi_last batch may return
+        await asyncio.gather(*(admin.publish(f"status.s{n}", b"x") for n in range(first, first + 103)))
+    http_url = cluster.spec(responder).http_url
+
+    def counted(status: str) -> float:
+        return value(
+            scrape(http_url), "jetraft_direct_get_requests_total", stream="STATUS", node=responder, status=status
+        )
+
+    before = {status: counted(status) for status in ("408", "412", "413")}
+    requests = {
+        "408": [b"", b"{not json"],
+        "412": [json.dumps({"last_by_subj": "status.s1", "min_last_seq": 10**9}).encode()],
+        "413": [json.dumps({"multi_last": ["status.>"]}).encode()],
+    }
+    for status, payloads in requests.items():
+        for payload in payloads:
+            reply = await nc.request("$JS.API.DIRECT.GET.STATUS", payload, timeout=5)
+            assert reply.headers is not None and reply.headers.get("Status") == status, reply.headers
+            assert reply.headers["Jetraft-Node"] == responder
+    after = {status: counted(status) for status in requests}
+    assert {status: after[status] - before[status] for status in requests} == {"408": 2, "412": 1, "413": 1}
+    await admin.delete_stream("STATUS")
+
+
+async def test_a_client_that_stops_reading_is_counted_as_a_slow_consumer(
+    cluster: LocalCluster, endpoints: dict[str, Endpoint]
+) -> None:
+    """A raw subscriber that never reads its socket is cut off once 64 MiB wait for it."""
+    spec = cluster.specs[0]
+    before = value(scrape(spec.http_url), "jetraft_slow_consumers_total", node=spec.name)
+    with socket.socket() as raw:
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connecting: a small window
+        raw.settimeout(5)
+        raw.connect(("127.0.0.1", spec.client_port))
+        raw.sendall(b'CONNECT {"verbose":false,"pedantic":false}\r\nSUB slow.x 1\r\nPING\r\n')
+        received = b""
+        while b"PONG" not in received:
+            chunk = raw.recv(4096)
+            assert chunk, "the node closed the subscriber before PONG"
+            received += chunk
+        publisher = endpoints[spec.name].nc
+        payload = b"x" * (512 * 1024)
+        for _ in range(200):  # 100 MiB at most, well over the 64 MiB a client may have waiting
+            await publisher.publish("slow.x", payload)
+        await publisher.flush(timeout=10)
+        deadline = time.monotonic() + 10
+        while value(scrape(spec.http_url), "jetraft_slow_consumers_total", node=spec.name) <= before:
+            assert time.monotonic() < deadline, "no slow consumer counted"
+            await asyncio.sleep(0.2)  # the counter follows the server's stats once a second
