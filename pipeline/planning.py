@@ -16,7 +16,13 @@ import orjson
 from pyspark.sql.datasource import InputPartition
 
 from pipeline.direct_get import DirectGetRangeReader
-from pipeline.errors import DirectGetError, DirectGetNotAllowedError, PipelineError, StreamNotFoundError
+from pipeline.errors import (
+    BatchNotSupportedError,
+    DirectGetError,
+    DirectGetNotAllowedError,
+    PipelineError,
+    StreamNotFoundError,
+)
 from pipeline.nats_client import connect
 from pipeline.options import ReadOptions
 
@@ -142,7 +148,7 @@ async def probe_batch_support(nc: nats.aio.client.Client, options: ReadOptions, 
     )
     try:
         await reader.fetch_batch(max(seq, 1), 1)
-    except DirectGetError as exc:
+    except (DirectGetError, BatchNotSupportedError) as exc:
         raise type(exc)(f"stream '{options.stream}': {exc}") from exc
     finally:
         await reader.close()
