@@ -7,6 +7,13 @@ group name, the members whose filters match, merged across filters as
 nats-server does. Results are immutable tuples, so a caller may keep
 iterating one while subscriptions change under it, and they are cached per
 subject until an insert or removal touches a matching filter.
+
+Many subjects are published once: request replies (`_INBOX.<id>.<n>` under
+one `_INBOX.<id>.*` subscription) and acks (`$JS.ACK.<stream>.<consumer>.`
+and six numbers under `...>`). A match remembers how many leading tokens it
+depended on (beyond them only wildcard filters were left), and keeps such a
+result by that prefix and the token count instead: every later reply to the
+same inbox finds it without walking the trie or filling the subject cache.
 """
 
 from __future__ import annotations
@@ -58,6 +65,9 @@ class Sublist(Generic[E]):
     def __init__(self, cache_size: int = DEFAULT_CACHE_SIZE) -> None:
         self._root: dict[str, _Node] = {}
         self._cache: dict[str, SublistResult[E]] = {}
+        # token count -> leading tokens the result depends on -> that prefix -> result
+        self._shapes: dict[int, dict[int, dict[str, SublistResult[E]]]] = {}
+        self._shape_count = 0
         self._cache_size = cache_size
         self._count = 0
 
@@ -131,19 +141,39 @@ class Sublist(Generic[E]):
         result = self._cache.get(subject)
         if result is not None:
             return result
+        tokens = subject.split(".")
+        count = len(tokens)
+        shapes = self._shapes.get(count)
+        if shapes:
+            for depth, by_prefix in shapes.items():
+                result = by_prefix.get(".".join(tokens[:depth]))
+                if result is not None:
+                    return result
         plain: list[E] = []
         queues: dict[str, list[E]] = {}
-        _collect(self._root, subject.split("."), 0, plain, queues)
+        depth = _collect(self._root, tokens, 0, plain, queues) + 1
         result = SublistResult(
             tuple(plain),
             tuple((name, tuple(members)) for name, members in queues.items()),
         )
+        if depth < count:
+            if self._shape_count >= self._cache_size:
+                self._shapes.clear()
+                self._shape_count = 0
+            by_depth = self._shapes.setdefault(count, {})
+            by_depth.setdefault(depth, {})[".".join(tokens[:depth])] = result
+            self._shape_count += 1
+            return result
         if len(self._cache) >= self._cache_size:
             del self._cache[next(iter(self._cache))]
         self._cache[subject] = result
         return result
 
     def _invalidate(self, filter_: str) -> None:
+        # Any change may add or remove the literal tokens a shape's prefix stopped at.
+        if self._shapes:
+            self._shapes.clear()
+            self._shape_count = 0
         if not self._cache:
             return
         if "*" not in filter_ and ">" not in filter_:
@@ -172,11 +202,15 @@ def _collect(
     index: int,
     plain: list[Any],
     queues: dict[str, list[Any]],
-) -> None:
+) -> int:
+    """Adds what matches `tokens[index:]` below `level`; returns the last index whose token
+    mattered (a level with literal filter tokens was looked up with it), -1 if none did."""
     last = index == len(tokens) - 1
     node = level.get(">")
     if node is not None:
         _add_node(node, plain, queues)
+    wildcards = (node is not None) + ("*" in level)
+    depended = index if len(level) > wildcards else -1
     token = tokens[index]
     # a published wildcard token is literal: only wildcard subscriptions match it
     for key in ("*",) if token == "*" or token == ">" else ("*", token):
@@ -186,7 +220,10 @@ def _collect(
         if last:
             _add_node(node, plain, queues)
         elif node.children:
-            _collect(node.children, tokens, index + 1, plain, queues)
+            deeper = _collect(node.children, tokens, index + 1, plain, queues)
+            if deeper > depended:
+                depended = deeper
+    return depended
 
 
 def _filter_matches(ftoks: list[str], stoks: list[str]) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import time
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 
 ZERO_TIME = "0001-01-01T00:00:00Z"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -22,10 +23,17 @@ _RFC3339 = re.compile(
 def format_rfc3339_nano(ts_ns: int) -> str:
     """Unix nanoseconds as Go's RFC3339Nano in UTC."""
     seconds, nanos = divmod(ts_ns, _NS_PER_S)
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+    stamp = _format_seconds(seconds)
     if nanos:
         stamp += "." + f"{nanos:09d}".rstrip("0")
     return stamp + "Z"
+
+
+# Reads come in runs of messages stored within the same second: every Direct Get reply and
+# stream listing formats a time, and strftime is most of the cost.
+@lru_cache(maxsize=4096)
+def _format_seconds(seconds: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
 
 
 def format_optional_ts(ts_ns: int) -> str:
