@@ -1,18 +1,22 @@
 """Gateway throughput against nats-server 2.15.1, same client (nats-py), same run.
 
-    .venv/bin/python bench/gateway_bench.py [--messages 100000] [--size 128] [--seconds 5] [--nodes 3]
+    .venv/bin/python bench/gateway_bench.py [--messages 100000] [--size 128] [--seconds 5] [--nodes 3] [--rounds 3]
 
-One 3-node cluster per server (`--nodes`). Figures: core publish/subscribe
-messages per second from one publisher to one subscriber, and sequential
-request/reply round trips per second with their p50/p99 latency, each with
-both clients on the same node and with them on two different nodes.
-jetraft runs as `python -m gateway.standalone` processes (uvloop), the
-reference as `.venv/bin/nats-server`. Everything is bounded: a pub/sub run
-that loses messages reports what arrived when its time ran out.
+One cluster per server (`--nodes`, 3 by default), both up for the whole
+run. Figures: core publish/subscribe messages per second from one publisher
+to one subscriber, and sequential request/reply round trips per second with
+their p50/p99 latency, each with both clients on the same node (n1 to n1)
+and with them on two different nodes (n1 to the last node). jetraft runs as
+`python -m gateway.standalone` processes (uvloop), the reference as
+`.venv/bin/nats-server`. Everything is bounded: a pub/sub run that loses
+messages reports what arrived when its time ran out.
 
-The machine is shared and has 2 cores (the client and three servers compete
-for them), so figures move by 10-20% between runs;
-compare the two servers within one run.
+The machine is shared and has 2 cores (the client and the servers compete
+for them), and other work on it comes and goes within seconds. So the two
+servers are measured interleaved: each round runs every scenario on one
+server and right after on the other (the order swapped every round), and
+the table shows each server's median over the rounds and the median of the
+per-round ratios. The load average is printed at the start and the end.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
+import statistics
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -107,25 +113,27 @@ SCENARIOS = (
     ("rr_cross_p50", "req/reply p50 us, across nodes"),
     ("rr_cross_p99", "req/reply p99 us, across nodes"),
 )
+SERVERS: dict[str, ClusterFactory] = {"nats-server": nats_server_cluster, "jetraft": jetraft_nodes}
 
 
-async def measure(factory: ClusterFactory, size: int, args: argparse.Namespace) -> dict[str, float]:
-    """Every scenario on one cluster: same node is n1 to n1, across nodes n1 to the last node."""
-    figures: dict[str, float] = {}
-    async with factory(size) as nodes:
-        first, last = nodes[0], nodes[-1]
-        for label, target in (("same", first), ("cross", last)):
-            rate, received = await pubsub_rate(
-                first.url, target.url, args.messages, args.size, args.seconds * 4
-            )
-            if received < args.messages:
-                print(f"  (pub/sub {label}: only {received} of {args.messages} messages arrived)", flush=True)
-            figures[f"pubsub_{label}"] = rate
-            rr = await request_latency(first.url, target.url, args.seconds, args.size)
-            figures[f"rr_{label}"] = rr["rate"]
-            figures[f"rr_{label}_p50"] = rr["p50_us"]
-            figures[f"rr_{label}_p99"] = rr["p99_us"]
-    return figures
+async def measure_once(nodes: list[NodeProcess], label: str, args: argparse.Namespace) -> dict[str, float]:
+    """One round of one placement (`same`: n1 to n1, `cross`: n1 to the last node) on one cluster."""
+    first = nodes[0]
+    target = first if label == "same" else nodes[-1]
+    rate, received = await pubsub_rate(first.url, target.url, args.messages, args.size, args.seconds * 4)
+    if received < args.messages:
+        print(f"  (pub/sub {label}: only {received} of {args.messages} messages arrived)", flush=True)
+    rr = await request_latency(first.url, target.url, args.seconds, args.size)
+    return {
+        f"pubsub_{label}": rate,
+        f"rr_{label}": rr["rate"],
+        f"rr_{label}_p50": rr["p50_us"],
+        f"rr_{label}_p99": rr["p99_us"],
+    }
+
+
+def load_average() -> str:
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
 async def main() -> None:
@@ -136,29 +144,44 @@ async def main() -> None:
     parser.add_argument(
         "--nodes", type=int, default=3, help="cluster size (at least 2 for the cross-node figures)"
     )
-    parser.add_argument("--only", choices=("nats-server", "jetraft"), help="measure one server only")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (medians are shown)")
+    parser.add_argument("--only", choices=tuple(SERVERS), help="measure one server only")
     args = parser.parse_args()
     if args.nodes < 2:
         parser.error("--nodes must be at least 2")
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
 
-    servers: dict[str, ClusterFactory] = {"nats-server": nats_server_cluster, "jetraft": jetraft_nodes}
-    results: dict[str, dict[str, float]] = {}
-    for name, factory in servers.items():
-        if args.only and name != args.only:
-            continue
-        print(f"measuring {name}, {args.nodes} nodes...", flush=True)
-        results[name] = await measure(factory, args.nodes, args)
-        print("  " + ", ".join(f"{key}={value:,.0f}" for key, value in results[name].items()), flush=True)
+    names = [name for name in SERVERS if not args.only or name == args.only]
+    rounds: dict[str, list[dict[str, float]]] = {name: [] for name in names}
+    print(f"load average at start: {load_average()}", flush=True)
+    async with contextlib.AsyncExitStack() as stack:
+        clusters = {name: await stack.enter_async_context(SERVERS[name](args.nodes)) for name in names}
+        for round_index in range(args.rounds):
+            order = names if round_index % 2 == 0 else names[::-1]
+            figures: dict[str, dict[str, float]] = {name: {} for name in names}
+            for label in ("same", "cross"):
+                for name in order:
+                    figures[name].update(await measure_once(clusters[name], label, args))
+            for name in names:
+                rounds[name].append(figures[name])
+                shown = ", ".join(f"{key}={value:,.0f}" for key, value in figures[name].items())
+                print(f"round {round_index + 1} {name}: {shown}", flush=True)
+    print(f"load average at end: {load_average()}")
     if args.only:
         return
 
     print()
     print(f"nats-py {NATS_PY_VERSION}, {args.nodes}-node clusters, {args.size}-byte payloads, ", end="")
-    print(f"{args.messages} pub/sub messages, {args.seconds:g} s per request/reply run")
-    print(f"{'scenario':<40}{'nats-server':>13}{'jetraft':>13}{'ratio':>8}")
+    print(f"{args.messages} pub/sub messages, {args.seconds:g} s per request/reply run, ", end="")
+    print(f"medians of {args.rounds} interleaved rounds")
+    print(f"{'scenario':<40}{'nats-server':>13}{'jetraft':>13}{'ratio':>8}{'ratios per round':>24}")
     for key, label in SCENARIOS:
-        ref, ours = results["nats-server"][key], results["jetraft"][key]
-        print(f"{label:<40}{ref:>13,.0f}{ours:>13,.0f}{ours / ref:>8.2f}")
+        ref = statistics.median(r[key] for r in rounds["nats-server"])
+        ours = statistics.median(r[key] for r in rounds["jetraft"])
+        ratios = [o[key] / r[key] for r, o in zip(rounds["nats-server"], rounds["jetraft"], strict=True)]
+        per_round = " ".join(f"{ratio:.2f}" for ratio in ratios)
+        print(f"{label:<40}{ref:>13,.0f}{ours:>13,.0f}{statistics.median(ratios):>8.2f}{per_round:>24}")
 
 
 if __name__ == "__main__":
