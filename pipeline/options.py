@@ -24,6 +24,7 @@ DEFAULT_ACK_TIMEOUT = 30.0
 DEFAULT_MSG_ID_PREFIX = "spark"
 # ADR-31 servers stop a batch at max_bytes or at their own max_pending (64 MiB by default).
 MAX_MAX_BYTES = 64 << 20
+LATEST_TIME_NS_SECONDS = (2**63 - 1) // 1_000_000_000
 
 
 def parse_servers(raw: str | None) -> tuple[str, ...]:
@@ -91,6 +92,9 @@ def _time_option(options: Mapping[str, str], name: str) -> datetime | None:
         ) from None
     if value.tzinfo is None:
         raise OptionError(name, f"must carry a time zone (Z or +hh:mm), got {raw!r}")
+    if not LATEST_TIME_NS_SECONDS > value.timestamp() >= 0:
+        # Servers keep times as 64-bit nanoseconds since the epoch and cannot take one outside that.
+        raise OptionError(name, f"must lie between 1970 and 2262 (64-bit nanoseconds), got {raw!r}")
     return value.astimezone(UTC)
 
 

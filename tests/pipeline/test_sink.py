@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import nats
 import pytest
 from nats.js.api import StreamConfig
 from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, StructField, StructType
@@ -87,3 +88,62 @@ def test_sink_reports_a_row_whose_subject_no_stream_captures(
     ).coalesce(1)
     with pytest.raises(Exception, match="no stream captures the subject"):
         df.write.format("jetstream").mode("append").option("servers", single_target.servers).save()
+
+
+def test_subject_column_overrides_the_subject_option(  # type: ignore[no-untyped-def]
+    spark, single_target: JetStreamTarget, sink_stream: str
+) -> None:
+    rows = [("sink.override.a", "1"), (None, "2"), ("sink.override.b", "3"), (None, "4")]
+    df = spark.createDataFrame(rows, "subject string, data string").coalesce(1)
+    df.write.format("jetstream").mode("append").option("servers", single_target.servers).option(
+        "subject", "sink.override.default"
+    ).save()
+    stored = (
+        read_stream(spark, single_target, sink_stream)
+        .where("subject like 'sink.override.%'")
+        .select("subject", "data")
+        .collect()
+    )
+    got = sorted((row.subject, row.data.decode()) for row in stored)
+    assert got == [
+        ("sink.override.a", "1"),
+        ("sink.override.b", "3"),
+        ("sink.override.default", "2"),
+        ("sink.override.default", "4"),
+    ]
+
+
+async def headers_seen_by_nats_py(servers: list[str], subject: str, count: int) -> list[dict[str, str]]:
+    """Headers of the first `count` messages on `subject`, read with nats-py's ordered consumer."""
+    nc = await nats.connect(servers)
+    try:
+        sub = await nc.jetstream().subscribe(subject, ordered_consumer=True)
+        headers = []
+        for _ in range(count):
+            msg = await sub.next_msg(timeout=10)
+            headers.append(dict(msg.headers or {}))
+        await sub.unsubscribe()
+        return headers
+    finally:
+        await nc.close()
+
+
+def test_string_headers_map_reaches_the_stream(  # type: ignore[no-untyped-def]
+    spark, single_target: JetStreamTarget, sink_stream: str
+) -> None:
+    schema = StructType(
+        [
+            StructField("data", StringType()),
+            StructField("headers", MapType(StringType(), StringType())),
+        ]
+    )
+    rows = [(f"h-{i}", {"X-Index": str(i), "X-Kind": "plain"} if i % 2 == 0 else None) for i in range(6)]
+    spark.createDataFrame(rows, schema).coalesce(1).write.format("jetstream").mode("append").option(
+        "servers", single_target.servers
+    ).option("subject", "sink.hdr").save()
+
+    seen = run(headers_seen_by_nats_py(single_target.urls, "sink.hdr", len(rows)))
+    assert all(h["Nats-Msg-Id"].startswith("spark:") for h in seen)
+    assert [{k: v for k, v in h.items() if k.startswith("X-")} for h in seen] == [
+        {"X-Index": str(i), "X-Kind": "plain"} if i % 2 == 0 else {} for i in range(6)
+    ]

@@ -61,6 +61,8 @@ def test_read_options_parse_and_name_the_faulty_option() -> None:
         ReadOptions.parse(
             {"servers": SERVERS, "stream": "S", "start_seq": "1", "start_time": "2024-01-01T00:00:00Z"}
         )
+    with pytest.raises(OptionError, match=r"option 'start_time'.*2262"):
+        ReadOptions.parse({"servers": SERVERS, "stream": "S", "start_time": "2999-01-01T00:00:00Z"})
 
 
 def test_start_time_keeps_microseconds_of_a_nanosecond_stamp() -> None:
