@@ -57,6 +57,9 @@ from raft.types import (
 
 log = structlog.get_logger(__name__)
 
+# A write this small, on a node leading none of the groups in it, is done on the loop (see
+# `_persist_inline`).
+INLINE_PERSIST_BYTES = 16 * 1024
 # What a leader may send before its own write completes (see `_send_early`).
 _SENT_EARLY = frozenset({MessageType.APPEND, MessageType.HEARTBEAT})
 
@@ -626,7 +629,10 @@ class RaftHost:
         # rides along with the next write that must happen anyway.
         if must_write and self.engine is not None:
             try:
-                await self.engine.persist(sync)
+                if self._persist_inline(readies):
+                    self.engine.persist_blocking(sync)
+                else:
+                    await self.engine.persist(sync)
             except Exception as exc:
                 # Nothing of these Readies may be sent or applied, and their cores
                 # wait for an advance that can never safely come: stop them.
@@ -675,6 +681,19 @@ class RaftHost:
             asyncio.get_running_loop().call_soon(self._send_notices, notices)
         if self._dirty:
             self._wake.set()
+
+    def _persist_inline(self, readies: list[tuple[_Group, Ready, Sequence[Message]]]) -> bool:
+        """Whether to write this batch on the loop rather than the writer thread.
+
+        A follower's small write is on a commit's critical path and the loop has nothing to overlap
+        with it (the acknowledgement waits for it): the two thread hand-offs would cost more than the
+        write blocks. A leader's write overlaps with its appends going out, which needs the loop, and a
+        large write would hold up reading the next appends.
+        """
+        engine = self.engine
+        if engine is None or engine.pending_bytes() > INLINE_PERSIST_BYTES:
+            return False
+        return all(group.core.role is not Role.LEADER for group, _, _ in readies)
 
     def _send_notices(self, notices: list[tuple[str, Message]]) -> None:
         send = self.transport.send

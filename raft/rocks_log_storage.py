@@ -187,6 +187,9 @@ class RocksLogEngine:
     def has_pending(self) -> bool:
         return not self._pending.is_empty()
 
+    def pending_bytes(self) -> int:
+        return self._pending.size_in_bytes()
+
     def persist_blocking(self, sync: bool = True) -> None:
         """Write everything staged so far as one batch; fsync the WAL when `sync`."""
         self._check_open()
