@@ -8,6 +8,7 @@ import sys
 
 from chaos.readafterwrite.report import format_table, write_json
 from chaos.readafterwrite.scenario import DemoResult, DemoSettings, own_cluster, run_read_after_write
+from chaos.readafterwrite.stats import local_answer_fraction
 
 
 def _lags(text: str) -> list[int]:
@@ -68,6 +69,13 @@ def _report(
     for lag_ms in settings.lags:
         print()
         print(format_table(lag_ms, result.rows))
+    local = local_answer_fraction(result.samples)
+    if local is not None and local < 0.9:
+        print(
+            f"\nnote: only {100 * local:.0f}% of Direct Gets were answered by the node they were sent to "
+            "(the cluster's Direct Get policy is not local-first): rows count each read for the node that "
+            "answered it, and reads reaching or leaving a lagged node crossed its lagged links (column fwd)"
+        )
     if args.json_path:
         write_json(args.json_path, result.rows, result.run_info(settings, servers, toxiproxy))
         print(f"\nJSON: {args.json_path}")

@@ -4,6 +4,12 @@ Against a faultable cluster (its own, or a running one with `--attach`): an
 R3 stream with allow_direct and a mirror_direct mirror of it; one follower
 and the mirror's node get the latency on every link to and from them; after
 each round the toxics go and every responder must catch up before the next.
+
+The demo's own cluster routes Direct Gets `local-first`, so each node's
+connection measures that node's copy alone. An attached cluster may use any
+policy (`random` is the default, as in nats-server): reads are still counted
+per responder, by the node that answered, and `run.local_answer_fraction`
+says how many were answered by the node they were sent to.
 """
 
 from __future__ import annotations
@@ -12,17 +18,19 @@ import asyncio
 import contextlib
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import nats
+from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import StreamConfig, StreamSource
-from nats.js.errors import NotFoundError
+from nats.js.errors import APIError, NotFoundError
 
 from chaos.readafterwrite.faults import LinkFaults
-from chaos.readafterwrite.stats import ReadSample, ResultRow, summarize
+from chaos.readafterwrite.stats import ReadSample, ResultRow, local_answer_fraction, summarize
 from chaos.readafterwrite.workload import (
     Endpoint,
     ReadAfterWrite,
@@ -59,6 +67,11 @@ class Layout:
     mirror_node: str
     lagged: list[str]
 
+    @property
+    def responders(self) -> list[str]:
+        """Every node answering the stream's Direct Gets: its replicas and the mirror_direct mirror."""
+        return sorted({self.leader, *self.followers, self.mirror_node})
+
 
 @dataclass(slots=True)
 class RoundInfo:
@@ -84,6 +97,7 @@ class DemoResult:
             "layout": asdict(self.layout),
             "rounds": [asdict(r) for r in self.rounds],
             "lag_applies_to": "each direction of every proxy to and from the lagged nodes",
+            "local_answer_fraction": local_answer_fraction(self.samples),
         }
 
 
@@ -108,21 +122,50 @@ def own_cluster(data_dir: str | Path | None = None, nodes: int = 3, mirror_nodes
             shutil.rmtree(directory, ignore_errors=True)
 
 
+NO_SUITABLE_PEERS = 10005
+
+
+async def _add_stream(
+    js: nats.js.JetStreamContext, config: StreamConfig, timeout: float = 30.0
+) -> nats.js.api.StreamInfo:
+    """`add_stream`, asked again while the cluster cannot place it yet.
+
+    Right after a cluster starts (or on a loaded machine) the meta leader may not have heard from
+    every node, and answers "no suitable peers" (10005) or not at all; both pass.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return await js.add_stream(config)
+        except (APIError, NatsTimeoutError) as exc:
+            retryable = isinstance(exc, NatsTimeoutError) or exc.err_code == NO_SUITABLE_PEERS
+            if not retryable or time.monotonic() > deadline:
+                raise
+        await asyncio.sleep(0.5)
+
+
 async def create_streams(js: nats.js.JetStreamContext, settings: DemoSettings) -> Layout:
     """Fresh R3 stream and mirror (earlier runs' copies are deleted); where they were placed."""
     for name in (settings.mirror, settings.stream):
         with contextlib.suppress(NotFoundError):
             await js.delete_stream(name)
-    info = await js.add_stream(
-        name=settings.stream, subjects=[f"{settings.subject_prefix}.>"], num_replicas=3, allow_direct=True
+    info = await _add_stream(
+        js,
+        StreamConfig(
+            name=settings.stream,
+            subjects=[f"{settings.subject_prefix}.>"],
+            num_replicas=3,
+            allow_direct=True,
+        ),
     )
-    mirror = await js.add_stream(
+    mirror = await _add_stream(
+        js,
         StreamConfig(
             name=settings.mirror,
             mirror=StreamSource(name=settings.stream),
             mirror_direct=True,
             num_replicas=1,
-        )
+        ),
     )
     assert info.cluster is not None and mirror.cluster is not None
     leader = info.cluster.leader or ""
@@ -168,9 +211,10 @@ async def run_read_after_write(
             writer=by_node[layout.leader],
             endpoints=endpoints,
         )
+        responders = [endpoint for endpoint in endpoints if endpoint.node in layout.responders]
         # one write every responder has applied, so each has joined the Direct Get group before round one
         first = await admin.publish(f"{settings.subject_prefix}.warmup", b"")
-        await wait_caught_up(endpoints, settings.stream, first.seq, settings.catch_up_timeout)
+        await wait_caught_up(responders, settings.stream, first.seq, settings.catch_up_timeout)
 
         samples: list[ReadSample] = []
         rounds: list[RoundInfo] = []
@@ -188,7 +232,7 @@ async def run_read_after_write(
             finally:
                 await asyncio.to_thread(faults.remove_latency, layout.lagged)
             caught_up = await wait_caught_up(
-                endpoints, settings.stream, result.last_acked_seq or first.seq, settings.catch_up_timeout
+                responders, settings.stream, result.last_acked_seq or first.seq, settings.catch_up_timeout
             )
             samples += result.samples
             rounds.append(RoundInfo(lag_ms, result.writes, result.publish_errors, touched, caught_up))

@@ -36,6 +36,13 @@ class ReadSample:
     # how far the responder was behind the acknowledged write (0 unless stale)
     behind_seq: int = 0
     behind_ms: float = 0.0
+    # the node whose client connection the read went out on ("" when it is the responder's by design);
+    # under the `random` Direct Get policy it is often not the responder: the read crossed a route
+    via: str = ""
+
+    @property
+    def forwarded(self) -> bool:
+        return bool(self.via) and self.via != self.responder
 
     @property
     def answered(self) -> bool:
@@ -67,6 +74,8 @@ class ResultRow:
     behind_ms_p99: float
     latency_ms_p50: float
     latency_ms_p99: float
+    # answered reads that reached this responder over a route from another node's client connection
+    forwarded: int = 0
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
@@ -82,6 +91,17 @@ def percentile(values: list[float], fraction: float) -> float:
 
 
 _PATH_ORDER = {path.value: index for index, path in enumerate(ReadPath)}
+
+
+def local_answer_fraction(samples: Iterable[ReadSample]) -> float | None:
+    """Of the answered Direct Gets, the share the node they were sent to answered itself.
+
+    About 1 on a `local-first` cluster, about 1/responders on a `random` one; None without such reads.
+    """
+    direct = [s for s in samples if s.path is not ReadPath.MSG_GET and s.via and s.answered]
+    if not direct:
+        return None
+    return round(sum(1 for s in direct if not s.forwarded) / len(direct), 4)
 
 
 def summarize(samples: Iterable[ReadSample], lag_targets: Iterable[str]) -> list[ResultRow]:
@@ -117,6 +137,7 @@ def summarize(samples: Iterable[ReadSample], lag_targets: Iterable[str]) -> list
                 behind_ms_p99=round(percentile([s.behind_ms for s in stale], 0.99), 2),
                 latency_ms_p50=round(percentile(timed, 0.50), 3),
                 latency_ms_p99=round(percentile(timed, 0.99), 3),
+                forwarded=sum(1 for s in answered if s.forwarded),
             )
         )
     rows.sort(key=lambda r: (r.lag_ms, _PATH_ORDER.get(r.path, 99), r.responder))

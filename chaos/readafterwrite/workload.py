@@ -2,10 +2,16 @@
 
 Each worker owns its keys: it publishes a key, then reads it back at once,
 all paths concurrently: STREAM.MSG.GET (the stream leader's coherent read),
-Direct Get on every node's connection (with `local-first` each node answers
-from its own replica or mirror), and the same with `min_last_seq` = the
-PubAck's sequence. Since nobody else writes a worker's keys, any sequence
-below the one just acknowledged is a stale read.
+Direct Get on every node's connection, and the same with `min_last_seq` =
+the PubAck's sequence. Since nobody else writes a worker's keys, any
+sequence below the one just acknowledged is a stale read.
+
+Every Direct Get is counted for the node that answered it (its
+`Jetraft-Node` header), not the node it was sent to: with `local-first` the
+two are the same; with `random` (the default, as in nats-server) any
+responder may answer, and a read that reaches a lagged node, or leaves one,
+crosses its lagged links. Read timeouts grow with the injected latency so
+those reads are answered (and attributed) instead of timing out.
 """
 
 from __future__ import annotations
@@ -50,6 +56,10 @@ class WorkloadSettings:
     workers: int = 4
     request_timeout: float = 2.0
     publish_timeout: float = 2.0
+
+    def read_timeout(self, lag_ms: int) -> float:
+        """A forwarded read may cross a lagged link twice (there and back), plus jitter: 3x the lag."""
+        return self.request_timeout + 3 * lag_ms / 1000
 
 
 @dataclass(slots=True)
@@ -148,27 +158,29 @@ class ReadAfterWrite:
             reply = await endpoint.nc.request(
                 f"$JS.API.DIRECT.GET.{self.settings.stream}",
                 json.dumps(request).encode(),
-                timeout=self.settings.request_timeout,
+                timeout=self.settings.read_timeout(lag_ms),
             )
         except _NATS_ERRORS:
-            return ReadSample(lag_ms, path, endpoint.node, Outcome.ERROR, acked_seq)
+            # nobody's answer: counted for the node it was sent to, the only one known
+            return ReadSample(lag_ms, path, endpoint.node, Outcome.ERROR, acked_seq, via=endpoint.node)
         headers = reply.headers or {}
         responder = headers.get("Jetraft-Node", endpoint.node)
         responder_last = int(headers["Jetraft-Last-Sequence"]) if "Jetraft-Last-Sequence" in headers else None
         status = headers.get("Status")
+        via = endpoint.node
         if status == "412":
             return self._sample(
-                lag_ms, path, responder, Outcome.REFUSED, acked_seq, 0, started, responder_last
+                lag_ms, path, responder, Outcome.REFUSED, acked_seq, 0, started, responder_last, via
             )
         if status == "404":
             return self._sample(
-                lag_ms, path, responder, Outcome.NOT_FOUND, acked_seq, 0, started, responder_last
+                lag_ms, path, responder, Outcome.NOT_FOUND, acked_seq, 0, started, responder_last, via
             )
         if status is not None or "Nats-Sequence" not in headers:
-            return ReadSample(lag_ms, path, responder, Outcome.ERROR, acked_seq)
+            return ReadSample(lag_ms, path, responder, Outcome.ERROR, acked_seq, via=via)
         returned = int(headers["Nats-Sequence"])
         return self._sample(
-            lag_ms, path, responder, Outcome.MESSAGE, acked_seq, returned, started, responder_last
+            lag_ms, path, responder, Outcome.MESSAGE, acked_seq, returned, started, responder_last, via
         )
 
     def _sample(
@@ -181,6 +193,7 @@ class ReadAfterWrite:
         returned_seq: int,
         started: float,
         responder_last: int | None,
+        via: str = "",
     ) -> ReadSample:
         answered_at = time.monotonic()
         latency_ms = (time.perf_counter() - started) * 1000
@@ -204,29 +217,34 @@ class ReadAfterWrite:
             latency_ms=latency_ms,
             behind_seq=behind_seq,
             behind_ms=behind_ms,
+            via=via,
         )
 
 
 async def wait_caught_up(endpoints: list[Endpoint], stream: str, seq: int, timeout: float) -> dict[str, bool]:
-    """Per node: whether its responder answered a read-your-writes request for `seq` within `timeout`.
+    """Per node: whether it answered a read-your-writes Direct Get for `seq` within `timeout`.
 
-    Each try waits server side (min_last_seq), so the loop only backs off when nobody answered.
+    Requests go out on the connections of the nodes not seen to answer yet, and whoever answers (its
+    `Jetraft-Node` header) is marked: with `local-first` that is the node asked, with `random` any
+    responder, so asking goes on until every node has answered once. Pass only nodes that answer
+    Direct Gets for `stream`. Each try waits server side (min_last_seq); the loop backs off only when
+    nobody answered or a node already seen did.
     """
     deadline = time.monotonic() + timeout
-    caught_up: dict[str, bool] = {}
+    caught_up = {endpoint.node: False for endpoint in endpoints}
     request = json.dumps({"seq": seq, "min_last_seq": seq}).encode()
-    for endpoint in endpoints:
-        caught_up[endpoint.node] = False
-        while time.monotonic() < deadline:
+    while not all(caught_up.values()) and time.monotonic() < deadline:
+        for endpoint in [e for e in endpoints if not caught_up[e.node]]:
             try:
                 reply = await endpoint.nc.request(f"$JS.API.DIRECT.GET.{stream}", request, timeout=2.0)
             except _NATS_ERRORS:
-                await asyncio.sleep(
-                    0.1
-                )  # no responder yet (a replica rejoins once caught up): back off a little
+                await asyncio.sleep(0.1)  # no responder yet (a replica rejoins once caught up)
                 continue
             headers = reply.headers or {}
-            if headers.get("Status") is None and headers.get("Nats-Sequence") == str(seq):
-                caught_up[endpoint.node] = True
-                break
+            answered_by = headers.get("Jetraft-Node", endpoint.node)
+            fresh = headers.get("Status") is None and headers.get("Nats-Sequence") == str(seq)
+            if fresh and caught_up.get(answered_by) is False:
+                caught_up[answered_by] = True
+            else:
+                await asyncio.sleep(0.02)  # behind (412), or a node already seen: ask again shortly
     return caught_up

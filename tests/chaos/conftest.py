@@ -38,7 +38,9 @@ class _EchoHandler(socketserver.BaseRequestHandler):
     def handle(self) -> None:
         sock: socket.socket = self.request
         transcript = Transcript()
-        self.server.transcripts.append(transcript)
+        with self.server.arrived:
+            self.server.transcripts.append(transcript)
+            self.server.arrived.notify_all()
         try:
             while data := sock.recv(65536):
                 transcript.received += data
@@ -58,6 +60,7 @@ class EchoServer(socketserver.ThreadingTCPServer):
     def __init__(self) -> None:
         super().__init__((HOST, 0), _EchoHandler)
         self.transcripts: list[Transcript] = []
+        self.arrived = threading.Condition()
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
 
     @property
@@ -67,6 +70,13 @@ class EchoServer(socketserver.ThreadingTCPServer):
     @property
     def address(self) -> str:
         return f"{HOST}:{self.port}"
+
+    def wait_connections(self, count: int, timeout: float = IO_TIMEOUT) -> list[Transcript]:
+        """The transcripts once `count` connections have arrived (a proxy may dial after its client left)."""
+        with self.arrived:
+            arrived = self.arrived.wait_for(lambda: len(self.transcripts) >= count, timeout)
+        assert arrived, f"{len(self.transcripts)} of {count} connections reached the echo server"
+        return list(self.transcripts)
 
     def __enter__(self) -> EchoServer:
         self._thread.start()

@@ -2,7 +2,8 @@
 
 Every node-to-node link goes through its own Toxiproxy proxy (`nX-to-nY`), and
 clients read with `local-first`, so a connection to a node is answered by
-that node's own replica or mirror.
+that node's own replica or mirror. The demo's command line, attached to a
+`random`-policy cluster and on its own cluster, is in test_demo_cli.py.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import json
 import socket
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from pathlib import Path
 
 import nats
 import pytest
@@ -22,7 +22,6 @@ from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import StreamConfig
 from nats.js.errors import APIError, NoStreamResponseError, NotFoundError
 
-from chaos import demo_cli
 from chaos.readafterwrite.faults import LinkFaults
 from chaos.readafterwrite.scenario import DemoSettings, create_streams, own_cluster
 from chaos.readafterwrite.stats import Outcome, ReadPath, ReadSample
@@ -155,8 +154,10 @@ async def test_lagged_follower_and_mirror_serve_stale_direct_gets_while_coherent
     assert read_your_writes and not any(s.stale for s in read_your_writes), "min_last_seq must never be stale"
     lagged_ryw = _of(samples, ReadPath.DIRECT_GET_MIN_LAST_SEQ, follower)
     assert lagged_ryw and all(s.outcome in (Outcome.MESSAGE, Outcome.REFUSED) for s in lagged_ryw)
-    # it waited for the write to arrive, over the lagged link
-    assert min(s.latency_ms for s in lagged_ryw if s.outcome is Outcome.MESSAGE) >= 250
+    # it typically waited for the write to arrive over the lagged link (not always: on a loaded machine
+    # a PubAck can itself take longer than the injected 300 ms, and then the write is already there)
+    waited = sorted(s.latency_ms for s in lagged_ryw if s.outcome is Outcome.MESSAGE)
+    assert waited and waited[len(waited) // 2] >= 250, waited
 
     faults.remove_latency(layout.lagged)
     started = time.monotonic()
@@ -219,39 +220,6 @@ async def test_bounded_staleness_takes_the_lagged_follower_out_of_direct_gets(
     while await answered_by(follower) != follower:
         assert time.monotonic() < deadline, "the follower did not rejoin after catching up"
     await admin.delete_stream("BOUNDED")
-
-
-def test_demo_cli_attached_to_a_faultable_cluster(cluster: LocalCluster, tmp_path: Path) -> None:
-    assert cluster.toxiproxy_url is not None
-    json_path, png_path = tmp_path / "raw.json", tmp_path / "raw.png"
-    code = demo_cli.main(
-        [
-            "read-after-write", "--attach", "--servers", ",".join(cluster.client_urls),
-            "--toxiproxy", cluster.toxiproxy_url, "--lags", "0,300", "--duration", "2", "--warmup", "0.5",
-            "--max-writes", "300", "--json", str(json_path), "--png", str(png_path),
-        ]
-    )  # fmt: skip
-    assert code == 0
-    document = json.loads(json_path.read_text())
-    layout = document["run"]["layout"]
-    rows = document["results"]
-    assert {row["lag_ms"] for row in rows} == {0, 300}
-    assert {row["path"] for row in rows} == {"msg_get", "direct_get", "direct_get_min_last_seq"}
-    # every node answered its own Direct Gets, the mirror node included
-    assert {row["responder"] for row in rows if row["path"] == "direct_get"} == {
-        s.name for s in cluster.specs
-    }
-    for row in rows:
-        if row["path"] != "direct_get":
-            assert row["stale"] == 0, row
-    lagged_rows = [r for r in rows if r["lag_ms"] == 300 and r["path"] == "direct_get" and r["lagging"]]
-    assert {r["responder"] for r in lagged_rows} == set(layout["lagged"])
-    for row in lagged_rows:
-        assert row["reads"] >= 3 and row["stale_fraction"] > 0.5 and row["behind_seq_p99"] >= 1, row
-    assert png_path.read_bytes()[:4] == b"\x89PNG"
-    # the demo removes its toxics when it is done
-    proxies = LinkFaults(cluster.toxiproxy_url).proxies_of(layout["lagged"])
-    assert proxies and all(not proxy.toxics() for proxy in proxies)
 
 
 class _Writer:

@@ -13,7 +13,14 @@ from chaos import demo_cli
 from chaos.readafterwrite.chart import write_chart
 from chaos.readafterwrite.faults import link_ends, touches
 from chaos.readafterwrite.report import format_table, results_document, write_json
-from chaos.readafterwrite.stats import Outcome, ReadPath, ReadSample, percentile, summarize
+from chaos.readafterwrite.stats import (
+    Outcome,
+    ReadPath,
+    ReadSample,
+    local_answer_fraction,
+    percentile,
+    summarize,
+)
 from chaos.readafterwrite.workload import Endpoint, ReadAfterWrite, WorkloadSettings
 
 REQUIRED_ROW_FIELDS = {
@@ -213,3 +220,19 @@ def test_cli_is_reachable_through_the_jetraft_command() -> None:
     with pytest.raises(SystemExit) as exc:
         demo_cli.main(["read-after-write", "--help"])
     assert exc.value.code == 0
+
+
+def test_reads_answered_elsewhere_count_as_forwarded_for_the_node_that_answered() -> None:
+    direct = ReadPath.DIRECT_GET
+    samples = [
+        ReadSample(300, direct, "n2", Outcome.MESSAGE, 10, 9, 610.0, 1, 300.0, via="n1"),
+        ReadSample(300, direct, "n2", Outcome.MESSAGE, 10, 10, 1.0, via="n2"),
+        ReadSample(300, direct, "n2", Outcome.ERROR, 10, via="n3"),  # no answer: not counted as forwarded
+        ReadSample(300, ReadPath.MSG_GET, "n1", Outcome.MESSAGE, 10, 10, 1.0),
+    ]
+    (row,) = [r for r in summarize(samples, ["n2"]) if r.path == "direct_get"]
+    assert (row.reads, row.stale, row.forwarded, row.errors) == (2, 1, 1, 1)
+    assert "fwd" in format_table(300, [row])
+    # of the two answered Direct Gets one was answered by the node asked; MSG.GET does not count
+    assert local_answer_fraction(samples) == 0.5
+    assert local_answer_fraction(samples[3:]) is None

@@ -196,8 +196,9 @@ def test_toxics_apply_to_one_direction_only(toxiproxy: Toxiproxy) -> None:
         with connect(proxy) as sock:
             sock.sendall(b"0123456789")
             wait_closed(sock)
-        assert server.transcripts[-1].ended.wait(5)
-        assert server.transcripts[-1].received == b"01234"
+        upstream = server.wait_connections(1)[-1]
+        assert upstream.ended.wait(5)
+        assert upstream.received == b"01234"
 
         proxy.destroy_toxic("cap")
         proxy.add_toxic(type="limit_data", stream="downstream", attributes={"bytes": 5})
@@ -205,8 +206,9 @@ def test_toxics_apply_to_one_direction_only(toxiproxy: Toxiproxy) -> None:
             sock.sendall(b"0123456789")
             _, received, _ = wait_closed(sock)
         assert received == b"01234"
-        assert server.transcripts[-1].ended.wait(5)
-        assert server.transcripts[-1].received == b"0123456789"
+        upstream = server.wait_connections(2)[-1]
+        assert upstream.ended.wait(5)
+        assert upstream.received == b"0123456789"
 
 
 def test_concurrent_connections_are_independent(toxiproxy: Toxiproxy, echo: EchoServer) -> None:

@@ -103,6 +103,14 @@ def test_ports_are_consistent_with_the_node_flags(compose: dict[str, Any]) -> No
     assert all(m.host_ip == "127.0.0.1" for s in compose["services"].values() for m in port_mappings(s))
 
 
+def test_nodes_keep_nats_random_direct_get_policy_and_log_json(compose: dict[str, Any]) -> None:
+    """The read-spread dashboards show what a NATS cluster does; the demo copes (tests/chaos/test_demo_cli)."""
+    for name, service in node_services(compose).items():
+        config = parse_node_command(service["command"])
+        assert config.direct_get_policy == "random", name
+        assert config.log_format == "json", f"{name}: container logs are read by machines"
+
+
 def _toxiproxy_config(compose: dict[str, Any]) -> list[dict[str, Any]]:
     service = compose["services"]["toxiproxy"]
     config_flag = next(arg for arg in service["command"] if arg.startswith("-config="))
