@@ -28,6 +28,7 @@ import structlog
 
 from cluster.api_subjects import ApiOp, stream_subject
 from cluster.internal_requests import NoRespondersError
+from cluster.staleness import StalenessTracker
 from cluster.stream_config import StreamSource
 from cluster.stream_entries import Rollup, StoreAtSeq, StoreMsg
 from cluster.stream_fetch import FetchedMsg, FetchRequest, decode_batch
@@ -42,7 +43,10 @@ log = structlog.get_logger(__name__)
 
 ProposedCallback = Callable[[str, bytes, bytes, "asyncio.Future[Any]"], None]
 
-LONG_POLL_MS = 1_000
+# An idle origin answers a long poll when it ends: that answer is how a caught-up copy learns it is
+# still current, so the poll is short enough for its staleness to read near zero when idle (and half
+# the copy's staleness bound, where one is set, so that idling never takes it out of Direct Gets).
+LONG_POLL_MS = 250
 RETRY_DELAYS = (0.05, 2.0)
 
 
@@ -66,6 +70,10 @@ class OriginFetcher:
         self._key = source_key(source.name, source.filter_subject)
         self.origin_last_seq = 0
         self.last_active_ns: int | None = None
+        # how far behind the origin this copy is, from the freshness each answer carries; the origin
+        # sequence this copy holds everything up to (of what its filter takes)
+        self.staleness = StalenessTracker(time.time_ns())
+        self.caught_up_seq = 0
         self.error: str | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -86,6 +94,9 @@ class OriginFetcher:
     def lag(self) -> int:
         return max(self.origin_last_seq - self.position(), 0)
 
+    def staleness_ns(self, now_ns: int) -> int:
+        return self.staleness.staleness_ns(self.caught_up_seq, now_ns)
+
     def active_ns(self, now_ns: int) -> int:
         return -1 if self.last_active_ns is None else max(now_ns - self.last_active_ns, 0)
 
@@ -97,7 +108,9 @@ class OriginFetcher:
         delay = low
         while not replica.stopped:
             next_seq = max(self.position() + 1, source.opt_start_seq or 1)
-            request = FetchRequest(next_seq, wait_ms=LONG_POLL_MS, filter=source.filter_subject)
+            bound_ms = replica.config.max_direct_lag
+            wait_ms = LONG_POLL_MS if bound_ms is None else max(min(LONG_POLL_MS, bound_ms // 2), 10)
+            request = FetchRequest(next_seq, wait_ms=wait_ms, filter=source.filter_subject)
             try:
                 reply = await requester.request(subject, request.encode(), timeout=LONG_POLL_MS / 1000 + 2)
                 batch = decode_batch(reply.payload)
@@ -110,7 +123,11 @@ class OriginFetcher:
             self.error = None
             self.origin_last_seq = batch.last_seq
             self.last_active_ns = time.time_ns()
+            self.staleness.observe(batch.last_seq, batch.fresh_as_of_ns)
+            # a batch short of its limit holds everything the filter takes up to the origin's last
+            complete = len(batch.messages) < request.batch
             if not batch.messages:
+                self.caught_up_seq = batch.last_seq
                 continue
             try:
                 proposed = []
@@ -121,6 +138,7 @@ class OriginFetcher:
                         self._on_proposed(msg.subject, header, bytes(msg.payload), future)
                     proposed.append(future)
                 await asyncio.gather(*proposed)
+                self.caught_up_seq = batch.last_seq if complete else batch.messages[-1].seq
             except RaftHostError as exc:
                 # leadership moved: the new leader's fetcher takes over from the replicated position
                 log.info("origin_fetch_stopped", stream=replica.name, error=str(exc))

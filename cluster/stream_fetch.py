@@ -6,6 +6,11 @@ base64 on this path), holding the origin's first and last sequence and up
 to `batch` messages. When nothing is there yet the origin's leader holds the
 request up to `wait_ms` for the next message (a long poll), so a caught-up
 mirror learns of a new message as soon as the origin has applied it.
+
+Each answer also says how fresh the origin's data was when it was sent (the
+origin leader's clock, less its own staleness if it copies from elsewhere):
+the mirror measures its staleness against the origin from these, as a
+follower does from its leader's position beacons (cluster/staleness.py).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import orjson
 
 from cluster.api_errors import JSErrors
 
-_HEAD = struct.Struct(">QQI")
+_HEAD = struct.Struct(">QQQI")
 _MSG = struct.Struct(">QQHII")
 
 DEFAULT_BATCH = 512
@@ -74,10 +79,12 @@ class FetchedBatch:
     first_seq: int
     last_seq: int
     messages: tuple[FetchedMsg, ...]
+    # the origin's data was current as of this time (Unix ns): everything up to last_seq
+    fresh_as_of_ns: int = 0
 
 
-def encode_batch(first_seq: int, last_seq: int, messages: list[FetchedMsg]) -> bytes:
-    parts = [_HEAD.pack(first_seq, last_seq, len(messages))]
+def encode_batch(first_seq: int, last_seq: int, messages: list[FetchedMsg], fresh_as_of_ns: int) -> bytes:
+    parts = [_HEAD.pack(first_seq, last_seq, fresh_as_of_ns, len(messages))]
     for msg in messages:
         subject = msg.subject.encode()
         parts.append(_MSG.pack(msg.seq, msg.ts_ns, len(subject), len(msg.header), len(msg.payload)))
@@ -89,7 +96,7 @@ def decode_batch(data: bytes) -> FetchedBatch:
     """Raises ValueError for a frame that is not a fetch batch (an error reply, say)."""
     if len(data) < _HEAD.size:
         raise ValueError("short fetch batch")
-    first, last, count = _HEAD.unpack_from(data, 0)
+    first, last, fresh_as_of_ns, count = _HEAD.unpack_from(data, 0)
     offset = _HEAD.size
     messages = []
     for _ in range(count):
@@ -104,4 +111,4 @@ def decode_batch(data: bytes) -> FetchedBatch:
         offset += header_len
         messages.append(FetchedMsg(seq, ts, subject, header, data[offset:end]))
         offset = end
-    return FetchedBatch(first, last, tuple(messages))
+    return FetchedBatch(first, last, tuple(messages), fresh_as_of_ns)

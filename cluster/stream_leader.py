@@ -132,7 +132,9 @@ class StreamLeader:
         """The leader's position, for the followers' staleness (see cluster/staleness.py)."""
         subject = position_subject(self.replica.name)
         while not self._closed:
-            self.ctx.router.publish(subject, encode_beacon(self.replica.machine.last_seq, time.time_ns()))
+            # a mirror's leader is itself behind its origin: followers inherit that staleness
+            fresh_as_of_ns = time.time_ns() - self.replica.leader_staleness_ns()
+            self.ctx.router.publish(subject, encode_beacon(self.replica.machine.last_seq, fresh_as_of_ns))
             bounded = self.replica.config.max_direct_lag is not None
             await asyncio.sleep(FAST_INTERVAL if bounded else SLOW_INTERVAL)
 
@@ -345,6 +347,7 @@ class StreamLeader:
         if replica.machine.last_seq < request.seq and request.wait_ms:
             await replica.wait_for_seq(request.seq, request.wait_ms / 1000)
         state = replica.store.state()
+        fresh_as_of_ns = time.time_ns() - replica.leader_staleness_ns()
         try:
             batch = replica.store.load_batch(
                 request.filter or ">", request.seq, request.batch, request.max_bytes
@@ -354,7 +357,7 @@ class StreamLeader:
             ]
         except MsgNotFoundError:
             messages = []
-        return encode_batch(state.first_seq, state.last_seq, messages)
+        return encode_batch(state.first_seq, state.last_seq, messages, fresh_as_of_ns)
 
     async def _step_down(self) -> bytes:
         host, group = self.ctx.host, self.replica.group

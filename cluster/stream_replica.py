@@ -213,9 +213,19 @@ class StreamReplica:
             await asyncio.sleep(FAST_INTERVAL if bounded else SLOW_INTERVAL)
             self._check_staleness()
 
+    def leader_staleness_ns(self) -> int:
+        """How far this node's data is behind where it comes from, while it leads: 0, except for a
+        mirror, whose leader copies its origin (over a link that may lag)."""
+        leader = self._leader
+        if leader is None or leader.mirror is None:
+            return 0
+        return leader.mirror.staleness_ns(time.time_ns())
+
     def _check_staleness(self) -> None:
-        if self.role is Role.LEADER or self.stopped:
+        if self.stopped:
             stale_ns = 0
+        elif self.role is Role.LEADER:
+            stale_ns = self.leader_staleness_ns()
         else:
             stale_ns = self.staleness.staleness_ns(self.machine.last_seq, time.time_ns())
         role = self.responder_role().value

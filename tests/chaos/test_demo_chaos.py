@@ -118,10 +118,11 @@ async def test_lagged_follower_and_mirror_serve_stale_direct_gets_while_coherent
     touched = faults.add_latency(layout.lagged, 300)
     assert f"{layout.leader}-to-{follower}" in touched and f"{follower}-to-{layout.leader}" in touched
     assert f"{mirror_node}-to-{layout.leader}" in touched
-    # the replica lag metrics, scraped while the lag lasts: the follower's own staleness in seconds and
-    # the leader's count of entries the follower is behind. (A mirror's lag is not asserted: its fetcher
-    # measures it against the origin's last sequence in the same reply, so link latency does not show.)
+    # the replica lag metrics, scraped while the lag lasts: the follower's own staleness in seconds, the
+    # leader's count of entries the follower is behind, and the mirror's staleness behind its origin
+    # (from the freshness each fetch answer carries over the lagged link)
     follower_http, leader_http = cluster.spec(follower).http_url, cluster.spec(layout.leader).http_url
+    mirror_http = cluster.spec(mirror_node).http_url
     metric = "jetraft_replica_lag_seconds"
     stop_watching = asyncio.Event()
     watchers = [
@@ -129,15 +130,17 @@ async def test_lagged_follower_and_mirror_serve_stale_direct_gets_while_coherent
         for url, name, labels in (
             (follower_http, metric, {"stream": "LAGT", "node": follower, "role": "follower"}),
             (leader_http, "jetraft_replica_lag_messages", {"stream": "LAGT", "node": follower}),
+            (mirror_http, metric, {"stream": "LAGT_M", "node": mirror_node, "role": "mirror"}),
         )
     ]
     try:
         lagged = await workload.run(300, layout.leader, duration=4, max_writes=200, warmup=0.5)
     finally:
         stop_watching.set()
-    lag_seconds, lag_messages = await asyncio.gather(*watchers)
+    lag_seconds, lag_messages, mirror_lag_seconds = await asyncio.gather(*watchers)
     assert lag_seconds >= 0.2, f"{follower}'s {metric} peaked at {lag_seconds}s under 300 ms of lag"
     assert lag_messages >= 1, f"the leader never saw {follower} behind (peak {lag_messages})"
+    assert mirror_lag_seconds >= 0.2, f"the mirror's {metric} peaked at {mirror_lag_seconds}s under 300 ms"
     samples = lagged.samples
 
     coherent = _of(samples, ReadPath.MSG_GET)
@@ -174,9 +177,10 @@ async def test_lagged_follower_and_mirror_serve_stale_direct_gets_while_coherent
             assert local_copy.seq == leader_copy.seq, f"{node} still stale for lagt.k{key}"
     assert caught_up_s < 20
     deadline = time.monotonic() + 10
-    while (now := value(scrape(follower_http), metric, stream="LAGT", node=follower)) >= 0.2:
-        assert time.monotonic() < deadline, f"{follower}'s {metric} stayed at {now}s after catching up"
-        await asyncio.sleep(0.2)
+    for http, stream, node in ((follower_http, "LAGT", follower), (mirror_http, "LAGT_M", mirror_node)):
+        while (now := value(scrape(http), metric, stream=stream, node=node)) >= 0.2:
+            assert time.monotonic() < deadline, f"{node}'s {metric} for {stream} stayed at {now}s after catching up"
+            await asyncio.sleep(0.2)
     admin = any_endpoint.nc.jetstream()
     await admin.delete_stream("LAGT_M")
     await admin.delete_stream("LAGT")
