@@ -92,7 +92,14 @@ class StreamLeader:
     # -- lifecycle ------------------------------------------------------------------------
 
     def open(self) -> None:
-        log.info("stream_leader", stream=self.replica.name, node=self.ctx.name)
+        group = self.replica.group
+        log.info(
+            "stream_leader",
+            stream=self.replica.name,
+            node=self.ctx.name,
+            group=group,
+            term=self.ctx.host.status(group).term,
+        )
         self._api_sub = self.ctx.router.subscribe(stream_subscription(self.replica.name), self._on_api)
         self.refresh_subjects()
         self.reconcile_config()

@@ -238,6 +238,7 @@ class StreamReplica:
                 "direct_get_staleness",
                 stream=self.name,
                 node=self.ctx.name,
+                group=self.group,
                 too_stale=too_stale,
                 staleness_ms=stale_ns // 1_000_000,
                 bound_ms=bound_ms,
