@@ -137,7 +137,7 @@ class TestNodeCluster:
         await asyncio.gather(*(self.start(name) for name in self.nodes))
 
     async def kill(self, name: str) -> float:
-        """kill -9 `name`; returns the time.monotonic() of the kill."""
+        """kill -9 `name`; returns time.monotonic() taken just before the signal is sent."""
         node = self.nodes[name]
         process = node.process
         killed_at = time.monotonic()
