@@ -23,7 +23,7 @@ import nats.errors
 import orjson
 
 from pipeline.errors import BatchNotSupportedError, DirectGetError, DirectGetNotAllowedError
-from pipeline.nats_client import HeaderDict
+from pipeline.nats_client import MultiValueHeaderClient
 
 # Headers a Direct Get responder adds to the stored message; they become columns, not `headers`.
 HDR_STREAM = "Nats-Stream"
@@ -51,6 +51,7 @@ RESPONDER_HEADERS = frozenset(
     }
 )
 
+STATUS_LINE = "NATS/1.0"
 STATUS_EOB = 204
 STATUS_NOT_FOUND = 404
 STATUS_MIN_LAST_SEQ = 412  # jetraft: the responder stayed behind the request's min_last_seq
@@ -86,16 +87,57 @@ class BatchResult:
     description: str = ""
 
 
-def direct_message(headers: HeaderDict, data: bytes) -> DirectMessage:
+@dataclass(slots=True)
+class ReplyHeaders:
+    """A Direct Get reply's header block, split in one pass into the responder's fields and the stored ones."""
+
+    status: int | None
+    description: str
+    meta: dict[str, str]  # RESPONDER_HEADERS only
+    stored: list[tuple[str, str]]  # everything else, in order, repeated names kept
+
+
+def parse_reply_headers(block: bytes) -> ReplyHeaders:
+    """Decode a reply's header block; one decode and one split per block, as this runs once per message."""
+    lines = block.decode("utf-8", "replace").split("\r\n")
+    first = lines[0]
+    if not first.startswith(STATUS_LINE):
+        raise DirectGetError(f"Direct Get reply with a bad header block {first[:40]!r}")
+    status: int | None = None
+    description = ""
+    rest = first[len(STATUS_LINE) :].strip()
+    if rest:
+        code, _, description = rest.partition(" ")
+        if not code.isdigit():
+            raise DirectGetError(f"Direct Get reply with a bad status {code!r}")
+        status = int(code)
+        description = description.strip()
+    meta: dict[str, str] = {}
+    stored: list[tuple[str, str]] = []
+    for line in lines[1:]:
+        if not line:
+            continue
+        name, sep, value = line.partition(":")
+        if not sep:
+            raise DirectGetError(f"Direct Get reply with a bad header line {line[:40]!r}")
+        name = name.strip()
+        if name in RESPONDER_HEADERS:
+            meta[name] = value.strip()
+        else:
+            stored.append((name, value.strip()))
+    return ReplyHeaders(status, description, meta, stored)
+
+
+def direct_message(headers: ReplyHeaders, data: bytes) -> DirectMessage:
     """A data reply into a DirectMessage; raises DirectGetError when the reply lacks its metadata."""
+    meta = headers.meta
     try:
-        seq = int(headers[HDR_SEQUENCE])
-        subject = headers[HDR_SUBJECT]
-        stamp = headers[HDR_TIME]
+        seq = int(meta[HDR_SEQUENCE])
+        subject = meta[HDR_SUBJECT]
+        stamp = meta[HDR_TIME]
     except (KeyError, ValueError) as exc:
         raise DirectGetError(f"Direct Get reply without valid {exc} header") from None
-    stored = [pair for pair in headers.fields if pair[0] not in RESPONDER_HEADERS]
-    return DirectMessage(subject, seq, stamp, stored, data, headers.get(HDR_JETRAFT_NODE))
+    return DirectMessage(subject, seq, stamp, headers.stored, data, meta.get(HDR_JETRAFT_NODE))
 
 
 def batch_request(
@@ -118,19 +160,24 @@ class _PendingBatch:
         self.done: asyncio.Future[BatchResult] = loop.create_future()
         self.replies = 0
 
-    def feed(self, headers: HeaderDict | None, data: bytes) -> None:
+    def feed(self, block: bytes | None, data: bytes) -> None:
         if self.done.done():
             return
         self.replies += 1
-        if headers is None:
+        if block is None:
             self.done.set_exception(DirectGetError("Direct Get reply without headers (was no_hdr set?)"))
             return
-        last_seq = headers.get(HDR_JETRAFT_LAST_SEQUENCE)
+        try:
+            headers = parse_reply_headers(block)
+        except DirectGetError as exc:
+            self.done.set_exception(exc)
+            return
+        last_seq = headers.meta.get(HDR_JETRAFT_LAST_SEQUENCE)
         if last_seq is not None and last_seq.isdigit():
             self.result.responder_last_seq = int(last_seq)
         status = headers.status
         if status is None:
-            if self.replies == 1 and HDR_NUM_PENDING not in headers:
+            if self.replies == 1 and HDR_NUM_PENDING not in headers.meta:
                 # ADR-31: a server without batch support answers the first message alone, without this header.
                 self.done.set_exception(
                     BatchNotSupportedError(
@@ -146,8 +193,8 @@ class _PendingBatch:
             return
         if status == STATUS_EOB:
             try:
-                self.result.num_pending = int(headers[HDR_NUM_PENDING])
-                self.result.last_sequence = int(headers[HDR_LAST_SEQUENCE])
+                self.result.num_pending = int(headers.meta[HDR_NUM_PENDING])
+                self.result.last_sequence = int(headers.meta[HDR_LAST_SEQUENCE])
             except (KeyError, ValueError):
                 self.done.set_exception(
                     DirectGetError("EOB without valid Nats-Num-Pending/Nats-Last-Sequence")
@@ -166,7 +213,7 @@ class DirectGetRangeReader:
 
     def __init__(
         self,
-        nc: nats.aio.client.Client,
+        nc: MultiValueHeaderClient,
         stream: str,
         subject: str | None,
         batch_size: int,
@@ -185,25 +232,25 @@ class DirectGetRangeReader:
         self._min_last_seq = min_last_seq
         self._api_subject = f"$JS.API.DIRECT.GET.{stream}"
         self._inbox = nc.new_inbox()
+        self._token_offset = len(self._inbox) + 1
         self._tokens = itertools.count(1)
-        self._pending: dict[str, _PendingBatch] = {}
+        self._pending: dict[bytes, _PendingBatch] = {}
         self._sub: nats.aio.subscription.Subscription | None = None
         self.requests = 0
         self.stale_retries = 0
 
-    async def _on_reply(self, msg: nats.aio.msg.Msg) -> None:
-        token = msg.subject[len(self._inbox) + 1 :]
-        pending = self._pending.get(token)
+    def _on_reply(self, subject: bytes, block: bytes | None, data: bytes) -> None:
+        pending = self._pending.get(subject[self._token_offset :])
         if pending is not None:
-            pending.feed(msg.headers, msg.data)  # type: ignore[arg-type]
+            pending.feed(block, data)
 
     async def _ensure_subscribed(self) -> None:
         if self._sub is None:
-            self._sub = await self._nc.subscribe(f"{self._inbox}.*", cb=self._on_reply)
+            self._sub = await self._nc.subscribe_raw(f"{self._inbox}.*", self._on_reply)
 
     async def close(self) -> None:
         if self._sub is not None:
-            await self._sub.unsubscribe()
+            await self._nc.unsubscribe_raw(self._sub)
             self._sub = None
 
     async def fetch_batch(self, seq: int, batch: int) -> BatchResult:
@@ -211,12 +258,12 @@ class DirectGetRangeReader:
         await self._ensure_subscribed()
         body = orjson.dumps(batch_request(seq, batch, self._max_bytes, self._subject, self._min_last_seq))
         for _attempt in range(TIMEOUT_ATTEMPTS):
-            token = str(next(self._tokens))
+            token = b"%d" % next(self._tokens)
             pending = _PendingBatch(asyncio.get_running_loop())
             self._pending[token] = pending
             try:
                 self.requests += 1
-                await self._nc.publish(self._api_subject, body, reply=f"{self._inbox}.{token}")
+                await self._nc.publish(self._api_subject, body, reply=f"{self._inbox}.{token.decode()}")
                 result = await self._await_quiet(pending)
             finally:
                 del self._pending[token]

@@ -8,16 +8,23 @@ field in order, while still filling the dict nats-py itself reads (the
 `Status` key drives its no-responders handling). nats-py 2.16 routes every
 received header block through `Client._process_headers`; a test pins that.
 
+Bulk readers (Direct Get batches) use `subscribe_raw`: their replies skip
+nats-py's per-message Msg object, header dict, queue and delivery task, which
+cost more than the whole decoding of a Direct Get reply; the handler gets the
+reply subject, header block and payload as bytes straight from the parser
+(nats-py 2.16 hands every message to `Client._process_msg`; a test pins that).
+
 For publishing, nats-py only iterates `headers.items()`, so `RepeatedHeaders`
 (a dict whose `items()` yields every pair) sends repeated names unchanged.
 """
 
 from __future__ import annotations
 
-from collections.abc import ItemsView, Iterable, Sequence
+from collections.abc import Callable, ItemsView, Iterable, Sequence
 from typing import Any
 
 import nats.aio.client
+import nats.aio.subscription
 import nats.errors
 
 from gateway.headers import HeaderError, decode_headers
@@ -43,8 +50,37 @@ class HeaderDict(dict[str, str]):
                 self[DESCRIPTION_KEY] = description
 
 
+RawHandler = Callable[[bytes, bytes | None, bytes], None]
+"""handler(subject, header block or None, payload), called in the connection's read loop."""
+
+
 class MultiValueHeaderClient(nats.aio.client.Client):
-    """A nats-py client whose received messages carry `HeaderDict` headers."""
+    """A nats-py client whose received messages carry `HeaderDict` headers, with raw subscriptions."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._raw_handlers: dict[int, RawHandler] = {}
+
+    async def subscribe_raw(self, subject: str, handler: RawHandler) -> nats.aio.subscription.Subscription:
+        """Subscribe with `handler` taking each message as bytes; unsubscribe with `unsubscribe_raw`."""
+        sub = await self.subscribe(subject)
+        self._raw_handlers[sub._id] = handler
+        return sub
+
+    async def unsubscribe_raw(self, sub: nats.aio.subscription.Subscription) -> None:
+        self._raw_handlers.pop(sub._id, None)
+        await sub.unsubscribe()
+
+    async def _process_msg(  # type: ignore[override]
+        self, sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes | None
+    ) -> None:
+        handler = self._raw_handlers.get(sid)
+        if handler is None:
+            await super()._process_msg(sid, subject, reply, data, headers)
+            return
+        self.stats["in_msgs"] += 1
+        self.stats["in_bytes"] += len(data)
+        handler(subject, headers or None, data)
 
     async def _process_headers(self, headers: bytes) -> dict[str, str] | None:  # type: ignore[override]
         if not headers:

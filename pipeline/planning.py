@@ -23,7 +23,7 @@ from pipeline.errors import (
     PipelineError,
     StreamNotFoundError,
 )
-from pipeline.nats_client import connect
+from pipeline.nats_client import MultiValueHeaderClient, connect
 from pipeline.options import ReadOptions
 
 ERR_STREAM_NOT_FOUND = 10059
@@ -141,7 +141,7 @@ async def check_stream(nc: nats.aio.client.Client, options: ReadOptions) -> Stre
     return snapshot
 
 
-async def probe_batch_support(nc: nats.aio.client.Client, options: ReadOptions, seq: int) -> None:
+async def probe_batch_support(nc: MultiValueHeaderClient, options: ReadOptions, seq: int) -> None:
     """One batch request of one message: raises BatchNotSupportedError on a server without batches."""
     reader = DirectGetRangeReader(
         nc, options.stream, options.subject, 1, options.max_bytes, options.request_timeout

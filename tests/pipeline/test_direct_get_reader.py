@@ -151,3 +151,24 @@ async def test_multi_value_headers_survive_nats_py_both_ways(core_nats: str) -> 
     assert isinstance(msg.headers, HeaderDict)
     assert msg.headers.fields == [("A", "1"), ("A", "2"), ("B", "x")]
     assert msg.headers["B"] == "x"
+
+
+async def test_raw_subscriptions_get_bytes_straight_from_the_parser(core_nats: str) -> None:
+    """Pins the nats-py hook bulk reads rely on (Client._process_msg), and that other subscriptions keep it."""
+    receiver = await connect([core_nats], 2.0)
+    sender = await nats.connect(core_nats)
+    got: list[tuple[bytes, bytes | None, bytes]] = []
+    try:
+        raw = await receiver.subscribe_raw("raw.*", lambda *message: got.append(message))
+        plain = await receiver.subscribe("plain")
+        await receiver.flush()
+        await sender.publish("raw.a", b"1", headers=RepeatedHeaders([("A", "1"), ("A", "2")]))
+        await sender.publish("raw.b", b"2")
+        await sender.publish("plain", b"3")
+        msg = await plain.next_msg(timeout=2)
+        await receiver.unsubscribe_raw(raw)
+    finally:
+        await sender.close()
+        await receiver.close()
+    assert got == [(b"raw.a", b"NATS/1.0\r\nA: 1\r\nA: 2\r\n\r\n", b"1"), (b"raw.b", None, b"2")]
+    assert msg.data == b"3"
