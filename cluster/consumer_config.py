@@ -20,7 +20,7 @@ from typing import Any
 from cluster import jsjson
 from cluster.api_errors import JSErrors
 from cluster.stream_config import REQUIRED_LEVEL_KEY, SERVER_LEVEL_KEY, SERVER_VERSION_KEY
-from storage.nats_time import format_optional_ts, parse_rfc3339_nano
+from storage.nats_time import format_optional_ts, parse_request_time
 
 
 class DeliverPolicy(enum.StrEnum):
@@ -237,7 +237,7 @@ def _time_ns(obj: dict[str, Any], key: str) -> int | None:
     if not isinstance(raw, str):
         raise jsjson.RequestJSONError(f"json: cannot unmarshal {type(raw).__name__} into field {key}")
     try:
-        return parse_rfc3339_nano(raw)
+        return parse_request_time(raw)
     except ValueError as exc:
         raise jsjson.RequestJSONError(str(exc)) from None
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cluster import jsjson
-from storage.nats_time import parse_rfc3339_nano
+from storage.nats_time import parse_request_time
 
 DIRECT_GET_PREFIX = "$JS.API.DIRECT.GET."
 # tokens of "$JS.API.DIRECT.GET.<stream>" before any appended subject
@@ -76,7 +76,7 @@ def _time(obj: dict[str, Any], key: str) -> int | None:
     if not isinstance(raw, str):
         raise jsjson.RequestJSONError(f"{key} must be an RFC 3339 string")
     try:
-        return parse_rfc3339_nano(raw)
+        return parse_request_time(raw)
     except ValueError as exc:
         raise jsjson.RequestJSONError(str(exc)) from None
 

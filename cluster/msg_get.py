@@ -17,7 +17,7 @@ from cluster.api_errors import ApiError, JSErrors, error_response
 from storage.errors import MsgNotFoundError
 from storage.interface import StreamStore
 from storage.model import StoredMsg
-from storage.nats_time import format_optional_ts, parse_rfc3339_nano
+from storage.nats_time import format_optional_ts, parse_request_time
 
 MSG_GET_RESPONSE_TYPE = "io.nats.jetstream.api.v1.stream_msg_get_response"
 
@@ -42,7 +42,7 @@ def parse_msg_get(payload: bytes) -> MsgGetRequest:
         if start_raw is not None:
             if not isinstance(start_raw, str):
                 raise jsjson.RequestJSONError("start_time must be an RFC 3339 string")
-            start_ns = parse_rfc3339_nano(start_raw)
+            start_ns = parse_request_time(start_raw)
         request = MsgGetRequest(
             seq=jsjson.get_int(obj, "seq", unsigned=True),
             last_by_subj=jsjson.get_str(obj, "last_by_subj"),

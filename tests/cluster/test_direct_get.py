@@ -238,3 +238,19 @@ def test_request_forms_and_extensions() -> None:
     assert split_direct_subject("$JS.API.DIRECT.GET.KV_x") == ("KV_x", None)
     with pytest.raises(ValueError):
         split_direct_subject("$JS.API.STREAM.INFO.X")
+
+
+def test_times_past_the_64_bit_range_are_answered_not_raised() -> None:
+    store = MemoryStreamStore()
+    store.store_msg("far.a", None, b"1", 1_000)
+    responder = Responder("n1", ResponderRole.LEADER, "FAR")
+    late = parse_direct_get(b'{"start_time":"2999-01-01T00:00:00Z"}')
+    assert isinstance(late, DirectGetRequest)
+    frames = answer_direct_get(late, store, responder, 1)
+    assert len(frames) == 1 and frames[0][0] is not None and frames[0][0].startswith(b"NATS/1.0 404")
+    early = parse_direct_get(b'{"start_time":"1000-01-01T00:00:00Z","batch":5}')
+    assert isinstance(early, DirectGetRequest)
+    assert answer_direct_get(early, store, responder, 1)[0][1] == b"1"
+    everything = parse_direct_get(b'{"multi_last":["far.>"],"up_to_time":"2999-01-01T00:00:00Z"}')
+    assert isinstance(everything, DirectGetRequest)
+    assert answer_direct_get(everything, store, responder, 1)[0][1] == b"1"

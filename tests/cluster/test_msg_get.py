@@ -79,3 +79,11 @@ def test_start_time_and_no_hdr(gets: MemoryStreamStore) -> None:
     )
     body = answer_msg_get(b'{"seq":2,"no_hdr":true}', gets)
     assert b'"hdrs"' not in body and b'"data":"YjE="' in body
+
+
+def test_a_start_time_past_the_64_bit_range_finds_no_message(gets: MemoryStreamStore) -> None:
+    # 2999 overflows int64 nanoseconds: it means "after every message", answered like any other miss
+    body = answer_msg_get(b'{"start_time":"2999-01-01T00:00:00Z"}', gets)
+    assert b'"err_code":10037' in body
+    body = answer_msg_get(b'{"start_time":"1000-01-01T00:00:00Z"}', gets)
+    assert b'"seq":1,' in body
