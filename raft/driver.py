@@ -57,8 +57,7 @@ from raft.types import (
 
 log = structlog.get_logger(__name__)
 
-# A write this small, on a node leading none of the groups in it, is done on the loop (see
-# `_persist_inline`).
+# A write this small is done on the loop rather than the writer thread (see `_persist_inline`).
 INLINE_PERSIST_BYTES = 16 * 1024
 # What a leader may send before its own write completes (see `_send_early`).
 _SENT_EARLY = frozenset({MessageType.APPEND, MessageType.HEARTBEAT})
@@ -629,7 +628,9 @@ class RaftHost:
         # rides along with the next write that must happen anyway.
         if must_write and self.engine is not None:
             try:
-                if self._persist_inline(readies):
+                if self._persist_inline():
+                    if any(group.core.role is Role.LEADER for group, _, _ in readies):
+                        await asyncio.sleep(0)  # the link tasks write the appends sent early first
                     self.engine.persist_blocking(sync)
                 else:
                     await self.engine.persist(sync)
@@ -682,23 +683,28 @@ class RaftHost:
         if self._dirty:
             self._wake.set()
 
-    def _persist_inline(self, readies: list[tuple[_Group, Ready, Sequence[Message]]]) -> bool:
+    def _persist_inline(self) -> bool:
         """Whether to write this batch on the loop rather than the writer thread.
 
-        A follower's small write is on a commit's critical path and the loop has nothing to overlap
-        with it (the acknowledgement waits for it): the two thread hand-offs would cost more than the
-        write blocks. A leader's write overlaps with its appends going out, which needs the loop, and a
-        large write would hold up reading the next appends.
+        A small write (one command at a time, say) is on its commit's critical path: a follower's
+        acknowledgement waits for it, and so does the leader's count of its own copy. Done here it
+        costs the loop the fsync; on the writer thread it costs two thread hand-offs on top, which
+        measured more (raft_bench, one in flight). A leader first lets its link tasks write the appends
+        it sent early. A large write, under load, goes to the writer thread, so the loop keeps reading
+        and sending while the disk works.
         """
         engine = self.engine
-        if engine is None or engine.pending_bytes() > INLINE_PERSIST_BYTES:
-            return False
-        return all(group.core.role is not Role.LEADER for group, _, _ in readies)
+        return engine is not None and engine.pending_bytes() <= INLINE_PERSIST_BYTES
 
     def _send_notices(self, notices: list[tuple[str, Message]]) -> None:
         send = self.transport.send
+        groups = self._groups
         for name, msg in notices:
-            if name in self._groups:
+            group = groups.get(name)
+            # A proposal made since (say, by a proposer answering the last one at once) goes out in the
+            # next iteration's appends, which carry the commit index: the notice would only cost the
+            # follower a frame and an iteration just ahead of the append it waits for.
+            if group is not None and not group.proposals:
                 send(name, msg)
 
     def _send_early(self, group: _Group, ready: Ready) -> Sequence[Message]:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from raft import driver
 from raft.driver import GroupOptions, RaftHost
 from raft.rocks_log_storage import RocksLogEngine
 from tests.raft.integration.cluster_helpers import (
@@ -54,6 +55,14 @@ async def _until(predicate: object, what: str) -> None:
             return
         await asyncio.sleep(TICK / 4)
     raise AssertionError(f"timed out waiting until {what}")
+
+
+@pytest.fixture(autouse=True)
+def writes_off_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Small writes are normally fsynced on the loop, which then cannot step an acknowledgement before
+    # its own write is done; the race these tests are about exists when the write is on the writer
+    # thread (every write above 16 KiB), so every write goes there, through the gate.
+    monkeypatch.setattr(driver, "INLINE_PERSIST_BYTES", -1)
 
 
 @pytest.fixture
