@@ -629,9 +629,10 @@ class RaftHost:
         if must_write and self.engine is not None:
             try:
                 if self._persist_inline():
+                    staged = self.engine.take_staged()  # ours alone, even if another persist runs meanwhile
                     if any(group.core.role is Role.LEADER for group, _, _ in readies):
                         await asyncio.sleep(0)  # the link tasks write the appends sent early first
-                    self.engine.persist_blocking(sync)
+                    self.engine.write_staged(staged, sync)
                 else:
                     await self.engine.persist(sync)
             except Exception as exc:

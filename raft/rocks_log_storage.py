@@ -53,6 +53,9 @@ _MAX_GROUP_NAME_BYTES = 1024
 DEFAULT_TAIL_ENTRIES = 65_536
 
 
+# A taken batch, and per storage (last index, rewrite count) to trim its in-memory tail once written.
+StagedWrite = tuple[WriteBatch, list[tuple["RocksLogStorage", int, int]]]
+
 class StorageClosedError(RuntimeError):
     """The engine was closed; the group cannot be read or written any more."""
 
@@ -192,10 +195,17 @@ class RocksLogEngine:
 
     def persist_blocking(self, sync: bool = True) -> None:
         """Write everything staged so far as one batch; fsync the WAL when `sync`."""
+        self.write_staged(self.take_staged(), sync)
+
+    def take_staged(self) -> StagedWrite | None:
+        """Everything staged so far, as one write to make with `write_staged`; later staging goes into the
+        next. Lets a caller yield between the two without another persist taking its entries."""
         self._check_open()
-        taken = self._take_pending()
-        if taken is not None:
-            batch, written = taken
+        return self._take_pending()
+
+    def write_staged(self, staged: StagedWrite | None, sync: bool = True) -> None:
+        if staged is not None:
+            batch, written = staged
             self._write(batch, sync)
             self._written(written)
 
@@ -210,7 +220,7 @@ class RocksLogEngine:
         await loop.run_in_executor(self._writer, self._write, batch, sync)
         self._written(written)
 
-    def _take_pending(self) -> tuple[WriteBatch, list[tuple[RocksLogStorage, int, int]]] | None:
+    def _take_pending(self) -> StagedWrite | None:
         if self._pending.is_empty():
             return None
         batch = self._pending

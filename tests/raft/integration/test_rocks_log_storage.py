@@ -255,3 +255,23 @@ async def test_entries_rewritten_while_a_persist_runs_are_read_back_correctly(tm
         assert storage.entries(1, 41) == _entries(1, 4, term=1) + _entries(5, 40, term=2)
     finally:
         engine.close()
+
+
+def test_a_taken_write_belongs_to_its_taker_alone(tmp_path: Path) -> None:
+    # The host takes its staged write, yields, then writes it: a persist by anyone else meanwhile must
+    # neither take those entries (the host would then answer before they are on disk) nor lose them.
+    engine = RocksLogEngine(tmp_path / "raft")
+    storage = engine.open_group("g1", conf_state=VOTERS)
+    storage.append(_entries(1, 2))
+    staged = engine.take_staged()
+    assert staged is not None and not engine.has_pending()
+    storage.append(_entries(3, 3))
+    engine.persist_blocking()  # another caller's persist: entry 3 only
+    engine.write_staged(staged, sync=True)
+    engine.close()
+    engine = RocksLogEngine(tmp_path / "raft")
+    try:
+        assert engine.open_group("g1").entries(1, 4) == _entries(1, 3)
+        assert engine.take_staged() is None
+    finally:
+        engine.close()
