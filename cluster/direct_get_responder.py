@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
 
 import structlog
 
@@ -29,6 +28,7 @@ from cluster.direct_get_request import (
     parse_direct_get,
     split_direct_subject,
 )
+from cluster.metrics import LabelledChildren
 from cluster.node_context import NodeContext
 from gateway.router import Message, Subscription
 from storage.interface import StreamStore
@@ -61,7 +61,7 @@ class DirectGetResponder:
         self._role = role
         self._reply_stream = reply_stream
         self._subs: list[Subscription] = []
-        self._counters: dict[tuple[str, str], Any] = {}
+        self._requests = LabelledChildren(ctx.metrics.direct_get_requests, reply_stream, ctx.name)
 
     @property
     def joined(self) -> bool:
@@ -127,9 +127,4 @@ class DirectGetResponder:
         publish = self._ctx.router.publish
         for headers, payload in frames:
             publish(reply, payload, None, headers)
-        key = (self._role().value, status)
-        counter = self._counters.get(key)
-        if counter is None:
-            counter = self._ctx.metrics.direct_get_requests.labels(self._reply_stream, self._ctx.name, *key)
-            self._counters[key] = counter
-        counter.inc()
+        self._requests(self._role().value, status).inc()

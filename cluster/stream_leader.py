@@ -26,6 +26,7 @@ from cluster import jsjson
 from cluster.api_errors import ApiError, JSErrors
 from cluster.api_subjects import ApiOp, parse_stream_subject, stream_subscription
 from cluster.group_membership import converge_membership
+from cluster.metrics import LabelledChildren
 from cluster.msg_get import answer_msg_get, msg_get_error
 from cluster.node_context import CLUSTER_NAME
 from cluster.origin_fetcher import OriginFetcher
@@ -83,10 +84,11 @@ class StreamLeader:
         self._closed = False
         self.mirror: OriginFetcher | None = None
         self.sources: list[OriginFetcher] = []
-        self._msg_get_counters: dict[str, Any] = {}
         self._membership_task: asyncio.Task[Any] | None = None
-        self._outcome_counters: dict[str, Any] = {}
-        self._puback_latency = self.ctx.metrics.puback_latency.labels(replica.name, self.ctx.name)
+        metrics = self.ctx.metrics
+        self._msg_gets = LabelledChildren(metrics.msg_get_requests, replica.name, self.ctx.name)
+        self._publishes = LabelledChildren(metrics.publishes, replica.name, self.ctx.name)
+        self._puback_latency = metrics.puback_latency.labels(replica.name, self.ctx.name)
         self._republisher: Republisher | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -245,11 +247,7 @@ class StreamLeader:
             self._acknowledge(reply, _unavailable_ack(name, None), started, "error")
 
     def _acknowledge(self, reply: str | None, body: bytes, started: float, outcome: str) -> None:
-        counter = self._outcome_counters.get(outcome)
-        if counter is None:  # label lookups cost more than the increment: keep the children
-            counter = self.ctx.metrics.publishes.labels(self.replica.name, self.ctx.name, outcome)
-            self._outcome_counters[outcome] = counter
-        counter.inc()
+        self._publishes(outcome).inc()
         if reply and not self.replica.config.no_ack:
             self.ctx.reply(reply, body)
             self._puback_latency.observe(time.perf_counter() - started)
@@ -340,11 +338,7 @@ class StreamLeader:
             body = answer_msg_get(msg.payload, self.replica.store)
             # a message's fields are base64 or numbers: only an error reply has this key
             status = "ok" if b'"error":' not in body else _error_code(body)
-        counter = self._msg_get_counters.get(status)
-        if counter is None:
-            counter = self.ctx.metrics.msg_get_requests.labels(self.replica.name, self.ctx.name, status)
-            self._msg_get_counters[status] = counter
-        counter.inc()
+        self._msg_gets(status).inc()
         self.ctx.reply(msg.reply, body)
 
     async def _fetch(self, payload: bytes) -> bytes:
