@@ -12,6 +12,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
+from storage.validation import MAX_TS, MIN_TS
+
 ZERO_TIME = "0001-01-01T00:00:00Z"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _NS_PER_S = 1_000_000_000
@@ -60,13 +62,9 @@ def parse_rfc3339_nano(text: str) -> int:
     return (delta.days * 86_400 + delta.seconds) * _NS_PER_S + nanos
 
 
-_MIN_TS = -(1 << 63)
-_MAX_TS = (1 << 63) - 1
-
-
 def parse_request_time(text: str) -> int:
     """A request's RFC 3339 time (`start_time`, `up_to_time`, `opt_start_time`) as Unix nanoseconds held
     to the 64-bit range stored timestamps live in: a time after 2262 asks for what comes after every
     message (nothing), not for an error the store would raise. Raises ValueError like parse_rfc3339_nano.
     """
-    return min(max(parse_rfc3339_nano(text), _MIN_TS), _MAX_TS)
+    return min(max(parse_rfc3339_nano(text), MIN_TS), MAX_TS)

@@ -10,6 +10,8 @@ ALL_SUBJECTS = ">"
 MAX_SUBJECT_BYTES = 0xFFFF
 # Timestamps and sequences are stored as 8-byte integers.
 MAX_SEQ = 2**63 - 1
+MIN_TS = -MAX_SEQ - 1
+MAX_TS = MAX_SEQ
 _HEADER_START = b"NATS/1.0"
 _HEADER_END = b"\r\n\r\n"
 
@@ -68,6 +70,6 @@ def check_count(count: int, name: str) -> int:
 
 
 def check_ts(ts_ns: int) -> int:
-    if not isinstance(ts_ns, int) or isinstance(ts_ns, bool) or not -MAX_SEQ - 1 <= ts_ns <= MAX_SEQ:
+    if not isinstance(ts_ns, int) or isinstance(ts_ns, bool) or not MIN_TS <= ts_ns <= MAX_TS:
         raise InvalidRequestError(f"timestamp must be a 64-bit integer of nanoseconds, got {ts_ns!r}")
     return ts_ns
