@@ -22,6 +22,7 @@ import nats.aio.client
 import nats.errors
 import orjson
 
+from gateway.headers import HeaderError, decode_headers
 from pipeline.errors import BatchNotSupportedError, DirectGetError, DirectGetNotAllowedError
 from pipeline.nats_client import MultiValueHeaderClient
 
@@ -51,7 +52,6 @@ RESPONDER_HEADERS = frozenset(
     }
 )
 
-STATUS_LINE = "NATS/1.0"
 STATUS_EOB = 204
 STATUS_NOT_FOUND = 404
 STATUS_MIN_LAST_SEQ = 412  # jetraft: the responder stayed behind the request's min_last_seq
@@ -89,7 +89,7 @@ class BatchResult:
 
 @dataclass(slots=True)
 class ReplyHeaders:
-    """A Direct Get reply's header block, split in one pass into the responder's fields and the stored ones."""
+    """A Direct Get reply's header block, split into the responder's fields and the stored ones."""
 
     status: int | None
     description: str
@@ -98,34 +98,19 @@ class ReplyHeaders:
 
 
 def parse_reply_headers(block: bytes) -> ReplyHeaders:
-    """Decode a reply's header block; one decode and one split per block, as this runs once per message."""
-    lines = block.decode("utf-8", "replace").split("\r\n")
-    first = lines[0]
-    if not first.startswith(STATUS_LINE):
-        raise DirectGetError(f"Direct Get reply with a bad header block {first[:40]!r}")
-    status: int | None = None
-    description = ""
-    rest = first[len(STATUS_LINE) :].strip()
-    if rest:
-        code, _, description = rest.partition(" ")
-        if not code.isdigit():
-            raise DirectGetError(f"Direct Get reply with a bad status {code!r}")
-        status = int(code)
-        description = description.strip()
+    """Decode a reply's header block (gateway's decoder, as for every other message) and split it."""
+    try:
+        headers = decode_headers(block)
+    except HeaderError as exc:
+        raise DirectGetError(f"Direct Get reply with a bad header block: {exc}") from None
     meta: dict[str, str] = {}
     stored: list[tuple[str, str]] = []
-    for line in lines[1:]:
-        if not line:
-            continue
-        name, sep, value = line.partition(":")
-        if not sep:
-            raise DirectGetError(f"Direct Get reply with a bad header line {line[:40]!r}")
-        name = name.strip()
+    for name, value in headers.fields:
         if name in RESPONDER_HEADERS:
-            meta[name] = value.strip()
+            meta[name] = value
         else:
-            stored.append((name, value.strip()))
-    return ReplyHeaders(status, description, meta, stored)
+            stored.append((name, value))
+    return ReplyHeaders(headers.status, headers.description, meta, stored)
 
 
 def direct_message(headers: ReplyHeaders, data: bytes) -> DirectMessage:
