@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from gateway.subjects import is_valid_filter, is_valid_subject
 from pipeline.errors import OptionError
+from storage.validation import MAX_TS
 
 DEFAULT_BATCH_SIZE = 1000
 DEFAULT_MAX_BYTES = 1 << 20
@@ -24,7 +25,7 @@ DEFAULT_ACK_TIMEOUT = 30.0
 DEFAULT_MSG_ID_PREFIX = "spark"
 # ADR-31 servers stop a batch at max_bytes or at their own max_pending (64 MiB by default).
 MAX_MAX_BYTES = 64 << 20
-LATEST_TIME_NS_SECONDS = (2**63 - 1) // 1_000_000_000
+LATEST_TIME_NS_SECONDS = MAX_TS // 1_000_000_000
 
 
 def parse_servers(raw: str | None) -> tuple[str, ...]:
