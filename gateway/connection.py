@@ -48,6 +48,7 @@ class ClientConnection(asyncio.Protocol):
         self.server = server
         self.client_id = client_id
         self.router = server.router
+        self._output = server.router.output
         limits = server.limits
         self._parser = ClientCommandParser(limits.max_payload, limits.max_control_line)
         self._max_pending = limits.max_pending
@@ -93,6 +94,7 @@ class ClientConnection(asyncio.Protocol):
             return
         self._parser.receive_data(data)
         self._drain_events()
+        self._output.flush()
         if not self._reading_paused and self.router.links_congested():
             # A peer link is backed up: stop reading this publisher until it drains.
             self._reading_paused = True
@@ -227,7 +229,7 @@ class ClientConnection(asyncio.Protocol):
         self._out_size += len(data)
         if not self._flush_pending:
             self._flush_pending = True
-            self._loop.call_soon(self._flush)
+            self._output.add(self)
         if self._out_size > self._max_pending:
             self._slow_consumer()
 
@@ -245,9 +247,9 @@ class ClientConnection(asyncio.Protocol):
         self._out_size += len(data)
         if not self._flush_pending:
             self._flush_pending = True
-            self._loop.call_soon(self._flush)
+            self._output.add(self)
 
-    def _flush(self) -> None:
+    def flush_output(self) -> None:
         self._flush_pending = False
         transport = self.transport
         if not self._out or transport is None or self.closed:
@@ -278,7 +280,7 @@ class ClientConnection(asyncio.Protocol):
     def close(self) -> None:
         if self.closed:
             return
-        self._flush()
+        self.flush_output()
         self.closed = True
         if self.transport is not None:
             self.transport.close()

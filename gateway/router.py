@@ -21,6 +21,7 @@ from typing import Final, Protocol
 import structlog
 
 from gateway.headers import encode_headers
+from gateway.output import OutputFlusher
 from gateway.protocol import encode_token
 from gateway.queue_policy import QueueGroup, QueuePolicy, make_policy
 from gateway.subjects import is_valid_filter
@@ -200,6 +201,8 @@ class Router:
         self._interest: dict[tuple[str, str | None], int] = {}
         self._interest_listeners: list[InterestListener] = []
         self._remote: dict[str, dict[tuple[str, str | None], RemoteInterest]] = {}
+        # Client connections' buffered output; see gateway.output.
+        self.output = OutputFlusher()
 
     # --- local subscriptions -------------------------------------------------------
 

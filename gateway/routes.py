@@ -276,6 +276,7 @@ class RouteMesh:
                 )
             except InvalidSubjectError as exc:
                 log.warning("bad message from peer", peer=peer, error=str(exc))
+        router.output.flush()
 
 
 class _RouteServicer(route_pb2_grpc.RouteServicer):
