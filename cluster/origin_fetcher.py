@@ -137,7 +137,10 @@ class OriginFetcher:
                     if self._on_proposed is not None:
                         self._on_proposed(msg.subject, header, bytes(msg.payload), future)
                     proposed.append(future)
-                await asyncio.gather(*proposed)
+                # every outcome retrieved: when leadership moves, all of a batch's proposals fail alike
+                for outcome in await asyncio.gather(*proposed, return_exceptions=True):
+                    if isinstance(outcome, BaseException):
+                        raise outcome
                 self.caught_up_seq = batch.last_seq if complete else batch.messages[-1].seq
             except RaftHostError as exc:
                 # leadership moved: the new leader's fetcher takes over from the replicated position
