@@ -36,8 +36,7 @@ import nats.errors
 import nats.js.errors
 from nats.js.api import StreamConfig
 
-from cluster.local_cluster import HOST, LocalCluster, NodeSpec
-from gateway.local_nodes import free_port
+from cluster.local_cluster import LocalCluster, plan_free_nodes
 from pipeline.examples.publishing import publish_acknowledged
 
 STREAM = "BENCH"
@@ -46,10 +45,7 @@ LEADER_TIMEOUT = 60.0
 
 
 def start_cluster(nodes: int, data_dir: Path) -> LocalCluster:
-    specs = [NodeSpec(f"n{i}", free_port(), free_port(), free_port()) for i in range(1, nodes + 1)]
-    for spec in specs:
-        spec.dial = {peer.name: f"{HOST}:{peer.cluster_port}" for peer in specs if peer.name != spec.name}
-    cluster = LocalCluster(specs, data_dir)
+    cluster = LocalCluster(plan_free_nodes(nodes, 0), data_dir)
     cluster.start(timeout=LEADER_TIMEOUT)
     return cluster
 

@@ -36,7 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from raft.testnode_cluster import HOST, TestNodeCluster, free_port
+from raft.testnode_cluster import HOST, TestNodeCluster, free_ports
 
 
 def _percentile(sorted_values: list[float], fraction: float) -> float:
@@ -198,7 +198,7 @@ def _pysyncobj_load(node: Any, count: int, inflight: int, size: int, max_seconds
 
 
 def bench_pysyncobj(args: argparse.Namespace) -> dict[str, Any]:
-    addresses = [f"{HOST}:{free_port()}" for _ in range(3)]
+    addresses = [f"{HOST}:{port}" for port in free_ports(3)]
     spec = {
         "size": args.size,
         "warm": {"count": 2_000, "inflight": 200, "max_seconds": 30},

@@ -51,6 +51,15 @@ def free_port() -> int:
     return free_port_base(1)
 
 
+def _distinct_ports(names: Sequence[str], cluster: bool) -> tuple[dict[str, int], dict[str, int]]:
+    """Client ports and (for a cluster) route ports, all distinct: one block, since separate probes
+    may hand out the same free port twice."""
+    base = free_port_base(2 * len(names))
+    ports = {name: base + i for i, name in enumerate(names)}
+    cluster_ports = {name: base + len(names) + i for i, name in enumerate(names)} if cluster else {}
+    return ports, cluster_ports
+
+
 @dataclass
 class NodeProcess:
     name: str
@@ -165,8 +174,7 @@ async def gateway_cluster(
     log_dir: Path | None = None,
 ) -> AsyncIterator[list[NodeProcess]]:
     """A full mesh of gateway nodes, ready (every route up) on entry, stopped on exit."""
-    ports = {name: free_port() for name in names}
-    cluster_ports = {name: free_port() for name in names} if len(names) > 1 else {}
+    ports, cluster_ports = _distinct_ports(names, cluster=len(names) > 1)
     nodes: list[NodeProcess] = []
 
     async def start(name: str) -> None:
@@ -257,8 +265,7 @@ async def _wait_for_log(proc: asyncio.subprocess.Process, needle: bytes, count: 
 async def nats_server_cluster(size: int) -> AsyncIterator[list[NodeProcess]]:
     """`size` real nats-servers (a cluster when size > 1), for side-by-side tests and benchmarks."""
     names = [f"r{i}" for i in range(1, size + 1)]
-    ports = {name: free_port() for name in names}
-    cluster_ports = {name: free_port() for name in names}
+    ports, cluster_ports = _distinct_ports(names, cluster=True)
     nodes: list[NodeProcess] = []
     try:
         for name in names:

@@ -26,19 +26,27 @@ import aiohttp
 HOST = "127.0.0.1"
 
 
-def free_port() -> int:
-    """A port nobody listens on right now, below Linux's ephemeral range (32768+): a client that probes a
-    port there before its server listens can be handed that very port as its source and connect to itself."""
+def free_ports(count: int) -> list[int]:
+    """`count` distinct ports nobody listens on right now, below Linux's ephemeral range (32768+): a client
+    that probes a port there before its server listens can be handed that very port as its source and
+    connect to itself. Each is held until all are found, so no two are the same."""
     rng = random.Random()
-    for _ in range(1000):
-        port = rng.randrange(10_000, 32_000)
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+    held: list[socket.socket] = []
+    try:
+        for _ in range(1000 + count):
+            if len(held) == count:
+                return [sock.getsockname()[1] for sock in held]
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             try:
-                sock.bind((HOST, port))
+                sock.bind((HOST, rng.randrange(10_000, 32_000)))
             except OSError:
+                sock.close()
                 continue
-            return port
-    raise RuntimeError("no free port below the ephemeral range on 127.0.0.1")
+            held.append(sock)
+    finally:
+        for sock in held:
+            sock.close()
+    raise RuntimeError("no free ports below the ephemeral range on 127.0.0.1")
 
 
 class NodeRequestError(RuntimeError):
@@ -78,8 +86,9 @@ class TestNodeCluster:
     ) -> None:
         self.base_dir = base_dir
         self.args = list(args)
+        ports = iter(free_ports(2 * len(names)))
         self.nodes: dict[str, NodeProcess] = {
-            name: NodeProcess(name, free_port(), free_port(), base_dir / name) for name in names
+            name: NodeProcess(name, next(ports), next(ports), base_dir / name) for name in names
         }
         self._session: aiohttp.ClientSession | None = None
 

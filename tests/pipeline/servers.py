@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gateway.local_nodes import free_port
+from gateway.local_nodes import free_port_base
 
 HOST = "127.0.0.1"
 NATS_SERVER = Path(sys.executable).with_name("nats-server")
@@ -68,9 +68,11 @@ class NatsServerProcesses:
     def __init__(self, nodes: int, workdir: Path) -> None:
         self.workdir = workdir
         self.names = [f"n{i}" for i in range(1, nodes + 1)]
-        self.ports = {name: free_port() for name in self.names}
-        self.monitor_ports = {name: free_port() for name in self.names}
-        self.cluster_ports = {name: free_port() for name in self.names} if nodes > 1 else {}
+        # one block of distinct ports: separate free_port() probes may hand out the same port twice
+        base = free_port_base(3 * nodes)
+        self.ports = {name: base + i for i, name in enumerate(self.names)}
+        self.monitor_ports = {name: base + nodes + i for i, name in enumerate(self.names)}
+        self.cluster_ports = {name: base + 2 * nodes + i for i, name in enumerate(self.names)} if nodes > 1 else {}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
     def command(self, name: str, jetstream: bool = True) -> list[str]:
@@ -138,12 +140,9 @@ class NatsServerProcesses:
 
 def start_jetraft(nodes: int, workdir: Path) -> JetStreamTarget:
     """The project's own nodes; their Direct Get replies name the responder (Jetraft-Node)."""
-    from cluster.local_cluster import LocalCluster, NodeSpec
+    from cluster.local_cluster import LocalCluster, plan_free_nodes
 
-    names = [f"n{i}" for i in range(1, nodes + 1)]
-    specs = [NodeSpec(name, free_port(), free_port(), free_port()) for name in names]
-    for spec in specs:
-        spec.dial = {peer.name: f"{HOST}:{peer.cluster_port}" for peer in specs if peer.name != spec.name}
+    specs = plan_free_nodes(nodes, 0)
     cluster = LocalCluster(specs, workdir)
     cluster.start(timeout=60.0)
     return JetStreamTarget(
