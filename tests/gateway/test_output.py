@@ -5,39 +5,12 @@ from __future__ import annotations
 import asyncio
 
 from gateway import route_pb2
-from gateway.connection import ClientConnection
 from gateway.output import OutputFlusher
 from gateway.protocol import encode_token
 from gateway.router import Router
 from gateway.routes import RouteMesh
 from gateway.server import GatewayServer
-
-
-class RecordingTransport:
-    """The parts of an asyncio transport a ClientConnection uses; keeps every write."""
-
-    def __init__(self) -> None:
-        self.writes: list[bytes] = []
-        self.closed = False
-
-    def write(self, data: bytes) -> None:
-        self.writes.append(data)
-
-    def get_extra_info(self, name: str) -> object:
-        return ("127.0.0.1", 40000) if name == "peername" else None
-
-    def get_write_buffer_size(self) -> int:
-        return 0
-
-    def is_closing(self) -> bool:
-        return self.closed
-
-    def close(self) -> None:
-        self.closed = True
-
-    def pause_reading(self) -> None: ...
-
-    def resume_reading(self) -> None: ...
+from tests.gateway.fake_client import connect
 
 
 class Buffered:
@@ -46,15 +19,6 @@ class Buffered:
 
     def flush_output(self) -> None:
         self.flushes += 1
-
-
-def connect(server: GatewayServer, client_id: int) -> tuple[ClientConnection, RecordingTransport]:
-    connection = ClientConnection(server, client_id)
-    transport = RecordingTransport()
-    connection.connection_made(transport)  # type: ignore[arg-type]
-    connection.data_received(b'CONNECT {"verbose":false,"pedantic":false}\r\n')
-    transport.writes.clear()
-    return connection, transport
 
 
 async def test_flush_writes_everything_added_once() -> None:
