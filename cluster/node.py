@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from typing import Any
 
@@ -27,13 +28,13 @@ from cluster.http_server import NodeHttpServer
 from cluster.internal_requests import InternalRequester
 from cluster.meta_service import MetaService
 from cluster.metrics import NodeMetrics
-from cluster.node_context import GROUP_OPTIONS, META_GROUP, NodeContext
+from cluster.node_context import META_GROUP, STREAM_GROUP_OPTIONS, NodeContext
 from cluster.stream_leader import replica_progress
 from gateway.auth import make_authenticator
 from gateway.router import Router
 from gateway.routes import RouteMesh, add_route_servicer
 from gateway.server import GatewayServer
-from raft.driver import GroupOptions, RaftHost, RaftHostError
+from raft.driver import RaftHost, RaftHostError
 from raft.rocks_log_storage import RocksLogEngine
 from raft.transport import add_raft_servicer, grpc_channel_options, grpc_server_options
 from raft.types import NodeId, Role
@@ -103,8 +104,8 @@ class Node:
             members=self.members,
             tags=tuple(config.tags),
             domain=config.domain or "",
-            stream_group_options=GroupOptions(
-                election_tick=GROUP_OPTIONS.election_tick,
+            stream_group_options=dataclasses.replace(
+                STREAM_GROUP_OPTIONS,
                 snapshot_interval=config.stream_snapshot_interval,
                 compact_keep=config.stream_compact_keep,
             ),

@@ -81,6 +81,10 @@ class RaftConfig:
     max_inflight_msgs: int = 256
     max_committed_size_per_ready: int = 16 << 20
     applied: int = 0  # last index the host's state machine already holds on restart
+    # The host's tick count when this core starts. A leader heartbeats on the host's ticks that are
+    # multiples of heartbeat_tick, so the leaders of all a host's groups heartbeat together and
+    # their heartbeats to a peer travel in one frame.
+    tick_phase: int = 0
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -126,7 +130,7 @@ class RaftCore:
         self._reads_before_first_commit: list[tuple[bytes, NodeId]] = []
         self._lead_transferee: NodeId | None = None
         self._election_elapsed = 0
-        self._heartbeat_elapsed = 0
+        self._ticks = config.tick_phase
         self._randomized_election_timeout = config.election_tick
         self._append_pending = False
         self._commit_pending = False
@@ -219,6 +223,7 @@ class RaftCore:
 
     def tick(self) -> None:
         """Advance the logical clock by one tick (elections, heartbeats, check-quorum)."""
+        self._ticks += 1
         if self._role is Role.LEADER:
             self._tick_leader()
         else:
@@ -410,7 +415,6 @@ class RaftCore:
             self._vote = None
         self._leader_id = None
         self._election_elapsed = 0
-        self._heartbeat_elapsed = 0
         self._randomized_election_timeout = self._config.election_tick + self._rng.randrange(
             self._config.election_tick
         )
@@ -685,7 +689,6 @@ class RaftCore:
     # ------------------------------------------------------------------ leader
 
     def _tick_leader(self) -> None:
-        self._heartbeat_elapsed += 1
         self._election_elapsed += 1
         if self._election_elapsed >= self._config.election_tick:
             self._election_elapsed = 0
@@ -693,8 +696,7 @@ class RaftCore:
                 self._become_follower(self._term, None)
                 return
             self._lead_transferee = None  # a transfer that took an election timeout has failed
-        if self._heartbeat_elapsed >= self._config.heartbeat_tick:
-            self._heartbeat_elapsed = 0
+        if self._ticks % self._config.heartbeat_tick == 0:
             self._broadcast_heartbeat(self._read_queue.last_ctx())
 
     def _quorum_recently_active(self) -> bool:

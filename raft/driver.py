@@ -271,6 +271,8 @@ class RaftHost:
         self.node_id = node_id
         self.engine = engine
         self.tick_interval = tick_interval
+        # ticks fired so far: every group core starts at this phase (RaftConfig.tick_phase)
+        self._ticks = 0
         self._on_leader_change = on_leader_change
         self.transport = RaftTransport(
             node_id,
@@ -349,6 +351,7 @@ class RaftHost:
             max_entries_per_msg=options.max_entries_per_msg,
             max_inflight_msgs=options.max_inflight_msgs,
             applied=applied,
+            tick_phase=self._ticks,
         )
         core = RaftCore(config, storage, random.Random(secrets.randbits(64)))
         group = _Group(self, name, core, storage, machine, options)
@@ -576,6 +579,7 @@ class RaftHost:
                 next_tick = loop.time()
                 delay = 0
             await asyncio.sleep(delay)
+            self._ticks += 1
             for group in self._groups.values():
                 group.core.tick()
                 self._dirty.add(group)

@@ -159,6 +159,24 @@ def test_leader_sends_heartbeat_every_heartbeat_tick() -> None:
     assert {m.to for m in h.take(MessageType.HEARTBEAT)} == {"n2", "n3"}
 
 
+def test_leaders_of_groups_started_at_different_host_ticks_heartbeat_on_the_same_ticks() -> None:
+    # two groups of one host: the second core is created 3 host ticks after the first
+    groups = {"early": Harness(heartbeat_tick=4, tick_phase=0), "late": Harness(heartbeat_tick=4, tick_phase=3)}
+    for h in groups.values():
+        h.elect("n1")
+    beats: dict[str, list[int]] = {"early": [], "late": []}
+    for host_tick in range(1, 17):
+        for name, h in groups.items():
+            if name == "late" and host_tick <= 3:
+                continue  # not created yet
+            h.tick("n1")
+            h.process_all()
+            if h.take(MessageType.HEARTBEAT):
+                beats[name].append(host_tick)
+    assert beats["early"] == [4, 8, 12, 16]
+    assert beats["late"] == beats["early"]
+
+
 def test_split_vote_is_resolved_by_a_later_election() -> None:
     h = Harness(pre_vote=False)
     h.core("n1").campaign()
