@@ -545,6 +545,9 @@ class MemoryStreamStore:
         info.count -= 1
         if info.count == 0:
             del self._subjects[msg.subject]
+        elif info.count == 1:
+            # one left: the other end (a KV bucket with history 1 lands here on every put)
+            info.first = info.last = info.last if seq == info.first else info.first
         elif seq == info.first:
             info.first = next(s for s in range(seq + 1, info.last + 1) if self._is_subject_at(s, msg.subject))
         elif seq == info.last:

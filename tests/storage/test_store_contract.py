@@ -406,6 +406,18 @@ def test_max_msgs_per_subject_keeps_history(make_store: StoreFactory) -> None:
     }
 
 
+def test_max_msgs_per_subject_one_keeps_only_the_latest_of_each_key(make_store: StoreFactory) -> None:
+    store = make_store(StoreConfig(max_msgs_per_subject=1))
+    for seq, key in enumerate(["k1", "k2", "k3", "k2", "k1", "k1", "k3"], start=1):
+        store.store_msg(f"$KV.b.{key}", None, b"", seq)
+    assert store.subjects_state("$KV.b.*") == {
+        "$KV.b.k1": SimpleState(1, 6, 6),
+        "$KV.b.k2": SimpleState(1, 4, 4),
+        "$KV.b.k3": SimpleState(1, 7, 7),
+    }
+    assert store.load_last_msg("$KV.b.k2").seq == 4
+
+
 def test_discard_new_refuses_and_stores_nothing(make_store: StoreFactory) -> None:
     store = make_store(StoreConfig(max_msgs=2, discard=DiscardPolicy.NEW))
     store.store_msg("n", None, b"", 1)
