@@ -15,6 +15,7 @@ current it was.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from cluster.direct_get_request import BadDirectGet, DirectGetRequest
@@ -112,17 +113,26 @@ def answer_direct_get(
     `last_seq` is the responder's last applied sequence for `Jetraft-Last-Sequence`
     (the state machine tracks it; reading the store's state costs more than the get).
     """
+    return list(direct_get_frames(request, store, responder, last_seq))
+
+
+def direct_get_frames(
+    request: DirectGetRequest, store: StreamStore, responder: Responder, last_seq: int | None = None
+) -> Iterator[ReplyFrame]:
+    """`answer_direct_get`'s frames as they are read: a batch reads each message when it is taken,
+    so a responder can send a long batch in slices while the store keeps changing (as
+    nats-server reads each message of a batch under the stream's lock only for that message)."""
     if last_seq is None:
         last_seq = store.state().last_seq
     if request.multi_last:
-        return _answer_multi_last(request, store, responder, last_seq)
+        return iter(_answer_multi_last(request, store, responder, last_seq))
     if request.is_batch:
-        return _answer_batch(request, store, responder, last_seq)
+        return _batch_frames(request, store, responder, last_seq)
     try:
         msg = _load_single(request, store)
     except MsgNotFoundError:
-        return [status_frame(404, "Message Not Found", responder, last_seq)]
-    return [_message_frame(msg, responder, last_seq, request.no_hdr)]
+        return iter([status_frame(404, "Message Not Found", responder, last_seq)])
+    return iter([_message_frame(msg, responder, last_seq, request.no_hdr)])
 
 
 def _start_seq(request: DirectGetRequest, store: StreamStore) -> int:
@@ -140,27 +150,27 @@ def _load_single(request: DirectGetRequest, store: StreamStore) -> StoredMsg:
     return store.load_last_msg(request.last_by_subj)
 
 
-def _answer_batch(
+def _batch_frames(
     request: DirectGetRequest, store: StreamStore, responder: Responder, last_seq: int
-) -> list[ReplyFrame]:
+) -> Iterator[ReplyFrame]:
     seq = _start_seq(request, store)
     filter_ = request.next_by_subj or ALL
     valid_through = last_seq
     pending = store.num_pending(seq, filter_)
     max_bytes = request.max_bytes or DEFAULT_MAX_BYTES
-    frames: list[ReplyFrame] = []
     previous = 0
     sent_bytes = 0
-    for _ in range(request.batch):
+    for sent in range(request.batch):
         try:
             msg = store.load_next_msg(filter_, seq)
         except MsgNotFoundError:
-            if not frames:
-                return [status_frame(404, "Message Not Found", responder, last_seq)]
+            if not sent:
+                yield status_frame(404, "Message Not Found", responder, last_seq)
+                return
             break
         seq = msg.seq + 1
         pending = max(pending - 1, 0)
-        frames.append(_message_frame(msg, responder, last_seq, request.no_hdr, (pending, previous)))
+        yield _message_frame(msg, responder, last_seq, request.no_hdr, (pending, previous))
         previous = msg.seq
         sent_bytes += _sent_bytes(msg)
         if sent_bytes >= max_bytes:
@@ -171,8 +181,7 @@ def _answer_batch(
         pending = store.num_pending(seq, filter_)
         last_seq = now_last
     eob = b"NATS/1.0 204 EOB\r\nNats-Num-Pending: %d\r\nNats-Last-Sequence: %d\r\n" % (pending, previous)
-    frames.append((eob + responder.extra_headers(last_seq) + b"\r\n", b""))
-    return frames
+    yield (eob + responder.extra_headers(last_seq) + b"\r\n", b"")
 
 
 def _answer_multi_last(

@@ -8,7 +8,9 @@ waits (bounded) for the replica to catch up, then answers, or answers 412.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import functools
+import itertools
+from collections.abc import Callable, Iterator
 
 import structlog
 
@@ -16,8 +18,8 @@ from cluster.direct_get import (
     ReplyFrame,
     Responder,
     ResponderRole,
-    answer_direct_get,
     bad_request_frames,
+    direct_get_frames,
     is_behind,
     min_last_seq_frames,
 )
@@ -31,6 +33,7 @@ from cluster.direct_get_request import (
 from cluster.metrics import LabelledChildren
 from cluster.node_context import NodeContext
 from gateway.router import Message, Subscription
+from storage.errors import StoreError
 from storage.interface import StreamStore
 
 log = structlog.get_logger(__name__)
@@ -38,6 +41,8 @@ log = structlog.get_logger(__name__)
 DIRECT_GET_QUEUE = "_sys_"
 # How long a read-your-writes request may wait for this replica to catch up.
 MIN_LAST_SEQ_WAIT = 0.5
+# A batch's messages sent per loop turn (see `_send_rest`).
+FRAMES_PER_SLICE = 64
 
 
 class DirectGetResponder:
@@ -116,15 +121,48 @@ class DirectGetResponder:
         self._answer(request, reply, responder, last_seq)
 
     def _answer(self, request: DirectGetRequest, reply: str, responder: Responder, last_seq: int) -> None:
-        frames = answer_direct_get(request, self._store(), responder, last_seq)
+        frames = direct_get_frames(request, self._store(), responder, last_seq)
+        first = list(itertools.islice(frames, FRAMES_PER_SLICE))
         status = "ok"
-        head = frames[0][0] if len(frames) == 1 else None
+        head = first[0][0] if len(first) == 1 else None
         if head is not None and head.startswith(b"NATS/1.0 4"):
             status = head[9:12].decode()
-        self._send(reply, frames, status)
+        self._send(reply, first, status)
+        if len(first) == FRAMES_PER_SLICE:
+            self._ctx.spawn(self._send_rest(reply, frames), f"direct-get-batch-{self._answers_for}")
+
+    async def _send_rest(self, reply: str, frames: Iterator[ReplyFrame]) -> None:
+        """The rest of a long batch, a slice per loop turn: its first messages are on their way, and
+        the client reading them, while the rest are read; other requests are answered in between.
+        While a link to a peer is backed up it waits for the link to drain."""
+        router = self._ctx.router
+        publish = router.publish
+        while True:
+            if router.links_congested():
+                drained: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                router.when_links_drained(functools.partial(_settle, drained))
+                await drained
+            else:
+                await asyncio.sleep(0)
+            try:
+                chunk = list(itertools.islice(frames, FRAMES_PER_SLICE))
+            except StoreError as exc:
+                # the store closed or changed under the batch (the replica left, a snapshot replaced it):
+                # the client gets no end-of-batch and times out, as when a responder dies mid-batch
+                log.info("direct_get_batch_cut_short", stream=self._answers_for, error=str(exc))
+                return
+            for headers, payload in chunk:
+                publish(reply, payload, None, headers)
+            if len(chunk) < FRAMES_PER_SLICE:
+                return
 
     def _send(self, reply: str, frames: list[ReplyFrame], status: str) -> None:
         publish = self._ctx.router.publish
         for headers, payload in frames:
             publish(reply, payload, None, headers)
         self._requests(self._role().value, status).inc()
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
