@@ -590,7 +590,9 @@ class RaftHost:
             await self._wake.wait()
             self._wake.clear()
             # `wait()` on a set event returns without yielding: give the callbacks the last
-            # iteration scheduled (proposal results, hence PubAcks) their turn first.
+            # iteration scheduled (proposal results, hence PubAcks) their turn first, and then what
+            # they scheduled in turn (the client writes carrying those PubAcks).
+            await asyncio.sleep(0)
             await asyncio.sleep(0)
             try:
                 await self._iteration()
