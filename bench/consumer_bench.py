@@ -59,12 +59,12 @@ class Result:
         return self.messages / self.seconds if self.seconds > 0 else 0.0
 
 
-async def fill_stream(js: nats.js.JetStreamContext, messages: int, size: int) -> None:
+async def fill_stream(js: nats.js.JetStreamContext, messages: int, size: int, subject: str = SUBJECT) -> None:
     """`messages` publishes, at most PUBLISH_WINDOW awaiting their PubAck at a time."""
     payload = b"x" * size
     in_flight: list[asyncio.Future[object]] = []
     for _ in range(messages):
-        in_flight.append(asyncio.ensure_future(js.publish(SUBJECT, payload, timeout=30)))
+        in_flight.append(asyncio.ensure_future(js.publish(subject, payload, timeout=30)))
         if len(in_flight) >= PUBLISH_WINDOW:
             await asyncio.gather(*in_flight)
             in_flight = []

@@ -34,7 +34,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # run as a script: bench/ is on sys.path, the packages are not
     sys.path.insert(0, str(REPO_ROOT))
 
-from bench.consumer_bench import PUBLISH_WINDOW  # noqa: E402
+from bench.consumer_bench import fill_stream  # noqa: E402
 from bench.jetstream_bench import JETRAFT, NATS_DEFAULT, SERVERS, RunningCluster, start_cluster  # noqa: E402
 
 STREAM = "DBATCH"
@@ -53,17 +53,6 @@ class Read:
     @property
     def msgs_per_s(self) -> float:
         return self.messages / self.seconds if self.seconds > 0 else 0.0
-
-
-async def fill_stream(js: nats.js.JetStreamContext, messages: int, size: int) -> None:
-    payload = b"x" * size
-    in_flight: list[asyncio.Future[object]] = []
-    for _ in range(messages):
-        in_flight.append(asyncio.ensure_future(js.publish(SUBJECT, payload, timeout=30)))
-        if len(in_flight) >= PUBLISH_WINDOW:
-            await asyncio.gather(*in_flight)
-            in_flight = []
-    await asyncio.gather(*in_flight)
 
 
 async def batch_read(nc: nats.NATS, messages: int) -> float:
@@ -103,7 +92,7 @@ async def measure(cluster: RunningCluster, server: str, round_no: int, messages:
     try:
         js = nc.jetstream(timeout=10)
         await js.add_stream(StreamConfig(name=STREAM, subjects=[SUBJECT], num_replicas=3, allow_direct=True))
-        await fill_stream(js, messages, size)
+        await fill_stream(js, messages, size, SUBJECT)
         # replicas caught up before the clock starts: ten direct reads in a row (each from a random
         # replica) see the last publish; a batch from one still behind fails the count check below
         deadline = time.monotonic() + READ_TIMEOUT_S
