@@ -144,6 +144,8 @@ class DirectGetResponder:
                 await drained
             else:
                 await asyncio.sleep(0)
+            if not router.has_interest(reply):
+                return  # the client left (or was cut off as a slow consumer): nobody to read the rest
             try:
                 chunk = list(itertools.islice(frames, FRAMES_PER_SLICE))
             except StoreError as exc:

@@ -106,3 +106,26 @@ async def test_messages_removed_mid_batch_are_skipped_and_it_still_ends() -> Non
         await asyncio.sleep(0)
     seqs: list[Any] = [int(m.payload) for m in batch[:-1]]
     assert seqs == [seq for seq in range(1, MESSAGES + 1) if seq not in gone]
+
+
+async def test_a_batch_stops_when_its_reader_is_gone() -> None:
+    store = filled_store()
+    router, _ = responder_over(store)
+    got: list[Message] = []
+    reader = router.subscribe("batch.reply", got.append)
+    router.publish("$JS.API.DIRECT.GET.S", json.dumps({"seq": 1, "batch": MESSAGES}).encode(), "batch.reply")
+    router.unsubscribe(reader)
+    read_from = len(got)
+    loads = 0
+    load_next_msg = store.load_next_msg
+
+    def counting_load(filter_: str, start: int) -> Any:
+        nonlocal loads
+        loads += 1
+        return load_next_msg(filter_, start)
+
+    store.load_next_msg = counting_load  # type: ignore[method-assign]
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert read_from == FRAMES_PER_SLICE
+    assert loads == 0  # nothing more was read from the store for nobody
