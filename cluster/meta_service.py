@@ -23,7 +23,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import orjson
 import structlog
 
 from cluster import jsjson
@@ -59,7 +58,7 @@ from cluster.meta_machine import (
     encode_meta_entry,
 )
 from cluster.node_context import GROUP_OPTIONS, META_GROUP, NodeContext
-from cluster.placement import NodeInfo, PlacementError, choose_peers
+from cluster.placement import NodeInfo, PlacementError, choose_peers, known_nodes
 from cluster.stream_config import StreamConfig, parse_stream_config, stream_config_from_json
 from cluster.stream_config_check import (
     check_replicas_placeable,
@@ -87,11 +86,11 @@ from raft.types import Entry, EntryType, NodeId, Role, Snapshot
 
 log = structlog.get_logger(__name__)
 
-NODE_INFO_PREFIX = "$JSR.NODE."
 # How long the meta leader waits for a new stream's group to elect a leader and answer.
 STREAM_READY_TIMEOUT = 10.0
-NODE_INFO_TIMEOUT = 2.0
 CATCH_UP_TIMEOUT = 2.0
+# How long a placement waits for a member whose route is not up yet.
+PLACEMENT_WAIT = 2.0
 
 
 class _MetaStateMachine:
@@ -136,7 +135,6 @@ class MetaService:
         self._leader_sub: Subscription | None = None
         self._consumer_sub: Subscription | None = None
         self.consumer_admin = ConsumerAdmin(self)
-        self._node_sub: Subscription | None = None
         self._stopped = False
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -144,9 +142,6 @@ class MetaService:
     def start(self) -> None:
         self.ctx.host.add_group(
             META_GROUP, self._state_machine, voters=self.ctx.members, options=GROUP_OPTIONS
-        )
-        self._node_sub = self.ctx.router.subscribe(
-            f"{NODE_INFO_PREFIX}{self.ctx.name}.INFO", self._on_node_info
         )
         self.ctx.spawn(self._reconcile_loop(), "meta-reconcile")
 
@@ -267,22 +262,30 @@ class MetaService:
 
     # -- node info (placement) --------------------------------------------------------------
 
-    def _on_node_info(self, msg: Message) -> None:
-        self.ctx.reply(msg.reply, orjson.dumps({"name": self.ctx.name, "tags": list(self.ctx.tags)}))
+    def _node_infos(self) -> list[NodeInfo]:
+        ctx = self.ctx
+        return known_nodes(ctx.members, ctx.name, ctx.tags, ctx.router.peer_labels)
 
-    async def _node_infos(self) -> list[NodeInfo]:
-        async def ask(member: str) -> NodeInfo:
-            # a node just started may not have its interest across the route mesh yet: retried until the bound
+    async def _place(self, replicas: int, cfg: StreamConfig, exclude: Sequence[str] = ()) -> list[str]:
+        """`choose_peers` over the nodes known now; while a member's route is not up (a node just
+        started, or one reconnecting), placement that fails looks again for up to PLACEMENT_WAIT."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + PLACEMENT_WAIT
+        while True:
+            nodes = self._node_infos()
             try:
-                reply = await self.ctx.requester.request_when_answered(
-                    f"{NODE_INFO_PREFIX}{member}.INFO", timeout=NODE_INFO_TIMEOUT
+                return choose_peers(
+                    replicas,
+                    nodes,
+                    self.machine.load(),
+                    required_tags=cfg.placement.tags if cfg.placement is not None else (),
+                    is_mirror=cfg.mirror is not None,
+                    exclude=exclude,
                 )
-                body = orjson.loads(reply.payload)
-            except (TimeoutError, orjson.JSONDecodeError):
-                return NodeInfo(member, online=False)
-            return NodeInfo(member, frozenset(body.get("tags", ())), online=True)
-
-        return list(await asyncio.gather(*(ask(member) for member in self.ctx.members)))
+            except PlacementError as exc:
+                if all(node.online for node in nodes) or loop.time() >= deadline:
+                    raise JSErrors.CLUSTER_NO_PEERS(err=str(exc)) from None
+            await asyncio.sleep(0.05)
 
     # -- the meta leader's API -------------------------------------------------------------
 
@@ -363,17 +366,7 @@ class MetaService:
             return await self._ask_stream(name, ApiOp.CREATE_RESULT, b"0")
         cfg = decision.config
         check_replicas_placeable(cfg, len(self.ctx.members))
-        nodes = await self._node_infos()
-        try:
-            peers = choose_peers(
-                max(cfg.num_replicas, 1),
-                nodes,
-                self.machine.load(),
-                required_tags=cfg.placement.tags if cfg.placement is not None else (),
-                is_mirror=cfg.mirror is not None,
-            )
-        except PlacementError as exc:
-            raise JSErrors.CLUSTER_NO_PEERS(err=str(exc)) from None
+        peers = await self._place(max(cfg.num_replicas, 1), cfg)
         assignment = StreamAssignment(name, cfg.to_json(), peers, time.time_ns())
         result = await self._propose(MetaOp.ASSIGN_STREAM, assignment.to_json())
         if not result.ok:
@@ -430,17 +423,7 @@ class MetaService:
         if peer not in assignment.peers:
             raise JSErrors.CLUSTER_PEER_NOT_MEMBER()
         cfg = stream_config_from_json(assignment.config)
-        try:
-            (replacement,) = choose_peers(
-                1,
-                await self._node_infos(),
-                self.machine.load(),
-                required_tags=cfg.placement.tags if cfg.placement is not None else (),
-                is_mirror=cfg.mirror is not None,
-                exclude=assignment.peers,
-            )
-        except PlacementError as exc:
-            raise JSErrors.CLUSTER_NO_PEERS(err=str(exc)) from None
+        (replacement,) = await self._place(1, cfg, exclude=assignment.peers)
         peers = [replacement if p == peer else p for p in assignment.peers]
         result = await self._propose(MetaOp.SET_STREAM_PEERS, {"name": name, "peers": peers})
         if not result.ok:
@@ -480,3 +463,4 @@ def _error_body(request: ApiRequest, error: ApiError) -> bytes:
     if request.op is ApiOp.STREAM_DELETE:
         return plain_error(STREAM_DELETE_TYPE, error)
     return plain_error(request.response_type, error)
+

@@ -58,7 +58,11 @@ class Node:
             advertise=config.advertise,
         )
         self.mesh = RouteMesh(
-            self.router, config.name, config.client_url, on_peers_changed=self._peers_changed
+            self.router,
+            config.name,
+            config.client_url,
+            on_peers_changed=self._peers_changed,
+            labels=config.tags,
         )
         self.grpc_server = grpc.aio.server(options=grpc_server_options())
         self.channels: dict[str, grpc.aio.Channel] = {}

@@ -7,7 +7,7 @@ anyway (ties broken by name) so that tests and operators can predict it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 MIRROR_TAG = "mirror"
@@ -53,3 +53,21 @@ def choose_peers(
         raise PlacementError("no suitable peers for placement")
     candidates.sort(key=lambda n: (load.get(n.name, 0), n.name))
     return [n.name for n in candidates[:replicas]]
+
+
+
+def known_nodes(
+    members: Iterable[str], me: str, my_tags: Iterable[str], peer_labels: Callable[[str], Sequence[str] | None]
+) -> list[NodeInfo]:
+    """Every member as placement sees it: this node with its own tags, each peer whose route is up
+    with the tags it announced in its route hello (`peer_labels`), and a peer without a route as
+    offline. Nothing is asked of the peers, so a loaded or lagging link cannot make a live node
+    look absent."""
+    nodes = []
+    for member in members:
+        if member == me:
+            nodes.append(NodeInfo(member, frozenset(my_tags)))
+            continue
+        labels = peer_labels(member)
+        nodes.append(NodeInfo(member, frozenset(labels or ()), online=labels is not None))
+    return nodes

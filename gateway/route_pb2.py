@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13gateway/route.proto\x12\x15jetraft.gateway.route\"\xbb\x01\n\x05\x46rame\x12+\n\x05hello\x18\x01 \x01(\x0b\x32\x1c.jetraft.gateway.route.Hello\x12\x31\n\x08interest\x18\x02 \x03(\x0b\x32\x1f.jetraft.gateway.route.Interest\x12\x36\n\x08messages\x18\x03 \x03(\x0b\x32$.jetraft.gateway.route.RoutedMessage\x12\x0c\n\x04ping\x18\x04 \x01(\x04\x12\x0c\n\x04pong\x18\x05 \x01(\x04\":\n\x05Hello\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x12\n\nclient_url\x18\x02 \x01(\t\x12\x0f\n\x07session\x18\x03 \x01(\t\":\n\x08Interest\x12\x0f\n\x07subject\x18\x01 \x01(\x0c\x12\r\n\x05queue\x18\x02 \x01(\x0c\x12\x0e\n\x06weight\x18\x03 \x01(\r\"\x9a\x01\n\rRoutedMessage\x12\x0f\n\x07subject\x18\x01 \x01(\x0c\x12\r\n\x05reply\x18\x02 \x01(\x0c\x12\x14\n\x07headers\x18\x03 \x01(\x0cH\x00\x88\x01\x01\x12\x0f\n\x07payload\x18\x04 \x01(\x0c\x12\x0e\n\x06queues\x18\x05 \x03(\x0c\x12\x17\n\ndeliver_as\x18\x06 \x01(\x0cH\x01\x88\x01\x01\x42\n\n\x08_headersB\r\n\x0b_deliver_as2R\n\x05Route\x12I\n\x07\x43onnect\x12\x1c.jetraft.gateway.route.Frame\x1a\x1c.jetraft.gateway.route.Frame(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13gateway/route.proto\x12\x15jetraft.gateway.route\"\xbb\x01\n\x05\x46rame\x12+\n\x05hello\x18\x01 \x01(\x0b\x32\x1c.jetraft.gateway.route.Hello\x12\x31\n\x08interest\x18\x02 \x03(\x0b\x32\x1f.jetraft.gateway.route.Interest\x12\x36\n\x08messages\x18\x03 \x03(\x0b\x32$.jetraft.gateway.route.RoutedMessage\x12\x0c\n\x04ping\x18\x04 \x01(\x04\x12\x0c\n\x04pong\x18\x05 \x01(\x04\"J\n\x05Hello\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x12\n\nclient_url\x18\x02 \x01(\t\x12\x0f\n\x07session\x18\x03 \x01(\t\x12\x0e\n\x06labels\x18\x04 \x03(\t\":\n\x08Interest\x12\x0f\n\x07subject\x18\x01 \x01(\x0c\x12\r\n\x05queue\x18\x02 \x01(\x0c\x12\x0e\n\x06weight\x18\x03 \x01(\r\"\x9a\x01\n\rRoutedMessage\x12\x0f\n\x07subject\x18\x01 \x01(\x0c\x12\r\n\x05reply\x18\x02 \x01(\x0c\x12\x14\n\x07headers\x18\x03 \x01(\x0cH\x00\x88\x01\x01\x12\x0f\n\x07payload\x18\x04 \x01(\x0c\x12\x0e\n\x06queues\x18\x05 \x03(\x0c\x12\x17\n\ndeliver_as\x18\x06 \x01(\x0cH\x01\x88\x01\x01\x42\n\n\x08_headersB\r\n\x0b_deliver_as2R\n\x05Route\x12I\n\x07\x43onnect\x12\x1c.jetraft.gateway.route.Frame\x1a\x1c.jetraft.gateway.route.Frame(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,11 +34,11 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_FRAME']._serialized_start=47
   _globals['_FRAME']._serialized_end=234
   _globals['_HELLO']._serialized_start=236
-  _globals['_HELLO']._serialized_end=294
-  _globals['_INTEREST']._serialized_start=296
-  _globals['_INTEREST']._serialized_end=354
-  _globals['_ROUTEDMESSAGE']._serialized_start=357
-  _globals['_ROUTEDMESSAGE']._serialized_end=511
-  _globals['_ROUTE']._serialized_start=513
-  _globals['_ROUTE']._serialized_end=595
+  _globals['_HELLO']._serialized_end=310
+  _globals['_INTEREST']._serialized_start=312
+  _globals['_INTEREST']._serialized_end=370
+  _globals['_ROUTEDMESSAGE']._serialized_start=373
+  _globals['_ROUTEDMESSAGE']._serialized_end=527
+  _globals['_ROUTE']._serialized_start=529
+  _globals['_ROUTE']._serialized_end=611
 # @@protoc_insertion_point(module_scope)

@@ -21,14 +21,16 @@ class Frame(_message.Message):
     def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., interest: _Optional[_Iterable[_Union[Interest, _Mapping]]] = ..., messages: _Optional[_Iterable[_Union[RoutedMessage, _Mapping]]] = ..., ping: _Optional[int] = ..., pong: _Optional[int] = ...) -> None: ...
 
 class Hello(_message.Message):
-    __slots__ = ("node", "client_url", "session")
+    __slots__ = ("node", "client_url", "session", "labels")
     NODE_FIELD_NUMBER: _ClassVar[int]
     CLIENT_URL_FIELD_NUMBER: _ClassVar[int]
     SESSION_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
     node: str
     client_url: str
     session: str
-    def __init__(self, node: _Optional[str] = ..., client_url: _Optional[str] = ..., session: _Optional[str] = ...) -> None: ...
+    labels: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, node: _Optional[str] = ..., client_url: _Optional[str] = ..., session: _Optional[str] = ..., labels: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Interest(_message.Message):
     __slots__ = ("subject", "queue", "weight")

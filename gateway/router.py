@@ -67,6 +67,8 @@ class RemoteLinks(Protocol):
 
     def rtt(self, peer: str) -> float | None: ...
 
+    def peer_labels(self, peer: str) -> tuple[str, ...] | None: ...
+
     def congested(self) -> bool: ...
 
     def when_drained(self, callback: Callable[[], None]) -> None: ...
@@ -291,6 +293,10 @@ class Router:
             callback()
         else:
             self._links.when_drained(callback)
+
+    def peer_labels(self, peer: str) -> tuple[str, ...] | None:
+        """The labels `peer` announced, while this node's route to it is up (None: not reachable)."""
+        return self._links.peer_labels(peer) if self._links is not None else None
 
     def _rtt(self, peer: str) -> float | None:
         return self._links.rtt(peer) if self._links is not None else None

@@ -65,10 +65,12 @@ class RouteMesh:
         queue_limit: int = QUEUE_LIMIT,
         reconnect_delay: tuple[float, float] = (0.05, 2.0),
         on_peers_changed: Callable[[dict[str, str]], None] | None = None,
+        labels: Sequence[str] = (),
     ) -> None:
         self.router = router
         self.node_name = node_name
         self.client_url = client_url
+        self.labels = tuple(labels)
         self.ping_interval = ping_interval
         self.ping_timeout = ping_timeout if ping_timeout is not None else 3 * ping_interval
         self.queue_limit = queue_limit
@@ -77,6 +79,7 @@ class RouteMesh:
         self._links: dict[str, _PeerLink] = {}
         self._inbound_sessions: dict[str, str] = {}
         self._peer_urls: dict[str, str] = {}
+        self._peer_labels: dict[str, tuple[str, ...]] = {}
         self.dropped_messages = 0
         self._congested: set[str] = set()
         self._drain_waiters: list[Callable[[], None]] = []
@@ -115,6 +118,10 @@ class RouteMesh:
         """Whether our call to `peer` is up (so messages forwarded to it are sent)."""
         link = self._links.get(peer)
         return link is not None and link.connected
+
+    def peer_labels(self, peer: str) -> tuple[str, ...] | None:
+        """The labels `peer` sent in its hello while our call to it is up; None while it is down."""
+        return self._peer_labels.get(peer) if self.is_connected(peer) else None
 
     def peer_urls(self) -> dict[str, str]:
         """Client URLs of the peers our calls are connected to."""
@@ -234,7 +241,9 @@ class RouteMesh:
             self._apply(peer, first)
             await context.write(
                 route_pb2.Frame(
-                    hello=route_pb2.Hello(node=self.node_name, client_url=self.client_url, session=session)
+                    hello=route_pb2.Hello(
+                        node=self.node_name, client_url=self.client_url, session=session, labels=self.labels
+                    )
                 )
             )
             while True:
@@ -376,7 +385,9 @@ class _PeerLink:
             snapshot = [_interest_pb(s, q, c) for s, q, c in mesh.router.local_interest()]
             self.interest.clear()
             self.session_open = True
-            hello = route_pb2.Hello(node=mesh.node_name, client_url=mesh.client_url, session=session)
+            hello = route_pb2.Hello(
+                node=mesh.node_name, client_url=mesh.client_url, session=session, labels=mesh.labels
+            )
             await call.write(route_pb2.Frame(hello=hello, interest=snapshot))
             answer = await asyncio.wait_for(call.read(), mesh.ping_timeout)
             if answer is grpc.aio.EOF or not answer.HasField("hello"):
@@ -385,6 +396,7 @@ class _PeerLink:
             self._last_pong = loop.time()
             self._ping_due = 0
             log.info("route to peer up", peer=self.name)
+            mesh._peer_labels[self.name] = tuple(answer.hello.labels)
             mesh._set_peer_url(self.name, answer.hello.client_url)
             reader = loop.create_task(self._read(call))
             pinger = loop.create_task(self._ping_loop())

@@ -55,6 +55,9 @@ class FakeLinks:
     def rtt(self, peer: str) -> float | None:
         return None
 
+    def peer_labels(self, peer: str) -> tuple[str, ...] | None:
+        return ()
+
     def congested(self) -> bool:
         return False
 

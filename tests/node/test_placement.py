@@ -1,6 +1,6 @@
 import pytest
 
-from cluster.placement import NodeInfo, PlacementError, choose_peers
+from cluster.placement import NodeInfo, PlacementError, choose_peers, known_nodes
 
 NODES = [
     NodeInfo("n1", frozenset({"az:1"})),
@@ -37,3 +37,19 @@ def test_too_few_nodes_is_the_servers_error(replicas: int) -> None:
 def test_zero_replicas_rejected() -> None:
     with pytest.raises(PlacementError):
         choose_peers(0, NODES, {})
+
+
+
+def test_known_nodes_come_from_routes_that_are_up() -> None:
+    labels = {"n2": ("az:2",), "m1": ("mirror",), "n3": None}  # n3's route is down
+    nodes = known_nodes(["n1", "n2", "n3", "m1"], "n1", ["az:1"], labels.get)
+    assert nodes == [
+        NodeInfo("n1", frozenset({"az:1"})),
+        NodeInfo("n2", frozenset({"az:2"})),
+        NodeInfo("n3", online=False),
+        NodeInfo("m1", frozenset({"mirror"})),
+    ]
+    # the peers' tags count: a plain R3 stream has no third node besides the mirror node
+    with pytest.raises(PlacementError):
+        choose_peers(3, nodes, {})
+    assert choose_peers(2, nodes, {}) == ["n1", "n2"]
