@@ -463,4 +463,3 @@ def _error_body(request: ApiRequest, error: ApiError) -> bytes:
     if request.op is ApiOp.STREAM_DELETE:
         return plain_error(STREAM_DELETE_TYPE, error)
     return plain_error(request.response_type, error)
-
