@@ -136,7 +136,6 @@ class DirectGetResponder:
         the client reading them, while the rest are read; other requests are answered in between.
         While a link to a peer is backed up it waits for the link to drain."""
         router = self._ctx.router
-        publish = router.publish
         while True:
             if router.links_congested():
                 drained: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -153,16 +152,18 @@ class DirectGetResponder:
                 # the client gets no end-of-batch and times out, as when a responder dies mid-batch
                 log.info("direct_get_batch_cut_short", stream=self._answers_for, error=str(exc))
                 return
-            for headers, payload in chunk:
-                publish(reply, payload, None, headers)
+            self._publish(reply, chunk)
             if len(chunk) < FRAMES_PER_SLICE:
                 return
 
     def _send(self, reply: str, frames: list[ReplyFrame], status: str) -> None:
+        self._publish(reply, frames)
+        self._requests(self._role().value, status).inc()
+
+    def _publish(self, reply: str, frames: list[ReplyFrame]) -> None:
         publish = self._ctx.router.publish
         for headers, payload in frames:
             publish(reply, payload, None, headers)
-        self._requests(self._role().value, status).inc()
 
 
 def _settle(future: asyncio.Future[None]) -> None:

@@ -55,7 +55,6 @@ def choose_peers(
     return [n.name for n in candidates[:replicas]]
 
 
-
 def known_nodes(
     members: Iterable[str], me: str, my_tags: Iterable[str], peer_labels: Callable[[str], Sequence[str] | None]
 ) -> list[NodeInfo]:
