@@ -25,8 +25,10 @@ import asyncio
 import statistics
 import sys
 import time
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import nats
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
@@ -200,17 +202,33 @@ def main(argv: list[str] | None = None) -> None:
     unknown = (set(servers) - set(SERVERS)) | (set(workloads) - set(WORKLOADS))
     if unknown:
         raise SystemExit(f"unknown servers or workloads: {', '.join(sorted(unknown))}")
+    results = run_rounds(
+        servers,
+        args.rounds,
+        args.nats_server,
+        lambda cluster, server, round_no: measure(
+            cluster, server, round_no, args.messages, args.size, workloads
+        ),
+    )
+    print(format_table(results, servers, workloads))
+
+
+def run_rounds(
+    servers: list[str],
+    rounds: int,
+    nats_server: Path,
+    measure_one: Callable[[RunningCluster, str, int], Coroutine[Any, Any, list[Result]]],
+) -> list[Result]:
+    """`measure_one(cluster, server, round_no)` on a fresh cluster of each server, `rounds` times."""
     results: list[Result] = []
-    for round_no in range(args.rounds):
+    for round_no in range(rounds):
         # alternate the order so a slow patch of the shared machine does not always hit the same server
         order = servers if round_no % 2 == 0 else list(reversed(servers))
         for server in order:
-            print(f"round {round_no + 1}/{args.rounds}: {server}", file=sys.stderr, flush=True)
-            with start_cluster(server, args.nats_server) as cluster:
-                results += asyncio.run(
-                    measure(cluster, server, round_no, args.messages, args.size, workloads)
-                )
-    print(format_table(results, servers, workloads))
+            print(f"round {round_no + 1}/{rounds}: {server}", file=sys.stderr, flush=True)
+            with start_cluster(server, nats_server) as cluster:
+                results += asyncio.run(measure_one(cluster, server, round_no))
+    return results
 
 
 if __name__ == "__main__":

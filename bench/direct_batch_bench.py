@@ -23,7 +23,6 @@ import json
 import statistics
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import nats
@@ -34,25 +33,14 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # run as a script: bench/ is on sys.path, the packages are not
     sys.path.insert(0, str(REPO_ROOT))
 
-from bench.consumer_bench import fill_stream  # noqa: E402
-from bench.jetstream_bench import JETRAFT, NATS_DEFAULT, SERVERS, RunningCluster, start_cluster  # noqa: E402
+from bench.consumer_bench import Result, fill_stream, format_table, run_rounds  # noqa: E402
+from bench.jetstream_bench import JETRAFT, NATS_DEFAULT, SERVERS, RunningCluster  # noqa: E402
 
 STREAM = "DBATCH"
 SUBJECT = "dbatch.data"
 READ_TIMEOUT_S = 60.0
 END_OF_BATCH = "204"
-
-
-@dataclass(frozen=True, slots=True)
-class Read:
-    server: str
-    round_no: int
-    messages: int
-    seconds: float
-
-    @property
-    def msgs_per_s(self) -> float:
-        return self.messages / self.seconds if self.seconds > 0 else 0.0
+WORKLOAD = "Direct Get batch"
 
 
 async def batch_read(nc: nats.NATS, messages: int) -> float:
@@ -87,7 +75,9 @@ async def batch_read(nc: nats.NATS, messages: int) -> float:
     return seconds
 
 
-async def measure(cluster: RunningCluster, server: str, round_no: int, messages: int, size: int, reads: int) -> Read:
+async def measure(
+    cluster: RunningCluster, server: str, round_no: int, messages: int, size: int, reads: int
+) -> list[Result]:
     nc = await nats.connect(cluster.urls[0], connect_timeout=10)
     try:
         js = nc.jetstream(timeout=10)
@@ -105,25 +95,13 @@ async def measure(cluster: RunningCluster, server: str, round_no: int, messages:
                     raise TimeoutError("replicas never caught up")
                 await asyncio.sleep(0.05)
         seconds = [await batch_read(nc, messages) for _ in range(reads)]
-        read = Read(server, round_no, messages, statistics.median(seconds))
+        read = Result(server, WORKLOAD, round_no, messages, statistics.median(seconds))
         rates = ", ".join(f"{messages / s:,.0f}" for s in seconds)
         print(f"  {server}: {rates} msgs/s", file=sys.stderr, flush=True)
         await js.delete_stream(STREAM)
-        return read
+        return [read]
     finally:
         await nc.close()
-
-
-def format_table(results: list[Read], servers: list[str], messages: int) -> str:
-    others = [s for s in servers if s != JETRAFT]
-    rates = {s: statistics.median(r.msgs_per_s for r in results if r.server == s) for s in servers}
-    header = f"| batch of {messages:,} | " + " | ".join(f"{s} msgs/s" for s in servers)
-    cells = [f"{rates[s]:,.0f}" for s in servers]
-    if JETRAFT in servers:
-        header += "".join(f" | jetraft/{s}" for s in others)
-        cells += [f"{rates[JETRAFT] / rates[s]:.2f}" for s in others]
-    columns = 1 + len(servers) + (len(others) if JETRAFT in servers else 0)
-    return "\n".join([header + " |", "|" + "---|" * columns, "| Direct Get | " + " | ".join(cells) + " |"])
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -145,16 +123,15 @@ def main(argv: list[str] | None = None) -> None:
     unknown = set(servers) - set(SERVERS)
     if unknown:
         raise SystemExit(f"unknown servers: {', '.join(sorted(unknown))}")
-    results: list[Read] = []
-    for round_no in range(args.rounds):
-        order = servers if round_no % 2 == 0 else list(reversed(servers))
-        for server in order:
-            print(f"round {round_no + 1}/{args.rounds}: {server}", file=sys.stderr, flush=True)
-            with start_cluster(server, args.nats_server) as cluster:
-                results.append(
-                    asyncio.run(measure(cluster, server, round_no, args.messages, args.size, args.reads))
-                )
-    print(format_table(results, servers, args.messages))
+    results = run_rounds(
+        servers,
+        args.rounds,
+        args.nats_server,
+        lambda cluster, server, round_no: measure(
+            cluster, server, round_no, args.messages, args.size, args.reads
+        ),
+    )
+    print(format_table(results, servers, [WORKLOAD]))
 
 
 if __name__ == "__main__":
