@@ -86,7 +86,7 @@ class ConsumerAdmin:
             return delete_response()
         # INFO, NEXT, STEPDOWN from a node that did not know the consumer yet: pass them on
         target = consumer_subject(request.stream, request.consumer, op)
-        if self.ctx.router.publish(target, msg.payload, msg.reply, msg.headers) == 0:
+        if self.ctx.router.pass_on(target, msg.payload, msg.reply, msg.headers) == 0:
             raise JSErrors.CLUSTER_NOT_AVAILABLE()
         return None
 

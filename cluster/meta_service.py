@@ -329,7 +329,7 @@ class MetaService:
         # a per-stream operation from a node that did not know the stream: we know for sure
         if name not in self.machine.streams:
             raise JSErrors.STREAM_NOT_FOUND()
-        if self.ctx.router.publish(stream_subject(name, op), msg.payload, msg.reply, msg.headers) == 0:
+        if self.ctx.router.pass_on(stream_subject(name, op), msg.payload, msg.reply, msg.headers) == 0:
             raise JSErrors.CLUSTER_NOT_AVAILABLE()
         return None
 

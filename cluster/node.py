@@ -21,7 +21,7 @@ import grpc
 import structlog
 
 from cluster.api_entry import ApiEntry
-from cluster.api_prefixes import PrefixMapper, domain_prefix
+from cluster.api_prefixes import PREFIX_QUEUE, PrefixMapper, domain_prefix
 from cluster.api_subjects import API_QUEUE
 from cluster.config import NodeConfig
 from cluster.http_server import NodeHttpServer
@@ -48,7 +48,9 @@ class Node:
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
         self.metrics = NodeMetrics(config.name)
-        self.router = Router(config.direct_get_policy, local_queues=(API_QUEUE,))
+        # The API (and its prefixed forms) is answered where the client is connected: one hop to the
+        # leader, on the same link as the client's reply interest (see Router.pass_on).
+        self.router = Router(config.direct_get_policy, local_queues=(API_QUEUE, PREFIX_QUEUE))
         self.server = GatewayServer(
             self.router,
             name=config.name,

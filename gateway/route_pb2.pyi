@@ -43,17 +43,19 @@ class Interest(_message.Message):
     def __init__(self, subject: _Optional[bytes] = ..., queue: _Optional[bytes] = ..., weight: _Optional[int] = ...) -> None: ...
 
 class RoutedMessage(_message.Message):
-    __slots__ = ("subject", "reply", "headers", "payload", "queues", "deliver_as")
+    __slots__ = ("subject", "reply", "headers", "payload", "queues", "deliver_as", "reply_via")
     SUBJECT_FIELD_NUMBER: _ClassVar[int]
     REPLY_FIELD_NUMBER: _ClassVar[int]
     HEADERS_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     QUEUES_FIELD_NUMBER: _ClassVar[int]
     DELIVER_AS_FIELD_NUMBER: _ClassVar[int]
+    REPLY_VIA_FIELD_NUMBER: _ClassVar[int]
     subject: bytes
     reply: bytes
     headers: bytes
     payload: bytes
     queues: _containers.RepeatedScalarFieldContainer[bytes]
     deliver_as: bytes
-    def __init__(self, subject: _Optional[bytes] = ..., reply: _Optional[bytes] = ..., headers: _Optional[bytes] = ..., payload: _Optional[bytes] = ..., queues: _Optional[_Iterable[bytes]] = ..., deliver_as: _Optional[bytes] = ...) -> None: ...
+    reply_via: str
+    def __init__(self, subject: _Optional[bytes] = ..., reply: _Optional[bytes] = ..., headers: _Optional[bytes] = ..., payload: _Optional[bytes] = ..., queues: _Optional[_Iterable[bytes]] = ..., deliver_as: _Optional[bytes] = ..., reply_via: _Optional[str] = ...) -> None: ...

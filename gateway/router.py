@@ -15,6 +15,8 @@ buffer, a forward appends to the peer link's batch.
 from __future__ import annotations
 
 import random
+import time
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Final, Protocol
 
@@ -30,6 +32,11 @@ from gateway.sublist import Sublist, SublistResult
 log = structlog.get_logger(__name__)
 
 NO_RESPONDERS_STATUS: Final = 503
+
+# A reply route (see `pass_on`) only has to bridge the time a peer's interest takes to arrive,
+# which a lagging link stretches: kept this long, and at most this many at once.
+REPLY_ROUTE_TTL: Final = 30.0
+REPLY_ROUTES_MAX: Final = 10_000
 
 
 class InvalidSubjectError(ValueError):
@@ -63,6 +70,7 @@ class RemoteLinks(Protocol):
         payload: bytes,
         queues: Sequence[str],
         deliver_as: str | None = None,
+        reply_via: str | None = None,
     ) -> None: ...
 
     def rtt(self, peer: str) -> float | None: ...
@@ -197,6 +205,8 @@ class Router:
         # server the client is connected to), where a hop to a peer would only cost.
         self.local_queues = frozenset(local_queues)
         self._links: RemoteLinks | None = None
+        # reply subject -> (peer that has its interest, expiry on the monotonic clock), oldest first
+        self._reply_routes: OrderedDict[str, tuple[str, float]] = OrderedDict()
         self.policy: QueuePolicy = (
             make_policy(queue_policy, rng, self._rtt) if isinstance(queue_policy, str) else queue_policy
         )
@@ -357,6 +367,7 @@ class Router:
         origin: ClientSink | None = None,
         no_responders: bool = False,
         deliver_as: str | None = None,
+        reply_via: str | None = None,
     ) -> int:
         """Deliver a message everywhere it is wanted; returns how many local deliveries and peer forwards it made.
 
@@ -388,8 +399,10 @@ class Router:
             links = self._links
             if links is not None:
                 for peer, queues in forwards.items():
-                    links.forward(peer, subject, reply, headers, payload, queues, deliver_as)
+                    links.forward(peer, subject, reply, headers, payload, queues, deliver_as, reply_via)
                     count += 1
+        if count == 0 and self._reply_routes:
+            count = self._forward_by_reply_route(subject, reply, headers, payload, deliver_as)
         if count == 0 and reply:
             if origin is not None:
                 if origin.no_responders:
@@ -406,9 +419,15 @@ class Router:
         payload: bytes,
         queues: Iterable[str],
         deliver_as: str | None = None,
+        reply_via: str | None = None,
     ) -> int:
         """A message a peer forwarded: every local plain subscriber, and one local member of each
-        queue group in `queues` (the peer chose this node for them). Never forwarded again."""
+        queue group in `queues` (the peer chose this node for them). Never forwarded again.
+
+        `reply_via`: the peer where `reply` has interest (the sender passed a request on), for
+        answers published before that peer's own interest arrives."""
+        if reply_via is not None and reply:
+            self._remember_reply_route(reply, reply_via)
         plan = self._plan(subject)
         targets: Sequence[Subscription] = plan.local
         for name in queues:
@@ -421,6 +440,43 @@ class Router:
                     targets = list(targets)
                 targets.append(self.policy.choose_local(name, members))  # type: ignore[union-attr]
         return self._deliver(targets, deliver_as or subject, reply, headers, payload, None) if targets else 0
+
+    def pass_on(self, subject: str, payload: bytes, reply: str | None, headers: bytes | None) -> int:
+        """Publish a request this node received and hands on to whoever serves it (the meta leader
+        to a stream leader): a third node will answer the requester. The requester's node sent its
+        reply interest to that node over their own link, which may lag behind the two hops the
+        request took; so the request names the peer where the reply subject has interest, and the
+        responder sends replies there until that interest arrives."""
+        return self.publish(subject, payload, reply, headers, reply_via=self._reply_peer(reply))
+
+    def _reply_peer(self, reply: str | None) -> str | None:
+        if not reply:
+            return None
+        plan = self._plan(reply)
+        # a local requester's interest reaches the responder over the same link as the request
+        return None if plan.local or not plan.peers else plan.peers[0]
+
+    def _remember_reply_route(self, reply: str, peer: str) -> None:
+        routes = self._reply_routes
+        routes[reply] = (peer, time.monotonic() + REPLY_ROUTE_TTL)
+        routes.move_to_end(reply)
+        now = time.monotonic()
+        while routes and (len(routes) > REPLY_ROUTES_MAX or next(iter(routes.values()))[1] < now):
+            routes.popitem(last=False)
+
+    def _forward_by_reply_route(
+        self, subject: str, reply: str | None, headers: bytes | None, payload: bytes, deliver_as: str | None
+    ) -> int:
+        """Nobody here or on a peer wants `subject`, but a request named where its answer goes."""
+        route = self._reply_routes.get(subject)
+        if route is None or self._links is None:
+            return 0
+        peer, expires = route
+        if expires < time.monotonic():
+            del self._reply_routes[subject]
+            return 0
+        self._links.forward(peer, subject, reply, headers, payload, (), deliver_as)
+        return 1
 
     def _deliver(
         self,

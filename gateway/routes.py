@@ -162,13 +162,14 @@ class RouteMesh:
         payload: bytes,
         queues: Sequence[str],
         deliver_as: str | None = None,
+        reply_via: str | None = None,
     ) -> None:
         link = self._links.get(peer)
         if link is None or not link.connected or link.queued_bytes >= self.queue_limit:
             # Like a NATS route that is down or hopelessly backed up: lost for that node.
             self.dropped_messages += 1
             return
-        link.messages.append((subject, reply, headers, payload, queues, deliver_as))
+        link.messages.append((subject, reply, headers, payload, queues, deliver_as, reply_via))
         link.queued_bytes += len(payload) + (len(headers) if headers else 0) + len(subject)
         if link.queued_bytes > QUEUE_HIGH_WATER:
             self._congested.add(peer)
@@ -282,6 +283,8 @@ class RouteMesh:
                     msg.payload,
                     [decode_token(q) for q in msg.queues],
                     decode_token(msg.deliver_as) if msg.HasField("deliver_as") else None,
+                    # replies to a requester on this node find it without help
+                    msg.reply_via if msg.reply_via and msg.reply_via != self.node_name else None,
                 )
             except InvalidSubjectError as exc:
                 log.warning("bad message from peer", peer=peer, error=str(exc))
@@ -304,7 +307,8 @@ def add_route_servicer(server: grpc.aio.Server, mesh: RouteMesh) -> None:
     route_pb2_grpc.add_RouteServicer_to_server(_RouteServicer(mesh), server)
 
 
-_QueuedMessage = tuple[str, str | None, bytes | None, bytes, Sequence[str], str | None]
+# subject, reply, headers, payload, queues, deliver_as, reply_via
+_QueuedMessage = tuple[str, str | None, bytes | None, bytes, Sequence[str], str | None, str | None]
 
 
 class _PeerLink:
@@ -437,7 +441,7 @@ class _PeerLink:
             size = 0
             taken = 0
             out = frame.messages
-            for subject, reply, headers, payload, queues, deliver_as in queued:
+            for subject, reply, headers, payload, queues, deliver_as, reply_via in queued:
                 if taken and size + len(payload) > MAX_FRAME_BYTES:
                     break
                 msg = out.add(subject=encode_token(subject), payload=payload)
@@ -449,6 +453,8 @@ class _PeerLink:
                     msg.queues.extend(encode_token(q) for q in queues)
                 if deliver_as is not None:
                     msg.deliver_as = encode_token(deliver_as)
+                if reply_via is not None:
+                    msg.reply_via = reply_via
                 size += len(payload) + (len(headers) if headers else 0) + len(subject)
                 taken += 1
             del queued[:taken]

@@ -38,6 +38,7 @@ class FakeLinks:
 
     forwarded: list[tuple[str, str, str | None, tuple[str, ...]]] = field(default_factory=list)
     shown: list[str | None] = field(default_factory=list)
+    reply_vias: list[str | None] = field(default_factory=list)
 
     def forward(
         self,
@@ -48,9 +49,11 @@ class FakeLinks:
         payload: bytes,
         queues: Sequence[str],
         deliver_as: str | None = None,
+        reply_via: str | None = None,
     ) -> None:
         self.forwarded.append((peer, subject, reply, tuple(queues)))
         self.shown.append(deliver_as)
+        self.reply_vias.append(reply_via)
 
     def rtt(self, peer: str) -> float | None:
         return None
