@@ -27,7 +27,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -139,11 +139,11 @@ def nats_server_cluster(binary: Path, sync_always: bool) -> Iterator[RunningClus
 
 
 @contextlib.contextmanager
-def jetraft_cluster() -> Iterator[RunningCluster]:
+def jetraft_cluster(node_args: Sequence[str] = ()) -> Iterator[RunningCluster]:
     base = free_ports(9)[0]
     specs = plan_nodes(3, 0, base, base + 3, base + 6)
     with tempfile.TemporaryDirectory(prefix="jsbench-jetraft-") as tmp:
-        cluster = LocalCluster(specs, tmp, extra_args=["--log-level", "WARNING"])
+        cluster = LocalCluster(specs, tmp, extra_args=["--log-level", "WARNING", *node_args])
         try:
             cluster.start(timeout=STARTUP_TIMEOUT_S)
             yield RunningCluster(cluster.client_urls, [proc.pid for proc in cluster.procs.values()])
@@ -151,9 +151,11 @@ def jetraft_cluster() -> Iterator[RunningCluster]:
             cluster.stop()
 
 
-def start_cluster(server: str, nats_binary: Path) -> contextlib.AbstractContextManager[RunningCluster]:
+def start_cluster(
+    server: str, nats_binary: Path, jetraft_args: Sequence[str] = ()
+) -> contextlib.AbstractContextManager[RunningCluster]:
     if server == JETRAFT:
-        return jetraft_cluster()
+        return jetraft_cluster(jetraft_args)
     return nats_server_cluster(nats_binary, sync_always=server == NATS_SYNC)
 
 
@@ -275,6 +277,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--jsbench-arg", action="append", default=[], metavar="ARG",
         help="pass ARG to jsbench (repeatable), e.g. --jsbench-arg=--max-foreign=40 --jsbench-arg=--wait-idle=30",
     )  # fmt: skip
+    parser.add_argument(
+        "--jetraft-arg", action="append", default=[], metavar="ARG",
+        help="pass ARG to every jetraft node (repeatable), e.g. --jetraft-arg=--direct-get-policy=local-first",
+    )  # fmt: skip
     return parser.parse_args(argv)
 
 
@@ -289,7 +295,7 @@ def main(argv: list[str] | None = None) -> None:
     for round_no in range(args.rounds):
         for server in [name for name in round_order(round_no) if name in servers]:
             print(f"round {round_no + 1}/{args.rounds}: {server}", file=sys.stderr, flush=True)
-            with start_cluster(server, args.nats_server) as cluster:
+            with start_cluster(server, args.nats_server, args.jetraft_arg) as cluster:
                 rows += run_jsbench(
                     args.jsbench, cluster, server, workloads, args.seconds, round_no, args.jsbench_arg
                 )
