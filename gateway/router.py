@@ -458,9 +458,9 @@ class Router:
 
     def _remember_reply_route(self, reply: str, peer: str) -> None:
         routes = self._reply_routes
-        routes[reply] = (peer, time.monotonic() + REPLY_ROUTE_TTL)
-        routes.move_to_end(reply)
         now = time.monotonic()
+        routes[reply] = (peer, now + REPLY_ROUTE_TTL)
+        routes.move_to_end(reply)
         while routes and (len(routes) > REPLY_ROUTES_MAX or next(iter(routes.values()))[1] < now):
             routes.popitem(last=False)
 
