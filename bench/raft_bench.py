@@ -36,7 +36,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from raft.testnode_cluster import HOST, TestNodeCluster, free_ports
+from gateway.local_nodes import free_port_base
+from raft.testnode_cluster import HOST, TestNodeCluster
 
 
 def _percentile(sorted_values: list[float], fraction: float) -> float:
@@ -198,7 +199,8 @@ def _pysyncobj_load(node: Any, count: int, inflight: int, size: int, max_seconds
 
 
 def bench_pysyncobj(args: argparse.Namespace) -> dict[str, Any]:
-    addresses = [f"{HOST}:{port}" for port in free_ports(3)]
+    base = free_port_base(3)
+    addresses = [f"{HOST}:{port}" for port in range(base, base + 3)]
     spec = {
         "size": args.size,
         "warm": {"count": 2_000, "inflight": 200, "max_seconds": 30},

@@ -11,9 +11,7 @@ import asyncio
 import contextlib
 import json
 import os
-import random
 import signal
-import socket
 import sys
 import time
 from collections.abc import Sequence
@@ -23,30 +21,9 @@ from typing import Any
 
 import aiohttp
 
+from gateway.local_nodes import free_port_base
+
 HOST = "127.0.0.1"
-
-
-def free_ports(count: int) -> list[int]:
-    """`count` distinct ports nobody listens on right now, below Linux's ephemeral range (32768+): a client
-    that probes a port there before its server listens can be handed that very port as its source and
-    connect to itself. Each is held until all are found, so no two are the same."""
-    rng = random.Random()
-    held: list[socket.socket] = []
-    try:
-        for _ in range(1000 + count):
-            if len(held) == count:
-                return [sock.getsockname()[1] for sock in held]
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            try:
-                sock.bind((HOST, rng.randrange(10_000, 32_000)))
-            except OSError:
-                sock.close()
-                continue
-            held.append(sock)
-    finally:
-        for sock in held:
-            sock.close()
-    raise RuntimeError("no free ports below the ephemeral range on 127.0.0.1")
 
 
 class NodeRequestError(RuntimeError):
@@ -86,7 +63,8 @@ class TestNodeCluster:
     ) -> None:
         self.base_dir = base_dir
         self.args = list(args)
-        ports = iter(free_ports(2 * len(names)))
+        base = free_port_base(2 * len(names))
+        ports = iter(range(base, base + 2 * len(names)))
         self.nodes: dict[str, NodeProcess] = {
             name: NodeProcess(name, next(ports), next(ports), base_dir / name) for name in names
         }
