@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,14 +29,11 @@ META_GROUP = "_meta_"
 # sends its own round at once.
 HEARTBEAT_TICK = 4
 GROUP_OPTIONS = GroupOptions(election_tick=20, heartbeat_tick=HEARTBEAT_TICK)
-STREAM_GROUP_OPTIONS = GroupOptions(
-    election_tick=20, heartbeat_tick=HEARTBEAT_TICK, snapshot_interval=20_000, compact_keep=5_000
-)
+# Stream groups differ only in how they snapshot: derived, so a timing option cannot be left out.
+STREAM_GROUP_OPTIONS = replace(GROUP_OPTIONS, snapshot_interval=20_000, compact_keep=5_000)
 # A memory stream's snapshot is its whole store (0.2 s per 50,000 messages here, on the event loop),
 # so those groups snapshot and compact rarely; their logs are cheap to keep.
-MEMORY_STREAM_GROUP_OPTIONS = GroupOptions(
-    election_tick=20, heartbeat_tick=HEARTBEAT_TICK, snapshot_interval=100_000, compact_keep=10_000
-)
+MEMORY_STREAM_GROUP_OPTIONS = replace(GROUP_OPTIONS, snapshot_interval=100_000, compact_keep=10_000)
 CLUSTER_NAME = "jetraft"
 
 
