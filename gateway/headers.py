@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 STATUS_LINE = b"NATS/1.0"
+_STATUS_TEXT = STATUS_LINE.decode()
 _CRLF = b"\r\n"
 # what bytes.strip() removes: only ASCII whitespace, whatever the decoded text holds
 _ASCII_SPACE = " \t\n\r\x0b\x0c"
@@ -77,10 +78,10 @@ def decode_headers(block: bytes | bytearray | memoryview) -> Headers:
     # so no UTF-8 sequence, valid or not, spans the places the block is cut.)
     lines = bytes(block).decode(errors="replace").split("\r\n")
     first = lines[0]
-    if not first.startswith("NATS/1.0"):
+    if not first.startswith(_STATUS_TEXT):
         raise HeaderError("header block must start with NATS/1.0")
     headers = Headers()
-    rest = first[8:].strip(_ASCII_SPACE)
+    rest = first[len(_STATUS_TEXT) :].strip(_ASCII_SPACE)
     if rest:
         code, _, desc = rest.partition(" ")
         if not (code.isascii() and code.isdigit()):
