@@ -152,6 +152,9 @@ class GroupOptions:
     max_pending_proposals: int = 100_000
     # Proposals handed to the core per loop iteration (the rest wait a turn).
     max_proposals_per_ready: int = 8_192
+    # Committed entries applied per loop iteration, in bytes (at least one entry; the rest in the next
+    # iterations, a loop turn apart, so the results of one slice can leave before the next is applied).
+    max_committed_size_per_ready: int = 16 << 20
 
 
 LeaderChangeCallback = Callable[[str, NodeId | None, Role, int], None]
@@ -350,6 +353,7 @@ class RaftHost:
             max_size_per_msg=options.max_size_per_msg,
             max_entries_per_msg=options.max_entries_per_msg,
             max_inflight_msgs=options.max_inflight_msgs,
+            max_committed_size_per_ready=options.max_committed_size_per_ready,
             applied=applied,
             tick_phase=self._ticks,
         )
