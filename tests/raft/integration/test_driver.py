@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,7 +16,7 @@ from raft.driver import (
     ProposalQueueFullError,
     RaftHostError,
 )
-from raft.types import ConfChange, ConfChangeType, Role
+from raft.types import ConfChange, ConfChangeType, Entry, Role
 from tests.raft.integration.cluster_helpers import (
     HostNode,
     add_group,
@@ -255,3 +256,26 @@ async def test_unsafe_no_sync_group_is_written_but_never_fsynced(cluster: list[H
     await wait_applied(cluster, "safe", index)
     after = _fsyncs_and_batches(cluster)
     assert all(after[name][0] > 0 for name in relaxed), after
+
+
+async def test_committed_entries_are_applied_in_slices_of_the_group_limit(cluster: list[HostNode]) -> None:
+    """GroupOptions.max_committed_size_per_ready: a burst committed at once reaches the machine in
+    slices within the limit (one entry at least), in order, and every entry is applied."""
+    add_group(cluster, "sliced", NAMES, GroupOptions(max_committed_size_per_ready=1024))
+    leader = await wait_for_leader(cluster, "sliced")
+    machine = leader.machines["sliced"]
+    slices: list[list[bytes]] = []
+    apply = machine.apply
+
+    def recording_apply(entries: Sequence[Entry]) -> list[Any]:
+        slices.append([entry.data for entry in entries if entry.data])
+        return apply(entries)
+
+    machine.apply = recording_apply  # type: ignore[method-assign]
+    payloads = [b"%03d" % i + b"x" * 97 for i in range(200)]
+    indices = await asyncio.gather(*(leader.host.propose_nowait("sliced", data) for data in payloads))
+    await wait_applied(cluster, "sliced", indices[-1])
+    assert [data for piece in slices for data in piece] == payloads
+    # 100-byte commands count 116 bytes each towards the limit: at most 8 per slice
+    assert max(len(piece) for piece in slices) <= 8
+    assert len(slices) >= 25
