@@ -62,7 +62,9 @@ _U64 = struct.Struct(">Q")
 _AT_SEQ_HEAD = struct.Struct(">BQqHII")
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen, like every record built once per message: a frozen dataclass's __init__ costs several
+# times a plain one's (one object.__setattr__ per field), and these are never changed after building.
+@dataclass(slots=True)
 class StoreMsg:
     """Store one published message, after the checks it carries pass on the replica applying it."""
 
@@ -226,10 +228,17 @@ def _decode_store(data: bytes) -> StoreMsg:
     if len(data) < _STORE_HEAD.size:
         raise EntryDecodeError("entry truncated")
     _, flags, ts, subject_len, header_len, payload_len = _STORE_HEAD.unpack_from(data)
-    reader = _Reader(data, _STORE_HEAD.size)
-    subject = reader.take(subject_len).decode()
-    header = reader.take(header_len)
-    payload = reader.take(payload_len)
+    header_at = _STORE_HEAD.size + subject_len
+    payload_at = header_at + header_len
+    end = payload_at + payload_len
+    if end > len(data):
+        raise EntryDecodeError("entry truncated")
+    subject = data[_STORE_HEAD.size : header_at].decode()
+    header = data[header_at:payload_at]
+    payload = data[payload_at:end]
+    if not flags:
+        return StoreMsg(subject, header, payload, ts)
+    reader = _Reader(data, end)
     msg_id = reader.short_text() if flags & _HAS_MSG_ID else ""
     expected_stream = reader.short_text() if flags & _HAS_EXPECTED_STREAM else None
     expected_last_seq = reader.u64() if flags & _HAS_EXPECTED_LAST_SEQ else None

@@ -66,7 +66,8 @@ _STORE_ROLLUP = {Rollup.NONE: None, Rollup.SUBJECT: StoreRollup.SUBJECT, Rollup.
 _REBUILD_BATCH = 1024
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: built once per applied message (see StoreMsg).
+@dataclass(slots=True)
 class Stored:
     """A message was stored at `seq`; `removed` are the sequences limits or a rollup took out with it."""
 

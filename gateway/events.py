@@ -35,7 +35,9 @@ class Connect:
     options: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+# Pub and HPub are not frozen: one is built per published message, and a frozen dataclass's __init__
+# costs several times a plain one's (one object.__setattr__ per field).
+@dataclass(slots=True)
 class Pub:
     """`PUB <subject> [reply] <size>` and its payload."""
 
@@ -44,7 +46,7 @@ class Pub:
     payload: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class HPub:
     """`HPUB <subject> [reply] <header size> <total size>`: header block and payload, split."""
 

@@ -24,7 +24,9 @@ class EntryType(enum.IntEnum):
     CONF_CHANGE = 1
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: one is built per entry on every node, and a frozen dataclass's __init__ costs several
+# times a plain one's. Entries are never changed after building.
+@dataclass(slots=True)
 class Entry:
     """One log entry. `data` of a CONF_CHANGE entry is an encoded `ConfChangeRecord`."""
 

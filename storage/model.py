@@ -48,7 +48,9 @@ class StoredMsg:
         )
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: built once per stored message, and a frozen dataclass's __init__ costs several times a
+# plain one's.
+@dataclass(slots=True)
 class StoreResult:
     """What a write did: the sequence and timestamp it got, and every sequence it removed.
 
