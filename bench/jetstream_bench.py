@@ -19,6 +19,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -50,6 +51,8 @@ STARTUP_TIMEOUT_S = 60.0
 class RunningCluster:
     urls: list[str]
     pids: list[int]
+    # where the servers' logs are, until the cluster stops (then a temporary directory is gone)
+    logs: Path
 
 
 def free_ports(count: int) -> list[int]:
@@ -133,7 +136,9 @@ def nats_server_cluster(binary: Path, sync_always: bool) -> Iterator[RunningClus
                 if any(proc.poll() is not None for proc in procs) or time.monotonic() > deadline:
                     raise RuntimeError(f"nats-server cluster did not become healthy; logs in {tmp}")
                 time.sleep(0.1)
-            yield RunningCluster([f"nats://{HOST}:{port}" for port in client_ports], [p.pid for p in procs])
+            yield RunningCluster(
+                [f"nats://{HOST}:{port}" for port in client_ports], [p.pid for p in procs], Path(tmp)
+            )
         finally:
             stop_pids(procs)
 
@@ -146,7 +151,9 @@ def jetraft_cluster(node_args: Sequence[str] = ()) -> Iterator[RunningCluster]:
         cluster = LocalCluster(specs, tmp, extra_args=["--log-level", "WARNING", *node_args])
         try:
             cluster.start(timeout=STARTUP_TIMEOUT_S)
-            yield RunningCluster(cluster.client_urls, [proc.pid for proc in cluster.procs.values()])
+            yield RunningCluster(
+                cluster.client_urls, [proc.pid for proc in cluster.procs.values()], cluster.log_dir
+            )
         finally:
             cluster.stop()
 
@@ -252,11 +259,19 @@ def load_summary(rows: list[dict[str, object]]) -> str:
 def failures(rows: list[dict[str, object]]) -> list[str]:
     notes = []
     for row in rows:
+        logs = f" (server logs in {row['logs']})" if "logs" in row else ""
         if "failed" in row:
-            notes.append(f"{row['server']} round {row['round']} {row['workload']}: {row['failed']}")
+            notes.append(f"{row['server']} round {row['round']} {row['workload']}: {row['failed']}{logs}")
         elif row.get("errors"):
-            notes.append(f"{row['server']} round {row['round']} {row['workload']} errors: {row['errors']}")
+            notes.append(
+                f"{row['server']} round {row['round']} {row['workload']} errors: {row['errors']}{logs}"
+            )
     return notes
+
+
+def _not_logs(directory: str, names: list[str]) -> list[str]:
+    """copytree filter: log files and the directories that may hold them, nothing else."""
+    return [name for name in names if not name.endswith(".log") and not (Path(directory) / name).is_dir()]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -296,9 +311,16 @@ def main(argv: list[str] | None = None) -> None:
         for server in [name for name in round_order(round_no) if name in servers]:
             print(f"round {round_no + 1}/{args.rounds}: {server}", file=sys.stderr, flush=True)
             with start_cluster(server, args.nats_server, args.jetraft_arg) as cluster:
-                rows += run_jsbench(
+                results = run_jsbench(
                     args.jsbench, cluster, server, workloads, args.seconds, round_no, args.jsbench_arg
                 )
+                if failures(results):
+                    # the cluster's directory goes with it: keep its logs for the failure's cause
+                    kept = Path(tempfile.mkdtemp(prefix=f"jsbench-logs-{server.replace(' ', '-')}-"))
+                    shutil.copytree(cluster.logs, kept, dirs_exist_ok=True, ignore=_not_logs)
+                    for result in results:
+                        result["logs"] = str(kept)
+                rows += results
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     print(format_table(rows, workloads))
