@@ -123,6 +123,15 @@ class MetaMachine:
                 counts[peer] = counts.get(peer, 0) + 1
         return counts
 
+    def first_peers(self) -> dict[str, int]:
+        """Streams per node that list it as their first peer (the one that stands for leader first)."""
+        counts: dict[str, int] = {}
+        for assignment in self.streams.values():
+            if assignment.peers:
+                first = assignment.peers[0]
+                counts[first] = counts.get(first, 0) + 1
+        return counts
+
     def apply(self, data: bytes) -> MetaResult:
         if not data:
             return MetaResult(ok=True)  # the empty entry a new leader commits

@@ -281,6 +281,7 @@ class MetaService:
                     required_tags=cfg.placement.tags if cfg.placement is not None else (),
                     is_mirror=cfg.mirror is not None,
                     exclude=exclude,
+                    first_in=self.machine.first_peers(),
                 )
             except PlacementError as exc:
                 if all(node.online for node in nodes) or loop.time() >= deadline:

@@ -31,12 +31,19 @@ def choose_peers(
     required_tags: Iterable[str] = (),
     is_mirror: bool = False,
     exclude: Iterable[str] = (),
+    first_in: Mapping[str, int] | None = None,
 ) -> list[str]:
     """Pick `replicas` online nodes carrying every required tag, least loaded first.
 
     Nodes tagged `mirror` are reserved for mirror streams: a mirror goes there
     when enough of them exist, and other streams avoid them unless the
     placement asks for the tag explicitly.
+
+    The chosen nodes come back ordered by `first_in` (how many streams already
+    list each node first), fewest first: a new group's first peer stands for
+    election at once, so this spreads stream leaders over the nodes, as
+    nats-server's are. Ordering by load alone put every R3 stream of a 3-node
+    cluster first on n1 (all nodes carry the same load there).
     """
     if replicas < 1:
         raise PlacementError("replicas must be at least 1")
@@ -52,7 +59,10 @@ def choose_peers(
     if len(candidates) < replicas:
         raise PlacementError("no suitable peers for placement")
     candidates.sort(key=lambda n: (load.get(n.name, 0), n.name))
-    return [n.name for n in candidates[:replicas]]
+    chosen = [n.name for n in candidates[:replicas]]
+    firsts = first_in or {}
+    chosen.sort(key=lambda name: (firsts.get(name, 0), load.get(name, 0), name))
+    return chosen
 
 
 def known_nodes(

@@ -53,3 +53,12 @@ def test_known_nodes_come_from_routes_that_are_up() -> None:
     with pytest.raises(PlacementError):
         choose_peers(3, nodes, {})
     assert choose_peers(2, nodes, {}) == ["n1", "n2"]
+
+
+def test_chosen_nodes_come_first_in_turn() -> None:
+    # every R3 stream on all three nodes, so the same load everywhere: the first peer (the one that
+    # stands for leader at once) goes to the node listed first least often
+    assert choose_peers(3, NODES, {}, first_in={"n1": 1}) == ["n2", "n3", "n1"]
+    assert choose_peers(3, NODES, {}, first_in={"n1": 1, "n2": 1}) == ["n3", "n1", "n2"]
+    # which nodes carry the stream is still decided by load alone
+    assert choose_peers(1, NODES, {"n1": 2, "n2": 1, "n3": 1}, first_in={"n2": 5}) == ["n2"]
