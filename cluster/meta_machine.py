@@ -36,7 +36,10 @@ class StreamAssignment:
 
     @property
     def group(self) -> str:
-        return f"S-{self.name}"
+        # Named per incarnation, as nats-server names its groups afresh: a node that has not yet
+        # stopped a deleted stream's replica must not reach the re-created stream's group with the old
+        # group's messages (its higher term would depose the new leader, its log could win a vote).
+        return f"S-{self.name}-{self.created_ns}"
 
     def to_json(self) -> dict[str, Any]:
         return {

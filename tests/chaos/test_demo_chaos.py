@@ -263,6 +263,7 @@ async def test_partitioned_leader_serves_no_coherent_reads_and_no_acknowledged_w
     info = await admin.add_stream(name="PART", subjects=["part.>"], num_replicas=3, allow_direct=True)
     assert info.cluster is not None and info.cluster.replicas
     old_leader = info.cluster.leader or ""
+    group = info.cluster.raft_group or ""
     replicas = [old_leader, *sorted(peer.name for peer in info.cluster.replicas)]
     majority = [node for node in replicas if node != old_leader]
     writer = _Writer(endpoints[majority[0]].nc.jetstream(timeout=2))
@@ -270,7 +271,7 @@ async def test_partitioned_leader_serves_no_coherent_reads_and_no_acknowledged_w
     try:
         await writer.wait_for(50, timeout=20)
         elections_before = {
-            node: value(scrape(cluster.spec(node).http_url), "jetraft_raft_elections_total", group="S-PART")
+            node: value(scrape(cluster.spec(node).http_url), "jetraft_raft_elections_total", group=group)
             for node in majority
         }
         cut = faults.isolate(old_leader)
@@ -289,9 +290,9 @@ async def test_partitioned_leader_serves_no_coherent_reads_and_no_acknowledged_w
         assert new_leader in majority
         # the new leader campaigned for it: its elections counter moved, and it says it leads the group
         new_leader_metrics = scrape(cluster.spec(new_leader).http_url)
-        elections = value(new_leader_metrics, "jetraft_raft_elections_total", group="S-PART")
+        elections = value(new_leader_metrics, "jetraft_raft_elections_total", group=group)
         assert elections > elections_before[new_leader], (elections_before, elections)
-        assert value(new_leader_metrics, "jetraft_raft_is_leader", group="S-PART", node=new_leader) == 1
+        assert value(new_leader_metrics, "jetraft_raft_is_leader", group=group, node=new_leader) == 1
         acked_at_election = len(writer.acked)
         await writer.wait_for(acked_at_election + 50, timeout=30)
 

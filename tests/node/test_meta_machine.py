@@ -44,3 +44,10 @@ def test_empty_and_unknown_entries_do_not_diverge() -> None:
     result = machine.apply(bytes([250]) + b"{}")
     assert not result.ok and "unknown meta op" in (result.error or "")
     assert machine.streams == {}
+
+
+def test_a_re_created_stream_gets_a_raft_group_of_its_own() -> None:
+    first = StreamAssignment("ORDERS", {"name": "ORDERS"}, ["n1", "n2", "n3"], created_ns=1)
+    again = StreamAssignment("ORDERS", {"name": "ORDERS"}, ["n1", "n2", "n3"], created_ns=2)
+    assert first.group != again.group
+    assert first.group.startswith("S-ORDERS-")

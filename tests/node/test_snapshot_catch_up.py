@@ -36,7 +36,7 @@ def snapshot_installs(cluster: LocalCluster, node: str, stream: str) -> float:
         text = resp.read().decode()
     total = 0.0
     for line in text.splitlines():
-        if line.startswith("jetraft_raft_snapshot_installs_total{") and f"S-{stream}" in line:
+        if line.startswith("jetraft_raft_snapshot_installs_total{") and f'group="S-{stream}-' in line:
             total += float(line.rsplit(" ", 1)[1])
     return total
 
