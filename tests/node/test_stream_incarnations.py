@@ -1,0 +1,108 @@
+"""A deleted stream's replica that a node has not stopped yet must not disturb the stream re-created under
+the same name: each incarnation has a Raft group of its own.
+
+With one group name for every incarnation this failed 2 runs in 4 here: the frozen node, woken, answered
+the new group's appends from the old group at its higher term, the new leader stepped down, and the
+publishes that followed found no stream leader."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import nats
+import pytest
+from nats.js import JetStreamContext
+from nats.js.errors import ServiceUnavailableError
+
+from cluster.local_cluster import LocalCluster
+from tests.chaos.node_metrics import scrape, value
+from tests.node.cluster_fixtures import local_cluster
+
+STREAM = "REBORN"
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    with local_cluster(tmp_path) as running:
+        yield running
+
+
+async def _leader(js: JetStreamContext) -> tuple[str, str]:
+    """(leader, raft group) once the stream has a leader; polled: no advisory announces one."""
+    for _ in range(200):
+        try:
+            info = await js.stream_info(STREAM)
+        except ServiceUnavailableError:  # no leader at this moment: an election is on
+            await asyncio.sleep(0.05)
+            continue
+        if info.cluster is not None and info.cluster.leader:
+            return info.cluster.leader, info.cluster.raft_group or ""
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{STREAM} has no leader")
+
+
+async def test_a_frozen_replica_of_the_deleted_stream_leaves_the_new_one_alone(cluster: LocalCluster) -> None:
+    nc = await nats.connect(cluster.client_urls[0])
+    js = nc.jetstream(timeout=10)
+    try:
+        await js.add_stream(name=STREAM, subjects=["reborn.>"], num_replicas=3)
+        for i in range(5):
+            await js.publish("reborn.x", b"old-%d" % i)
+        # each stepdown is an election: the old incarnation's term climbs well above a new group's
+        for _ in range(3):
+            await nc.request(f"$JS.API.STREAM.LEADER.STEPDOWN.{STREAM}", b"", timeout=10)
+            await _leader(js)
+        old_leader, _ = await _leader(js)
+        meta_leader = next(
+            spec.name
+            for spec in cluster.specs
+            if value(scrape(spec.http_url), "jetraft_raft_is_leader", group="_meta_", node=spec.name) == 1
+        )
+        # freeze a follower of the old stream that leads nothing, with its replica still running; the
+        # client talks to the old stream's leader from now on
+        frozen = next(s.name for s in cluster.specs if s.name not in (old_leader, meta_leader))
+        await nc.close()
+        nc = await nats.connect(cluster.spec(old_leader).client_url)
+        js = nc.jetstream(timeout=10)
+        pid = cluster.procs[frozen].pid
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            await js.delete_stream(STREAM)
+            # placed at once, while the frozen node's route still counts as up: it is a peer again
+            info = await js.add_stream(
+                name=STREAM, subjects=["reborn.>"], num_replicas=3, allow_direct=True
+            )
+            assert info.cluster is not None
+            assert frozen in [info.cluster.leader, *(p.name for p in info.cluster.replicas or [])]
+            new_leader, new_group = await _leader(js)
+            for i in range(5):
+                assert (await js.publish("reborn.x", b"new-%d" % i)).seq == i + 1
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        # the frozen node wakes to the new group's appends before it has caught up with the meta log
+        for i in range(5, 50):
+            assert (await js.publish("reborn.x", b"new-%d" % i)).seq == i + 1
+        # until every replica of the new stream has all 50 (Direct Get is answered by each replica)
+        request = b'{"last_by_subj": "reborn.x", "min_last_seq": 50}'
+        seen: set[str] = set()
+        for _ in range(400):
+            reply = await nc.request(f"$JS.API.DIRECT.GET.{STREAM}", request, timeout=5)
+            assert reply.headers is not None and reply.headers.get("Nats-Sequence") == "50", reply.headers
+            assert reply.data == b"new-49"
+            seen.add(reply.headers["Jetraft-Node"])
+            if len(seen) == 3:
+                break
+        assert len(seen) == 3, seen
+        # the new group's leader was never deposed by the old group's higher term
+        leader_now, group_now = await _leader(js)
+        assert (leader_now, group_now) == (new_leader, new_group)
+        term = value(scrape(cluster.spec(new_leader).http_url), "jetraft_raft_term", group=new_group)
+        assert term <= 2, term
+        for seq in (1, 50):
+            assert (await js.get_msg(STREAM, seq=seq)).data.startswith(b"new-")
+    finally:
+        await nc.close()
