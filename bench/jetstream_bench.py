@@ -269,11 +269,6 @@ def failures(rows: list[dict[str, object]]) -> list[str]:
     return notes
 
 
-def _not_logs(directory: str, names: list[str]) -> list[str]:
-    """copytree filter: log files and the directories that may hold them, nothing else."""
-    return [name for name in names if not name.endswith(".log") and not (Path(directory) / name).is_dir()]
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -317,7 +312,8 @@ def main(argv: list[str] | None = None) -> None:
                 if failures(results):
                     # the cluster's directory goes with it: keep its logs for the failure's cause
                     kept = Path(tempfile.mkdtemp(prefix=f"jsbench-logs-{server.replace(' ', '-')}-"))
-                    shutil.copytree(cluster.logs, kept, dirs_exist_ok=True, ignore=_not_logs)
+                    for log in cluster.logs.glob("*.log"):
+                        shutil.copy2(log, kept)
                     for result in results:
                         result["logs"] = str(kept)
                 rows += results
