@@ -10,7 +10,6 @@ error at once instead of a timeout.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 
 from cluster.api_errors import JSErrors, error_response
@@ -33,15 +32,11 @@ from cluster.consumer_subjects import (
     meta_consumer_subject,
     parse_consumer_subject,
 )
+from cluster.leader_wait import wait_for_interest
 from cluster.node_context import NodeContext
 from cluster.stream_info import stream_info_error
 from gateway.headers import encode_headers
 from gateway.router import Message, Subscription
-
-# How long a request waits for a leader to appear (elections take 1-2 s) before a 503.
-LEADER_WAIT = 3.0
-LEADER_POLL = 0.02
-
 
 # INFO goes by way of the meta leader, which passes it on only if the stream (or consumer) still
 # exists: this node's copy of the meta state may not have applied a delete the client was already
@@ -114,12 +109,9 @@ class ApiEntry:
         """Nobody answers `target` right now (a leader change in progress, its interest still on the
         way): give the new leader a moment before telling the client the system is unavailable."""
         router = self._ctx.router
-        deadline = asyncio.get_running_loop().time() + LEADER_WAIT
-        while asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(LEADER_POLL)
-            if router.has_interest(target):
-                router.publish(target, msg.payload, msg.reply, msg.headers)
-                return
+        if await wait_for_interest(router, target):
+            router.publish(target, msg.payload, msg.reply, msg.headers)
+            return
         error = JSErrors.CLUSTER_NOT_AVAILABLE()
         if isinstance(request, ConsumerRequest) and request.op is ConsumerOp.NEXT:
             # a pull request gets a status, as its client waits for messages or statuses

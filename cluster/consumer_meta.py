@@ -36,6 +36,7 @@ from cluster.consumer_subjects import (
     consumer_subject,
     parse_consumer_subject,
 )
+from cluster.leader_wait import pass_on_when_served
 from cluster.meta_machine import ConsumerAssignment, MetaOp
 from cluster.stream_config import stream_config_from_json
 from cluster.stream_info import plain_error
@@ -86,7 +87,7 @@ class ConsumerAdmin:
             return delete_response()
         # INFO, NEXT, STEPDOWN from a node that did not know the consumer yet: pass them on
         target = consumer_subject(request.stream, request.consumer, op)
-        if self.ctx.router.pass_on(target, msg.payload, msg.reply, msg.headers) == 0:
+        if not await pass_on_when_served(self.ctx.router, target, msg.payload, msg.reply, msg.headers):
             raise JSErrors.CLUSTER_NOT_AVAILABLE()
         return None
 

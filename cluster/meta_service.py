@@ -49,6 +49,7 @@ from cluster.consumer_meta import ConsumerAdmin, consumer_error_body, parse_meta
 from cluster.consumer_replica import ConsumerReplica
 from cluster.consumer_subjects import META_CONSUMER_PREFIX, ConsumerRequest
 from cluster.internal_requests import NoRespondersError
+from cluster.leader_wait import pass_on_when_served
 from cluster.meta_machine import (
     ConsumerAssignment,
     MetaMachine,
@@ -330,7 +331,9 @@ class MetaService:
         # a per-stream operation from a node that did not know the stream: we know for sure
         if name not in self.machine.streams:
             raise JSErrors.STREAM_NOT_FOUND()
-        if self.ctx.router.pass_on(stream_subject(name, op), msg.payload, msg.reply, msg.headers) == 0:
+        if not await pass_on_when_served(
+            self.ctx.router, stream_subject(name, op), msg.payload, msg.reply, msg.headers
+        ):
             raise JSErrors.CLUSTER_NOT_AVAILABLE()
         return None
 

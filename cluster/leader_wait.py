@@ -1,0 +1,39 @@
+"""Handing a request on to a leader that may be between terms.
+
+A stream or consumer leader that just stepped down or failed leaves its
+API subjects unserved until the next leader is elected and its interest
+has spread (elections take 1-2 s). A request that meets that gap waits a
+bounded time for the new leader instead of failing at once; only then
+does the client get JetStream's 503.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from gateway.router import Router
+
+LEADER_WAIT = 3.0
+LEADER_POLL = 0.02
+
+
+async def wait_for_interest(router: Router, subject: str, timeout: float = LEADER_WAIT) -> bool:
+    """Whether somebody serves `subject` within `timeout` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not router.has_interest(subject):
+        if loop.time() >= deadline:
+            return False
+        await asyncio.sleep(LEADER_POLL)
+    return True
+
+
+async def pass_on_when_served(
+    router: Router, subject: str, payload: bytes, reply: str | None, headers: bytes | None
+) -> bool:
+    """`Router.pass_on`, waiting for a server of `subject` if there is none yet; False if none came."""
+    if router.pass_on(subject, payload, reply, headers):
+        return True
+    if not await wait_for_interest(router, subject):
+        return False
+    return router.pass_on(subject, payload, reply, headers) > 0
