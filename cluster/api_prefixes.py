@@ -60,6 +60,6 @@ class PrefixMapper:
     def _forward(self, prefix: str, msg: Message) -> None:
         local = map_subject(prefix, msg.subject)
         if local is not None:
-            self._ctx.router.publish(
-                local, msg.payload, msg.reply, msg.headers, no_responders=bool(msg.reply)
-            )
+            # the requester may be on a third node (this one took the request from a peer): its reply
+            # interest may reach the responder after the request does, so name where it lives
+            self._ctx.router.pass_on(local, msg.payload, msg.reply, msg.headers, no_responders=bool(msg.reply))

@@ -14,6 +14,7 @@ buffer, a forward appends to the peer link's batch.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 from collections import OrderedDict
@@ -441,13 +442,23 @@ class Router:
                 targets.append(self.policy.choose_local(name, members))  # type: ignore[union-attr]
         return self._deliver(targets, deliver_as or subject, reply, headers, payload, None) if targets else 0
 
-    def pass_on(self, subject: str, payload: bytes, reply: str | None, headers: bytes | None) -> int:
+    def pass_on(
+        self,
+        subject: str,
+        payload: bytes,
+        reply: str | None,
+        headers: bytes | None,
+        *,
+        no_responders: bool = False,
+    ) -> int:
         """Publish a request this node received and hands on to whoever serves it (the meta leader
         to a stream leader): a third node will answer the requester. The requester's node sent its
         reply interest to that node over their own link, which may lag behind the two hops the
         request took; so the request names the peer where the reply subject has interest, and the
-        responder sends replies there until that interest arrives."""
-        return self.publish(subject, payload, reply, headers, reply_via=self._reply_peer(reply))
+        responder sends replies there until that interest arrives. `no_responders` as for `publish`."""
+        return self.publish(
+            subject, payload, reply, headers, no_responders=no_responders, reply_via=self._reply_peer(reply)
+        )
 
     def _reply_peer(self, reply: str | None) -> str | None:
         if not reply:
@@ -549,17 +560,8 @@ class Router:
                 return
 
     def _no_responders_local(self, subject: str, reply: str) -> None:
+        """The 503 for an internal publisher's request, to wherever `reply` is wanted: here, or the
+        node of a requester whose request this node passed on (a prefix mapper's)."""
         status = encode_headers([("Nats-Subject", subject)], status=NO_RESPONDERS_STATUS)
-        try:
-            plan = self._plan(reply)
-        except InvalidSubjectError:
-            return
-        message = Message(reply, None, status, b"")
-        reply_b = encode_token(reply)
-        for sub in plan.local:
-            if sub.closed:
-                continue
-            if sub.client is None:
-                self._call(sub, message)
-            else:
-                sub.client.deliver(sub.sid, reply_b, None, status, b"")
+        with contextlib.suppress(InvalidSubjectError):
+            self.publish(reply, b"", None, status)
