@@ -409,7 +409,7 @@ class Router:
                 if origin.no_responders:
                     self._no_responders_to_client(origin, subject, reply)
             elif no_responders:
-                self._no_responders_local(subject, reply)
+                self._no_responders_to_internal(subject, reply)
         return count
 
     def deliver_routed(
@@ -559,7 +559,7 @@ class Router:
                     self.unsubscribe(sub)
                 return
 
-    def _no_responders_local(self, subject: str, reply: str) -> None:
+    def _no_responders_to_internal(self, subject: str, reply: str) -> None:
         """The 503 for an internal publisher's request, to wherever `reply` is wanted: here, or the
         node of a requester whose request this node passed on (a prefix mapper's)."""
         status = encode_headers([("Nats-Subject", subject)], status=NO_RESPONDERS_STATUS)
