@@ -36,7 +36,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # run as a script: bench/ is on sys.path, the packages are not
     sys.path.insert(0, str(REPO_ROOT))
 
-from cluster.local_cluster import LocalCluster, free_port_base, plan_nodes  # noqa: E402
+from cluster.local_cluster import LocalCluster, plan_free_nodes  # noqa: E402
+from gateway.local_nodes import free_ports  # noqa: E402
 
 HOST = "127.0.0.1"
 WORKLOADS = ["pub_sync", "pub_async", "msg_get", "direct_get", "kv_put", "kv_get"]
@@ -53,12 +54,6 @@ class RunningCluster:
     pids: list[int]
     # where the servers' logs are, until the cluster stops (then a temporary directory is gone)
     logs: Path
-
-
-def free_ports(count: int) -> list[int]:
-    """`count` consecutive free ports on 127.0.0.1 (plan_nodes lays its ports out contiguously)."""
-    base = free_port_base(count)
-    return list(range(base, base + count))
 
 
 def stop_pids(procs: list[subprocess.Popen[bytes]], grace_s: float = 10.0) -> None:
@@ -145,8 +140,7 @@ def nats_server_cluster(binary: Path, sync_always: bool) -> Iterator[RunningClus
 
 @contextlib.contextmanager
 def jetraft_cluster(node_args: Sequence[str] = ()) -> Iterator[RunningCluster]:
-    base = free_ports(9)[0]
-    specs = plan_nodes(3, 0, base, base + 3, base + 6)
+    specs = plan_free_nodes(3, 0)
     with tempfile.TemporaryDirectory(prefix="jsbench-jetraft-") as tmp:
         cluster = LocalCluster(specs, tmp, extra_args=["--log-level", "WARNING", *node_args])
         try:

@@ -36,7 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gateway.local_nodes import free_port_base
+from gateway.local_nodes import free_ports
 from raft.testnode_cluster import HOST, TestNodeCluster
 
 
@@ -199,8 +199,7 @@ def _pysyncobj_load(node: Any, count: int, inflight: int, size: int, max_seconds
 
 
 def bench_pysyncobj(args: argparse.Namespace) -> dict[str, Any]:
-    base = free_port_base(3)
-    addresses = [f"{HOST}:{port}" for port in range(base, base + 3)]
+    addresses = [f"{HOST}:{port}" for port in free_ports(3)]
     spec = {
         "size": args.size,
         "warm": {"count": 2_000, "inflight": 200, "max_seconds": 30},

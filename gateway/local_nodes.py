@@ -51,6 +51,12 @@ def free_port() -> int:
     return free_port_base(1)
 
 
+def free_ports(count: int) -> list[int]:
+    """`count` distinct free ports, one block (separate probes may hand out the same port twice)."""
+    base = free_port_base(count)
+    return list(range(base, base + count))
+
+
 def _distinct_ports(names: Sequence[str], cluster: bool) -> tuple[dict[str, int], dict[str, int]]:
     """Client ports and (for a cluster) route ports, all distinct: one block, since separate probes
     may hand out the same free port twice."""

@@ -21,7 +21,7 @@ from typing import Any
 
 import aiohttp
 
-from gateway.local_nodes import free_port_base
+from gateway.local_nodes import free_ports
 
 HOST = "127.0.0.1"
 
@@ -63,8 +63,7 @@ class TestNodeCluster:
     ) -> None:
         self.base_dir = base_dir
         self.args = list(args)
-        base = free_port_base(2 * len(names))
-        ports = iter(range(base, base + 2 * len(names)))
+        ports = iter(free_ports(2 * len(names)))
         self.nodes: dict[str, NodeProcess] = {
             name: NodeProcess(name, next(ports), next(ports), base_dir / name) for name in names
         }
