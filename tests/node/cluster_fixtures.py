@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import nats
+from nats.aio.msg import Msg
 
 from cluster.local_cluster import LocalCluster, plan_free_nodes
 
@@ -24,15 +26,30 @@ def local_cluster(
         cluster.stop()
 
 
+async def direct_get_from_every_replica(
+    nc: nats.NATS, stream: str, request: bytes, within: float = 20.0
+) -> list[Msg]:
+    """Direct Get `request` until each of the three replicas has answered (each request reaches one
+    member of `_sys_` at random, and a replica joins once it has caught up); every reply, for the
+    caller to check. Bounded by time, not by a count: a fast loop could ask 400 times before a
+    replica that was just woken or started has caught up."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    replies: list[Msg] = []
+    seen: set[str] = set()
+    while len(seen) < 3:
+        if loop.time() > deadline:
+            raise AssertionError(f"only {sorted(seen)} answered for {stream} within {within} s")
+        reply = await nc.request(f"$JS.API.DIRECT.GET.{stream}", request, timeout=5)
+        assert reply.headers is not None, reply
+        replies.append(reply)
+        seen.add(reply.headers["Jetraft-Node"])
+    return replies
+
+
 async def every_replica_applied(nc: nats.NATS, stream: str, subject: str, seq: int) -> None:
     """Until all three replicas have applied `seq`: nats-py's KV reads are Direct Gets, answered by any
     replica, so a read right after a write may be stale until then (that is Direct Get's trade-off)."""
     request = json.dumps({"last_by_subj": subject, "min_last_seq": seq}).encode()
-    seen: set[str] = set()
-    for _ in range(400):
-        reply = await nc.request(f"$JS.API.DIRECT.GET.{stream}", request, timeout=5)
+    for reply in await direct_get_from_every_replica(nc, stream, request):
         assert reply.headers is not None and int(reply.headers["Jetraft-Last-Sequence"]) >= seq
-        seen.add(reply.headers["Jetraft-Node"])
-        if len(seen) == 3:
-            return
-    raise AssertionError(f"only {sorted(seen)} answered for {stream} seq {seq}")

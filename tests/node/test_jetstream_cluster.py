@@ -18,7 +18,7 @@ from nats.js.errors import (
 )
 
 from cluster.local_cluster import LocalCluster
-from tests.node.cluster_fixtures import every_replica_applied, local_cluster
+from tests.node.cluster_fixtures import direct_get_from_every_replica, every_replica_applied, local_cluster
 
 
 @pytest.fixture(scope="module")
@@ -85,20 +85,14 @@ async def test_every_replica_answers_direct_get(nc: nats.NATS) -> None:
     js = nc.jetstream()
     await js.add_stream(name="SPREAD", subjects=["spread.>"], num_replicas=3, allow_direct=True)
     ack = await js.publish("spread.k", b"v")
-    responders: set[str] = set()
-    # Each request picks one member of _sys_ at random; a replica joins once it has caught up
-    # after the stream started, so keep asking (bounded) until every replica has answered.
     # A follower may not have applied the publish yet (Direct Get may be stale): min_last_seq
     # makes each responder answer only once it has.
     request = json.dumps({"last_by_subj": "spread.k", "min_last_seq": ack.seq}).encode()
-    for _ in range(400):
-        msg = await nc.request("$JS.API.DIRECT.GET.SPREAD", request, timeout=5)
+    replies = await direct_get_from_every_replica(nc, "SPREAD", request)
+    for msg in replies:
         assert msg.headers is not None
         assert msg.data == b"v" and msg.headers["Nats-Sequence"] == str(ack.seq)
-        responders.add(msg.headers["Jetraft-Node"])
-        if len(responders) == 3:
-            break
-    assert responders == {"n1", "n2", "n3"}
+    assert {msg.headers["Jetraft-Node"] for msg in replies if msg.headers} == {"n1", "n2", "n3"}
     await js.delete_stream("SPREAD")
 
 
