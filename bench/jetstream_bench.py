@@ -283,7 +283,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )  # fmt: skip
     parser.add_argument(
         "--jetraft-arg", action="append", default=[], metavar="ARG",
-        help="pass ARG to every jetraft node (repeatable), e.g. --jetraft-arg=--direct-get-policy=local-first",
+        help="pass ARG to every jetraft node (repeatable), e.g. --jetraft-arg=--direct-get-policy=random",
     )  # fmt: skip
     return parser.parse_args(argv)
 

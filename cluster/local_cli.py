@@ -13,7 +13,7 @@ import sys
 import threading
 
 from chaos.toxiproxy.process import ToxiproxyProcessError
-from cluster.config import DIRECT_GET_POLICIES
+from cluster.config import DEFAULT_DIRECT_GET_POLICY, DIRECT_GET_POLICIES
 from cluster.local_cluster import (
     LocalCluster,
     NodeProcessError,
@@ -33,7 +33,12 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--http-port-base", type=int, default=8222)
     up.add_argument("--cluster-port-base", type=int, default=6222)
     up.add_argument("--data-dir", default="./data")
-    up.add_argument("--direct-get-policy", choices=DIRECT_GET_POLICIES, default="random")
+    up.add_argument(
+        "--direct-get-policy",
+        choices=DIRECT_GET_POLICIES,
+        default=DEFAULT_DIRECT_GET_POLICY,
+        help="which replica answers a Direct Get (default: %(default)s, the one on the client's node)",
+    )
     up.add_argument("--startup-timeout", type=float, default=60.0)
     up.add_argument(
         "--toxiproxy", action="store_true", help="route every node-to-node link through an embedded Toxiproxy"

@@ -24,6 +24,7 @@ from cluster.api_entry import ApiEntry
 from cluster.api_prefixes import PREFIX_QUEUE, PrefixMapper, domain_prefix
 from cluster.api_subjects import API_QUEUE
 from cluster.config import NodeConfig
+from cluster.direct_get_responder import DIRECT_GET_QUEUE
 from cluster.http_server import NodeHttpServer
 from cluster.internal_requests import InternalRequester
 from cluster.meta_service import MetaService
@@ -50,7 +51,11 @@ class Node:
         self.metrics = NodeMetrics(config.name)
         # The API (and its prefixed forms) is answered where the client is connected: one hop to the
         # leader, on the same link as the client's reply interest (see Router.pass_on).
-        self.router = Router(config.direct_get_policy, local_queues=(API_QUEUE, PREFIX_QUEUE))
+        self.router = Router(
+            config.queue_policy,
+            local_queues=(API_QUEUE, PREFIX_QUEUE),
+            group_policies={DIRECT_GET_QUEUE: config.direct_get_policy},
+        )
         self.server = GatewayServer(
             self.router,
             name=config.name,

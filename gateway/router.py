@@ -18,7 +18,7 @@ import contextlib
 import random
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Final, Protocol
 
 import structlog
@@ -199,6 +199,7 @@ class Router:
         *,
         rng: random.Random | None = None,
         local_queues: Collection[str] = (),
+        group_policies: Mapping[str, str | QueuePolicy] | None = None,
     ) -> None:
         self._sublist: Sublist[Subscription | RemoteInterest] = Sublist()
         # Queue groups served by a local member whenever there is one, whatever the policy: a node's
@@ -208,14 +209,23 @@ class Router:
         self._links: RemoteLinks | None = None
         # reply subject -> (peer that has its interest, expiry on the monotonic clock), oldest first
         self._reply_routes: OrderedDict[str, tuple[str, float]] = OrderedDict()
-        self.policy: QueuePolicy = (
-            make_policy(queue_policy, rng, self._rtt) if isinstance(queue_policy, str) else queue_policy
-        )
+        self.policy: QueuePolicy = self._make_policy(queue_policy, rng)
+        # Queue groups (by name) that choose their member by another policy than `policy`.
+        self.group_policies: dict[str, QueuePolicy] = {
+            name: self._make_policy(policy, rng) for name, policy in (group_policies or {}).items()
+        }
         self._interest: dict[tuple[str, str | None], int] = {}
         self._interest_listeners: list[InterestListener] = []
         self._remote: dict[str, dict[tuple[str, str | None], RemoteInterest]] = {}
         # Client connections' buffered output; see gateway.output.
         self.output = OutputFlusher()
+
+    def _make_policy(self, policy: str | QueuePolicy, rng: random.Random | None) -> QueuePolicy:
+        return make_policy(policy, rng, self._rtt) if isinstance(policy, str) else policy
+
+    def policy_for(self, queue: str) -> QueuePolicy:
+        """The policy that chooses a member of queue group `queue`."""
+        return self.group_policies.get(queue, self.policy)
 
     # --- local subscriptions -------------------------------------------------------
 
@@ -439,7 +449,7 @@ class Router:
             if members:
                 if targets is plan.local:
                     targets = list(targets)
-                targets.append(self.policy.choose_local(name, members))  # type: ignore[union-attr]
+                targets.append(self.policy_for(name).choose_local(name, members))  # type: ignore[union-attr]
         return self._deliver(targets, deliver_as or subject, reply, headers, payload, None) if targets else 0
 
     def pass_on(
@@ -528,7 +538,7 @@ class Router:
             for sub in group.local:
                 if not sub.closed:
                     return sub
-        chosen = self.policy.choose(group)
+        chosen = self.policy_for(group.name).choose(group)
         if chosen is None or type(chosen) is str or not chosen.closed:  # type: ignore[union-attr]
             return chosen
         # The chosen member unsubscribed while this plan was in use (e.g. from a callback

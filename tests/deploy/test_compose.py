@@ -103,8 +103,9 @@ def test_ports_are_consistent_with_the_node_flags(compose: dict[str, Any]) -> No
     assert all(m.host_ip == "127.0.0.1" for s in compose["services"].values() for m in port_mappings(s))
 
 
-def test_nodes_keep_nats_random_direct_get_policy_and_log_json(compose: dict[str, Any]) -> None:
-    """The read-spread dashboards show what a NATS cluster does; the demo copes (tests/chaos/test_demo_cli)."""
+def test_nodes_spread_direct_gets_at_random_and_log_json(compose: dict[str, Any]) -> None:
+    """The read-spread dashboards show one client's reads spread over the replicas, as a NATS cluster
+    spreads them (nodes default to local-first); the demo copes (tests/chaos/test_demo_cli)."""
     for name, service in node_services(compose).items():
         config = parse_node_command(service["command"])
         assert config.direct_get_policy == "random", name

@@ -34,6 +34,20 @@ def test_flags_build_a_config() -> None:
     assert config.client_url == "nats://127.0.0.1:4300"
 
 
+def test_direct_gets_stay_on_the_clients_node_and_client_queue_groups_spread_by_default() -> None:
+    config = _parse(["--name", "n1"])
+    assert (config.direct_get_policy, config.queue_policy) == ("local-first", "random")
+    config = _parse(["--name", "n1", "--queue-policy", "round-robin", "--direct-get-policy", "random"])
+    assert (config.direct_get_policy, config.queue_policy) == ("random", "round-robin")
+
+
+def test_a_policy_from_the_file_is_checked(tmp_path: Path) -> None:
+    path = tmp_path / "n1.toml"
+    path.write_text('name = "n1"\nqueue_policy = "fastest"\n')
+    with pytest.raises(ConfigError, match="queue_policy 'fastest'"):
+        _parse(["--config", str(path)])
+
+
 def test_flags_override_the_file(tmp_path: Path) -> None:
     path = tmp_path / "n1.toml"
     path.write_text('name = "n1"\nclient_port = 4400\nhttp_port = 8400\n[peers]\nn2 = "127.0.0.1:6402"\n')

@@ -18,12 +18,17 @@ from nats.js.errors import (
 )
 
 from cluster.local_cluster import LocalCluster
-from tests.node.cluster_fixtures import direct_get_from_every_replica, every_replica_applied, local_cluster
+from tests.node.cluster_fixtures import (
+    RANDOM_DIRECT_GETS,
+    direct_get_from_every_replica,
+    every_replica_applied,
+    local_cluster,
+)
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with local_cluster(tmp_path_factory.mktemp("js-cluster")) as running:
+    with local_cluster(tmp_path_factory.mktemp("js-cluster"), extra_args=RANDOM_DIRECT_GETS) as running:
         yield running
 
 
