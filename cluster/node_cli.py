@@ -13,6 +13,7 @@ import structlog
 
 from cluster.config import ConfigError, NodeConfig, add_node_arguments, config_from_args
 from cluster.logs import configure_logging
+from raft.grpc_setup import prefer_posix_endpoints
 
 log = structlog.get_logger(__name__)
 
@@ -50,6 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:  # a bad --log-level or $JETRAFT_LOG_LEVEL
         print(f"jetraft node: {exc}", file=sys.stderr)
         return 2
+    prefer_posix_endpoints()  # before cluster.node imports grpc
     with contextlib.suppress(ImportError):
         import uvloop
 

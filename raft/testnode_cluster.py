@@ -22,6 +22,7 @@ from typing import Any
 import aiohttp
 
 from gateway.local_nodes import free_ports
+from raft.grpc_setup import prefer_posix_endpoints
 
 HOST = "127.0.0.1"
 
@@ -100,7 +101,7 @@ class TestNodeCluster:
                 *self._command(node),
                 stdout=asyncio.subprocess.PIPE,
                 stderr=log_file,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                env=_node_env(),
             )
         finally:
             log_file.close()
@@ -188,3 +189,9 @@ class TestNodeCluster:
                 raise TimeoutError(f"no agreed leader among {names} within {timeout}s: {statuses}")
             # The nodes are other processes: there is nothing to await but their answers.
             await asyncio.sleep(0.05)
+
+
+def _node_env() -> dict[str, str]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    prefer_posix_endpoints(env)  # as `jetraft node` does: the test node imports grpc at once
+    return env
