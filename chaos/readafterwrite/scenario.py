@@ -5,9 +5,10 @@ R3 stream with allow_direct and a mirror_direct mirror of it; one follower
 and the mirror's node get the latency on every link to and from them; after
 each round the toxics go and every responder must catch up before the next.
 
-The demo's own cluster routes Direct Gets `local-first`, so each node's
-connection measures that node's copy alone. An attached cluster may use any
-policy (`random` is the default, as in nats-server): reads are still counted
+The demo's own cluster routes Direct Gets `local-first` (the nodes' default),
+so each node's connection measures that node's copy alone. An attached
+cluster may use any policy (the compose deployment runs `random`, as
+nats-server spreads them): reads are still counted
 per responder, by the node that answered, and `run.local_answer_fraction`
 says how many were answered by the node they were sent to.
 """

@@ -8,7 +8,7 @@ sequence below the one just acknowledged is a stale read.
 
 Every Direct Get is counted for the node that answered it (its
 `Jetraft-Node` header), not the node it was sent to: with `local-first` the
-two are the same; with `random` (the default, as in nats-server) any
+two are the same (the nodes' default); with `random` (as in nats-server) any
 responder may answer, and a read that reaches a lagged node, or leaves one,
 crosses its lagged links. Read timeouts grow with the injected latency so
 those reads are answered (and attributed) instead of timing out.
