@@ -7,6 +7,7 @@ import random
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -349,26 +350,6 @@ def test_local_first_never_forwards_while_a_local_member_exists() -> None:
     assert links.forwarded == []
 
 
-def test_a_group_policy_overrides_the_default_for_that_group_only() -> None:
-    router = Router("random", rng=random.Random(6), group_policies={"_sys_": "local-first"})
-    links = FakeLinks()
-    router.attach_links(links)
-    direct, direct_cb = collector()
-    work, work_cb = collector()
-    router.subscribe("$JS.API.DIRECT.GET.S", direct_cb, queue="_sys_")
-    router.subscribe("jobs", work_cb, queue="workers")
-    router.set_remote_interest("n2", "$JS.API.DIRECT.GET.S", "_sys_", 1)
-    router.set_remote_interest("n2", "jobs", "workers", 1)
-    for _ in range(100):
-        router.publish("$JS.API.DIRECT.GET.S")
-        router.publish("jobs")
-    assert len(direct) == 100
-    forwarded = Counter(subject for _, subject, _, _ in links.forwarded)
-    assert forwarded == {"jobs": 100 - len(work)}
-    # random between one local and one remote member: both get a fair share (seed fixed)
-    assert 30 < len(work) < 70
-
-
 def test_routed_message_reaches_plain_subscribers_and_one_member_of_the_named_group() -> None:
     router = Router(rng=random.Random(2))
     links = FakeLinks()
@@ -387,8 +368,14 @@ def test_routed_message_reaches_plain_subscribers_and_one_member_of_the_named_gr
     assert links.forwarded == []
 
 
-def test_local_queues_stay_local_under_any_policy_and_fall_back_to_peers() -> None:
-    router = Router("random", rng=random.Random(3), local_queues=("_jsapi",))
+@pytest.mark.parametrize(
+    "made_local",
+    [{"local_queues": ("_jsapi",)}, {"group_policies": {"_jsapi": "local-first"}}],
+    ids=["local_queues", "group_policy"],
+)
+def test_a_group_kept_local_falls_back_to_peers_while_others_spread(made_local: dict[str, Any]) -> None:
+    # local_queues: the node's own API groups; a group policy: `_sys_` under local-first
+    router = Router("random", rng=random.Random(3), **made_local)
     links = FakeLinks()
     router.attach_links(links)
     got, cb = collector()
