@@ -11,9 +11,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 import nats
 import pytest
 from nats.aio.msg import Msg
-from nats.errors import NoRespondersError
 
 from cluster.local_cluster import LocalCluster
+from gateway.local_nodes import await_interest
 from tests.node.cluster_fixtures import local_cluster
 
 
@@ -65,23 +65,6 @@ async def _answered_here(nc: nats.NATS, node: str, stream: str, seq: int, within
         await asyncio.sleep(0.05)
 
 
-async def _request_until_answered(nc: nats.NATS, subject: str, within: float = 10.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while True:
-        try:
-            await nc.request(subject, b"", timeout=5)
-            return
-        except NoRespondersError:
-            if loop.time() > deadline:
-                raise
-            await asyncio.sleep(0.02)
-
-
-async def _answer_empty(msg: Msg) -> None:
-    await msg.respond(b"")
-
-
 async def test_a_client_queue_group_still_spreads_over_the_nodes(clients: dict[str, nats.NATS]) -> None:
     got: Counter[str] = Counter()
     everything = asyncio.Event()
@@ -99,12 +82,9 @@ async def test_a_client_queue_group_still_spreads_over_the_nodes(clients: dict[s
         await nc.subscribe("jobs", queue="workers", cb=member(name))
         await nc.flush()
     publisher = clients["n1"]
-    # n1 knows the members on n2 and n3 once a request to a later subscription there is answered
-    # (a node's interest reaches a peer in the order it was made)
+    # n1 knows the members on n2 and n3 once it knows a later subscription there
     for name in ("n2", "n3"):
-        probe = await clients[name].subscribe(f"probe.{name}", cb=_answer_empty)
-        await _request_until_answered(publisher, f"probe.{name}")
-        await probe.unsubscribe()
+        await await_interest(publisher, clients[name], f"probe.{name}")
     for i in range(total):
         await publisher.publish("jobs", str(i).encode())
     await asyncio.wait_for(everything.wait(), 10)
