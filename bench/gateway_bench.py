@@ -33,7 +33,7 @@ from typing import Any
 import nats
 from nats.aio.client import __version__ as NATS_PY_VERSION
 
-from gateway.local_nodes import NodeProcess, await_interest, gateway_cluster, nats_server_cluster
+from local.gateway_nodes import NodeProcess, await_interest, gateway_cluster, nats_server_cluster
 
 ClusterFactory = Callable[[int], contextlib.AbstractAsyncContextManager[list[NodeProcess]]]
 

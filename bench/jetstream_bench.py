@@ -36,8 +36,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # run as a script: bench/ is on sys.path, the packages are not
     sys.path.insert(0, str(REPO_ROOT))
 
-from cluster.local_cluster import LocalCluster, plan_free_nodes  # noqa: E402
-from gateway.local_nodes import free_ports  # noqa: E402
+from local.cluster import LocalCluster, plan_free_nodes  # noqa: E402
+from local.ports import free_ports  # noqa: E402
 
 HOST = "127.0.0.1"
 WORKLOADS = ["pub_sync", "pub_async", "msg_get", "direct_get", "kv_put", "kv_get"]

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/pipeline_bench.py [--messages 1000000] [--size 128] [--partitions 6]
 
-Starts a 3-node jetraft cluster (cluster.local_cluster, free ports on
+Starts a 3-node jetraft cluster (local.cluster, free ports on
 127.0.0.1, a temporary data directory), creates an R3 `allow_direct` stream,
 publishes N messages of `--size` bytes with async publishes (at most
 `--window` awaiting their PubAck; each carries a Nats-Msg-Id so that a
@@ -36,7 +36,7 @@ import nats.errors
 import nats.js.errors
 from nats.js.api import StreamConfig
 
-from cluster.local_cluster import LocalCluster, plan_free_nodes
+from local.cluster import LocalCluster, plan_free_nodes
 from pipeline.examples.publishing import publish_acknowledged
 
 STREAM = "BENCH"

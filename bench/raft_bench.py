@@ -36,8 +36,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gateway.local_nodes import free_ports
-from raft.testnode_cluster import HOST, TestNodeCluster
+from local.ports import free_ports
+from local.raft_nodes import HOST, TestNodeCluster
 
 
 def _percentile(sorted_values: list[float], fraction: float) -> float:

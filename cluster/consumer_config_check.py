@@ -27,7 +27,7 @@ from cluster.consumer_config import (
     DeliverPolicy,
 )
 from cluster.stream_config import DYNAMIC_METADATA_KEYS, REQUIRED_LEVEL_KEY, Retention, StreamConfig
-from gateway.subjects import filters_overlap, is_valid_filter, is_valid_subject, subject_matches
+from subjects.grammar import filters_overlap, is_valid_filter, is_valid_subject, subject_matches
 
 NS_PER_S = 1_000_000_000
 DEFAULT_ACK_WAIT_NS = 30 * NS_PER_S

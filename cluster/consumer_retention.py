@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from cluster.consumer_config import ConsumerConfig
 from cluster.consumer_state import ConsumerState
-from gateway.subjects import subject_matches
+from subjects.grammar import subject_matches
 
 
 @dataclass(frozen=True, slots=True)

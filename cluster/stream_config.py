@@ -57,7 +57,7 @@ class PersistMode(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class SubjectTransform:
+class SubjectTransformConfig:
     src: str
     dest: str
 
@@ -119,7 +119,7 @@ class StreamSource:
     opt_start_seq: int = 0
     opt_start_time_ns: int | None = None
     filter_subject: str = ""
-    subject_transforms: tuple[SubjectTransform, ...] = ()
+    subject_transforms: tuple[SubjectTransformConfig, ...] = ()
     external: ExternalStream | None = None
 
     def index_name(self) -> str:
@@ -187,7 +187,7 @@ class StreamConfig:
     sources: tuple[StreamSource, ...] = ()
     compression: Compression = Compression.NONE
     first_seq: int = 0
-    subject_transform: SubjectTransform | None = None
+    subject_transform: SubjectTransformConfig | None = None
     republish: RePublish | None = None
     allow_direct: bool = False
     mirror_direct: bool = False
@@ -323,7 +323,7 @@ def _time_ns(obj: dict[str, Any], key: str) -> int | None:
         raise jsjson.RequestJSONError(str(exc)) from None
 
 
-def _transforms(obj: dict[str, Any], key: str) -> tuple[SubjectTransform, ...]:
+def _transforms(obj: dict[str, Any], key: str) -> tuple[SubjectTransformConfig, ...]:
     raw = obj.get(key)
     if raw is None:
         return ()
@@ -337,7 +337,7 @@ def _transforms(obj: dict[str, Any], key: str) -> tuple[SubjectTransform, ...]:
             raise jsjson.RequestJSONError(
                 f"json: cannot unmarshal into field {key} of type SubjectTransformConfig"
             )
-        out.append(SubjectTransform(jsjson.get_str(item, "src"), jsjson.get_str(item, "dest")))
+        out.append(SubjectTransformConfig(jsjson.get_str(item, "src"), jsjson.get_str(item, "dest")))
     return tuple(out)
 
 
@@ -429,7 +429,7 @@ def _from_json(obj: dict[str, Any]) -> StreamConfig:
         compression=_enum(obj, "compression", Compression, Compression.NONE),
         first_seq=g.get_int(obj, "first_seq", unsigned=True),
         subject_transform=(
-            SubjectTransform(g.get_str(transform_raw, "src"), g.get_str(transform_raw, "dest"))
+            SubjectTransformConfig(g.get_str(transform_raw, "src"), g.get_str(transform_raw, "dest"))
             if transform_raw is not None
             else None
         ),
@@ -485,7 +485,7 @@ __all__ = [
     "StorageType",
     "StreamConfig",
     "StreamSource",
-    "SubjectTransform",
+    "SubjectTransformConfig",
     "parse_stream_config",
     "stream_config_from_bytes",
     "stream_config_from_json",

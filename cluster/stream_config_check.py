@@ -24,7 +24,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from cluster.api_errors import ApiError, JSErrors
-from cluster.republish import SubjectTransform, TransformError, UnsupportedMappingError
 from cluster.stream_config import (
     DYNAMIC_METADATA_KEYS,
     REQUIRED_LEVEL_KEY,
@@ -34,13 +33,14 @@ from cluster.stream_config import (
     StreamConfig,
     StreamSource,
 )
-from gateway.subjects import (
+from subjects.grammar import (
     filters_overlap,
     has_wildcard,
     is_subset_filter,
     is_valid_filter,
     is_valid_subject,
 )
+from subjects.transform import SubjectTransform, TransformError, UnsupportedMappingError
 
 MAX_REPLICAS = 5
 MAX_NAME_LEN = 255

@@ -16,12 +16,12 @@ from typing import Any
 
 from cluster import jsjson
 from cluster.api_errors import ApiError, JSErrors, error_response
-from cluster.stream_config import StreamConfig, StreamSource, SubjectTransform
+from cluster.stream_config import StreamConfig, StreamSource, SubjectTransformConfig
 from cluster.stream_config_check import subjects_match_stream
 from cluster.stream_entries import DeleteMsg, Purge
-from gateway.subjects import is_valid_filter
 from storage.model import StreamState
 from storage.nats_time import format_optional_ts
+from subjects.grammar import is_valid_filter
 
 API_PREFIX = "io.nats.jetstream.api.v1."
 ACCOUNT_INFO_TYPE = API_PREFIX + "account_info_response"
@@ -95,7 +95,7 @@ class SourceInfo:
     active_ns: int = -1
     error: ApiError | None = None
     filter_subject: str = ""
-    subject_transforms: tuple[SubjectTransform, ...] = ()
+    subject_transforms: tuple[SubjectTransformConfig, ...] = ()
 
     @classmethod
     def for_source(cls, source: StreamSource, lag: int = 0, active_ns: int = -1) -> SourceInfo:

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, cast
+from typing import Protocol, cast
 
 import structlog
 
+from gateway.auth import Authenticator
 from gateway.connect_options import ConnectOptions
 from gateway.events import (
     ERR_AUTH_TIMEOUT,
@@ -33,12 +34,10 @@ from gateway.events import (
     Sub,
     Unsub,
 )
+from gateway.limits import Limits, ServerStats
 from gateway.protocol import OK_BYTES, PING_BYTES, PONG_BYTES, ClientCommandParser, encode_err, encode_token
-from gateway.router import InvalidSubjectError, Subscription
-from gateway.subjects import is_valid_subject
-
-if TYPE_CHECKING:
-    from gateway.server import GatewayServer
+from gateway.router import InvalidSubjectError, Router, Subscription
+from subjects.grammar import is_valid_subject
 
 log = structlog.get_logger(__name__)
 
@@ -53,8 +52,23 @@ COMMANDS_PER_SLICE = 64
 COMMANDS_PER_WRITE = 16
 
 
+class ClientPort(Protocol):
+    """The client port a connection belongs to (`gateway/server.py`'s GatewayServer)."""
+
+    router: Router
+    limits: Limits
+    auth: Authenticator | None
+    stats: ServerStats
+
+    def register(self, conn: ClientConnection) -> None: ...
+
+    def unregister(self, conn: ClientConnection) -> None: ...
+
+    def info_bytes(self, conn: ClientConnection) -> bytes: ...
+
+
 class ClientConnection(asyncio.Protocol):
-    def __init__(self, server: GatewayServer, client_id: int) -> None:
+    def __init__(self, server: ClientPort, client_id: int) -> None:
         self.server = server
         self.client_id = client_id
         self.router = server.router

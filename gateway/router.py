@@ -27,8 +27,8 @@ from gateway.headers import encode_headers
 from gateway.output import OutputFlusher
 from gateway.protocol import encode_token
 from gateway.queue_policy import QueueGroup, QueuePolicy, make_policy
-from gateway.subjects import is_valid_filter
 from gateway.sublist import Sublist, SublistResult
+from subjects.grammar import is_valid_filter
 
 log = structlog.get_logger(__name__)
 

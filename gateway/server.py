@@ -10,36 +10,17 @@ import asyncio
 import base64
 import secrets
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from gateway.auth import Authenticator
 from gateway.connection import ClientConnection
-from gateway.protocol import DEFAULT_MAX_CONTROL_LINE, DEFAULT_MAX_PAYLOAD, encode_info
+from gateway.limits import Limits, ServerStats
+from gateway.protocol import encode_info
 from gateway.router import Router
 
 # The nats-server release whose client protocol and JetStream API we follow;
 # clients gate features on it (nats-py uses the 2.9+ consumer create API).
 NATS_COMPAT_VERSION = "2.15.1"
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """nats-server's defaults, except where a test needs them short."""
-
-    max_payload: int = DEFAULT_MAX_PAYLOAD
-    max_control_line: int = DEFAULT_MAX_CONTROL_LINE
-    # Bytes queued to one client before it is cut off as a slow consumer.
-    max_pending: int = 64 * 1024 * 1024
-    ping_interval: float = 120.0
-    max_pings_out: int = 2
-    auth_timeout: float = 2.0
-
-
-@dataclass(slots=True)
-class ServerStats:
-    connections_total: int = 0
-    slow_consumers: int = 0
 
 
 def new_server_id() -> str:

@@ -27,10 +27,11 @@ import grpc
 import structlog
 
 from gateway.auth import make_authenticator
+from gateway.limits import Limits
 from gateway.queue_policy import POLICY_NAMES
 from gateway.router import Router
 from gateway.routes import DEFAULT_PING_INTERVAL, RouteMesh, add_route_servicer
-from gateway.server import GatewayServer, Limits
+from gateway.server import GatewayServer
 
 _DEFAULT_LIMITS = Limits()
 

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
-from gateway.subjects import is_valid_filter, is_valid_subject
 from pipeline.errors import OptionError
 from storage.validation import MAX_TS
+from subjects.grammar import is_valid_filter, is_valid_subject
 
 DEFAULT_BATCH_SIZE = 1000
 DEFAULT_MAX_BYTES = 1 << 20

@@ -25,10 +25,10 @@ from pyspark.sql import Row
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, StructType
 
-from gateway.subjects import is_valid_subject
 from pipeline.errors import OptionError, PipelineError, PublishError
 from pipeline.nats_client import RepeatedHeaders, connect
 from pipeline.options import WriteOptions
+from subjects.grammar import is_valid_subject
 
 MSG_ID_HEADER = "Nats-Msg-Id"
 # Spark sets this local property on the tasks of each streaming micro-batch.

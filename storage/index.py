@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from gateway.subjects import subject_matches
 from storage.model import SimpleState
 from storage.seq_list import SeqList
 from storage.seq_set import SeqSet
 from storage.subject_tree import SubjectTree
 from storage.validation import ALL_SUBJECTS, is_literal
+from subjects.grammar import subject_matches
 
 SubjectSeqs = int | SeqList
 # Up to this many matching subjects, a wildcard "next" asks each subject;

@@ -15,7 +15,6 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
-from gateway.subjects import subject_matches
 from storage.config import DiscardPolicy, StoreConfig
 from storage.errors import (
     CorruptStoreError,
@@ -44,6 +43,7 @@ from storage.validation import (
     check_ts,
     is_literal,
 )
+from subjects.grammar import subject_matches
 
 MAX_MULTI_LAST = 1024
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gateway.subjects import is_valid_filter, is_valid_subject
 from storage.errors import InvalidHeadersError, InvalidRequestError, InvalidSubjectError
+from subjects.grammar import is_valid_filter, is_valid_subject
 
 ALL_SUBJECTS = ">"
 # The record keeps the subject length in two bytes.

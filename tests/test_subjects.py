@@ -1,6 +1,6 @@
 import pytest
 
-from gateway.subjects import (
+from subjects.grammar import (
     filters_overlap,
     is_subset_filter,
     is_valid_filter,

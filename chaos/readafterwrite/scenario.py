@@ -17,12 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import shutil
-import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import nats
@@ -102,25 +99,9 @@ class DemoResult:
         }
 
 
-@contextlib.contextmanager
-def own_cluster(data_dir: str | Path | None = None, nodes: int = 3, mirror_nodes: int = 1) -> Iterator[Any]:
-    """A faultable local cluster with `local-first` Direct Get routing, stopped (by PID) on exit."""
-    from cluster.local_cluster import LocalCluster, plan_free_nodes, start_faultable_links
-
-    temporary = data_dir is None
-    directory = Path(tempfile.mkdtemp(prefix="jetraft-demo-")) if data_dir is None else Path(data_dir)
-    specs = plan_free_nodes(nodes, mirror_nodes)
-    toxiproxy = start_faultable_links(specs, 0, log_path=None)
-    cluster = LocalCluster(
-        specs, directory, extra_args=["--direct-get-policy", "local-first"], toxiproxy=toxiproxy
-    )
-    try:
-        cluster.start(timeout=60)
-        yield cluster
-    finally:
-        cluster.stop()
-        if temporary:
-            shutil.rmtree(directory, ignore_errors=True)
+# The demo's own cluster routes each Direct Get to the node it was sent to, so that each node's
+# connection measures that node's copy alone (see the module docstring).
+OWN_CLUSTER_NODE_ARGS = ("--direct-get-policy", "local-first")
 
 
 NO_SUITABLE_PEERS = 10005

@@ -23,7 +23,7 @@ from nats.js.api import StreamConfig
 from nats.js.errors import APIError, NoStreamResponseError, NotFoundError
 
 from chaos.readafterwrite.faults import LinkFaults
-from chaos.readafterwrite.scenario import DemoSettings, create_streams, own_cluster
+from chaos.readafterwrite.scenario import OWN_CLUSTER_NODE_ARGS, DemoSettings, create_streams
 from chaos.readafterwrite.stats import Outcome, ReadPath, ReadSample
 from chaos.readafterwrite.workload import (
     Endpoint,
@@ -32,7 +32,7 @@ from chaos.readafterwrite.workload import (
     connect_endpoint,
     wait_caught_up,
 )
-from cluster.local_cluster import LocalCluster, node_available
+from local.cluster import LocalCluster, faultable_cluster, node_available
 from tests.chaos.node_metrics import scrape, value
 
 pytestmark = pytest.mark.skipif(
@@ -44,7 +44,7 @@ _API_FAILURES = (NatsTimeoutError, NoRespondersError, NoStreamResponseError, API
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with own_cluster(tmp_path_factory.mktemp("faultable")) as running:
+    with faultable_cluster(tmp_path_factory.mktemp("faultable"), extra_args=OWN_CLUSTER_NODE_ARGS) as running:
         assert running.toxiproxy_url is not None
         yield running
 

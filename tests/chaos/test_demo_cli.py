@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from chaos import demo_cli
 from chaos.readafterwrite.faults import LinkFaults
-from cluster.local_cluster import LocalCluster, node_available, plan_free_nodes, start_faultable_links
+from cli import demo as demo_cli
+from local.cluster import LocalCluster, node_available, plan_free_nodes, start_faultable_links
 
 pytestmark = pytest.mark.skipif(
     not node_available(), reason="needs a runnable `jetraft node` (cluster.node_cli)"

@@ -9,7 +9,6 @@ from typing import Any, cast
 
 import pytest
 
-from chaos import demo_cli
 from chaos.readafterwrite.chart import write_chart
 from chaos.readafterwrite.faults import link_ends, touches
 from chaos.readafterwrite.report import format_table, results_document, write_json
@@ -22,6 +21,7 @@ from chaos.readafterwrite.stats import (
     summarize,
 )
 from chaos.readafterwrite.workload import Endpoint, ReadAfterWrite, WorkloadSettings
+from cli import demo as demo_cli
 
 REQUIRED_ROW_FIELDS = {
     "lag_ms", "path", "responder", "lagging", "reads", "stale", "stale_fraction",
@@ -213,10 +213,10 @@ def test_cli_rejects_bad_arguments_with_status_2(argv: list[str], capsys: pytest
 
 
 def test_cli_is_reachable_through_the_jetraft_command() -> None:
-    from cluster.cli import SUBCOMMANDS
+    from cli.main import SUBCOMMANDS
 
     module, _ = SUBCOMMANDS["demo"]
-    assert module == "chaos.demo_cli"
+    assert module == "cli.demo"
     with pytest.raises(SystemExit) as exc:
         demo_cli.main(["read-after-write", "--help"])
     assert exc.value.code == 0

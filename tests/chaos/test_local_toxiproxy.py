@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from chaos.toxiproxy import ToxiproxyProcess
-from cluster.local_cluster import (
+from local.cluster import (
     LocalCluster,
     NodeSpec,
     ToxiproxyAPIError,
@@ -103,7 +103,7 @@ def _read_until_ready(proc: subprocess.Popen[bytes], timeout: float) -> list[str
 def test_local_up_with_toxiproxy_routes_real_nodes_through_proxies_and_stops_them(tmp_path: Path) -> None:
     specs = plan_free_nodes(2, 0)
     command = [
-        sys.executable, "-m", "cluster.cli", "local", "up", "--nodes", "2", "--mirror-nodes", "0",
+        sys.executable, "-m", "cli.main", "local", "up", "--nodes", "2", "--mirror-nodes", "0",
         "--port-base", str(specs[0].client_port), "--http-port-base", str(specs[0].http_port),
         "--cluster-port-base", str(specs[0].cluster_port), "--data-dir", str(tmp_path),
         "--toxiproxy", "--toxiproxy-port", "0",

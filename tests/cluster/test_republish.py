@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.republish import Republisher, SubjectTransform, TransformError, republish_headers
+from cluster.republish import Republisher, republish_headers
 from cluster.stream_config import RePublish
 from storage.nats_time import parse_rfc3339_nano
+from subjects.transform import SubjectTransform, TransformError
 
 # HMSG bodies nats-server 2.15 sent to a subscriber on the destination (header block, payload)
 SERVER_WITH_OWN_HEADERS = (

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from cluster.local_cluster import LocalCluster, free_port_base
 from deploy.dashboards import DASHBOARDS, READ_SPREAD
 from deploy.render_read_spread import render
+from local.cluster import LocalCluster
+from local.ports import free_port_base
 from tests.deploy.prometheus_process import MISSING_REASON, PROMETHEUS_BINARY, PrometheusProcess
 from tests.deploy.promql_names import with_range
 from tests.deploy.traffic import MIRROR, STREAM, Traffic

@@ -15,7 +15,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
 
-from gateway.local_nodes import NodeProcess, await_interest, gateway_cluster
+from local.gateway_nodes import NodeProcess, await_interest, gateway_cluster
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -20,9 +20,11 @@ from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
 
 from gateway.auth import make_authenticator
-from gateway.local_nodes import HOST, NATS_SERVER, free_port
+from gateway.limits import Limits
 from gateway.router import Router
-from gateway.server import GatewayServer, Limits
+from gateway.server import GatewayServer
+from local.gateway_nodes import NATS_SERVER
+from local.ports import HOST, free_port
 
 TIMEOUT = 5.0
 

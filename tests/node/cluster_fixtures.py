@@ -11,7 +11,7 @@ from pathlib import Path
 import nats
 from nats.aio.msg import Msg
 
-from cluster.local_cluster import LocalCluster, plan_free_nodes
+from local.cluster import LocalCluster, plan_free_nodes
 
 # Nodes answer a Direct Get from the replica on the client's node by default; these helpers ask one
 # connection's Direct Gets until every replica has answered, so their clusters spread them at random.

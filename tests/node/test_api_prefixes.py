@@ -8,7 +8,7 @@ import nats
 import pytest
 
 from cluster.api_prefixes import map_subject
-from cluster.local_cluster import LocalCluster
+from local.cluster import LocalCluster
 from tests.node.cluster_fixtures import RANDOM_DIRECT_GETS, every_replica_applied, local_cluster
 
 

@@ -12,8 +12,8 @@ import nats
 import pytest
 from nats.aio.msg import Msg
 
-from cluster.local_cluster import LocalCluster
-from gateway.local_nodes import await_interest
+from local.cluster import LocalCluster
+from local.gateway_nodes import await_interest
 from tests.node.cluster_fixtures import local_cluster
 
 

@@ -10,7 +10,7 @@ import nats
 import pytest
 from nats.aio.msg import Msg
 
-from cluster.local_cluster import LocalCluster
+from local.cluster import LocalCluster
 from tests.node.cluster_fixtures import RANDOM_DIRECT_GETS, every_replica_applied, local_cluster
 
 STREAM = "FORMS"

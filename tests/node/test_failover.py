@@ -13,7 +13,7 @@ from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.errors import APIError, NoStreamResponseError
 
-from cluster.local_cluster import LocalCluster
+from local.cluster import LocalCluster
 from tests.node.cluster_fixtures import local_cluster
 
 STREAM = "FAILOVER"

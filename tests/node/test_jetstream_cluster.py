@@ -17,7 +17,7 @@ from nats.js.errors import (
     NotFoundError,
 )
 
-from cluster.local_cluster import LocalCluster
+from local.cluster import LocalCluster
 from tests.node.cluster_fixtures import (
     RANDOM_DIRECT_GETS,
     direct_get_from_every_replica,

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import nats
 import pytest
 
-from cluster.local_cluster import LocalCluster
+from local.cluster import LocalCluster
 from tests.node.cluster_fixtures import local_cluster
 
 

@@ -10,7 +10,7 @@ import nats
 import pytest
 from nats.js.api import StreamConfig, StreamSource
 
-from cluster.local_cluster import LocalCluster
+from local.cluster import LocalCluster
 from tests.node.cluster_fixtures import local_cluster
 
 

@@ -11,7 +11,7 @@ import nats
 import pytest
 from nats.js.api import AckPolicy, ConsumerConfig
 
-from cluster.local_cluster import LocalCluster
+from local.cluster import LocalCluster
 from tests.node.cluster_fixtures import local_cluster
 
 

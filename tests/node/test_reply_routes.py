@@ -21,7 +21,7 @@ import pytest
 from nats.js.api import ConsumerConfig, Placement, StreamConfig
 
 from chaos.readafterwrite.faults import LinkFaults
-from cluster.local_cluster import LocalCluster, node_available, plan_free_nodes, start_faultable_links
+from local.cluster import LocalCluster, node_available, plan_free_nodes, start_faultable_links
 
 pytestmark = pytest.mark.skipif(not node_available(), reason="needs a runnable `jetraft node`")
 

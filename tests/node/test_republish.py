@@ -10,7 +10,7 @@ import pytest
 from nats.aio.msg import Msg
 from nats.js.api import RePublish, StreamConfig, StreamSource
 
-from cluster.local_cluster import LocalCluster
+from local.cluster import LocalCluster
 from tests.node.cluster_fixtures import local_cluster
 
 PUBLISHES = 30

@@ -18,7 +18,7 @@ import pytest
 from nats.js import JetStreamContext
 from nats.js.errors import ServiceUnavailableError
 
-from cluster.local_cluster import LocalCluster
+from local.cluster import LocalCluster
 from tests.chaos.node_metrics import scrape, value
 from tests.node.cluster_fixtures import RANDOM_DIRECT_GETS, direct_get_from_every_replica, local_cluster
 

@@ -19,7 +19,7 @@ import nats.aio.client
 import orjson
 
 from gateway.headers import encode_headers
-from gateway.subjects import subject_matches
+from subjects.grammar import subject_matches
 
 
 @dataclass

@@ -3,7 +3,7 @@
 A `JetStreamTarget` is what the tests need to know about a running system:
 its client URLs and whether its Direct Get replies name the responding node
 (`Jetraft-Node`). `start_target(kind, nodes, workdir)` builds one:
-`jetraft` (the project's own nodes through cluster.local_cluster, the
+`jetraft` (the project's own nodes through local.cluster, the
 default) or `nats-server` (the reference binary); the environment variable
 JETRAFT_PIPELINE_TARGET picks the kind for the whole suite.
 """
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gateway.local_nodes import free_port_base
+from local.ports import free_port_base
 
 HOST = "127.0.0.1"
 NATS_SERVER = Path(sys.executable).with_name("nats-server")
@@ -140,7 +140,7 @@ class NatsServerProcesses:
 
 def start_jetraft(nodes: int, workdir: Path) -> JetStreamTarget:
     """The project's own nodes; their Direct Get replies name the responder (Jetraft-Node)."""
-    from cluster.local_cluster import LocalCluster, plan_free_nodes
+    from local.cluster import LocalCluster, plan_free_nodes
 
     specs = plan_free_nodes(nodes, 0)
     cluster = LocalCluster(specs, workdir)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from nats.js.api import StreamConfig
 
-from gateway.local_nodes import free_port
+from local.ports import free_port
 from tests.pipeline.fake_jetstream import FakeJetStream, numbered_messages
 from tests.pipeline.servers import JetStreamTarget
 from tests.pipeline.streams import create_stream, run

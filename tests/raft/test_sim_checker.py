@@ -248,7 +248,7 @@ def test_the_replay_command_reruns_the_same_seed_with_the_same_options_and_print
 
 
 def test_cli_through_the_jetraft_dispatcher_keeps_the_exit_code(monkeypatch: pytest.MonkeyPatch) -> None:
-    from cluster import cli
+    from cli import main as cli
 
     monkeypatch.setattr(sim_cli, "run_seed", _fake_run_seed({2}, []))
     assert cli.main(["sim", "--seeds", "2", "--first-seed", "1", "--steps", "10"]) == 1

@@ -7,10 +7,10 @@ import bisect
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.subjects import subject_matches
 from storage.seq_list import SeqList
 from storage.seq_set import CHUNK_BITS, SeqSet
 from storage.subject_tree import SubjectTree
+from subjects.grammar import subject_matches
 
 # Sequences spread over a few chunks, with runs and far jumps.
 seqs = st.one_of(

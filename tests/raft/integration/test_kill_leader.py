@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from raft.testnode_cluster import NodeRequestError, TestNodeCluster
+from local.raft_nodes import NodeRequestError, TestNodeCluster
 
 TICK_SECONDS = 0.05
 ELECTION_TICKS = 10

@@ -7,8 +7,14 @@ import asyncio
 import sys
 
 from chaos.readafterwrite.report import format_table, write_json
-from chaos.readafterwrite.scenario import DemoResult, DemoSettings, own_cluster, run_read_after_write
+from chaos.readafterwrite.scenario import (
+    OWN_CLUSTER_NODE_ARGS,
+    DemoResult,
+    DemoSettings,
+    run_read_after_write,
+)
 from chaos.readafterwrite.stats import local_answer_fraction
+from local.cluster import faultable_cluster
 
 
 def _lags(text: str) -> list[int]:
@@ -101,7 +107,7 @@ def read_after_write(args: argparse.Namespace) -> int:
         _report(result, settings, servers, args.toxiproxy, args)
         return 0
     _progress("starting a faultable cluster: 3 nodes and a mirror node, links through Toxiproxy")
-    with own_cluster(args.data_dir) as cluster:
+    with faultable_cluster(args.data_dir, extra_args=OWN_CLUSTER_NODE_ARGS) as cluster:
         servers = cluster.client_urls
         toxiproxy = cluster.toxiproxy_url
         _progress(f"nodes {', '.join(servers)}; toxiproxy {toxiproxy}")

@@ -11,23 +11,23 @@ import functools
 import http.client
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gateway.local_nodes import free_port_base
+from local.ports import HOST, free_port_base
 
 if TYPE_CHECKING:
     from chaos.toxiproxy.process import ToxiproxyProcess
-
-HOST = "127.0.0.1"
 
 
 @dataclass(slots=True)
@@ -313,3 +313,26 @@ class LocalCluster:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=5)
+
+
+@contextlib.contextmanager
+def faultable_cluster(
+    data_dir: str | Path | None = None,
+    nodes: int = 3,
+    mirror_nodes: int = 1,
+    extra_args: Sequence[str] = (),
+) -> Iterator[LocalCluster]:
+    """A local cluster whose node-to-node links all go through an embedded Toxiproxy, stopped (by PID) on
+    exit; in a temporary directory, removed after, unless `data_dir` is given."""
+    temporary = data_dir is None
+    directory = Path(tempfile.mkdtemp(prefix="jetraft-faultable-")) if data_dir is None else Path(data_dir)
+    specs = plan_free_nodes(nodes, mirror_nodes)
+    toxiproxy = start_faultable_links(specs, 0, log_path=None)
+    cluster = LocalCluster(specs, directory, extra_args=list(extra_args), toxiproxy=toxiproxy)
+    try:
+        cluster.start(timeout=60)
+        yield cluster
+    finally:
+        cluster.stop()
+        if temporary:
+            shutil.rmtree(directory, ignore_errors=True)

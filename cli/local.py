@@ -14,7 +14,7 @@ import threading
 
 from chaos.toxiproxy.process import ToxiproxyProcessError
 from cluster.config import DEFAULT_DIRECT_GET_POLICY, DIRECT_GET_POLICIES
-from cluster.local_cluster import (
+from local.cluster import (
     LocalCluster,
     NodeProcessError,
     ToxiproxyAPIError,

@@ -21,7 +21,7 @@ from typing import Any
 
 import aiohttp
 
-from gateway.local_nodes import free_ports
+from local.ports import free_ports
 from raft.grpc_setup import prefer_posix_endpoints
 
 HOST = "127.0.0.1"

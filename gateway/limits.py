@@ -1,0 +1,26 @@
+"""What a client port allows each connection, and what it counts of them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gateway.protocol import DEFAULT_MAX_CONTROL_LINE, DEFAULT_MAX_PAYLOAD
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """nats-server's defaults, except where a test needs them short."""
+
+    max_payload: int = DEFAULT_MAX_PAYLOAD
+    max_control_line: int = DEFAULT_MAX_CONTROL_LINE
+    # Bytes queued to one client before it is cut off as a slow consumer.
+    max_pending: int = 64 * 1024 * 1024
+    ping_interval: float = 120.0
+    max_pings_out: int = 2
+    auth_timeout: float = 2.0
+
+
+@dataclass(slots=True)
+class ServerStats:
+    connections_total: int = 0
+    slow_consumers: int = 0
