@@ -306,7 +306,7 @@ def main(argv: list[str] | None = None) -> None:
                 if failures(results):
                     # the cluster's directory goes with it: keep its logs for the failure's cause
                     kept = Path(tempfile.mkdtemp(prefix=f"jsbench-logs-{server.replace(' ', '-')}-"))
-                    for log in cluster.logs.glob("*.log"):
+                    for log in cluster.node.logs.glob("*.log"):
                         shutil.copy2(log, kept)
                     for result in results:
                         result["logs"] = str(kept)

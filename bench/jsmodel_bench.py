@@ -21,13 +21,13 @@ import argparse
 import time
 from collections.abc import Callable
 
-from cluster.direct_get import Responder, ResponderRole, answer_direct_get
-from cluster.direct_get_request import DirectGetRequest, parse_direct_get
-from cluster.msg_get import answer_msg_get
-from cluster.publish import Accepted, prepare_publish
-from cluster.stream_config import StreamConfig
-from cluster.stream_config_check import normalize_stream_config
-from cluster.stream_machine import StreamStateMachine
+from cluster.direct_get.answer import Responder, ResponderRole, answer_direct_get
+from cluster.direct_get.request import DirectGetRequest, parse_direct_get
+from cluster.stream.config import StreamConfig
+from cluster.stream.config_check import normalize_stream_config
+from cluster.stream.machine import StreamStateMachine
+from cluster.stream.msg_get import answer_msg_get
+from cluster.stream.publish import Accepted, prepare_publish
 from raft.types import Entry
 from storage.memory import MemoryStreamStore
 

@@ -17,7 +17,7 @@ import orjson
 
 from chaos.toxiproxy.api import VERSION, populate
 from chaos.toxiproxy.server import DEFAULT_HOST, DEFAULT_PORT, ToxiproxyServer
-from cluster.logs import configure_logging
+from cluster.node.logs import configure_logging
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -13,7 +13,7 @@ import sys
 import threading
 
 from chaos.toxiproxy.process import ToxiproxyProcessError
-from cluster.config import DEFAULT_DIRECT_GET_POLICY, DIRECT_GET_POLICIES
+from cluster.node.config import DEFAULT_DIRECT_GET_POLICY, DIRECT_GET_POLICIES
 from local.cluster import (
     LocalCluster,
     NodeProcessError,

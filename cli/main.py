@@ -11,7 +11,7 @@ import sys
 
 # subcommand -> (module exposing `main(argv) -> int`, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "node": ("cluster.node_cli", "run one node from flags or a config file"),
+    "node": ("cluster.node.command", "run one node from flags or a config file"),
     "local": ("cli.local", "run a local cluster of node processes on 127.0.0.1"),
     "sim": ("raft.sim_cli", "run the deterministic Raft simulator over many seeds"),
     "toxiproxy": ("chaos.toxiproxy_cli", "serve the Toxiproxy HTTP API with an embedded proxy"),

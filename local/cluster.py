@@ -155,10 +155,10 @@ def plan_free_nodes(nodes: int, mirror_nodes: int) -> list[NodeSpec]:
 
 @functools.cache
 def node_available(timeout: float = 60.0) -> bool:
-    """Whether `jetraft node` runs here (`python -m cluster.node_cli --help` succeeds): tests that need nodes ask."""
+    """Whether `jetraft node` runs here (`python -m cluster.node.command --help` succeeds): tests that need nodes ask."""
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "cluster.node_cli", "--help"],
+            [sys.executable, "-m", "cluster.node.command", "--help"],
             capture_output=True,
             timeout=timeout,
             check=False,
@@ -203,7 +203,7 @@ class LocalCluster:
 
     def command(self, spec: NodeSpec) -> list[str]:
         cmd = [
-            sys.executable, "-m", "cluster.node_cli",
+            sys.executable, "-m", "cluster.node.command",
             "--name", spec.name, "--host", HOST,
             "--port", str(spec.client_port),
             "--cluster-port", str(spec.cluster_port),

@@ -36,7 +36,7 @@ from local.cluster import LocalCluster, faultable_cluster, node_available
 from tests.chaos.node_metrics import scrape, value
 
 pytestmark = pytest.mark.skipif(
-    not node_available(), reason="needs a runnable `jetraft node` (cluster.node_cli)"
+    not node_available(), reason="needs a runnable `jetraft node` (cluster.node.command)"
 )
 
 _API_FAILURES = (NatsTimeoutError, NoRespondersError, NoStreamResponseError, APIError, asyncio.TimeoutError)

@@ -22,7 +22,7 @@ from cli import demo as demo_cli
 from local.cluster import LocalCluster, node_available, plan_free_nodes, start_faultable_links
 
 pytestmark = pytest.mark.skipif(
-    not node_available(), reason="needs a runnable `jetraft node` (cluster.node_cli)"
+    not node_available(), reason="needs a runnable `jetraft node` (cluster.node.command)"
 )
 
 NODES = {"n1", "n2", "n3", "m1"}

@@ -99,7 +99,7 @@ def _read_until_ready(proc: subprocess.Popen[bytes], timeout: float) -> list[str
     return lines
 
 
-@pytest.mark.skipif(not node_available(), reason="needs a runnable `jetraft node` (cluster.node_cli)")
+@pytest.mark.skipif(not node_available(), reason="needs a runnable `jetraft node` (cluster.node.command)")
 def test_local_up_with_toxiproxy_routes_real_nodes_through_proxies_and_stops_them(tmp_path: Path) -> None:
     specs = plan_free_nodes(2, 0)
     command = [

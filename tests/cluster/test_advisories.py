@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import string
 
-from cluster.advisories import (
+from cluster.api.advisories import (
     ConsumerEvent,
     StreamEvent,
     consumer_action,

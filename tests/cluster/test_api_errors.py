@@ -3,7 +3,7 @@ import re
 import orjson
 import pytest
 
-from cluster.api_errors import ApiError, ErrorSpec, JSErrors, error_response
+from cluster.api.errors import ApiError, ErrorSpec, JSErrors, error_response
 from tests.cluster.trace_data import all_server_errors
 
 SPECS = {name: spec for name, spec in vars(JSErrors).items() if isinstance(spec, ErrorSpec)}

@@ -5,8 +5,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import cast
 
-from cluster.api_prefixes import PREFIX_QUEUE, PrefixMapper
-from cluster.node_context import NodeContext
+from cluster.api.prefixes import PREFIX_QUEUE, PrefixMapper
+from cluster.runtime.context import NodeContext
 from gateway.router import Router
 from tests.gateway.test_router import FakeLinks
 

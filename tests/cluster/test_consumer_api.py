@@ -8,18 +8,18 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cluster.consumer_acks import AckKind, ack_entry, parse_ack_body, parse_ack_reply
-from cluster.consumer_api import (
+from cluster.consumer.acks import AckKind, ack_entry, parse_ack_body, parse_ack_reply
+from cluster.consumer.api import (
     ConsumerView,
     flow_control_request,
     idle_heartbeat,
     info_response,
     names_response,
 )
-from cluster.consumer_config import AckPolicy, ConsumerConfig
-from cluster.consumer_config_check import normalize_consumer_config
-from cluster.consumer_delivery import plan_deliveries, start_position
-from cluster.consumer_pull import (
+from cluster.consumer.config import AckPolicy, ConsumerConfig
+from cluster.consumer.config_check import normalize_consumer_config
+from cluster.consumer.delivery import plan_deliveries, start_position
+from cluster.consumer.pull import (
     PullRequestError,
     WaitingQueue,
     check_pull_request,
@@ -27,9 +27,9 @@ from cluster.consumer_pull import (
     no_messages,
     parse_pull_request,
 )
-from cluster.consumer_retention import Interest, interest_removals, workqueue_removals
-from cluster.consumer_state import ConsumerState
-from cluster.stream_config import StreamConfig
+from cluster.consumer.state import ConsumerState
+from cluster.stream.config import StreamConfig
+from cluster.stream.retention import Interest, interest_removals, workqueue_removals
 from storage.memory import MemoryStreamStore
 from storage.nats_time import parse_rfc3339_nano
 from tests.cluster.trace_data import section, server_replies

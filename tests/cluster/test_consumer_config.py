@@ -8,21 +8,21 @@ import json
 
 import pytest
 
-from cluster.api_errors import ApiError
-from cluster.consumer_config import (
+from cluster.api.errors import ApiError
+from cluster.consumer.config import (
     AckPolicy,
     ConsumerConfig,
     CreateAction,
     consumer_config_from_bytes,
     parse_create_request,
 )
-from cluster.consumer_config_check import (
+from cluster.consumer.config_check import (
     check_create_request,
     decide_create,
     normalize_consumer_config,
     parse_create_subject,
 )
-from cluster.stream_config import Retention, StreamConfig
+from cluster.stream.config import Retention, StreamConfig
 from tests.cluster.trace_data import section
 
 STREAMS = {

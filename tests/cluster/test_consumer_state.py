@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from cluster.consumer_acks import ack_entry, parse_ack_body, parse_ack_reply
-from cluster.consumer_config import AckPolicy, ConsumerConfig, DeliverPolicy
-from cluster.consumer_config_check import normalize_consumer_config
-from cluster.consumer_delivery import (
+from cluster.consumer.acks import ack_entry, parse_ack_body, parse_ack_reply
+from cluster.consumer.config import AckPolicy, ConsumerConfig, DeliverPolicy
+from cluster.consumer.config_check import normalize_consumer_config
+from cluster.consumer.delivery import (
     DeliveryPlan,
     StopReason,
     due_redeliveries,
@@ -19,9 +19,9 @@ from cluster.consumer_delivery import (
     plan_deliveries,
     start_position,
 )
-from cluster.consumer_entries import Acks, ConsumerEntry, decode_consumer_entry
-from cluster.consumer_state import ConsumerState
-from cluster.stream_config import StreamConfig
+from cluster.consumer.entries import Acks, ConsumerEntry, decode_consumer_entry
+from cluster.consumer.state import ConsumerState
+from cluster.stream.config import StreamConfig
 from storage.memory import MemoryStreamStore
 
 S = 1_000_000_000

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from cluster.direct_get import (
+from cluster.direct_get.answer import (
     Responder,
     ResponderRole,
     answer_direct_get,
@@ -17,7 +17,7 @@ from cluster.direct_get import (
     is_behind,
     min_last_seq_frames,
 )
-from cluster.direct_get_request import (
+from cluster.direct_get.request import (
     BAD_REQUEST,
     EMPTY_REQUEST,
     MALFORMED_REQUEST,

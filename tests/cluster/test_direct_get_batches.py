@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cluster.direct_get import ResponderRole
-from cluster.direct_get_responder import FRAMES_PER_SLICE, DirectGetResponder
-from cluster.internal_requests import InternalRequester
-from cluster.metrics import NodeMetrics
-from cluster.node_context import NodeContext
+from cluster.direct_get.answer import ResponderRole
+from cluster.direct_get.responder import FRAMES_PER_SLICE, DirectGetResponder
+from cluster.runtime.context import NodeContext
+from cluster.runtime.internal_requests import InternalRequester
+from cluster.runtime.metrics import NodeMetrics
 from gateway.headers import decode_headers
 from gateway.router import Message, Router
 from storage.config import StoreConfig

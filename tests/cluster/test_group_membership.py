@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from cluster.group_membership import next_change
-from cluster.meta_machine import ConsumerAssignment, MetaMachine, MetaOp, StreamAssignment, encode_meta_entry
+from cluster.meta.machine import ConsumerAssignment, MetaMachine, MetaOp, StreamAssignment, encode_meta_entry
+from cluster.runtime.group_membership import next_change
 from raft.types import ConfChange, ConfChangeType
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from cluster.leader_wait import pass_on_when_served, wait_for_interest
+from cluster.runtime.leader_wait import pass_on_when_served, wait_for_interest
 from gateway.router import Message, Router
 
 

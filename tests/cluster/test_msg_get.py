@@ -1,7 +1,7 @@
 import pytest
 
-from cluster.api_errors import ApiError
-from cluster.msg_get import MsgGetRequest, answer_msg_get, parse_msg_get
+from cluster.api.errors import ApiError
+from cluster.stream.msg_get import MsgGetRequest, answer_msg_get, parse_msg_get
 from storage.memory import MemoryStreamStore
 from storage.nats_time import parse_rfc3339_nano
 from tests.cluster.trace_data import client_json, server_json, server_obj, trace_lines

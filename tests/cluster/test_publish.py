@@ -2,9 +2,12 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from cluster.api_errors import JSErrors
-from cluster.dedup import DedupWindow
-from cluster.publish import (
+from cluster.api.errors import JSErrors
+from cluster.stream.config import StreamConfig, StreamSource
+from cluster.stream.config_check import normalize_stream_config
+from cluster.stream.dedup import DedupWindow
+from cluster.stream.entries import Rollup
+from cluster.stream.publish import (
     UNPARSABLE_SEQ,
     Accepted,
     Duplicate,
@@ -15,9 +18,6 @@ from cluster.publish import (
     prepare_publish,
     pub_ack,
 )
-from cluster.stream_config import StreamConfig, StreamSource
-from cluster.stream_config_check import normalize_stream_config
-from cluster.stream_entries import Rollup
 from gateway.headers import encode_headers
 from tests.cluster.trace_data import section, server_json
 

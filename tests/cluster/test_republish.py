@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.republish import Republisher, republish_headers
-from cluster.stream_config import RePublish
+from cluster.stream.config import RePublish
+from cluster.stream.republish import Republisher, republish_headers
 from storage.nats_time import parse_rfc3339_nano
 from subjects.transform import SubjectTransform, TransformError
 

@@ -1,6 +1,6 @@
 """The staleness bound a follower derives from the leader's position beacons."""
 
-from cluster.staleness import WINDOW_NS, StalenessTracker, decode_beacon, encode_beacon
+from cluster.direct_get.staleness import WINDOW_NS, StalenessTracker, decode_beacon, encode_beacon
 
 MS = 1_000_000
 

@@ -3,9 +3,9 @@ import dataclasses
 import orjson
 import pytest
 
-from cluster import jsjson
-from cluster.api_errors import ApiError, JSErrors
-from cluster.stream_config import (
+from cluster.api import jsjson
+from cluster.api.errors import ApiError, JSErrors
+from cluster.stream.config import (
     RePublish,
     Retention,
     StorageType,
@@ -14,7 +14,7 @@ from cluster.stream_config import (
     parse_stream_config,
     stream_config_from_bytes,
 )
-from cluster.stream_config_check import (
+from cluster.stream.config_check import (
     check_replicas_placeable,
     check_request_subject,
     decide_create,

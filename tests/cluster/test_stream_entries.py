@@ -2,9 +2,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cluster.stream_config import StreamConfig
-from cluster.stream_config_check import normalize_stream_config
-from cluster.stream_entries import (
+from cluster.stream.config import StreamConfig
+from cluster.stream.config_check import normalize_stream_config
+from cluster.stream.entries import (
     DeleteMsg,
     EntryDecodeError,
     EntryOp,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.staleness import StalenessTracker
-from cluster.stream_fetch import FetchedMsg, decode_batch, encode_batch
+from cluster.direct_get.staleness import StalenessTracker
+from cluster.stream.fetch import FetchedMsg, decode_batch, encode_batch
 
 MS = 1_000_000
 

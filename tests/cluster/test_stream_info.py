@@ -5,12 +5,12 @@ from typing import Any
 import orjson
 import pytest
 
-from cluster import jsjson
-from cluster.api_errors import ApiError, JSErrors
-from cluster.stream_config import StreamConfig, parse_stream_config
-from cluster.stream_config_check import decide_create, decide_update, normalize_stream_config
-from cluster.stream_entries import DeleteMsg, Purge
-from cluster.stream_info import (
+from cluster.api import jsjson
+from cluster.api.errors import ApiError, JSErrors
+from cluster.stream.config import StreamConfig, parse_stream_config
+from cluster.stream.config_check import decide_create, decide_update, normalize_stream_config
+from cluster.stream.entries import DeleteMsg, Purge
+from cluster.stream.info import (
     AccountUsage,
     Alternate,
     ClusterInfo,

@@ -6,11 +6,10 @@ import random
 
 import pytest
 
-from cluster.api_errors import JSErrors
-from cluster.publish import Accepted, Duplicate, Rejected, prepare_publish
-from cluster.stream_config import Discard, StreamConfig, StreamSource
-from cluster.stream_config_check import normalize_stream_config
-from cluster.stream_entries import (
+from cluster.api.errors import JSErrors
+from cluster.stream.config import Discard, StreamConfig, StreamSource
+from cluster.stream.config_check import normalize_stream_config
+from cluster.stream.entries import (
     DeleteMsg,
     Expire,
     Purge,
@@ -18,13 +17,13 @@ from cluster.stream_entries import (
     StoreAtSeq,
     UpdateConfig,
 )
-from cluster.stream_info import (
+from cluster.stream.info import (
     msg_delete_response,
     parse_msg_delete_request,
     parse_purge_request,
     stream_purge_response,
 )
-from cluster.stream_machine import (
+from cluster.stream.machine import (
     ConfigApplied,
     Deleted,
     Expired,
@@ -34,6 +33,7 @@ from cluster.stream_machine import (
     Stored,
     StreamStateMachine,
 )
+from cluster.stream.publish import Accepted, Duplicate, Rejected, prepare_publish
 from gateway.headers import encode_headers
 from raft.types import Entry, EntryType
 from storage.memory import MemoryStreamStore

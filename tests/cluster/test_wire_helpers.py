@@ -1,6 +1,6 @@
 import pytest
 
-from cluster import jsjson
+from cluster.api import jsjson
 
 
 def test_go_escapes() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from cluster.config import NodeConfig, add_node_arguments, config_from_args
+from cluster.node.config import NodeConfig, add_node_arguments, config_from_args
 
 DEPLOY_DIR = Path(__file__).resolve().parents[2] / "deploy"
 COMPOSE_FILE = DEPLOY_DIR / "docker-compose.yml"

@@ -18,7 +18,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from cluster.config import ConfigError
+from cluster.node.config import ConfigError
 from deploy.dashboards import DASHBOARDS, DATASOURCE_UID
 from tests.deploy.deploy_files import (
     DEPLOY_DIR,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from cluster.metrics import NodeMetrics
+from cluster.runtime.metrics import NodeMetrics
 from deploy.dashboards import DASHBOARDS, DASHBOARDS_DIR, render
 from tests.deploy.deploy_files import DEPLOY_DIR, load_json, load_yaml
 from tests.deploy.prometheus_process import PROMTOOL_BINARY

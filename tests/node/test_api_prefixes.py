@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import nats
 import pytest
 
-from cluster.api_prefixes import map_subject
+from cluster.api.prefixes import map_subject
 from local.cluster import LocalCluster
 from tests.node.cluster_fixtures import RANDOM_DIRECT_GETS, every_replica_applied, local_cluster
 

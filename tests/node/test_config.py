@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.config import ConfigError, NodeConfig, add_node_arguments, config_from_args
+from cluster.node.config import ConfigError, NodeConfig, add_node_arguments, config_from_args
 
 
 def _parse(argv: list[str]) -> NodeConfig:

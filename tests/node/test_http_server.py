@@ -1,7 +1,7 @@
 import aiohttp
 
-from cluster.http_server import NodeHttpServer
-from cluster.metrics import NodeMetrics
+from cluster.node.http_server import NodeHttpServer
+from cluster.runtime.metrics import NodeMetrics
 
 
 async def test_healthz_and_metrics_are_served() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import structlog
 
-from cluster.logs import LEVEL_ENV, configure_logging, resolve_format, resolve_level
+from cluster.node.logs import LEVEL_ENV, configure_logging, resolve_format, resolve_level
 from local.cluster import LocalCluster, node_available, plan_free_nodes
 
 needs_node = pytest.mark.skipif(not node_available(), reason="needs a runnable `jetraft node`")

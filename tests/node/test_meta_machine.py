@@ -1,4 +1,4 @@
-from cluster.meta_machine import MetaMachine, MetaOp, StreamAssignment, encode_meta_entry
+from cluster.meta.machine import MetaMachine, MetaOp, StreamAssignment, encode_meta_entry
 
 
 def _assign(name: str, peers: list[str]) -> bytes:

@@ -1,6 +1,6 @@
 import pytest
 
-from cluster.placement import NodeInfo, PlacementError, choose_peers, known_nodes
+from cluster.meta.placement import NodeInfo, PlacementError, choose_peers, known_nodes
 
 NODES = [
     NodeInfo("n1", frozenset({"az:1"})),

@@ -20,6 +20,6 @@ def test_posix_endpoints_unless_the_operator_chose() -> None:
 def test_the_node_command_has_not_imported_grpc_before_it_chooses() -> None:
     # gRPC reads GRPC_EXPERIMENTS when it is imported: `jetraft node` sets it in main(), so
     # importing the command's module must not import gRPC already
-    probe = "import sys, cluster.node_cli; print('grpc' in sys.modules)"
+    probe = "import sys, cluster.node.command; print('grpc' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     assert result.stdout.strip() == "False"

@@ -1,0 +1,146 @@
+"""JetStream advisories about streams and consumers, as nats-server 2.15 publishes them on `$JS.EVENT.ADVISORY.>`.
+
+Bodies and subjects checked against a real 3-node nats-server 2.15.1 cluster
+(tests/cluster/test_advisories.py keeps what it sent). Each advisory is
+published once, by the node that decided what it reports: the meta leader for
+STREAM.CREATED, STREAM.UPDATED and STREAM.DELETED (after a CONSUMER.DELETED for
+each of the stream's consumers, in that order, as the server does), and for
+CONSUMER.CREATED and CONSUMER.DELETED; the consumer leader for
+CONSUMER.MSG_TERMINATED, CONSUMER.MSG_NAKED and CONSUMER.MAX_DELIVERIES.
+Builders are pure: the caller passes the event id and the clock.
+"""
+
+from __future__ import annotations
+
+import enum
+import secrets
+import string
+from typing import Any
+
+from cluster.api import jsjson
+from storage.nats_time import format_rfc3339_nano
+
+ADVISORY_PREFIX = "$JS.EVENT.ADVISORY."
+CONSUMER_ACTION_TYPE = "io.nats.jetstream.advisory.v1.consumer_action"
+STREAM_ACTION_TYPE = "io.nats.jetstream.advisory.v1.stream_action"
+TERMINATED_TYPE = "io.nats.jetstream.advisory.v1.terminated"
+NAK_TYPE = "io.nats.jetstream.advisory.v1.nak"
+MAX_DELIVER_TYPE = "io.nats.jetstream.advisory.v1.max_deliver"
+
+_ID_ALPHABET = string.digits + string.ascii_letters
+_ID_LENGTH = 22  # as long as a NUID, which is what nats-server uses
+
+
+class ConsumerEvent(enum.StrEnum):
+    CREATED = "CREATED"
+    DELETED = "DELETED"
+    MSG_TERMINATED = "MSG_TERMINATED"
+    MSG_NAKED = "MSG_NAKED"
+    MAX_DELIVERIES = "MAX_DELIVERIES"
+
+
+class StreamEvent(enum.StrEnum):
+    CREATED = "CREATED"
+    UPDATED = "UPDATED"
+    DELETED = "DELETED"
+
+
+_STREAM_ACTIONS = {StreamEvent.CREATED: "create", StreamEvent.UPDATED: "modify", StreamEvent.DELETED: "delete"}
+
+
+def stream_advisory_subject(event: StreamEvent, stream: str) -> str:
+    return f"{ADVISORY_PREFIX}STREAM.{event.value}.{stream}"
+
+
+def stream_action(stream: str, event: StreamEvent, event_id: str, now_ns: int, domain: str = "") -> bytes:
+    """STREAM.CREATED / UPDATED / DELETED: `action` is create, modify or delete."""
+    body: dict[str, Any] = {
+        "type": STREAM_ACTION_TYPE,
+        "id": event_id,
+        "timestamp": format_rfc3339_nano(now_ns),
+        "stream": stream,
+        "action": _STREAM_ACTIONS[event],
+    }
+    if domain:
+        body["domain"] = domain
+    return jsjson.dumps(body)
+
+
+def new_event_id() -> str:
+    return "".join(secrets.choice(_ID_ALPHABET) for _ in range(_ID_LENGTH))
+
+
+def consumer_advisory_subject(event: ConsumerEvent, stream: str, consumer: str) -> str:
+    return f"{ADVISORY_PREFIX}CONSUMER.{event.value}.{stream}.{consumer}"
+
+
+def _head(kind: str, event_id: str, now_ns: int, stream: str, consumer: str) -> dict[str, Any]:
+    return {
+        "type": kind,
+        "id": event_id,
+        "timestamp": format_rfc3339_nano(now_ns),
+        "stream": stream,
+        "consumer": consumer,
+    }
+
+
+def consumer_action(
+    stream: str, consumer: str, created: bool, event_id: str, now_ns: int, domain: str = ""
+) -> bytes:
+    """CONSUMER.CREATED (`created`) or CONSUMER.DELETED."""
+    body = _head(CONSUMER_ACTION_TYPE, event_id, now_ns, stream, consumer)
+    body["action"] = "create" if created else "delete"
+    if domain:
+        body["domain"] = domain
+    return jsjson.dumps(body)
+
+
+def msg_terminated(
+    stream: str,
+    consumer: str,
+    consumer_seq: int,
+    stream_seq: int,
+    deliveries: int,
+    reason: str,
+    event_id: str,
+    now_ns: int,
+) -> bytes:
+    """CONSUMER.MSG_TERMINATED: a client sent +TERM (with an optional reason) for a pending message."""
+    body = _head(TERMINATED_TYPE, event_id, now_ns, stream, consumer)
+    body.update(consumer_seq=consumer_seq, stream_seq=stream_seq, deliveries=deliveries)
+    if reason:
+        body["reason"] = reason
+    return jsjson.dumps(body)
+
+
+def msg_naked(
+    stream: str, consumer: str, consumer_seq: int, stream_seq: int, deliveries: int, event_id: str, now_ns: int
+) -> bytes:
+    """CONSUMER.MSG_NAKED: a client sent -NAK for a pending message."""
+    body = _head(NAK_TYPE, event_id, now_ns, stream, consumer)
+    body.update(consumer_seq=consumer_seq, stream_seq=stream_seq, deliveries=deliveries)
+    return jsjson.dumps(body)
+
+
+def max_deliveries(
+    stream: str, consumer: str, stream_seq: int, deliveries: int, event_id: str, now_ns: int
+) -> bytes:
+    """CONSUMER.MAX_DELIVERIES: a message was delivered max_deliver times and is not sent again."""
+    body = _head(MAX_DELIVER_TYPE, event_id, now_ns, stream, consumer)
+    body.update(stream_seq=stream_seq, deliveries=deliveries)
+    return jsjson.dumps(body)
+
+
+__all__ = [
+    "ADVISORY_PREFIX",
+    "ConsumerEvent",
+    "StreamEvent",
+    "consumer_action",
+    "consumer_advisory_subject",
+    "max_deliveries",
+    "msg_naked",
+    "msg_terminated",
+    "new_event_id",
+    "stream_action",
+    "stream_advisory_subject",
+]

@@ -1,0 +1,158 @@
+"""Which JetStream API operation a request subject names, and who in the cluster answers it.
+
+Clients may send any API request to any node. Every node is a member of one
+queue group on the API subjects; the member a request reaches classifies it
+here and hands it on over internal subjects:
+
+- meta operations (create, update, delete, names, list, account info) go to
+  the meta leader on `$JSR.M.<OP>[.<stream>]`;
+- operations on one stream go to that stream's leader on `$JSR.S.<stream>.<OP>`
+  when this node knows the stream, else to the meta leader, which knows
+  whether it exists.
+
+The original reply subject travels with the request, so the answer goes
+straight back to the client. Direct Get is not here: replicas answer it
+themselves, in queue group `_sys_`.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from cluster.stream import info as si
+from cluster.stream.msg_get import MSG_GET_RESPONSE_TYPE
+
+API_PREFIX = "$JS.API."
+# The subjects the API queue group listens on (Direct Get excluded on purpose).
+API_SUBSCRIPTIONS = ("$JS.API.INFO", "$JS.API.STREAM.>", "$JS.API.CONSUMER.>")
+API_QUEUE = "_jsapi"
+
+PEER_REMOVE_TYPE = "io.nats.jetstream.api.v1.stream_remove_peer_response"
+
+META_PREFIX = "$JSR.M."
+STREAM_PREFIX = "$JSR.S."
+
+
+class ApiOp(enum.StrEnum):
+    ACCOUNT_INFO = "ACCOUNT_INFO"
+    STREAM_CREATE = "CREATE"
+    STREAM_UPDATE = "UPDATE"
+    STREAM_DELETE = "DELETE"
+    STREAM_INFO = "INFO"
+    STREAM_NAMES = "NAMES"
+    STREAM_LIST = "LIST"
+    STREAM_PURGE = "PURGE"
+    STREAM_MSG_GET = "MSG_GET"
+    STREAM_MSG_DELETE = "MSG_DELETE"
+    STREAM_LEADER_STEPDOWN = "LEADER_STEPDOWN"
+    STREAM_PEER_REMOVE = "PEER_REMOVE"
+    CONSUMER = "CONSUMER"
+    # internal only: meta leader -> stream leader
+    CREATE_RESULT = "CREATE_RESULT"
+    APPLY_UPDATE = "APPLY_UPDATE"
+    LIST_ENTRY = "LIST_ENTRY"
+    FETCH = "FETCH"
+
+
+# Operations whose target is the meta leader whatever the stream.
+META_OPS = frozenset(
+    {
+        ApiOp.ACCOUNT_INFO,
+        ApiOp.STREAM_CREATE,
+        ApiOp.STREAM_UPDATE,
+        ApiOp.STREAM_DELETE,
+        ApiOp.STREAM_NAMES,
+        ApiOp.STREAM_LIST,
+        ApiOp.STREAM_PEER_REMOVE,
+    }
+)
+
+RESPONSE_TYPES: dict[ApiOp, str] = {
+    ApiOp.ACCOUNT_INFO: si.ACCOUNT_INFO_TYPE,
+    ApiOp.STREAM_CREATE: si.STREAM_CREATE_TYPE,
+    ApiOp.STREAM_UPDATE: si.STREAM_UPDATE_TYPE,
+    ApiOp.STREAM_DELETE: si.STREAM_DELETE_TYPE,
+    ApiOp.STREAM_INFO: si.STREAM_INFO_TYPE,
+    ApiOp.STREAM_NAMES: si.STREAM_NAMES_TYPE,
+    ApiOp.STREAM_LIST: si.STREAM_LIST_TYPE,
+    ApiOp.STREAM_PURGE: si.STREAM_PURGE_TYPE,
+    ApiOp.STREAM_MSG_GET: MSG_GET_RESPONSE_TYPE,
+    ApiOp.STREAM_MSG_DELETE: si.MSG_DELETE_TYPE,
+    ApiOp.STREAM_LEADER_STEPDOWN: si.LEADER_STEPDOWN_TYPE,
+    ApiOp.STREAM_PEER_REMOVE: PEER_REMOVE_TYPE,
+    ApiOp.CONSUMER: "io.nats.jetstream.api.v1.consumer_create_response",
+}
+
+# (tokens after "$JS.API.") -> op, for the forms that end in a stream name
+_STREAM_FORMS: dict[tuple[str, ...], ApiOp] = {
+    ("STREAM", "CREATE"): ApiOp.STREAM_CREATE,
+    ("STREAM", "UPDATE"): ApiOp.STREAM_UPDATE,
+    ("STREAM", "DELETE"): ApiOp.STREAM_DELETE,
+    ("STREAM", "INFO"): ApiOp.STREAM_INFO,
+    ("STREAM", "PURGE"): ApiOp.STREAM_PURGE,
+    ("STREAM", "MSG", "GET"): ApiOp.STREAM_MSG_GET,
+    ("STREAM", "MSG", "DELETE"): ApiOp.STREAM_MSG_DELETE,
+    ("STREAM", "LEADER", "STEPDOWN"): ApiOp.STREAM_LEADER_STEPDOWN,
+    ("STREAM", "PEER", "REMOVE"): ApiOp.STREAM_PEER_REMOVE,
+}
+_PLAIN_FORMS: dict[tuple[str, ...], ApiOp] = {
+    ("INFO",): ApiOp.ACCOUNT_INFO,
+    ("STREAM", "NAMES"): ApiOp.STREAM_NAMES,
+    ("STREAM", "LIST"): ApiOp.STREAM_LIST,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ApiRequest:
+    op: ApiOp
+    stream: str = ""
+
+    @property
+    def response_type(self) -> str:
+        return RESPONSE_TYPES.get(self.op, "io.nats.jetstream.api.v1.error_response")
+
+
+def parse_api_subject(subject: str) -> ApiRequest | None:
+    """The operation `$JS.API.<...>` names, or None for a subject jetraft does not answer."""
+    if not subject.startswith(API_PREFIX):
+        return None
+    tokens = tuple(subject[len(API_PREFIX) :].split("."))
+    plain = _PLAIN_FORMS.get(tokens)
+    if plain is not None:
+        return ApiRequest(plain)
+    if tokens[0] == "CONSUMER":
+        return ApiRequest(ApiOp.CONSUMER, tokens[2] if len(tokens) > 2 else "")
+    if len(tokens) >= 2:
+        op = _STREAM_FORMS.get(tokens[:-1])
+        if op is not None and tokens[-1]:
+            return ApiRequest(op, tokens[-1])
+    return None
+
+
+def meta_subject(request: ApiRequest) -> str:
+    return META_PREFIX + request.op.value + ("." + request.stream if request.stream else "")
+
+
+def parse_meta_subject(subject: str) -> ApiRequest | None:
+    op_name, _, stream = subject[len(META_PREFIX) :].partition(".")
+    try:
+        return ApiRequest(ApiOp(op_name), stream)
+    except ValueError:
+        return None
+
+
+def stream_subject(stream: str, op: ApiOp) -> str:
+    return f"{STREAM_PREFIX}{stream}.{op.value}"
+
+
+def stream_subscription(stream: str) -> str:
+    return f"{STREAM_PREFIX}{stream}.*"
+
+
+def parse_stream_subject(subject: str) -> ApiRequest | None:
+    stream, _, op_name = subject[len(STREAM_PREFIX) :].partition(".")
+    try:
+        return ApiRequest(ApiOp(op_name), stream)
+    except ValueError:
+        return None

@@ -1,0 +1,576 @@
+"""The duties of a consumer's leader: deliver, take acks, answer pulls and the consumer's API.
+
+Exists only while this node leads the consumer's Raft group. It works on a
+copy of the replicated state (`working`) that runs ahead of the log: every
+entry it proposes (deliveries, acks, forgets) is applied to the copy at once,
+so the next decision sees it, and reaches every replica through the group.
+Messages are sent as soon as their DELIVERED entry is proposed, not once it
+commits: if this leader dies first, the next one redelivers them (at least
+once, as JetStream promises).
+
+One task serves everything: it plans deliveries when a message is stored,
+a pull request or an ack arrives, or a timer (ack wait, pull expiry,
+heartbeats) is due, and sleeps otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import secrets
+import time
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from cluster.api.advisories import (
+    ConsumerEvent,
+    consumer_advisory_subject,
+    max_deliveries,
+    msg_naked,
+    msg_terminated,
+    new_event_id,
+)
+from cluster.api.consumer_subjects import (
+    META_CONSUMER_PREFIX,
+    ConsumerOp,
+    consumer_subscription,
+    parse_internal_consumer_subject,
+)
+from cluster.api.errors import ApiError, JSErrors
+from cluster.consumer.acks import AckBody, AckKind, AckReply, ack_entry, parse_ack_body, parse_ack_reply
+from cluster.consumer.api import (
+    ConsumerView,
+    FlowControl,
+    ack_sample,
+    ack_sample_subject,
+    create_response,
+    flow_control_request,
+    flow_control_subject,
+    idle_heartbeat,
+    info_response,
+    should_sample,
+    stepdown_response,
+)
+from cluster.consumer.config import AckPolicy, ReplayPolicy
+from cluster.consumer.delivery import (
+    OutgoingMsg,
+    StopReason,
+    next_wakeup,
+    num_pending,
+    plan_deliveries,
+    start_position,
+)
+from cluster.consumer.entries import AckLike, Acks, ConsumerEntry, Forget, ForgetReason
+from cluster.consumer.pull import (
+    PullRequest,
+    PullRequestError,
+    WaitingQueue,
+    check_pull_request,
+    max_bytes_exceeded,
+    no_messages,
+    parse_pull_request,
+)
+from cluster.consumer.state import ConsumerState
+from cluster.runtime.group_membership import converge_membership
+from cluster.runtime.internal_requests import NoRespondersError
+from cluster.stream.info import ClusterInfo, plain_error
+from cluster.stream.leader import leader_cluster_info
+from gateway.router import Message, Subscription
+from raft.driver import RaftHostError
+from storage.errors import MsgNotFoundError
+
+if TYPE_CHECKING:
+    from cluster.consumer.replica import ConsumerReplica
+
+log = structlog.get_logger(__name__)
+
+PUSH_BATCH = 256
+# full batches per turn of the serving loop before it lets other work in
+PUSH_ROUNDS = 4
+CATCH_UP_TIMEOUT = 2.0
+IDLE_SLEEP = 1.0
+NO_INTEREST_POLL = 0.05
+
+
+class ConsumerLeader:
+    def __init__(self, replica: ConsumerReplica) -> None:
+        self.replica = replica
+        self.ctx = replica.ctx
+        self.stream_name = replica.assignment.stream
+        self.name = replica.name
+        self.working: ConsumerState | None = None
+        self.queue = WaitingQueue(max(replica.config.max_waiting, 0))
+        self.flow = FlowControl()
+        self._kick = asyncio.Event()
+        self._ack_buffer: list[AckLike] = []
+        self._ack_committed: asyncio.Future[None] | None = None
+        self._ready = asyncio.Event()
+        self._subs: list[Subscription] = []
+        self._task: asyncio.Task[Any] | None = None
+        self._since_ns = time.time_ns()
+        self._membership_task: asyncio.Task[Any] | None = None
+        self._closed = False
+        self._rng = random.Random(secrets.randbits(64))
+        self._last_push_ns = time.time_ns()
+        # since when nobody could receive (no push subscriber, no waiting pull request): the
+        # inactive threshold runs from here; None while someone can
+        self._idle_since: int | None = None
+        self._expiring = False
+        # replay original: the first delivery's (wall clock, stream time), and a message held until due
+        self._replay_origin: tuple[int, int] | None = None
+        self._held: tuple[OutgoingMsg, int] | None = None
+        self._replay_due: int | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def open(self) -> None:
+        router = self.ctx.router
+        self._subs = [
+            router.subscribe(consumer_subscription(self.stream_name, self.name), self._on_api),
+            router.subscribe(f"$JS.ACK.{self.stream_name}.{self.name}.>", self._on_ack),
+            router.subscribe(f"$JS.FC.{self.stream_name}.{self.name}.*", self._on_flow_control_reply),
+        ]
+        self._task = self.ctx.spawn(self._run(), f"consumer-{self.stream_name}-{self.name}")
+        self.reconcile_membership()
+        log.info("consumer_leader", stream=self.stream_name, consumer=self.name, node=self.ctx.name)
+
+    def close(self) -> None:
+        self._closed = True
+        for sub in self._subs:
+            self.ctx.router.unsubscribe(sub)
+        self._subs = []
+        if self._task is not None:
+            self._task.cancel()
+        if self._membership_task is not None:
+            self._membership_task.cancel()
+        if self._ack_committed is not None:
+            self._ack_committed.cancel()  # never proposed: nobody gets a confirmation for these
+        self._ack_buffer, self._ack_committed = [], None
+
+    def kick(self) -> None:
+        self._kick.set()
+
+    def reconcile_membership(self) -> None:
+        """Make the group's voters the assignment's peers (they follow the stream's on a peer remove)."""
+        if self._membership_task is None or self._membership_task.done():
+            self._membership_task = self.ctx.spawn(
+                converge_membership(
+                    self.ctx.host,
+                    self.replica.group,
+                    self.ctx.name,
+                    lambda: set(self.replica.assignment.peers),
+                    lambda: self._closed,
+                ),
+                f"membership-{self.replica.group}",
+            )
+
+    def config_changed(self) -> None:
+        self.kick()
+
+    # -- the serving loop ----------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        host = self.ctx.host
+        # Caught up on the consumer's own log, and on the stream's: the local stream replica the
+        # deliveries are read from then holds everything committed before this leader started,
+        # so a new consumer's start position and pending count see every earlier publish.
+        for group in (self.replica.group, self.replica.stream.group):
+            while not self._closed:
+                try:
+                    await host.read_index(group, timeout=CATCH_UP_TIMEOUT)
+                    break
+                except (RaftHostError, TimeoutError):
+                    await asyncio.sleep(0.05)
+        self.working = self.replica.state.clone()
+        if not self.working.started:
+            self._propose(start_position(self.replica.config, self.replica.stream.store))
+        self._ready.set()
+        while not self._closed:
+            self._kick.clear()
+            now = time.time_ns()
+            try:
+                self._serve(now)
+            except RaftHostError as exc:
+                log.info("consumer_not_serving", consumer=self.name, error=str(exc))
+                return
+            await self._sleep(now)
+
+    async def _sleep(self, now: int) -> None:
+        if self._kick.is_set():
+            await asyncio.sleep(0)  # more work already waits: just let the rest of the node have a turn
+            return
+        cfg, working = self.replica.config, self.working
+        assert working is not None
+        # a redelivery falling due matters only when someone can receive it: a waiting pull
+        # request, or a push subscriber (else an overdue ack wait would spin this loop)
+        receivers = len(self.queue) > 0 if cfg.is_pull else self.ctx.router.has_interest(cfg.deliver_subject)
+        due = next_wakeup(cfg, working) if receivers else None
+        wakeups = [t for t in (due, self.queue.next_wakeup()) if t is not None]
+        if cfg.is_push and cfg.idle_heartbeat:
+            wakeups.append(self._last_push_ns + cfg.idle_heartbeat)
+        if self._replay_due is not None:
+            wakeups.append(self._replay_due)
+        if self._idle_since is not None and cfg.inactive_threshold and not self._expiring:
+            wakeups.append(self._idle_since + cfg.inactive_threshold)
+        timeout = IDLE_SLEEP
+        if wakeups:
+            timeout = min(max((min(wakeups) - now) / 1e9, 0.001), IDLE_SLEEP)
+        if cfg.is_push and not receivers:
+            # the router tells nobody when a subscriber appears (here or on a peer): look again soon,
+            # so a push consumer starts delivering within NO_INTEREST_POLL of its subscriber's arrival
+            timeout = min(timeout, NO_INTEREST_POLL)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._kick.wait(), timeout)
+
+    def _propose(self, entry: ConsumerEntry) -> asyncio.Future[Any]:
+        if self._ack_buffer:
+            self._flush_acks()  # acks that came first go first: every replica applies in proposal order
+        future = self.ctx.host.propose_nowait(self.replica.group, entry.encode())
+        future.add_done_callback(_consume_result)
+        assert self.working is not None
+        self.working.apply_entry(entry)
+        return future
+
+    def _buffer_ack(self, entry: AckLike) -> asyncio.Future[Any]:
+        """Acks arriving together (one read from a client carries many) become one ACKS entry, proposed
+        once the current callback is done; the returned future completes when that entry commits."""
+        if not self._ack_buffer:
+            self._ack_committed = asyncio.get_running_loop().create_future()
+            self._ack_committed.add_done_callback(_consume_result)
+            asyncio.get_running_loop().call_soon(self._flush_acks)
+        self._ack_buffer.append(entry)
+        assert self._ack_committed is not None
+        return self._ack_committed
+
+    def _flush_acks(self) -> None:
+        buffered, committed = self._ack_buffer, self._ack_committed
+        if not buffered or committed is None:
+            return
+        self._ack_buffer, self._ack_committed = [], None
+        entry: ConsumerEntry = buffered[0] if len(buffered) == 1 else Acks(tuple(buffered))
+        try:
+            future = self._propose(entry)
+        except RaftHostError as exc:
+            committed.set_exception(exc)
+            return
+
+        def settle(done: asyncio.Future[Any]) -> None:
+            if committed.done():
+                return
+            if done.cancelled():
+                committed.cancel()
+            elif done.exception() is not None:
+                committed.set_exception(done.exception())  # type: ignore[arg-type]
+            else:
+                committed.set_result(None)
+
+        future.add_done_callback(settle)
+
+    def _serve(self, now: int) -> None:
+        if self.replica.config.is_push:
+            self._serve_push(now)
+        else:
+            self._serve_pulls(now)
+        self._check_inactive(now)
+
+    def _serve_pulls(self, now: int) -> None:
+        publish = self.ctx.router.publish
+        for reply, frame in self.queue.expire(now):
+            publish(reply, b"", None, frame)
+        for reply in self.queue.heartbeats_due(now):
+            assert self.working is not None
+            publish(reply, b"", None, idle_heartbeat(self.working))
+        while (waiting := self.queue.peek()) is not None:
+            plan = self._plan(now, waiting.batch_left, waiting.bytes_left)
+            if not plan.messages:
+                if plan.entries:
+                    continue
+                if plan.stop is StopReason.MAX_BYTES:
+                    self.queue.remove(waiting)
+                    publish(
+                        waiting.reply, b"", None, max_bytes_exceeded(waiting.batch_left, waiting.bytes_left)
+                    )
+                    continue
+                if waiting.no_wait:
+                    self.queue.remove(waiting)
+                    publish(waiting.reply, b"", None, no_messages())
+                    continue
+                return
+            for msg in plan.messages:
+                publish(waiting.reply, msg.payload, msg.reply, msg.headers, deliver_as=msg.subject)
+            done = self.queue.served(waiting, len(plan.messages), plan.bytes_used, now)
+            if not done and plan.stop is StopReason.MAX_BYTES:
+                self.queue.remove(waiting)
+                publish(waiting.reply, b"", None, max_bytes_exceeded(waiting.batch_left, waiting.bytes_left))
+
+    def _serve_push(self, now: int) -> None:
+        cfg, router = self.replica.config, self.ctx.router
+        subject = cfg.deliver_subject
+        if not router.has_interest(subject) or self.flow.stalled:
+            return
+        if cfg.replay_policy is ReplayPolicy.ORIGINAL:
+            while not self._closed and self._replay_next(now):
+                pass
+        else:
+            self._push_batches(now)
+        if cfg.idle_heartbeat and now - self._last_push_ns >= cfg.idle_heartbeat:
+            assert self.working is not None
+            stalled = self.flow.outstanding or "" if self.flow.stalled else ""
+            router.publish(subject, b"", None, idle_heartbeat(self.working, stalled))
+            self._last_push_ns = now
+
+    def _push_batches(self, now: int) -> None:
+        """A few full batches, then back to the loop (acks, flow control and other consumers get a turn);
+        a kick brings this straight back while more is waiting."""
+        for _ in range(PUSH_ROUNDS):
+            if self._closed:
+                return
+            plan = self._plan(now, PUSH_BATCH, 0)
+            if not plan.messages:
+                return
+            if self.replica.config.flow_control:
+                for msg in plan.messages:
+                    self._push(msg)
+            else:
+                # the hot path of a push consumer: one publish per message, nothing else
+                publish, subject = self.ctx.router.publish, self.replica.config.deliver_subject
+                for msg in plan.messages:
+                    publish(subject, msg.payload, msg.reply, msg.headers, deliver_as=msg.subject)
+            self._last_push_ns = now
+            if self.flow.stalled or plan.stop is not StopReason.BATCH_DONE:
+                return
+        self.kick()
+
+    def _push(self, msg: OutgoingMsg) -> None:
+        cfg, router = self.replica.config, self.ctx.router
+        router.publish(cfg.deliver_subject, msg.payload, msg.reply, msg.headers, deliver_as=msg.subject)
+        if cfg.flow_control and self.flow.sent(msg.size):
+            reply = flow_control_subject(self.stream_name, self.name, secrets.token_hex(2))
+            self.flow.requested(reply)
+            router.publish(cfg.deliver_subject, b"", reply, flow_control_request())
+
+    def _replay_next(self, now: int) -> bool:
+        """Replay original: one message at a time, spaced as the stream's timestamps are; True if sent."""
+        if self._held is None:
+            plan = self._plan(now, 1, 0)
+            if not plan.messages:
+                return False
+            msg = plan.messages[0]
+            try:
+                ts = self.replica.stream.store.load_msg(msg.stream_seq).ts_ns
+            except MsgNotFoundError:
+                ts = now
+            if self._replay_origin is None:
+                self._replay_origin = (now, ts)
+            start, first_ts = self._replay_origin
+            self._held = (msg, start + max(ts - first_ts, 0))
+        msg, due = self._held
+        if now < due or self.flow.stalled:
+            self._replay_due = due
+            return False
+        self._held = None
+        self._replay_due = None
+        self._push(msg)
+        self._last_push_ns = now
+        return True
+
+    def _check_inactive(self, now: int) -> None:
+        """A consumer with an inactive threshold (every ephemeral; durables that set one) goes away once
+        nobody could receive from it for that long: a push consumer without a subscriber, a pull
+        consumer with no request waiting (a pull request or an ack makes it active again)."""
+        cfg = self.replica.config
+        active = self.ctx.router.has_interest(cfg.deliver_subject) if cfg.is_push else len(self.queue) > 0
+        if active:
+            self._idle_since = None
+            return
+        if self._idle_since is None:
+            self._idle_since = now
+        if cfg.inactive_threshold and not self._expiring and now - self._idle_since >= cfg.inactive_threshold:
+            self._expiring = True
+            self.ctx.spawn(self._delete_self(), f"expire-{self.name}")
+
+    async def _delete_self(self) -> None:
+        subject = f"{META_CONSUMER_PREFIX}DELETE.{self.stream_name}.{self.name}"
+        try:
+            await self.ctx.requester.request(subject, timeout=CATCH_UP_TIMEOUT * 2)
+        except (TimeoutError, NoRespondersError) as exc:
+            # no meta leader right now: the next check asks again
+            log.info("consumer_expiry_failed", consumer=self.name, error=repr(exc))
+            self._expiring = False
+            return
+        log.info("consumer_expired", stream=self.stream_name, consumer=self.name)
+
+    def _plan(self, now: int, max_msgs: int, max_bytes: int) -> Any:
+        assert self.working is not None
+        self._flush_acks()  # the plan sees every ack received so far (max_ack_pending room)
+        plan = plan_deliveries(
+            self.stream_name,
+            self.name,
+            self.replica.config,
+            self.working,
+            self.replica.stream.store,
+            now,
+            max_msgs,
+            max_bytes,
+        )
+        for entry in plan.entries:
+            if isinstance(entry, Forget) and entry.reason is ForgetReason.MAX_DELIVER:
+                self._advise_max_deliveries(entry, now)
+            self._propose(entry)
+        return plan
+
+    def _advise_max_deliveries(self, entry: Forget, now: int) -> None:
+        assert self.working is not None
+        subject = consumer_advisory_subject(ConsumerEvent.MAX_DELIVERIES, self.stream_name, self.name)
+        for seq in entry.stream_seqs:
+            pending = self.working.pending.get(seq)
+            if pending is not None:
+                body = max_deliveries(
+                    self.stream_name, self.name, seq, pending.deliveries, new_event_id(), now
+                )
+                self.ctx.router.publish(subject, body)
+
+    def _advise_ack(self, reply: AckReply, body: AckBody, now: int) -> None:
+        """+TERM and -NAK of a pending message are announced, as nats-server does."""
+        assert self.working is not None
+        if reply.stream_seq not in self.working.pending:
+            return
+        if body.kind is AckKind.TERM:
+            event = ConsumerEvent.MSG_TERMINATED
+            advisory = msg_terminated(
+                self.stream_name, self.name, reply.consumer_seq, reply.stream_seq, reply.deliveries,
+                body.term_reason, new_event_id(), now,
+            )  # fmt: skip
+        else:
+            event = ConsumerEvent.MSG_NAKED
+            advisory = msg_naked(
+                self.stream_name, self.name, reply.consumer_seq, reply.stream_seq, reply.deliveries,
+                new_event_id(), now,
+            )  # fmt: skip
+        self.ctx.router.publish(consumer_advisory_subject(event, self.stream_name, self.name), advisory)
+
+    # -- inbound ------------------------------------------------------------------------------
+
+    def _on_ack(self, msg: Message) -> None:
+        if self.working is None:
+            return
+        reply = parse_ack_reply(msg.subject)
+        body = parse_ack_body(msg.payload)
+        if reply is None or body is None or reply.consumer != self.name:
+            return  # as a server does: an ack it cannot use is ignored
+        cfg = self.replica.config
+        if cfg.ack_policy is AckPolicy.NONE:
+            return
+        now = time.time_ns()
+        if self._idle_since is not None:
+            self._idle_since = now  # acks show a client at work: the inactive threshold starts again
+        if body.kind is AckKind.TERM or body.kind is AckKind.NAK:
+            self._advise_ack(reply, body, now)
+        committed = self._buffer_ack(ack_entry(reply, body, now))
+        if body.kind is AckKind.NEXT and msg.reply:
+            self._queue_pull(msg.reply, body.next_request, now)
+        elif msg.reply:
+            # a double ack is confirmed once the ack is committed, so a confirmed ack survives failover
+            confirm = msg.reply
+            committed.add_done_callback(
+                lambda f: None if f.cancelled() or f.exception() is not None else self.ctx.reply(confirm, b"")
+            )
+        if body.kind is AckKind.ACK and should_sample(cfg.sample_percent, self._rng.random()):
+            self.ctx.router.publish(
+                ack_sample_subject(self.stream_name, self.name),
+                ack_sample(
+                    self.stream_name,
+                    self.name,
+                    reply.consumer_seq,
+                    reply.stream_seq,
+                    max(now - reply.ts_ns, 0),
+                    reply.deliveries,
+                    secrets.token_hex(11),
+                    now,
+                ),
+            )
+        self.kick()
+
+    def _on_flow_control_reply(self, msg: Message) -> None:
+        self.flow.answered(msg.subject)
+        self.kick()
+
+    def _on_api(self, msg: Message) -> None:
+        parsed = parse_internal_consumer_subject(msg.subject)
+        if parsed is None or not msg.reply:
+            return
+        _, _, op = parsed
+        if op is ConsumerOp.NEXT:
+            self._queue_pull(msg.reply, msg.payload, time.time_ns())
+            return
+        self.ctx.spawn(self._answer(op, msg.reply, msg.payload), f"consumer-api-{op.value}")
+
+    def _queue_pull(self, reply: str, body: bytes, now: int) -> None:
+        try:
+            request: PullRequest = parse_pull_request(body)
+            check_pull_request(self.replica.config, request)
+            self.queue.add(reply, request, now)
+        except PullRequestError as exc:
+            self.ctx.router.publish(reply, b"", None, exc.frame)
+            return
+        self._idle_since = None  # a pull request is activity, even one answered at once (no_wait)
+        self.kick()
+
+    async def _answer(self, op: ConsumerOp, reply: str, payload: bytes) -> None:
+        try:
+            await asyncio.wait_for(self._ready.wait(), CATCH_UP_TIMEOUT * 2)
+            if op is ConsumerOp.STEPDOWN:
+                body = await self._step_down()
+            elif op in (ConsumerOp.INFO, ConsumerOp.CREATE_RESULT):
+                view = self.view()
+                body = (
+                    create_response(view, time.time_ns())
+                    if op is ConsumerOp.CREATE_RESULT
+                    else info_response(view, time.time_ns())
+                )
+            elif op is ConsumerOp.LIST_ENTRY:
+                body = info_response(self.view(), time.time_ns())
+            else:
+                raise JSErrors.BAD_REQUEST()
+        except ApiError as error:
+            body = plain_error("io.nats.jetstream.api.v1.consumer_info_response", error)
+        except (RaftHostError, TimeoutError):
+            body = plain_error(
+                "io.nats.jetstream.api.v1.consumer_info_response", JSErrors.CLUSTER_NOT_AVAILABLE()
+            )
+        self.ctx.reply(reply, body)
+
+    async def _step_down(self) -> bytes:
+        host, group = self.ctx.host, self.replica.group
+        others = [peer for peer in host.status(group).voters if peer != self.ctx.name]
+        if not others:
+            raise JSErrors.STREAM_GENERAL(err="no replica to hand leadership to")
+        await host.transfer_leadership(group, others[0])
+        return stepdown_response()
+
+    def _cluster_info(self) -> ClusterInfo:
+        """As STREAM.INFO shows its group: the leader, and each other voter with its lag."""
+        return leader_cluster_info(self.ctx.host, self.ctx.name, self.replica.group, self._since_ns)
+
+    def view(self) -> ConsumerView:
+        working = self.working or self.replica.state
+        assignment = self.replica.assignment
+        return ConsumerView(
+            stream=assignment.stream,
+            name=assignment.name,
+            created_ns=assignment.created_ns,
+            config=self.replica.config,
+            state=working,
+            num_pending=num_pending(self.replica.config, working, self.replica.stream.store),
+            num_waiting=len(self.queue),
+            cluster=self._cluster_info().to_json(),
+            push_bound=self.replica.config.is_push
+            and self.ctx.router.has_interest(self.replica.config.deliver_subject),
+        )
+
+
+def _consume_result(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()  # retrieved, so a lost proposal is not reported as never retrieved

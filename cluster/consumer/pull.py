@@ -1,0 +1,245 @@
+"""Pull requests (`$JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>`): parsing, limits, the waiting queue.
+
+Waiting requests are the leader's own business (nats-server does not
+replicate them either): a new leader starts with none and clients re-issue
+their pulls. Everything here is sans-IO; time comes in as `now_ns`. Status
+texts and headers are nats-server 2.15's (trace 11 and a real server):
+`404 No Messages`, `408 Request Timeout` with `Nats-Pending-Messages` /
+`Nats-Pending-Bytes`, `409 Exceeded MaxRequestBatch of N`, `409 Exceeded
+MaxRequestExpires of 1s`, `409 Exceeded MaxRequestMaxBytes of N`, `409 Message
+Size Exceeds MaxBytes`, `409 Exceeded MaxWaiting`, `409 Consumer is push
+based`, `400 Bad Request - heartbeat value too large`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import deque
+from dataclasses import dataclass
+
+import orjson
+
+from cluster.consumer.config import ConsumerConfig
+from gateway.headers import encode_headers
+
+HDR_PENDING_MESSAGES = "Nats-Pending-Messages"
+HDR_PENDING_BYTES = "Nats-Pending-Bytes"
+
+
+# -- status frames (header-only messages sent to the request's reply subject) -----------------
+
+
+def no_messages() -> bytes:
+    return encode_headers(status=404, description="No Messages")
+
+
+def request_timeout(pending_msgs: int, pending_bytes: int) -> bytes:
+    fields = [(HDR_PENDING_MESSAGES, str(pending_msgs)), (HDR_PENDING_BYTES, str(pending_bytes))]
+    return encode_headers(fields, status=408, description="Request Timeout")
+
+
+def max_bytes_exceeded(pending_msgs: int, pending_bytes: int) -> bytes:
+    fields = [(HDR_PENDING_MESSAGES, str(pending_msgs)), (HDR_PENDING_BYTES, str(pending_bytes))]
+    return encode_headers(fields, status=409, description="Message Size Exceeds MaxBytes")
+
+
+def conflict(description: str) -> bytes:
+    return encode_headers(status=409, description=description)
+
+
+def bad_request(description: str = "Bad Request") -> bytes:
+    return encode_headers(status=400, description=description)
+
+
+def go_duration(ns: int) -> str:
+    """Go's time.Duration.String() (as in `Exceeded MaxRequestExpires of 1s`)."""
+    if ns == 0:
+        return "0s"
+    sign = "-" if ns < 0 else ""
+    ns = abs(ns)
+    if ns < 1_000:
+        return f"{sign}{ns}ns"
+    if ns < 1_000_000:
+        return sign + _trim(ns / 1_000) + "µs"
+    if ns < 1_000_000_000:
+        return sign + _trim(ns / 1_000_000) + "ms"
+    hours, rest = divmod(ns, 3_600_000_000_000)
+    minutes, rest = divmod(rest, 60_000_000_000)
+    seconds = _trim(rest / 1_000_000_000) + "s"
+    if hours:
+        return f"{sign}{hours}h{minutes}m{seconds}"
+    if minutes:
+        return f"{sign}{minutes}m{seconds}"
+    return sign + seconds
+
+
+def _trim(value: float) -> str:
+    return f"{value:.9f}".rstrip("0").rstrip(".")
+
+
+# -- requests -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PullRequest:
+    batch: int = 1
+    expires_ns: int = 0
+    no_wait: bool = False
+    max_bytes: int = 0
+    idle_heartbeat_ns: int = 0
+
+
+class PullRequestError(ValueError):
+    """A pull request the server answers with a status frame instead of messages."""
+
+    def __init__(self, frame: bytes) -> None:
+        super().__init__(frame.decode(errors="replace").strip())
+        self.frame = frame
+
+
+def parse_pull_request(payload: bytes) -> PullRequest:
+    """The body of MSG.NEXT (or what follows `+NXT`): empty (one message), a batch number, or JSON."""
+    body = bytes(payload).strip()
+    if not body:
+        return PullRequest()
+    if body.isdigit():
+        return PullRequest(batch=max(int(body), 1))
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise PullRequestError(bad_request()) from None
+    if not isinstance(obj, dict):
+        raise PullRequestError(bad_request())
+
+    def number(key: str) -> int:
+        value = obj.get(key)
+        if value is None:
+            return 0
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise PullRequestError(bad_request())
+        return value
+
+    no_wait = obj.get("no_wait")
+    return PullRequest(
+        batch=max(number("batch"), 1),
+        expires_ns=max(number("expires"), 0),
+        no_wait=no_wait is True,
+        max_bytes=max(number("max_bytes"), 0),
+        idle_heartbeat_ns=max(number("idle_heartbeat"), 0),
+    )
+
+
+def check_pull_request(config: ConsumerConfig, request: PullRequest) -> None:
+    """The consumer's limits on a request; raises PullRequestError with the frame to answer."""
+    if config.is_push:
+        raise PullRequestError(conflict("Consumer is push based"))
+    if config.max_batch > 0 and request.batch > config.max_batch:
+        raise PullRequestError(conflict(f"Exceeded MaxRequestBatch of {config.max_batch}"))
+    if config.max_bytes > 0 and request.max_bytes > config.max_bytes:
+        raise PullRequestError(conflict(f"Exceeded MaxRequestMaxBytes of {config.max_bytes}"))
+    if config.max_expires > 0 and request.expires_ns > config.max_expires:
+        raise PullRequestError(conflict(f"Exceeded MaxRequestExpires of {go_duration(config.max_expires)}"))
+    if request.idle_heartbeat_ns and request.idle_heartbeat_ns * 2 > request.expires_ns:
+        raise PullRequestError(bad_request("Bad Request - heartbeat value too large"))
+
+
+# -- the leader's queue of waiting requests ---------------------------------------------------
+
+
+@dataclass(slots=True)
+class WaitingRequest:
+    reply: str
+    batch_left: int
+    bytes_left: int  # 0: no byte limit
+    deadline_ns: int | None
+    heartbeat_ns: int
+    next_heartbeat_ns: int | None
+    no_wait: bool
+
+    @property
+    def pending_bytes(self) -> int:
+        return self.bytes_left
+
+
+class WaitingQueue:
+    """Pull requests waiting for messages, served first come, first served."""
+
+    def __init__(self, max_waiting: int) -> None:
+        self.max_waiting = max_waiting
+        self._queue: deque[WaitingRequest] = deque()
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def add(self, reply: str, request: PullRequest, now_ns: int) -> WaitingRequest:
+        """Queue a checked request; raises PullRequestError (409 Exceeded MaxWaiting) when full."""
+        if self.max_waiting > 0 and len(self._queue) >= self.max_waiting:
+            raise PullRequestError(conflict("Exceeded MaxWaiting"))
+        waiting = WaitingRequest(
+            reply=reply,
+            batch_left=request.batch,
+            bytes_left=request.max_bytes,
+            deadline_ns=now_ns + request.expires_ns if request.expires_ns else None,
+            heartbeat_ns=request.idle_heartbeat_ns,
+            next_heartbeat_ns=now_ns + request.idle_heartbeat_ns if request.idle_heartbeat_ns else None,
+            no_wait=request.no_wait,
+        )
+        self._queue.append(waiting)
+        return waiting
+
+    def peek(self) -> WaitingRequest | None:
+        return self._queue[0] if self._queue else None
+
+    def served(self, waiting: WaitingRequest, msgs: int, nbytes: int, now_ns: int) -> bool:
+        """Account for messages sent to `waiting`; True when it is done (and left the queue)."""
+        waiting.batch_left -= msgs
+        if waiting.bytes_left:
+            waiting.bytes_left = max(waiting.bytes_left - nbytes, 0)
+        if waiting.heartbeat_ns and msgs:
+            waiting.next_heartbeat_ns = now_ns + waiting.heartbeat_ns
+        if waiting.batch_left <= 0:
+            self.remove(waiting)
+            return True
+        return False
+
+    def remove(self, waiting: WaitingRequest) -> None:
+        with contextlib.suppress(ValueError):
+            self._queue.remove(waiting)
+
+    def expire(self, now_ns: int) -> list[tuple[str, bytes]]:
+        """Requests whose expiry passed: (reply, 408 frame) each, removed from the queue."""
+        out = []
+        for waiting in list(self._queue):
+            if waiting.deadline_ns is not None and waiting.deadline_ns <= now_ns:
+                self._queue.remove(waiting)
+                out.append((waiting.reply, request_timeout(waiting.batch_left, waiting.bytes_left)))
+        return out
+
+    def heartbeats_due(self, now_ns: int) -> list[str]:
+        """Replies owed an idle heartbeat now (their next one is scheduled)."""
+        out = []
+        for waiting in self._queue:
+            if waiting.next_heartbeat_ns is not None and waiting.next_heartbeat_ns <= now_ns:
+                waiting.next_heartbeat_ns = now_ns + waiting.heartbeat_ns
+                out.append(waiting.reply)
+        return out
+
+    def next_wakeup(self) -> int | None:
+        times = [t for w in self._queue for t in (w.deadline_ns, w.next_heartbeat_ns) if t is not None]
+        return min(times) if times else None
+
+
+__all__ = [
+    "PullRequest",
+    "PullRequestError",
+    "WaitingQueue",
+    "WaitingRequest",
+    "bad_request",
+    "check_pull_request",
+    "conflict",
+    "go_duration",
+    "max_bytes_exceeded",
+    "no_messages",
+    "parse_pull_request",
+    "request_timeout",
+]

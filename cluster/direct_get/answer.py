@@ -1,0 +1,235 @@
+"""Answering a Direct Get from a replica's (or mirror's) local store: the reply frames, as nats-server sends them.
+
+A reply frame is (header block or None, payload): None means a plain MSG
+(`no_hdr`). Message replies carry the stored headers first, then
+`Nats-Stream`, `Nats-Subject`, `Nats-Sequence`, `Nats-Time-Stamp`, and in
+batches `Nats-Num-Pending` / `Nats-Last-Sequence`; batches end with a
+zero-length `204 EOB`. Errors are a lone status frame.
+
+jetraft adds `Jetraft-Node`, `Jetraft-Role` and `Jetraft-Last-Sequence` (the
+responder's last applied sequence) after nats-server's headers on every
+frame that has a header block, so a client can see who answered and how
+current it was.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from cluster.direct_get.request import BadDirectGet, DirectGetRequest
+from gateway.headers import extend_header_block
+from storage.errors import MsgNotFoundError, TooManyResultsError
+from storage.interface import StreamStore
+from storage.model import StoredMsg
+from storage.nats_time import format_optional_ts
+
+# what nats-server uses when a request sets no max_bytes (its max_pending default)
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+MAX_MULTI_LAST_SUBJECTS = 1024
+ALL = ">"
+
+ReplyFrame = tuple[bytes | None, bytes]
+
+
+class ResponderRole(enum.StrEnum):
+    LEADER = "leader"
+    FOLLOWER = "follower"
+    MIRROR = "mirror"
+
+
+@dataclass(frozen=True, slots=True)
+class Responder:
+    """Who answers: the node, its role for this stream, and the stream name replies carry.
+
+    A mirror answering its origin's Direct Gets names itself (`stream` is the mirror's name).
+    """
+
+    node: str
+    role: ResponderRole
+    stream: str
+
+    def extra_headers(self, last_seq: int) -> bytes:
+        return b"Jetraft-Node: %s\r\nJetraft-Role: %s\r\nJetraft-Last-Sequence: %d\r\n" % (
+            self.node.encode(),
+            self.role.value.encode(),
+            last_seq,
+        )
+
+
+def status_frame(status: int, description: str, responder: Responder | None, last_seq: int = 0) -> ReplyFrame:
+    """A header-only status reply (`NATS/1.0 404 Message Not Found`, ...)."""
+    line = b"NATS/1.0 %d" % status
+    if description:
+        line += b" " + description.encode()
+    extra = responder.extra_headers(last_seq) if responder is not None else b""
+    return line + b"\r\n" + extra + b"\r\n", b""
+
+
+def bad_request_frames(bad: BadDirectGet, responder: Responder, last_seq: int) -> list[ReplyFrame]:
+    return [status_frame(bad.status, bad.description, responder, last_seq)]
+
+
+def min_last_seq_frames(responder: Responder, last_seq: int) -> list[ReplyFrame]:
+    """The answer when the responder stayed behind the request's `min_last_seq` for the whole wait."""
+    return [status_frame(412, "Min Last Sequence", responder, last_seq)]
+
+
+def is_behind(request: DirectGetRequest, last_seq: int) -> bool:
+    """Whether the responder must wait before answering (read-your-writes)."""
+    return request.min_last_seq > last_seq
+
+
+def _message_frame(
+    msg: StoredMsg,
+    responder: Responder,
+    last_seq: int,
+    no_hdr: bool,
+    batch_state: tuple[int, int] | None = None,
+) -> ReplyFrame:
+    if no_hdr:
+        return None, msg.payload
+    lines = [
+        b"Nats-Stream: %s\r\nNats-Subject: %s\r\nNats-Sequence: %d\r\nNats-Time-Stamp: %s\r\n"
+        % (responder.stream.encode(), msg.subject.encode(), msg.seq, format_optional_ts(msg.ts_ns).encode()),
+    ]
+    if batch_state is not None:
+        lines.append(b"Nats-Num-Pending: %d\r\nNats-Last-Sequence: %d\r\n" % batch_state)
+    lines.append(responder.extra_headers(last_seq))
+    return extend_header_block(msg.headers, b"".join(lines)), msg.payload
+
+
+def _sent_bytes(msg: StoredMsg) -> int:
+    # nats-server's accounting for max_bytes: subject + stored headers + payload
+    return len(msg.subject) + len(msg.headers or b"") + len(msg.payload)
+
+
+def answer_direct_get(
+    request: DirectGetRequest, store: StreamStore, responder: Responder, last_seq: int | None = None
+) -> list[ReplyFrame]:
+    """The frames to send for a valid request, read from `store` now.
+
+    `last_seq` is the responder's last applied sequence for `Jetraft-Last-Sequence`
+    (the state machine tracks it; reading the store's state costs more than the get).
+    """
+    return list(direct_get_frames(request, store, responder, last_seq))
+
+
+def direct_get_frames(
+    request: DirectGetRequest, store: StreamStore, responder: Responder, last_seq: int | None = None
+) -> Iterator[ReplyFrame]:
+    """`answer_direct_get`'s frames as they are read: a batch reads each message when it is taken,
+    so a responder can send a long batch in slices while the store keeps changing (as
+    nats-server reads each message of a batch under the stream's lock only for that message)."""
+    if last_seq is None:
+        last_seq = store.state().last_seq
+    if request.multi_last:
+        return iter(_answer_multi_last(request, store, responder, last_seq))
+    if request.is_batch:
+        return _batch_frames(request, store, responder, last_seq)
+    try:
+        msg = _load_single(request, store)
+    except MsgNotFoundError:
+        return iter([status_frame(404, "Message Not Found", responder, last_seq)])
+    return iter([_message_frame(msg, responder, last_seq, request.no_hdr)])
+
+
+def _start_seq(request: DirectGetRequest, store: StreamStore) -> int:
+    if request.start_time_ns is not None:
+        return store.get_seq_from_time(max(request.start_time_ns, 0))
+    return request.seq
+
+
+def _load_single(request: DirectGetRequest, store: StreamStore) -> StoredMsg:
+    seq = _start_seq(request, store)
+    if request.next_by_subj:
+        return store.load_next_msg(request.next_by_subj, seq)
+    if seq > 0:
+        return store.load_msg(seq)
+    return store.load_last_msg(request.last_by_subj)
+
+
+def _batch_frames(
+    request: DirectGetRequest, store: StreamStore, responder: Responder, last_seq: int
+) -> Iterator[ReplyFrame]:
+    seq = _start_seq(request, store)
+    filter_ = request.next_by_subj or ALL
+    valid_through = last_seq
+    pending = store.num_pending(seq, filter_)
+    max_bytes = request.max_bytes or DEFAULT_MAX_BYTES
+    previous = 0
+    sent_bytes = 0
+    for sent in range(request.batch):
+        try:
+            msg = store.load_next_msg(filter_, seq)
+        except MsgNotFoundError:
+            if not sent:
+                yield status_frame(404, "Message Not Found", responder, last_seq)
+                return
+            break
+        seq = msg.seq + 1
+        pending = max(pending - 1, 0)
+        yield _message_frame(msg, responder, last_seq, request.no_hdr, (pending, previous))
+        previous = msg.seq
+        sent_bytes += _sent_bytes(msg)
+        if sent_bytes >= max_bytes:
+            break
+    now_last = store.state().last_seq
+    if now_last > valid_through:
+        # writes landed while we read: count what is pending now, as nats-server does
+        pending = store.num_pending(seq, filter_)
+        last_seq = now_last
+    eob = b"NATS/1.0 204 EOB\r\nNats-Num-Pending: %d\r\nNats-Last-Sequence: %d\r\n" % (pending, previous)
+    yield (eob + responder.extra_headers(last_seq) + b"\r\n", b"")
+
+
+def _answer_multi_last(
+    request: DirectGetRequest, store: StreamStore, responder: Responder, last_seq: int
+) -> list[ReplyFrame]:
+    up_to = request.up_to_seq
+    if request.up_to_time_ns is not None:
+        state = store.state()
+        from_time = store.get_seq_from_time(max(request.up_to_time_ns, 0))
+        if state.messages == 0 or from_time <= state.first_seq:
+            return [status_frame(404, "No Results", responder, last_seq)]
+        up_to = from_time - 1
+    if up_to == 0:
+        up_to = last_seq
+    try:
+        seqs = store.multi_last_seqs(list(request.multi_last), up_to, max_allowed=MAX_MULTI_LAST_SUBJECTS)
+    except TooManyResultsError:
+        return [status_frame(413, "Too Many Results", responder, last_seq)]
+    if request.seq:
+        seqs = [s for s in seqs if s >= request.seq]
+    messages = []
+    for seq in seqs:
+        try:
+            messages.append(store.load_msg(seq))
+        except MsgNotFoundError:
+            continue  # removed since the seqs were read
+    if not messages:
+        return [status_frame(404, "No Results", responder, last_seq)]
+    max_bytes = request.max_bytes or DEFAULT_MAX_BYTES
+    frames: list[ReplyFrame] = []
+    previous = 0
+    sent_bytes = 0
+    total = len(messages)
+    for msg in messages:
+        remaining = total - len(frames) - 1
+        # nats-server sends headers on multi_last replies even when no_hdr is set
+        frames.append(_message_frame(msg, responder, last_seq, False, (remaining, previous)))
+        previous = msg.seq
+        sent_bytes += _sent_bytes(msg)
+        if sent_bytes >= max_bytes or (request.batch > 0 and len(frames) >= request.batch):
+            break
+    eob = (
+        b"NATS/1.0 204 EOB\r\nNats-Num-Pending: %d\r\nNats-Last-Sequence: %d\r\nNats-UpTo-Sequence: %d\r\n"
+        % (
+            total - len(frames),
+            previous,
+            up_to,
+        )
+    )
+    frames.append((eob + responder.extra_headers(last_seq) + b"\r\n", b""))
+    return frames

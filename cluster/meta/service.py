@@ -1,0 +1,469 @@
+"""The meta group on one node: replicated stream assignments, the meta leader's API, reconciliation.
+
+Every node is a voter of the meta group `_meta_` and applies its entries to a
+`MetaMachine`. Applying only records the new assignments and wakes the
+reconciler; the reconciler waits until this node has caught up with the meta
+log (a ReadIndex) and then makes the running stream replicas match the
+assignments: it starts the replicas placed here and stops (and deletes) the
+ones no longer placed here. Reconciling against the caught-up state, never
+entry by entry, means a restart replaying "create, delete, create again"
+never touches the data of the stream that exists now. Each incarnation of a
+stream has its own Raft group and store directory (named with its creation
+time), so an old incarnation's entries cannot reach a new one.
+
+The node that leads the meta group answers the meta operations (create,
+update, delete, names, list, account info) forwarded to `$JSR.M.*`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import structlog
+
+from cluster.api import jsjson
+from cluster.api.advisories import (
+    ConsumerEvent,
+    StreamEvent,
+    consumer_action,
+    consumer_advisory_subject,
+    new_event_id,
+    stream_action,
+    stream_advisory_subject,
+)
+from cluster.api.consumer_subjects import META_CONSUMER_PREFIX, ConsumerRequest
+from cluster.api.errors import ApiError, JSErrors
+from cluster.api.lists import list_page
+from cluster.api.subjects import (
+    META_PREFIX,
+    PEER_REMOVE_TYPE,
+    ApiOp,
+    ApiRequest,
+    parse_meta_subject,
+    stream_subject,
+)
+from cluster.consumer.replica import ConsumerReplica
+from cluster.meta.consumers import ConsumerAdmin, consumer_error_body, parse_meta_consumer_subject
+from cluster.meta.machine import (
+    ConsumerAssignment,
+    MetaMachine,
+    MetaOp,
+    MetaResult,
+    StreamAssignment,
+    encode_meta_entry,
+)
+from cluster.meta.placement import NodeInfo, PlacementError, choose_peers, known_nodes
+from cluster.runtime.context import GROUP_OPTIONS, META_GROUP, NodeContext
+from cluster.runtime.internal_requests import NoRespondersError
+from cluster.runtime.leader_wait import pass_on_when_served
+from cluster.stream.config import StreamConfig, parse_stream_config, stream_config_from_json
+from cluster.stream.config_check import (
+    check_replicas_placeable,
+    check_request_subject,
+    decide_create,
+    decide_update,
+    subjects_match_stream,
+)
+from cluster.stream.info import (
+    LIST_LIMIT,
+    STREAM_DELETE_TYPE,
+    STREAM_LIST_TYPE,
+    AccountUsage,
+    account_info_response,
+    parse_list_request,
+    plain_error,
+    stream_delete_response,
+    stream_info_error,
+    stream_names_response,
+)
+from cluster.stream.replica import StreamReplica
+from gateway.router import Message, Subscription
+from raft.driver import RaftHostError
+from raft.types import Entry, EntryType, NodeId, Role, Snapshot
+
+log = structlog.get_logger(__name__)
+
+# How long the meta leader waits for a new stream's group to elect a leader and answer.
+STREAM_READY_TIMEOUT = 10.0
+CATCH_UP_TIMEOUT = 2.0
+# How long a placement waits for a member whose route is not up yet.
+PLACEMENT_WAIT = 2.0
+
+
+class _MetaStateMachine:
+    """The driver's view of the meta machine: applied index kept beside it (memory; replayed on start)."""
+
+    def __init__(self, machine: MetaMachine) -> None:
+        self.machine = machine
+        self._applied = 0
+
+    @property
+    def applied_index(self) -> int:
+        return self._applied
+
+    def apply(self, entries: Sequence[Entry]) -> list[MetaResult]:
+        results = []
+        for entry in entries:
+            if entry.type is EntryType.NORMAL:
+                results.append(self.machine.apply(entry.data))
+            else:
+                results.append(MetaResult(ok=True))
+            self._applied = entry.index
+        return results
+
+    def snapshot(self) -> bytes:
+        return self.machine.snapshot()
+
+    def restore(self, snapshot: Snapshot) -> None:
+        self.machine.restore(snapshot.data)
+        self._applied = snapshot.index
+
+
+class MetaService:
+    def __init__(self, ctx: NodeContext) -> None:
+        self.ctx = ctx
+        self.machine = MetaMachine()
+        self.machine.listeners.append(self._assignment_changed)
+        self._state_machine = _MetaStateMachine(self.machine)
+        self.replicas: dict[str, StreamReplica] = {}
+        self.leader_id: NodeId | None = None
+        self.role = Role.FOLLOWER
+        self._wanted = asyncio.Event()
+        self._leader_sub: Subscription | None = None
+        self._consumer_sub: Subscription | None = None
+        self.consumer_admin = ConsumerAdmin(self)
+        self._stopped = False
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.ctx.host.add_group(
+            META_GROUP, self._state_machine, voters=self.ctx.members, options=GROUP_OPTIONS
+        )
+        self.ctx.spawn(self._reconcile_loop(), "meta-reconcile")
+
+    async def stop(self) -> None:
+        self._stopped = True
+        self._wanted.set()
+        for replica in list(self.replicas.values()):
+            await replica.stop(delete=False)
+        self.replicas.clear()
+
+    def stream_replica(self, group: str) -> StreamReplica | None:
+        for replica in self.replicas.values():
+            if replica.group == group:
+                return replica
+        return None
+
+    def consumer_replica(self, group: str) -> ConsumerReplica | None:
+        for replica in self.replicas.values():
+            for consumer in replica.consumers.values():
+                if consumer.group == group:
+                    return consumer
+        return None
+
+    def knows_consumer(self, stream: str, name: str) -> bool:
+        return name in self.machine.consumers.get(stream, {})
+
+    def configs(self) -> dict[str, StreamConfig]:
+        return {name: stream_config_from_json(a.config) for name, a in self.machine.streams.items()}
+
+    # -- reconciliation ---------------------------------------------------------------------
+
+    def _assignment_changed(self, _name: str, _assignment: StreamAssignment | None) -> None:
+        self._wanted.set()
+
+    async def _reconcile_loop(self) -> None:
+        host = self.ctx.host
+        while not self._stopped:
+            try:
+                await host.read_index(META_GROUP, timeout=CATCH_UP_TIMEOUT)
+                break
+            except (RaftHostError, TimeoutError):
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(host.wait_leadership_change(META_GROUP), CATCH_UP_TIMEOUT)
+        log.info("meta_caught_up", node=self.ctx.name, streams=len(self.machine.streams))
+        while not self._stopped:
+            self._wanted.clear()
+            await self._reconcile_once()
+            await self._wanted.wait()
+
+    async def _reconcile_once(self) -> None:
+        # copies: the machine updates its assignments in place, replicas compare against theirs
+        wanted = {
+            name: StreamAssignment.from_json(a.to_json())
+            for name, a in self.machine.streams.items()
+            if self.ctx.name in a.peers
+        }
+        for name, replica in list(self.replicas.items()):
+            assignment = wanted.get(name)
+            if assignment is None or assignment.created_ns != replica.assignment.created_ns:
+                del self.replicas[name]
+                log.info("stream_replica_removed", stream=name, node=self.ctx.name)
+                await replica.stop(delete=True)
+            elif assignment.to_json() != replica.assignment.to_json():
+                replica.assignment_changed(assignment)
+        for name, assignment in wanted.items():
+            if name in self.replicas:
+                continue
+            replica = StreamReplica(self.ctx, assignment)
+            self.replicas[name] = replica
+            replica.start()
+            log.info("stream_replica_started", stream=name, node=self.ctx.name, peers=assignment.peers)
+        for replica in list(self.replicas.values()):
+            await self._reconcile_consumers(replica)
+
+    async def _reconcile_consumers(self, stream: StreamReplica) -> None:
+        assigned = self.machine.consumers.get(stream.name, {})
+        wanted = {
+            name: ConsumerAssignment.from_json(c.to_json())
+            for name, c in assigned.items()
+            if self.ctx.name in c.peers
+        }
+        for name, consumer in list(stream.consumers.items()):
+            assignment = wanted.get(name)
+            if assignment is None or assignment.created_ns != consumer.assignment.created_ns:
+                del stream.consumers[name]
+                await consumer.stop(delete=True)
+            elif assignment.to_json() != consumer.assignment.to_json():
+                consumer.assignment_changed(assignment)
+        for name, assignment in wanted.items():
+            if name not in stream.consumers:
+                consumer = ConsumerReplica(self.ctx, assignment, stream)
+                stream.consumers[name] = consumer
+                consumer.start()
+                log.info("consumer_replica_started", stream=stream.name, consumer=name, node=self.ctx.name)
+        stream.consumers_changed(len(assigned))
+
+    # -- leadership -------------------------------------------------------------------------
+
+    def on_leader_change(self, leader: NodeId | None, role: Role, term: int) -> None:
+        self.leader_id, self.role = leader, role
+        metrics, node = self.ctx.metrics, self.ctx.name
+        metrics.raft_is_leader.labels(META_GROUP, node).set(1 if role is Role.LEADER else 0)
+        metrics.raft_term.labels(META_GROUP, node).set(term)
+        metrics.raft_leader_changes.labels(META_GROUP, node).inc()
+        if role is Role.CANDIDATE:
+            metrics.raft_elections.labels(META_GROUP, node).inc()
+        router = self.ctx.router
+        if role is Role.LEADER and self._leader_sub is None:
+            self._leader_sub = router.subscribe(META_PREFIX + ">", self._on_meta_request)
+            self._consumer_sub = router.subscribe(META_CONSUMER_PREFIX + ">", self._on_consumer_request)
+            log.info("meta_leader", node=node, term=term)
+        elif role is not Role.LEADER and self._leader_sub is not None:
+            router.unsubscribe(self._leader_sub)
+            self._leader_sub = None
+            if self._consumer_sub is not None:
+                router.unsubscribe(self._consumer_sub)
+                self._consumer_sub = None
+
+    # -- node info (placement) --------------------------------------------------------------
+
+    def _node_infos(self) -> list[NodeInfo]:
+        ctx = self.ctx
+        return known_nodes(ctx.members, ctx.name, ctx.tags, ctx.router.peer_labels)
+
+    async def _place(self, replicas: int, cfg: StreamConfig, exclude: Sequence[str] = ()) -> list[str]:
+        """`choose_peers` over the nodes known now; while a member's route is not up (a node just
+        started, or one reconnecting), placement that fails looks again for up to PLACEMENT_WAIT."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + PLACEMENT_WAIT
+        while True:
+            nodes = self._node_infos()
+            try:
+                return choose_peers(
+                    replicas,
+                    nodes,
+                    self.machine.load(),
+                    required_tags=cfg.placement.tags if cfg.placement is not None else (),
+                    is_mirror=cfg.mirror is not None,
+                    exclude=exclude,
+                    first_in=self.machine.first_peers(),
+                )
+            except PlacementError as exc:
+                if all(node.online for node in nodes) or loop.time() >= deadline:
+                    raise JSErrors.CLUSTER_NO_PEERS(err=str(exc)) from None
+            await asyncio.sleep(0.05)
+
+    # -- the meta leader's API -------------------------------------------------------------
+
+    def _on_meta_request(self, msg: Message) -> None:
+        request = parse_meta_subject(msg.subject)
+        if request is None or not msg.reply:
+            return
+        self.ctx.spawn(self._answer(request, msg), f"meta-{request.op.value}")
+
+    async def _answer(self, request: ApiRequest, msg: Message) -> None:
+        reply = msg.reply
+        assert reply is not None
+        try:
+            body = await self._handle(request, msg)
+        except ApiError as error:
+            body = _error_body(request, error)
+        except (RaftHostError, TimeoutError, NoRespondersError) as exc:
+            log.info("meta_request_unavailable", op=request.op.value, stream=request.stream, error=repr(exc))
+            body = _error_body(request, JSErrors.CLUSTER_NOT_AVAILABLE())
+        if body is not None:
+            self.ctx.reply(reply, body)
+
+    async def _handle(self, request: ApiRequest, msg: Message) -> bytes | None:
+        op, name = request.op, request.stream
+        if op is ApiOp.ACCOUNT_INFO:
+            return account_info_response(
+                AccountUsage(streams=len(self.machine.streams), domain=self.ctx.domain)
+            )
+        if op is ApiOp.STREAM_NAMES:
+            return stream_names_response(list(self.configs().values()), parse_list_request(msg.payload))
+        if op is ApiOp.STREAM_LIST:
+            return await self._list(msg.payload)
+        if op is ApiOp.STREAM_CREATE:
+            return await self._create(name, msg.payload)
+        if op is ApiOp.STREAM_UPDATE:
+            return await self._update(name, msg.payload)
+        if op is ApiOp.STREAM_DELETE:
+            return await self._delete(name)
+        if op is ApiOp.STREAM_PEER_REMOVE:
+            return await self._peer_remove(name, msg.payload)
+        # a per-stream operation from a node that did not know the stream: we know for sure
+        if name not in self.machine.streams:
+            raise JSErrors.STREAM_NOT_FOUND()
+        if not await pass_on_when_served(
+            self.ctx.router, stream_subject(name, op), msg.payload, msg.reply, msg.headers
+        ):
+            raise JSErrors.CLUSTER_NOT_AVAILABLE()
+        return None
+
+    def _on_consumer_request(self, msg: Message) -> None:
+        request = parse_meta_consumer_subject(msg.subject)
+        if request is None or not msg.reply:
+            return
+        self.ctx.spawn(self._answer_consumer(request, msg), f"meta-consumer-{request.op.value}")
+
+    async def _answer_consumer(self, request: ConsumerRequest, msg: Message) -> None:
+        try:
+            body = await self.consumer_admin.handle(request, msg)
+        except ApiError as error:
+            body = consumer_error_body(request, error)
+        except (RaftHostError, TimeoutError, NoRespondersError) as exc:
+            log.info("meta_consumer_request_unavailable", op=request.op.value, error=repr(exc))
+            body = consumer_error_body(request, JSErrors.CLUSTER_NOT_AVAILABLE())
+        if body is not None and msg.reply:
+            self.ctx.reply(msg.reply, body)
+
+    async def propose(self, op: MetaOp, body: dict[str, Any]) -> MetaResult:
+        return await self._propose(op, body)
+
+    async def _propose(self, op: MetaOp, body: dict[str, Any]) -> MetaResult:
+        result = await self.ctx.host.propose(META_GROUP, encode_meta_entry(op, body))
+        assert isinstance(result, MetaResult)
+        return result
+
+    async def _create(self, name: str, payload: bytes) -> bytes:
+        requested = parse_stream_config(payload)
+        check_request_subject(name, requested)
+        decision = decide_create(requested, self.configs())
+        if decision.exists:
+            return await self._ask_stream(name, ApiOp.CREATE_RESULT, b"0")
+        cfg = decision.config
+        check_replicas_placeable(cfg, len(self.ctx.members))
+        peers = await self._place(max(cfg.num_replicas, 1), cfg)
+        assignment = StreamAssignment(name, cfg.to_json(), peers, time.time_ns())
+        result = await self._propose(MetaOp.ASSIGN_STREAM, assignment.to_json())
+        if not result.ok:
+            raise JSErrors.STREAM_NAME_EXIST()
+        log.info("stream_assigned", stream=name, peers=peers)
+        self._advise_stream(StreamEvent.CREATED, name)
+        return await self._ask_stream(name, ApiOp.CREATE_RESULT, b"1")
+
+    async def _update(self, name: str, payload: bytes) -> bytes:
+        requested = parse_stream_config(payload)
+        check_request_subject(name, requested)
+        configs = self.configs()
+        old = configs.get(name)
+        if old is None:
+            raise JSErrors.STREAM_NOT_FOUND()
+        cfg = decide_update(old, requested, configs)
+        if max(cfg.num_replicas, 1) != max(old.num_replicas, 1):
+            raise JSErrors.STREAM_REPLICAS_NOT_UPDATABLE()
+        result = await self._propose(MetaOp.UPDATE_STREAM, {"name": name, "config": cfg.to_json()})
+        if not result.ok:
+            raise JSErrors.STREAM_NOT_FOUND()
+        self._advise_stream(StreamEvent.UPDATED, name)
+        return await self._ask_stream(name, ApiOp.APPLY_UPDATE, b"")
+
+    async def _delete(self, name: str) -> bytes:
+        if name not in self.machine.streams:
+            raise JSErrors.STREAM_NOT_FOUND()
+        consumers = sorted(self.machine.consumers.get(name, {}))
+        result = await self._propose(MetaOp.REMOVE_STREAM, {"name": name})
+        if not result.ok:
+            raise JSErrors.STREAM_NOT_FOUND()
+        # as nats-server: each consumer goes first, then the stream
+        now = time.time_ns()
+        for consumer in consumers:
+            body = consumer_action(name, consumer, False, new_event_id(), now, self.ctx.domain)
+            self.ctx.router.publish(consumer_advisory_subject(ConsumerEvent.DELETED, name, consumer), body)
+        self._advise_stream(StreamEvent.DELETED, name)
+        return stream_delete_response()
+
+    def _advise_stream(self, event: StreamEvent, name: str) -> None:
+        """STREAM.CREATED / UPDATED / DELETED, published once: by the meta leader that made the change."""
+        body = stream_action(name, event, new_event_id(), time.time_ns(), self.ctx.domain)
+        self.ctx.router.publish(stream_advisory_subject(event, name), body)
+
+    async def _peer_remove(self, name: str, payload: bytes) -> bytes:
+        """Take `peer` out of the stream's replicas and place a replacement, which catches up from the leader."""
+        assignment = self.machine.streams.get(name)
+        if assignment is None:
+            raise JSErrors.STREAM_NOT_FOUND()
+        try:
+            peer = jsjson.get_str(jsjson.loads_object(payload), "peer")
+        except jsjson.RequestJSONError as exc:
+            raise JSErrors.INVALID_JSON(err=str(exc)) from None
+        if peer not in assignment.peers:
+            raise JSErrors.CLUSTER_PEER_NOT_MEMBER()
+        cfg = stream_config_from_json(assignment.config)
+        (replacement,) = await self._place(1, cfg, exclude=assignment.peers)
+        peers = [replacement if p == peer else p for p in assignment.peers]
+        result = await self._propose(MetaOp.SET_STREAM_PEERS, {"name": name, "peers": peers})
+        if not result.ok:
+            raise JSErrors.STREAM_NOT_FOUND()
+        log.info("stream_peer_replaced", stream=name, removed=peer, added=replacement)
+        return jsjson.dumps({"type": PEER_REMOVE_TYPE, "success": True})
+
+    async def _list(self, payload: bytes) -> bytes:
+        request = parse_list_request(payload)
+        configs = self.configs()
+        chosen = sorted(
+            name
+            for name, cfg in configs.items()
+            if not request.subject or subjects_match_stream(request.subject, cfg)
+        )
+        return await list_page(
+            self.ctx.requester,
+            STREAM_LIST_TYPE,
+            "streams",
+            chosen,
+            request.offset,
+            LIST_LIMIT,
+            lambda name: stream_subject(name, ApiOp.LIST_ENTRY),
+        )
+
+    async def _ask_stream(self, name: str, op: ApiOp, payload: bytes) -> bytes:
+        """The stream leader's answer, waiting (bounded) for a new group to elect its leader."""
+        reply = await self.ctx.requester.request_when_answered(
+            stream_subject(name, op), payload, STREAM_READY_TIMEOUT
+        )
+        return reply.payload
+
+
+def _error_body(request: ApiRequest, error: ApiError) -> bytes:
+    if request.op is ApiOp.STREAM_INFO:
+        return stream_info_error(error)
+    if request.op is ApiOp.STREAM_DELETE:
+        return plain_error(STREAM_DELETE_TYPE, error)
+    return plain_error(request.response_type, error)

@@ -1,0 +1,180 @@
+"""A stream's leader copying from another stream: mirrors copy their origin, streams with sources theirs.
+
+Runs only on the node leading the copying stream's Raft group. It asks the
+origin's leader for committed messages after its position (long-polling when
+caught up) and proposes them into its own group:
+
+- a mirror stores each at the origin's own sequence and time (`StoreAtSeq`);
+  its position is its last sequence;
+- a stream with sources stores each as a new message of its own
+  (`StoreMsg`), tagged with a `Nats-Stream-Source` header naming the origin
+  and the origin sequence; applying that header advances the source's
+  position in the replicated state.
+
+Either way the position is replicated, so a new leader continues where the
+old one stopped, and a batch fetched twice is harmless: a mirror's entries
+at or below its last sequence apply as duplicates, and a source's fetcher
+only proposes a batch after the previous one applied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from cluster.api.subjects import ApiOp, stream_subject
+from cluster.direct_get.staleness import StalenessTracker
+from cluster.runtime.internal_requests import NoRespondersError
+from cluster.stream.config import StreamSource
+from cluster.stream.entries import Rollup, StoreAtSeq, StoreMsg
+from cluster.stream.fetch import FetchedMsg, FetchRequest, decode_batch
+from cluster.stream.machine import HDR_STREAM_SOURCE, source_header, source_key
+from gateway.headers import extend_header_block
+from raft.driver import RaftHostError
+
+if TYPE_CHECKING:
+    from cluster.stream.replica import StreamReplica
+
+log = structlog.get_logger(__name__)
+
+ProposedCallback = Callable[[str, bytes, bytes, "asyncio.Future[Any]"], None]
+
+# An idle origin answers a long poll when it ends: that answer is how a caught-up copy learns it is
+# still current, so the poll is short enough for its staleness to read near zero when idle (and half
+# the copy's staleness bound, where one is set, so that idling never takes it out of Direct Gets).
+LONG_POLL_MS = 250
+RETRY_DELAYS = (0.05, 2.0)
+
+
+class OriginFetcher:
+    """Copies one origin (`source`) into `replica`'s stream; `mirror` selects the mirror form."""
+
+    def __init__(
+        self,
+        replica: StreamReplica,
+        source: StreamSource,
+        *,
+        mirror: bool,
+        on_proposed: ProposedCallback | None = None,
+    ) -> None:
+        self.replica = replica
+        # told of every copy proposed (subject, stored header, payload, its proposal's future):
+        # the leader republishes copies too, as nats-server does
+        self._on_proposed = on_proposed
+        self.source = source
+        self.mirror = mirror
+        self._key = source_key(source.name, source.filter_subject)
+        self.origin_last_seq = 0
+        self.last_active_ns: int | None = None
+        # how far behind the origin this copy is, from the freshness each answer carries; the origin
+        # sequence this copy holds everything up to (of what its filter takes)
+        self.staleness = StalenessTracker(time.time_ns())
+        self.caught_up_seq = 0
+        self.error: str | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = self.replica.ctx.spawn(self._run(), f"copy-{self.replica.name}-from-{self.source.name}")
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    def position(self) -> int:
+        if self.mirror:
+            return self.replica.machine.last_seq
+        return self.replica.machine.source_position(self._key)
+
+    @property
+    def lag(self) -> int:
+        return max(self.origin_last_seq - self.position(), 0)
+
+    def staleness_ns(self, now_ns: int) -> int:
+        return self.staleness.staleness_ns(self.caught_up_seq, now_ns)
+
+    def active_ns(self, now_ns: int) -> int:
+        return -1 if self.last_active_ns is None else max(now_ns - self.last_active_ns, 0)
+
+    async def _run(self) -> None:
+        replica, source = self.replica, self.source
+        requester = replica.ctx.requester
+        subject = stream_subject(source.name, ApiOp.FETCH)
+        low, high = RETRY_DELAYS
+        delay = low
+        while not replica.stopped:
+            next_seq = max(self.position() + 1, source.opt_start_seq or 1)
+            bound_ms = replica.config.max_direct_lag
+            wait_ms = LONG_POLL_MS if bound_ms is None else max(min(LONG_POLL_MS, bound_ms // 2), 10)
+            request = FetchRequest(next_seq, wait_ms=wait_ms, filter=source.filter_subject)
+            try:
+                reply = await requester.request(subject, request.encode(), timeout=LONG_POLL_MS / 1000 + 2)
+                batch = decode_batch(reply.payload)
+            except (NoRespondersError, TimeoutError, ValueError) as exc:
+                self._failed(f"origin {source.name} unavailable: {exc!r}")
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, high)
+                continue
+            delay = low
+            self.error = None
+            self.origin_last_seq = batch.last_seq
+            self.last_active_ns = time.time_ns()
+            self.staleness.observe(batch.last_seq, batch.fresh_as_of_ns)
+            # a batch short of its limit holds everything the filter takes up to the origin's last
+            complete = len(batch.messages) < request.batch
+            if not batch.messages:
+                self.caught_up_seq = batch.last_seq
+                continue
+            try:
+                proposed = []
+                for msg in batch.messages:
+                    header, entry = self._entry(msg)
+                    future = replica.propose(entry)
+                    if self._on_proposed is not None:
+                        self._on_proposed(msg.subject, header, bytes(msg.payload), future)
+                    proposed.append(future)
+                # every outcome retrieved: when leadership moves, all of a batch's proposals fail alike
+                for outcome in await asyncio.gather(*proposed, return_exceptions=True):
+                    if isinstance(outcome, BaseException):
+                        raise outcome
+                self.caught_up_seq = batch.last_seq if complete else batch.messages[-1].seq
+            except RaftHostError as exc:
+                # leadership moved: the new leader's fetcher takes over from the replicated position
+                log.info("origin_fetch_stopped", stream=replica.name, error=str(exc))
+                return
+            if self.mirror:
+                replica.ctx.metrics.replica_lag_messages.labels(replica.name, replica.ctx.name, "mirror").set(
+                    self.lag
+                )
+
+    def _entry(self, msg: FetchedMsg) -> tuple[bytes, bytes]:
+        """The header the copy is stored with, and the entry that stores it."""
+        if self.mirror:
+            header = bytes(msg.header)
+            return header, StoreAtSeq(msg.seq, msg.subject, header, bytes(msg.payload), msg.ts_ns).encode()
+        tag = (
+            f"{HDR_STREAM_SOURCE}: {source_header(self.source.name, msg.seq, self.source.filter_subject)}\r\n"
+        )
+        header = extend_header_block(bytes(msg.header), tag.encode())
+        return header, StoreMsg(
+            subject=msg.subject,
+            header=header,
+            payload=bytes(msg.payload),
+            timestamp_ns=time.time_ns(),
+            msg_id="",
+            expected_stream=None,
+            expected_last_seq=None,
+            expected_last_subject_seq=None,
+            expected_last_subject_seq_subject=None,
+            expected_last_msg_id=None,
+            rollup=Rollup.NONE,
+        ).encode()
+
+    def _failed(self, error: str) -> None:
+        if self.error != error:
+            log.info("origin_fetch_failed", stream=self.replica.name, error=error)
+        self.error = error

@@ -1,0 +1,232 @@
+"""One jetraft node: the gateway, the Raft host, the JetStream services and the HTTP side, composed.
+
+    clients ── GatewayServer ── Router ── RouteMesh ──┐
+                                  │                   ├── one grpc.aio server (cluster port)
+    ApiEntry / MetaService / StreamReplicas ── RaftHost ── RaftTransport ──┘   one channel per peer
+
+Start order matters only in one place: the Raft host and the route mesh need
+the gRPC server listening before peers dial in, and the meta group starts
+once every piece it may call exists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import time
+from typing import Any
+
+import grpc
+import structlog
+
+from cluster.api.entry import ApiEntry
+from cluster.api.prefixes import PREFIX_QUEUE, PrefixMapper, domain_prefix
+from cluster.api.subjects import API_QUEUE
+from cluster.direct_get.responder import DIRECT_GET_QUEUE
+from cluster.meta.service import MetaService
+from cluster.node.config import NodeConfig
+from cluster.node.http_server import NodeHttpServer
+from cluster.runtime.context import META_GROUP, STREAM_GROUP_OPTIONS, NodeContext
+from cluster.runtime.internal_requests import InternalRequester
+from cluster.runtime.metrics import NodeMetrics
+from cluster.stream.leader import replica_progress
+from gateway.auth import make_authenticator
+from gateway.router import Router
+from gateway.routes import RouteMesh, add_route_servicer
+from gateway.server import GatewayServer
+from raft.driver import RaftHost, RaftHostError
+from raft.rocks_log_storage import RocksLogEngine
+from raft.transport import add_raft_servicer, grpc_channel_options, grpc_server_options
+from raft.types import NodeId, Role
+
+log = structlog.get_logger(__name__)
+
+METRICS_REFRESH_INTERVAL = 1.0
+
+
+class Node:
+    def __init__(self, config: NodeConfig) -> None:
+        self.config = config
+        self.metrics = NodeMetrics(config.name)
+        # The API (and its prefixed forms) is answered where the client is connected: one hop to the
+        # leader, on the same link as the client's reply interest (see Router.pass_on).
+        self.router = Router(
+            config.queue_policy,
+            local_queues=(API_QUEUE, PREFIX_QUEUE),
+            group_policies={DIRECT_GET_QUEUE: config.direct_get_policy},
+        )
+        self.server = GatewayServer(
+            self.router,
+            name=config.name,
+            host=config.host,
+            port=config.client_port,
+            auth=make_authenticator(config.user, config.password, config.token),
+            advertise=config.advertise,
+        )
+        self.mesh = RouteMesh(
+            self.router,
+            config.name,
+            config.client_url,
+            on_peers_changed=self._peers_changed,
+            labels=config.tags,
+        )
+        self.grpc_server = grpc.aio.server(options=grpc_server_options())
+        self.channels: dict[str, grpc.aio.Channel] = {}
+        data_dir = config.node_data_dir
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.engine = RocksLogEngine(data_dir / "raft")
+        self.host = RaftHost(config.name, self.engine, on_leader_change=self._leader_changed)
+        self.http = NodeHttpServer(config.host, config.http_port, self.metrics.registry, self._health)
+        self.ctx: NodeContext | None = None
+        self.meta: MetaService | None = None
+        self.api: ApiEntry | None = None
+        self.prefixes: PrefixMapper | None = None
+        self._metrics_task: asyncio.Task[Any] | None = None
+        # series that exist from the start, so dashboards show 0 rather than no data
+        self._slow_consumer_counter = self.metrics.slow_consumers.labels(config.name)
+        self._slow_consumers_seen = 0
+        self.metrics.route_connections.labels(config.name).set(0)
+
+    @property
+    def members(self) -> tuple[str, ...]:
+        return tuple(sorted({self.config.name, *self.config.peers}))
+
+    async def start(self) -> None:
+        config = self.config
+        add_raft_servicer(self.grpc_server, self.host.transport)
+        add_route_servicer(self.grpc_server, self.mesh)
+        if not self.grpc_server.add_insecure_port(f"{config.host}:{config.cluster_port}"):
+            raise OSError(f"cannot listen on {config.host}:{config.cluster_port}")
+        await self.grpc_server.start()
+        await self.server.start()
+        for peer, address in sorted(config.peers.items()):
+            channel = grpc.aio.insecure_channel(address, options=grpc_channel_options())
+            self.channels[peer] = channel
+            self.host.transport.add_peer(peer, channel)
+            self.mesh.add_peer(peer, channel)
+        self.ctx = NodeContext(
+            name=config.name,
+            router=self.router,
+            host=self.host,
+            metrics=self.metrics,
+            requester=InternalRequester(self.router, config.name),
+            data_dir=config.node_data_dir,
+            members=self.members,
+            tags=tuple(config.tags),
+            domain=config.domain or "",
+            stream_group_options=dataclasses.replace(
+                STREAM_GROUP_OPTIONS,
+                snapshot_interval=config.stream_snapshot_interval,
+                compact_keep=config.stream_compact_keep,
+            ),
+        )
+        self.meta = MetaService(self.ctx)
+        meta = self.meta
+        self.api = ApiEntry(
+            self.ctx,
+            knows_stream=lambda stream: stream in meta.replicas,
+            knows_consumer=meta.knows_consumer,
+        )
+        await self.host.start()
+        self.meta.start()
+        self.api.open()
+        prefixes = [*([domain_prefix(config.domain)] if config.domain else []), *config.api_prefixes]
+        self.prefixes = PrefixMapper(self.ctx, prefixes)
+        self.prefixes.open()
+        await self.http.start()
+        self._metrics_task = asyncio.get_running_loop().create_task(self._refresh_metrics())
+        log.info(
+            "node_started",
+            node=config.name,
+            client=self.server.client_url,
+            cluster_port=config.cluster_port,
+            http_port=self.http.port,
+            peers=sorted(config.peers),
+        )
+
+    async def stop(self) -> None:
+        log.info("node_stopping", node=self.config.name)
+        if self._metrics_task is not None:
+            self._metrics_task.cancel()
+        await self.server.stop()
+        if self.api is not None:
+            self.api.close()
+        if self.prefixes is not None:
+            self.prefixes.close()
+        if self.meta is not None:
+            await self.meta.stop()
+        if self.ctx is not None:
+            await self.ctx.cancel_tasks()
+            self.ctx.requester.close()
+        await self.host.stop()
+        await self.mesh.close()
+        await self.grpc_server.stop(grace=0.5)
+        for channel in self.channels.values():
+            await channel.close()
+        self.engine.close()
+        await self.http.stop()
+
+    # -- callbacks ---------------------------------------------------------------------------
+
+    def _peers_changed(self, urls: dict[str, str]) -> None:
+        self.server.set_cluster_urls(urls.values())
+        self.metrics.route_connections.labels(self.config.name).set(len(urls))
+
+    def _leader_changed(self, group: str, leader: NodeId | None, role: Role, term: int) -> None:
+        meta = self.meta
+        if meta is None:
+            return
+        if group == META_GROUP:
+            meta.on_leader_change(leader, role, term)
+            return
+        if group.startswith("C-"):
+            consumer = meta.consumer_replica(group)
+            if consumer is not None:
+                consumer.on_leader_change(leader, role, term)
+            return
+        replica = meta.stream_replica(group)
+        if replica is not None:
+            replica.on_leader_change(leader, role, term)
+
+    def _health(self) -> tuple[bool, dict[str, Any]]:
+        meta = self.meta
+        leader = meta.leader_id if meta is not None else None
+        streams = sorted(meta.replicas) if meta is not None else []
+        return leader is not None, {"node": self.config.name, "meta_leader": leader, "streams": streams}
+
+    async def _refresh_metrics(self) -> None:
+        metrics, node = self.metrics, self.config.name
+        while True:
+            await asyncio.sleep(METRICS_REFRESH_INTERVAL)
+            metrics.client_connections.labels(node).set(len(self.server.clients))
+            slow = self.server.stats.slow_consumers
+            if slow > self._slow_consumers_seen:
+                self._slow_consumer_counter.inc(slow - self._slow_consumers_seen)
+                self._slow_consumers_seen = slow
+            for group in self.host.groups():
+                try:
+                    status = self.host.status(group)
+                except RaftHostError:
+                    continue
+                metrics.raft_commit_index.labels(group, node).set(status.commit_index)
+                metrics.raft_applied_index.labels(group, node).set(status.applied_index)
+                metrics.raft_term.labels(group, node).set(status.term)
+            if self.meta is None:
+                continue
+            now = time.time_ns()
+            for replica in list(self.meta.replicas.values()):
+                if replica.role is not Role.LEADER or replica.stopped:
+                    continue
+                with contextlib.suppress(RaftHostError):
+                    last = self.host.status(replica.group).last_index
+                    for peer, (match, _active) in replica_progress(replica).items():
+                        if peer == node:
+                            continue
+                        lag = max(last - match, 0)
+                        role = replica.responder_role().value if peer == node else "follower"
+                        metrics.replica_lag_messages.labels(replica.name, peer, role).set(lag)
+                        last_ts = replica.machine.store.state().last_ts_ns if lag else now
+                        metrics.replica_lag_seconds.labels(replica.name, peer, role).set(
+                            0 if lag == 0 else max(now - last_ts, 0) / 1e9
+                        )

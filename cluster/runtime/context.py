@@ -1,0 +1,90 @@
+"""What every JetStream service of a node shares: its name, router, Raft host, metrics, task set."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from cluster.runtime.internal_requests import InternalRequester
+from cluster.runtime.metrics import NodeMetrics
+from gateway.router import Router
+from gateway.server import NATS_COMPAT_VERSION
+from raft.driver import GroupOptions, RaftHost
+
+log = structlog.get_logger(__name__)
+
+META_GROUP = "_meta_"
+# 20 ticks of 50 ms: a node misses a leader only after 1-2 s of silence, so a busy
+# event loop on a loaded 2-core machine does not set off needless elections.
+# Heartbeats every 4 ticks (200 ms), five per election timeout: every gRPC frame
+# costs a few hundred microseconds of CPU on each side, and a heartbeat at every
+# tick kept an idle node with three streams at ~7% CPU (under 3% now, with the
+# heartbeats of all groups on the same ticks: RaftConfig.tick_phase). Nothing waits
+# for one: appends and commit notices carry the commit index, and a ReadIndex
+# sends its own round at once.
+HEARTBEAT_TICK = 4
+GROUP_OPTIONS = GroupOptions(election_tick=20, heartbeat_tick=HEARTBEAT_TICK)
+# A stream group applies at most this much of its committed entries per loop iteration: under load the
+# PubAcks of one slice reach their clients while the next is applied, so clients and the leader work
+# side by side instead of in turns (pub_async, 256 in flight: ~4.6k -> ~5.5k msgs/s, bench/README.md).
+# Not for every group: with no client waiting on the results (raft_bench) smaller slices only cost more
+# iterations and fsyncs.
+STREAM_APPLY_SLICE_BYTES = 16 * 1024
+# Stream groups differ from the others only in that and in how they snapshot: derived, so a timing
+# option cannot be left out.
+STREAM_GROUP_OPTIONS = replace(
+    GROUP_OPTIONS,
+    snapshot_interval=20_000,
+    compact_keep=5_000,
+    max_committed_size_per_ready=STREAM_APPLY_SLICE_BYTES,
+)
+# A memory stream's snapshot is its whole store (0.2 s per 50,000 messages here, on the event loop),
+# so those groups snapshot and compact rarely; their logs are cheap to keep.
+MEMORY_STREAM_GROUP_OPTIONS = replace(STREAM_GROUP_OPTIONS, snapshot_interval=100_000, compact_keep=10_000)
+CLUSTER_NAME = "jetraft"
+
+
+@dataclass
+class NodeContext:
+    name: str
+    router: Router
+    host: RaftHost
+    metrics: NodeMetrics
+    requester: InternalRequester
+    data_dir: Path
+    # every node of the cluster (this one included), sorted: the meta group's voters
+    members: tuple[str, ...]
+    tags: tuple[str, ...] = ()
+    domain: str = ""
+    # A file-stored stream's snapshot is a marker after a store sync (cluster/stream/snapshot_marker.py), cheap
+    # enough to take often, which keeps its Raft log short (NodeConfig.stream_snapshot_interval).
+    stream_group_options: GroupOptions = STREAM_GROUP_OPTIONS
+    server_version: str = NATS_COMPAT_VERSION
+    _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+        """Run `coro` in the background; its failure is logged, never lost, never fatal."""
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._finished)
+        return task
+
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background_task_failed", task=task.get_name(), exc_info=task.exception())
+
+    async def cancel_tasks(self) -> None:
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def reply(self, subject: str | None, payload: bytes, headers: bytes | None = None) -> None:
+        if subject:
+            self.router.publish(subject, payload, None, headers)

@@ -1,0 +1,449 @@
+"""Defaults and validation of stream configs, create/update decisions.
+
+The rules and their order follow nats-server 2.15's stream config check, so
+clients get the same error for the same mistake, with three deliberate
+differences:
+
+- ADR-31: `allow_direct` is forced true when `max_msgs_per_subject` > 0
+  (nats-server does not); configs are compared after this adjustment, so an
+  identical re-create still succeeds.
+- Limits below -1 (-1 means unlimited) are rejected instead of being quietly
+  turned into -1.
+- Features jetraft does not implement (counters, atomic and fast batch
+  publish, message schedules, async persistence, subject delete markers)
+  are refused with a clear error rather than accepted and ignored.
+
+All functions are pure: the other streams' configs are passed in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from cluster.api.errors import ApiError, JSErrors
+from cluster.stream.config import (
+    DYNAMIC_METADATA_KEYS,
+    REQUIRED_LEVEL_KEY,
+    Discard,
+    PersistMode,
+    Retention,
+    StreamConfig,
+    StreamSource,
+)
+from subjects.grammar import (
+    filters_overlap,
+    has_wildcard,
+    is_subset_filter,
+    is_valid_filter,
+    is_valid_subject,
+)
+from subjects.transform import SubjectTransform, TransformError, UnsupportedMappingError
+
+MAX_REPLICAS = 5
+MAX_NAME_LEN = 255
+MAX_DESCRIPTION_LEN = 4 * 1024
+MAX_METADATA_LEN = 128 * 1024
+DEFAULT_DUPLICATE_WINDOW_NS = 120 * 1_000_000_000
+MIN_WINDOW_NS = 100 * 1_000_000
+_FORBIDDEN_NAME_CHARS = frozenset(" \t\r\n\f.*>\\/")
+_API_NAMESPACES = ("$JS.>", "$JSC.>", "$NRG.>")
+
+
+
+def _republish_mapping_ok(src: str, dest: str) -> bool:
+    """As nats-server decides: a mapping it would refuse is invalid; one using a mapping function it
+    knows but jetraft does not implement is accepted (and logged when the leader would use it)."""
+    if not dest or not is_valid_filter(src):
+        return False
+    try:
+        SubjectTransform.compile(src, dest)
+    except UnsupportedMappingError:
+        return True
+    except TransformError:
+        return False
+    return True
+
+def is_valid_stream_name(name: str) -> bool:
+    """nats-server's asset name rule: non-empty, no whitespace, `.`, `*`, `>`, `\\` or `/`."""
+    return bool(name) and not any(ch in _FORBIDDEN_NAME_CHARS for ch in name)
+
+
+def _invalid(message: str) -> ApiError:
+    return JSErrors.STREAM_INVALID_CONFIG(err=message)
+
+
+def _go_quote(text: str) -> str:
+    return json.dumps(text)
+
+
+def _unsupported(cfg: StreamConfig) -> str | None:
+    if cfg.allow_msg_counter:
+        return "message counters are not supported by jetraft"
+    if cfg.allow_atomic:
+        return "atomic batch publish is not supported by jetraft"
+    if cfg.allow_batched:
+        return "batch publish is not supported by jetraft"
+    if cfg.allow_msg_schedules:
+        return "message schedules are not supported by jetraft"
+    if cfg.persist_mode is PersistMode.ASYNC:
+        return "async persist mode is not supported by jetraft (every write is synced)"
+    if cfg.subject_delete_marker_ttl > 0:
+        return "subject delete markers are not supported by jetraft"
+    return None
+
+
+def _limit(value: int, field: str) -> int:
+    if value < -1:
+        raise _invalid(f"{field} can not be negative (use -1 for unlimited)")
+    return -1 if value == 0 else value
+
+
+def _static_metadata(metadata: Mapping[str, str], cfg: StreamConfig) -> dict[str, str]:
+    """Drop server-managed keys a client echoed back and record the API level this config needs."""
+    out = {k: v for k, v in metadata.items() if k not in DYNAMIC_METADATA_KEYS}
+    out[REQUIRED_LEVEL_KEY] = "1" if cfg.allow_msg_ttl else "0"
+    return out
+
+
+def normalize_stream_config(
+    requested: StreamConfig, streams: Mapping[str, StreamConfig] | None = None
+) -> StreamConfig:
+    """Fill defaults as nats-server 2.15 does and validate; raises ApiError.
+
+    `streams` holds the other existing streams' (normalized) configs by name,
+    for mirror/source checks; subject overlap with them is `check_subject_overlap`.
+    """
+    others = streams or {}
+    cfg = requested
+    if not is_valid_stream_name(cfg.name):
+        raise _invalid("stream name is required and can not contain '.', '*', '>', '\\', '/'")
+    if len(cfg.name) > MAX_NAME_LEN:
+        raise _invalid(f"stream name is too long, maximum allowed is {MAX_NAME_LEN}")
+    if len(cfg.description) > MAX_DESCRIPTION_LEN:
+        raise _invalid(f"stream description is too long, maximum allowed is {MAX_DESCRIPTION_LEN}")
+    if sum(len(k) + len(v) for k, v in cfg.metadata.items()) > MAX_METADATA_LEN:
+        raise _invalid(f"stream metadata exceeds maximum size of {MAX_METADATA_LEN} bytes")
+    unsupported = _unsupported(cfg)
+    if unsupported:
+        raise _invalid(unsupported)
+
+    replicas = cfg.num_replicas or 1
+    if replicas > MAX_REPLICAS:
+        raise _invalid(f"maximum replicas is {MAX_REPLICAS}")
+    if replicas < 0:
+        raise JSErrors.REPLICAS_COUNT_CANNOT_BE_NEGATIVE()
+    max_msgs = _limit(cfg.max_msgs, "max_msgs")
+    max_per_subject = _limit(cfg.max_msgs_per_subject, "max_msgs_per_subject")
+    max_bytes = _limit(cfg.max_bytes, "max_bytes")
+    max_msg_size = _limit(cfg.max_msg_size, "max_msg_size")
+    max_consumers = _limit(cfg.max_consumers, "max_consumers")
+    if cfg.max_age < 0:
+        raise _invalid("max age can not be negative")
+    if 0 < cfg.max_age < MIN_WINDOW_NS:
+        raise _invalid("max age needs to be >= 100ms")
+
+    duplicates = cfg.duplicate_window
+    if duplicates == 0 and cfg.mirror is None and not cfg.sources:
+        duplicates = (
+            cfg.max_age if 0 < cfg.max_age < DEFAULT_DUPLICATE_WINDOW_NS else DEFAULT_DUPLICATE_WINDOW_NS
+        )
+    if duplicates < 0:
+        raise _invalid("duplicates window can not be negative")
+    if cfg.max_age != 0 and duplicates > cfg.max_age:
+        raise _invalid("duplicates window can not be larger then max age")
+    if 0 < duplicates < MIN_WINDOW_NS:
+        raise _invalid("duplicates window needs to be >= 100ms")
+    if cfg.deny_purge and cfg.allow_rollup_hdrs:
+        raise _invalid("roll-ups require the purge permission")
+    if cfg.discard_new_per_subject:
+        if cfg.discard is not Discard.NEW:
+            raise _invalid("discard new per subject requires discard new policy to be set")
+        if max_per_subject <= 0:
+            raise _invalid("discard new per subject requires max msgs per subject > 0")
+    if cfg.mirror_direct and cfg.mirror is None:
+        raise _invalid("stream has no mirror but does have mirror direct")
+
+    mirror_direct = cfg.mirror_direct
+    if cfg.mirror is not None:
+        mirror_direct = _check_mirror(cfg, max_msg_size, others)
+    _check_sources(cfg.sources, max_msg_size, others)
+    _check_cycles(cfg, others)
+
+    subjects = cfg.subjects
+    if not subjects:
+        if cfg.mirror is None and not cfg.sources:
+            subjects = (cfg.name,)
+    else:
+        if cfg.mirror is not None:
+            raise JSErrors.MIRROR_WITH_SUBJECTS()
+        _check_own_subjects(subjects, cfg.no_ack, replicas)
+
+    if cfg.subject_transform is not None:
+        _check_transform(cfg.subject_transform.src, cfg.subject_transform.dest)
+    republish = cfg.republish
+    if republish is not None:
+        if not republish.src:
+            republish = dataclasses.replace(republish, src=">")
+        if not _republish_mapping_ok(republish.src, republish.dest):
+            raise _invalid(
+                f"stream configuration for republish with transform from '{republish.src}' "
+                f"to '{republish.dest}' not valid"
+            )
+        if any(filters_overlap(republish.dest, subject) for subject in subjects):
+            raise _invalid("stream configuration for republish destination forms a cycle")
+
+    placement = cfg.placement
+    if placement is not None and placement.is_empty:
+        placement = None
+    if placement is not None and placement.preferred:
+        raise _invalid("preferred server not permitted in placement")
+
+    normalized = dataclasses.replace(
+        cfg,
+        subjects=subjects,
+        num_replicas=replicas,
+        max_msgs=max_msgs,
+        max_msgs_per_subject=max_per_subject,
+        max_bytes=max_bytes,
+        max_msg_size=max_msg_size,
+        max_consumers=max_consumers,
+        duplicate_window=duplicates,
+        mirror_direct=mirror_direct,
+        republish=republish,
+        placement=placement,
+        # ADR-31: a per-subject limit marks a KV-like stream, which is always direct-readable
+        allow_direct=cfg.allow_direct or max_per_subject > 0,
+    )
+    return dataclasses.replace(normalized, metadata=_static_metadata(cfg.metadata, normalized))
+
+
+def _check_mirror(cfg: StreamConfig, max_msg_size: int, others: Mapping[str, StreamConfig]) -> bool:
+    """Validate the mirror settings; returns the mirror_direct the stream gets."""
+    mirror = cfg.mirror
+    assert mirror is not None
+    if cfg.first_seq > 0:
+        raise JSErrors.MIRROR_WITH_FIRST_SEQ()
+    if cfg.subjects:
+        raise JSErrors.MIRROR_WITH_SUBJECTS()
+    if cfg.sources:
+        raise JSErrors.MIRROR_WITH_SOURCES()
+    if mirror.filter_subject and mirror.subject_transforms:
+        raise JSErrors.MIRROR_MULTIPLE_FILTERS_NOT_ALLOWED()
+    for i, transform in enumerate(mirror.subject_transforms):
+        if transform.src and not is_valid_filter(transform.src):
+            raise JSErrors.MIRROR_INVALID_SUBJECT_FILTER(err=f"invalid subject {transform.src}")
+        if not _valid_destination(transform.dest):
+            raise JSErrors.MIRROR_INVALID_TRANSFORM_DESTINATION(err=f"invalid destination {transform.dest!r}")
+        for j, other in enumerate(mirror.subject_transforms):
+            if i != j and filters_overlap(transform.src or ">", other.src or ">"):
+                raise JSErrors.MIRROR_OVERLAPPING_SUBJECT_FILTERS()
+    if mirror.external is not None:
+        return cfg.mirror_direct
+    if not is_valid_stream_name(mirror.name):
+        raise JSErrors.MIRROR_INVALID_STREAM_NAME()
+    origin = others.get(mirror.name)
+    if origin is None:
+        return cfg.mirror_direct
+    if max_msg_size > 0 and origin.max_msg_size > 0 and max_msg_size < origin.max_msg_size:
+        raise JSErrors.MIRROR_MAX_MESSAGE_SIZE_TOO_BIG()
+    # as nats-server: a mirror serves its origin's Direct Gets exactly when the origin allows direct
+    return origin.allow_direct
+
+
+def _check_sources(
+    sources: Iterable[StreamSource], max_msg_size: int, others: Mapping[str, StreamConfig]
+) -> None:
+    seen: set[str] = set()
+    for source in sources:
+        if not is_valid_stream_name(source.name):
+            raise JSErrors.SOURCE_INVALID_STREAM_NAME()
+        index_name = source.index_name()
+        if index_name in seen:
+            raise JSErrors.SOURCE_DUPLICATE_DETECTED()
+        seen.add(index_name)
+        if source.filter_subject and source.subject_transforms:
+            raise JSErrors.SOURCE_MULTIPLE_FILTERS_NOT_ALLOWED()
+        for transform in source.subject_transforms:
+            if transform.src and not is_valid_filter(transform.src):
+                raise JSErrors.SOURCE_INVALID_SUBJECT_FILTER(err=f"invalid subject {transform.src}")
+            if not _valid_destination(transform.dest):
+                raise JSErrors.SOURCE_INVALID_TRANSFORM_DESTINATION(
+                    err=f"invalid destination {transform.dest!r}"
+                )
+        for i, transform in enumerate(source.subject_transforms):
+            for j, other in enumerate(source.subject_transforms):
+                if i != j and is_subset_filter(transform.src or ">", other.src or ">"):
+                    raise JSErrors.SOURCE_OVERLAPPING_SUBJECT_FILTERS()
+        if source.external is None:
+            origin = others.get(source.name)
+            if (
+                origin is not None
+                and max_msg_size > 0
+                and origin.max_msg_size > 0
+                and max_msg_size < origin.max_msg_size
+            ):
+                raise JSErrors.SOURCE_MAX_MESSAGE_SIZE_TOO_BIG()
+
+
+def _valid_destination(dest: str) -> bool:
+    """A transform destination: empty (keep the subject) or tokens that may hold `$N` / `{{...}}` markers."""
+    if not dest:
+        return True
+    return all(token for token in dest.split(".")) and not any(ch in dest for ch in " \t\r\n")
+
+
+def _check_transform(src: str, dest: str) -> None:
+    if src and not is_valid_filter(src):
+        raise JSErrors.STREAM_TRANSFORM_INVALID_SOURCE(err=f"invalid subject {src}")
+    if not dest or not _valid_destination(dest):
+        raise JSErrors.STREAM_TRANSFORM_INVALID_DESTINATION(err=f"invalid destination {dest!r}")
+
+
+def _check_cycles(cfg: StreamConfig, others: Mapping[str, StreamConfig]) -> None:
+    """Refuse a config whose sources/mirror lead back to itself with overlapping subjects."""
+    to_visit = [cfg]
+    visited: set[str] = set()
+    while to_visit:
+        current = to_visit.pop(0)
+        visited.add(current.name)
+        for source in current.sources:
+            if source.external is not None:
+                continue
+            if source.name in visited:
+                filt = source.filter_subject
+                if not filt or any(filters_overlap(subject, filt) for subject in current.subjects):
+                    raise _invalid("detected cycle")
+            elif source.name in others:
+                to_visit.append(others[source.name])
+        mirror = current.mirror
+        if mirror is not None and mirror.external is None:
+            if mirror.name in visited:
+                raise _invalid("detected cycle")
+            if mirror.name in others:
+                to_visit.append(others[mirror.name])
+
+
+def _check_own_subjects(subjects: tuple[str, ...], no_ack: bool, replicas: int) -> None:
+    # a literal duplicate is reported by the overlap check below, as nats-server reports it
+    for i, subject in enumerate(subjects):
+        if not is_valid_filter(subject):
+            raise _invalid("invalid subject")
+        if subject == ">":
+            if not no_ack:
+                raise _invalid("capturing all subjects requires no-ack to be true")
+            if replicas != 1:
+                raise _invalid("capturing all subjects requires replicas of 1")
+        if not no_ack:
+            for namespace in _API_NAMESPACES:
+                if filters_overlap(subject, namespace) and not is_subset_filter(subject, "$JS.EVENT.>"):
+                    raise _invalid("subjects that overlap with jetstream api require no-ack to be true")
+            if filters_overlap(subject, "$SYS.>") and not is_subset_filter(subject, "$SYS.ACCOUNT.>"):
+                raise _invalid("subjects that overlap with system api require no-ack to be true")
+        for later in subjects[i + 1 :]:
+            if filters_overlap(later, subject):
+                raise _invalid(f"subject {_go_quote(subject)} overlaps with {_go_quote(later)}")
+
+
+def check_subject_overlap(cfg: StreamConfig, streams: Mapping[str, StreamConfig]) -> None:
+    """ApiError 10065 when `cfg`'s subjects overlap another stream's (the stream itself excluded)."""
+    for name, other in streams.items():
+        if name == cfg.name:
+            continue
+        for theirs in other.subjects:
+            for ours in cfg.subjects:
+                if filters_overlap(ours, theirs):
+                    raise JSErrors.STREAM_SUBJECT_OVERLAP()
+
+
+def check_request_subject(stream_in_subject: str, cfg: StreamConfig) -> None:
+    """The checks on `$JS.API.STREAM.CREATE|UPDATE.<name>` before the config itself."""
+    if stream_in_subject != cfg.name:
+        raise JSErrors.STREAM_MISMATCH()
+    if "/" in stream_in_subject or "\\" in stream_in_subject:
+        raise JSErrors.STREAM_NAME_CONTAINS_PATH_SEPARATORS()
+
+
+@dataclass(frozen=True, slots=True)
+class CreateDecision:
+    """What a STREAM.CREATE does: `config` to assign, or `exists` (identical re-create: answer, no change)."""
+
+    config: StreamConfig
+    exists: bool
+
+
+def decide_create(requested: StreamConfig, streams: Mapping[str, StreamConfig]) -> CreateDecision:
+    """Validate a create against the existing streams (by name); raises ApiError."""
+    if requested.sealed:
+        raise _invalid("stream configuration for create can not be sealed")
+    cfg = normalize_stream_config(requested, streams)
+    existing = streams.get(cfg.name)
+    if existing is not None:
+        if not same_config(existing, cfg):
+            raise JSErrors.STREAM_NAME_EXIST()
+        return CreateDecision(config=existing, exists=True)
+    check_subject_overlap(cfg, streams)
+    return CreateDecision(config=cfg, exists=False)
+
+
+def same_config(a: StreamConfig, b: StreamConfig) -> bool:
+    """Equal as configs, ignoring server-managed metadata keys."""
+    return _without_server_keys(a) == _without_server_keys(b)
+
+
+def _without_server_keys(cfg: StreamConfig) -> StreamConfig:
+    keep = {
+        k: v for k, v in cfg.metadata.items() if k not in DYNAMIC_METADATA_KEYS and k != REQUIRED_LEVEL_KEY
+    }
+    return dataclasses.replace(cfg, metadata=keep)
+
+
+def decide_update(
+    old: StreamConfig, requested: StreamConfig, streams: Mapping[str, StreamConfig]
+) -> StreamConfig:
+    """The config an update results in, or ApiError for a change nats-server forbids."""
+    cfg = normalize_stream_config(requested, streams)
+    if cfg.name != old.name:
+        raise _invalid("stream configuration name must match original")
+    if cfg.storage is not old.storage:
+        raise _invalid("stream configuration update can not change storage type")
+    if cfg.retention is not old.retention and Retention.WORKQUEUE in (cfg.retention, old.retention):
+        raise _invalid("stream configuration update can not change retention policy to/from workqueue")
+    if old.sealed and not cfg.sealed:
+        raise _invalid("stream configuration update can not unseal a sealed stream")
+    if old.deny_delete and not cfg.deny_delete:
+        raise _invalid("stream configuration update can not cancel deny message deletes")
+    if old.deny_purge and not cfg.deny_purge:
+        raise _invalid("stream configuration update can not cancel deny purge")
+    # a mirror may be removed (promoting it to a normal stream) but not changed
+    if cfg.mirror is not None and cfg.mirror != old.mirror:
+        raise JSErrors.STREAM_MIRROR_NOT_UPDATABLE()
+    if old.allow_msg_ttl and not cfg.allow_msg_ttl:
+        raise _invalid("message TTL status can not be disabled")
+    if cfg.sealed:
+        cfg = dataclasses.replace(
+            cfg, max_age=0, discard=Discard.NEW, deny_delete=True, deny_purge=True, allow_rollup_hdrs=False
+        )
+    check_subject_overlap(cfg, streams)
+    return cfg
+
+
+def check_replicas_placeable(cfg: StreamConfig, cluster_size: int) -> None:
+    """ApiError 10005 as a clustered nats-server answers R5 on three nodes."""
+    if cfg.num_replicas > cluster_size:
+        raise JSErrors.CLUSTER_NO_PEERS(err="no suitable peers for placement")
+
+
+def subjects_match_stream(filter_subject: str, cfg: StreamConfig) -> bool:
+    """Whether STREAM.NAMES' `subject` filter selects this stream (a stream without subjects: its name)."""
+    subjects = cfg.subjects or (cfg.name,)
+    return any(filters_overlap(filter_subject, subject) for subject in subjects)
+
+
+def stream_accepts_subject(cfg: StreamConfig, subject: str) -> bool:
+    """Whether a publish on literal `subject` is stored by this stream."""
+    if not is_valid_subject(subject) or has_wildcard(subject):
+        return False
+    return any(filters_overlap(pattern, subject) for pattern in cfg.subjects)

@@ -1,0 +1,460 @@
+"""The duties of a stream's leader: take publishes, answer the per-stream API, serve coherent reads.
+
+Exists only while this node leads the stream's Raft group: it subscribes to
+the stream's subjects and to `$JSR.S.<stream>.*` (where any node's API
+member forwards requests for this stream) when leadership arrives, and
+unsubscribes when it goes.
+
+A publish is checked against the applied state (fast answers for
+duplicates and failed expectations), proposed, and acknowledged with the
+result of applying it: the PubAck leaves only after the entry is committed
+on a majority and applied here. STREAM.MSG.GET waits for a ReadIndex, so a
+deposed leader that has not noticed yet cannot answer from a stale store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import structlog
+
+from cluster.api import jsjson
+from cluster.api.errors import ApiError, JSErrors
+from cluster.api.subjects import ApiOp, parse_stream_subject, stream_subscription
+from cluster.direct_get.staleness import FAST_INTERVAL, SLOW_INTERVAL, encode_beacon, position_subject
+from cluster.mirror.origin_fetcher import OriginFetcher
+from cluster.runtime.context import CLUSTER_NAME
+from cluster.runtime.group_membership import converge_membership
+from cluster.runtime.metrics import LabelledChildren
+from cluster.stream.config import stream_config_from_json
+from cluster.stream.config_check import same_config
+from cluster.stream.entries import UpdateConfig
+from cluster.stream.fetch import FetchedMsg, encode_batch, parse_fetch_request
+from cluster.stream.info import (
+    LEADER_STEPDOWN_TYPE,
+    MSG_DELETE_TYPE,
+    STREAM_UPDATE_TYPE,
+    ClusterInfo,
+    PeerInfo,
+    SourceInfo,
+    StreamInfo,
+    leader_stepdown_response,
+    msg_delete_response,
+    parse_info_request,
+    parse_msg_delete_request,
+    parse_purge_request,
+    plain_error,
+    stream_create_response,
+    stream_info_error,
+    stream_info_response,
+    stream_purge_error,
+    stream_purge_response,
+    stream_update_response,
+    subjects_page,
+)
+from cluster.stream.machine import ConfigApplied, Deleted, Purged, Stored
+from cluster.stream.msg_get import answer_msg_get, msg_get_error
+from cluster.stream.publish import (
+    Accepted,
+    Duplicate,
+    Rejected,
+    decision_ack,
+    error_ack,
+    prepare_publish,
+    pub_ack,
+)
+from cluster.stream.republish import Republisher, republisher_for
+from gateway.router import Message, Subscription
+from raft.driver import RaftHost, RaftHostError
+from storage.errors import MsgNotFoundError
+
+if TYPE_CHECKING:
+    from cluster.stream.replica import StreamReplica
+
+log = structlog.get_logger(__name__)
+
+# How long a coherent read waits for this leader to confirm its leadership.
+READ_INDEX_TIMEOUT = 2.0
+
+
+class StreamLeader:
+    def __init__(self, replica: StreamReplica) -> None:
+        self.replica = replica
+        self.ctx = replica.ctx
+        self._subject_subs: list[Subscription] = []
+        self._subjects: tuple[str, ...] = ()
+        self._api_sub: Subscription | None = None
+        self._since_ns = time.time_ns()
+        self._closed = False
+        self.mirror: OriginFetcher | None = None
+        self.sources: list[OriginFetcher] = []
+        self._membership_task: asyncio.Task[Any] | None = None
+        metrics = self.ctx.metrics
+        self._msg_gets = LabelledChildren(metrics.msg_get_requests, replica.name, self.ctx.name)
+        self._publishes = LabelledChildren(metrics.publishes, replica.name, self.ctx.name)
+        self._puback_latency = metrics.puback_latency.labels(replica.name, self.ctx.name)
+        self._republisher: Republisher | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def open(self) -> None:
+        group = self.replica.group
+        log.info(
+            "stream_leader",
+            stream=self.replica.name,
+            node=self.ctx.name,
+            group=group,
+            term=self.ctx.host.status(group).term,
+        )
+        self._api_sub = self.ctx.router.subscribe(stream_subscription(self.replica.name), self._on_api)
+        self.refresh_subjects()
+        self.reconcile_config()
+        self.reconcile_membership()
+        cfg = self.replica.config
+        if cfg.mirror is not None:
+            self.mirror = OriginFetcher(
+                self.replica, cfg.mirror, mirror=True, on_proposed=self.republish_when_stored
+            )
+            self.mirror.start()
+        self.sources = [
+            OriginFetcher(self.replica, source, mirror=False, on_proposed=self.republish_when_stored)
+            for source in cfg.sources
+        ]
+        for fetcher in self.sources:
+            fetcher.start()
+        self._beacons = self.ctx.spawn(self._send_beacons(), f"beacons-{self.replica.name}")
+
+    def close(self) -> None:
+        self._closed = True
+        self._beacons.cancel()
+        if self.mirror is not None:
+            self.mirror.stop()
+            self.mirror = None
+        for fetcher in self.sources:
+            fetcher.stop()
+        self.sources = []
+        router = self.ctx.router
+        for sub in self._subject_subs:
+            router.unsubscribe(sub)
+        self._subject_subs = []
+        if self._api_sub is not None:
+            router.unsubscribe(self._api_sub)
+            self._api_sub = None
+
+    async def _send_beacons(self) -> None:
+        """The leader's position, for the followers' staleness (see cluster/direct_get/staleness.py)."""
+        subject = position_subject(self.replica.name)
+        while not self._closed:
+            # a mirror's leader is itself behind its origin: followers inherit that staleness
+            fresh_as_of_ns = time.time_ns() - self.replica.leader_staleness_ns()
+            self.ctx.router.publish(subject, encode_beacon(self.replica.machine.last_seq, fresh_as_of_ns))
+            bounded = self.replica.config.max_direct_lag is not None
+            await asyncio.sleep(FAST_INTERVAL if bounded else SLOW_INTERVAL)
+
+    def refresh_subjects(self) -> None:
+        """Listen on exactly the stream's subjects (a mirror takes no publishes)."""
+        cfg = self.replica.config
+        subjects = () if cfg.mirror is not None else tuple(cfg.subjects)
+        if subjects == self._subjects or self._closed:
+            return
+        router = self.ctx.router
+        for sub in self._subject_subs:
+            router.unsubscribe(sub)
+        self._subject_subs = [router.subscribe(subject, self._on_publish) for subject in subjects]
+        self._subjects = subjects
+
+    def reconcile_config(self) -> None:
+        """Replicate the meta group's config into the stream's log if the log has not caught up with it."""
+        wanted = stream_config_from_json(self.replica.assignment.config)
+        if not same_config(wanted, self.replica.config):
+            self.ctx.spawn(self._propose_config(wanted), f"update-config-{self.replica.name}")
+
+    def reconcile_membership(self) -> None:
+        """Make the group's voters the assignment's peers, one single-server change at a time."""
+        if self._membership_task is None or self._membership_task.done():
+            self._membership_task = self.ctx.spawn(
+                self._change_membership(), f"membership-{self.replica.name}"
+            )
+
+    async def _change_membership(self) -> None:
+        replica = self.replica
+        await converge_membership(
+            self.ctx.host,
+            replica.group,
+            self.ctx.name,
+            wanted=lambda: set(replica.assignment.peers),
+            closed=lambda: self._closed,
+        )
+
+    async def _propose_config(self, wanted: Any) -> Any:
+        result = await self.replica.propose(UpdateConfig(wanted).encode())
+        self.refresh_subjects()
+        return result
+
+    # -- publishes ------------------------------------------------------------------------
+
+    def _on_publish(self, msg: Message) -> None:
+        started = time.perf_counter()
+        replica = self.replica
+        cfg = replica.config
+        decision = prepare_publish(
+            cfg, msg.subject, msg.headers or b"", msg.payload, time.time_ns(), replica.machine
+        )
+        if not isinstance(decision, Accepted):
+            self._acknowledge(
+                msg.reply, decision_ack(cfg.name, decision, self.ctx.domain), started, _outcome(decision)
+            )
+            return
+        try:
+            future = replica.propose(decision.entry.encode())
+        except RaftHostError as exc:
+            self._acknowledge(msg.reply, _unavailable_ack(cfg.name, exc), started, "error")
+            return
+        future.add_done_callback(functools.partial(self._published, msg.reply, started))
+        if cfg.republish is not None:
+            entry = decision.entry
+            self.republish_when_stored(entry.subject, entry.header, entry.payload, future)
+
+    def republish_when_stored(
+        self, subject: str, header: bytes, payload: bytes, future: asyncio.Future[Any]
+    ) -> None:
+        """Republish (cluster/stream/republish.py) a proposed message once `future` says it was stored."""
+        self._republisher = republisher = republisher_for(self.replica, self._republisher)
+        if republisher is None:
+            return
+        republisher.proposing(subject, self.replica.machine.last_seq_for_subject)
+
+        def settled(done: asyncio.Future[Any]) -> None:
+            result = None if done.cancelled() or done.exception() is not None else done.result()
+            stored = (result.seq, result.ts_ns) if isinstance(result, Stored) else None
+            out = republisher.settled(subject, header, payload, stored)
+            if out is not None:
+                self.ctx.router.publish(out.subject, out.payload, None, out.headers)
+
+        future.add_done_callback(settled)
+
+    def _published(self, reply: str | None, started: float, future: asyncio.Future[Any]) -> None:
+        name = self.replica.name
+        if future.cancelled():
+            self._acknowledge(reply, _unavailable_ack(name, None), started, "error")
+            return
+        exc = future.exception()
+        if exc is not None:
+            self._acknowledge(reply, _unavailable_ack(name, exc), started, "error")
+            return
+        result = future.result()
+        if isinstance(result, Stored):
+            self._acknowledge(reply, pub_ack(name, result.seq, self.ctx.domain), started, "ok")
+        elif isinstance(result, Duplicate | Rejected):
+            self._acknowledge(reply, decision_ack(name, result, self.ctx.domain), started, _outcome(result))
+        else:
+            self._acknowledge(reply, _unavailable_ack(name, None), started, "error")
+
+    def _acknowledge(self, reply: str | None, body: bytes, started: float, outcome: str) -> None:
+        self._publishes(outcome).inc()
+        if reply and not self.replica.config.no_ack:
+            self.ctx.reply(reply, body)
+            self._puback_latency.observe(time.perf_counter() - started)
+
+    # -- the per-stream API ---------------------------------------------------------------
+
+    def _on_api(self, msg: Message) -> None:
+        request = parse_stream_subject(msg.subject)
+        # a workqueue's consumer leader asks for deletes without waiting for an answer
+        if request is None or (not msg.reply and request.op is not ApiOp.STREAM_MSG_DELETE):
+            return
+        if request.op is ApiOp.STREAM_MSG_GET:
+            self._msg_get(msg)  # the hottest API call: answered from a callback, no task of its own
+            return
+        self.ctx.spawn(self._answer_api(request.op, msg), f"api-{request.op}-{self.replica.name}")
+
+    async def _answer_api(self, op: ApiOp, msg: Message) -> None:
+        reply = msg.reply
+        try:
+            body = await self._handle(op, msg.payload)
+        except ApiError as error:
+            body = _error_body(op, error)
+        except RaftHostError as exc:
+            body = _error_body(op, JSErrors.CLUSTER_NOT_AVAILABLE())
+            log.info("stream_api_unavailable", stream=self.replica.name, op=op.value, error=str(exc))
+        except TimeoutError:
+            body = _error_body(op, JSErrors.CLUSTER_NOT_AVAILABLE())
+        if reply:
+            self.ctx.reply(reply, body)
+
+    async def _handle(self, op: ApiOp, payload: bytes) -> bytes:
+        replica, version = self.replica, self.ctx.server_version
+        if op is ApiOp.STREAM_INFO:
+            request = parse_info_request(payload)
+            subjects: dict[str, int] | None = None
+            total = 0
+            if request.subjects_filter:
+                totals = replica.store.subjects_totals(request.subjects_filter)
+                subjects, total = subjects_page(totals, request.offset)
+            info = self.stream_info(subjects, request.deleted_details)
+            return stream_info_response(info, version, total, request.offset)
+        if op is ApiOp.CREATE_RESULT:
+            return stream_create_response(self.stream_info(), version, did_create=payload == b"1")
+        if op is ApiOp.LIST_ENTRY:
+            return orjson.dumps(self.stream_info().to_json(None))
+        if op is ApiOp.APPLY_UPDATE:
+            wanted = stream_config_from_json(replica.assignment.config)
+            if not same_config(wanted, replica.config):
+                result = await self._propose_config(wanted)
+                if isinstance(result, Rejected):
+                    raise result.error
+                if not isinstance(result, ConfigApplied):
+                    raise JSErrors.STREAM_UPDATE(err="config change did not apply")
+            return stream_update_response(self.stream_info(), version)
+        if op is ApiOp.STREAM_PURGE:
+            purge = parse_purge_request(payload, replica.config)
+            result = await replica.propose(purge.encode())
+            if isinstance(result, Rejected):
+                raise result.error
+            assert isinstance(result, Purged)
+            return stream_purge_response(result.count)
+        if op is ApiOp.STREAM_MSG_DELETE:
+            delete = parse_msg_delete_request(payload, replica.config)
+            result = await replica.propose(delete.encode())
+            if isinstance(result, Rejected):
+                raise result.error
+            assert isinstance(result, Deleted)
+            return msg_delete_response()
+        if op is ApiOp.STREAM_LEADER_STEPDOWN:
+            return await self._step_down()
+        if op is ApiOp.FETCH:
+            return await self._fetch(payload)
+        raise JSErrors.BAD_REQUEST()
+
+    def _msg_get(self, msg: Message) -> None:
+        """Answer once a ReadIndex confirms this node still leads and has applied all committed before."""
+        try:
+            read = self.ctx.host.read_index_nowait(self.replica.group, timeout=READ_INDEX_TIMEOUT)
+        except RaftHostError:
+            self._answer_msg_get(msg, None)
+            return
+        read.add_done_callback(functools.partial(self._answer_msg_get, msg))
+
+    def _answer_msg_get(self, msg: Message, read: asyncio.Future[int] | None) -> None:
+        if self._closed or read is None or read.cancelled() or read.exception() is not None:
+            body, status = msg_get_error(JSErrors.CLUSTER_NOT_AVAILABLE()), "503"
+        else:
+            body = answer_msg_get(msg.payload, self.replica.store)
+            # a message's fields are base64 or numbers: only an error reply has this key
+            status = "ok" if b'"error":' not in body else _error_code(body)
+        self._msg_gets(status).inc()
+        self.ctx.reply(msg.reply, body)
+
+    async def _fetch(self, payload: bytes) -> bytes:
+        """A batch of committed messages for a mirror, held up to `wait_ms` when there is none yet."""
+        request = parse_fetch_request(payload)
+        replica = self.replica
+        if replica.machine.last_seq < request.seq and request.wait_ms:
+            await replica.wait_for_seq(request.seq, request.wait_ms / 1000)
+        state = replica.store.state()
+        fresh_as_of_ns = time.time_ns() - replica.leader_staleness_ns()
+        try:
+            batch = replica.store.load_batch(
+                request.filter or ">", request.seq, request.batch, request.max_bytes
+            )
+            messages = [
+                FetchedMsg(m.seq, m.ts_ns, m.subject, m.headers or b"", m.payload) for m in batch.messages
+            ]
+        except MsgNotFoundError:
+            messages = []
+        return encode_batch(state.first_seq, state.last_seq, messages, fresh_as_of_ns)
+
+    async def _step_down(self) -> bytes:
+        host, group = self.ctx.host, self.replica.group
+        others = [peer for peer in host.status(group).voters if peer != self.ctx.name]
+        if not others:
+            raise JSErrors.STREAM_GENERAL(err="no replica to hand leadership to")
+        progress = replica_progress(self.replica)
+        target = max(others, key=lambda peer: progress.get(peer, (0, False))[0])
+        await host.transfer_leadership(group, target)
+        return leader_stepdown_response()
+
+    # -- info -------------------------------------------------------------------------------
+
+    def stream_info(
+        self, subjects: dict[str, int] | None = None, deleted_details: bool = False
+    ) -> StreamInfo:
+        replica = self.replica
+        now = time.time_ns()
+        mirror = None
+        if replica.config.mirror is not None:
+            fetcher = self.mirror
+            lag, active = (fetcher.lag, fetcher.active_ns(now)) if fetcher is not None else (0, -1)
+            mirror = SourceInfo.for_source(replica.config.mirror, lag, active)
+        return StreamInfo(
+            config=replica.config,
+            created_ns=replica.assignment.created_ns,
+            state=replica.store.state(include_deleted=deleted_details),
+            now_ns=now,
+            subjects=subjects,
+            cluster=self.cluster_info(),
+            mirror=mirror,
+            sources=tuple(SourceInfo.for_source(f.source, f.lag, f.active_ns(now)) for f in self.sources),
+        )
+
+    def cluster_info(self) -> ClusterInfo:
+        return leader_cluster_info(self.ctx.host, self.ctx.name, self.replica.group, self._since_ns)
+
+
+def replica_progress(replica: StreamReplica) -> dict[str, tuple[int, bool]]:
+    """peer -> (match index, recently active) as the leader's Raft core tracks it."""
+    try:
+        return replica.ctx.host.peer_progress(replica.group)
+    except RaftHostError:
+        return {}
+
+
+def leader_cluster_info(host: RaftHost, me: str, group: str, since_ns: int) -> ClusterInfo:
+    """A group as STREAM.INFO and CONSUMER.INFO show it from its leader: each other voter with its lag."""
+    status = host.status(group)
+    progress = host.peer_progress(group)  # the group exists: status() above would have raised
+    replicas = []
+    for peer in status.voters:
+        if peer == me:
+            continue
+        match, active = progress.get(peer, (0, False))
+        lag = max(status.last_index - match, 0)
+        replicas.append(PeerInfo(name=peer, current=active and lag == 0, active_ns=0, lag=lag))
+    return ClusterInfo(
+        leader=me, name=CLUSTER_NAME, raft_group=group, leader_since_ns=since_ns, replicas=tuple(replicas)
+    )
+
+
+def _outcome(decision: Duplicate | Rejected) -> str:
+    return "duplicate" if isinstance(decision, Duplicate) else "error"
+
+
+def _unavailable_ack(stream: str, exc: BaseException | None) -> bytes:
+    if exc is not None:
+        log.info("publish_not_committed", stream=stream, error=str(exc))
+    return error_ack(stream, JSErrors.CLUSTER_NOT_AVAILABLE())
+
+
+def _error_body(op: ApiOp, error: ApiError) -> bytes:
+    if op is ApiOp.STREAM_INFO or op is ApiOp.CREATE_RESULT:
+        return stream_info_error(error)
+    if op is ApiOp.STREAM_PURGE:
+        return stream_purge_error(error)
+    if op is ApiOp.STREAM_MSG_GET:
+        return msg_get_error(error)
+    if op is ApiOp.STREAM_MSG_DELETE:
+        return plain_error(MSG_DELETE_TYPE, error)
+    if op is ApiOp.STREAM_LEADER_STEPDOWN:
+        return plain_error(LEADER_STEPDOWN_TYPE, error)
+    return plain_error(STREAM_UPDATE_TYPE, error)
+
+
+def _error_code(body: bytes) -> str:
+    try:
+        return str(jsjson.loads_object(body)["error"]["code"])
+    except (KeyError, TypeError, ValueError, jsjson.RequestJSONError):
+        return "error"

@@ -1,0 +1,430 @@
+"""The stream state machine: committed entries applied to a StreamStore, the same on every replica.
+
+Shaped for the Raft driver (hashicorp's FSM / etcd's apply step): `apply`
+takes committed entries in log order and returns one result per entry (the
+leader turns them into PubAcks and API responses), `snapshot` and `restore`
+move the whole state. Every decision reads only the entry and the state
+before it (no clock, no randomness), so replicas that apply the same log
+hold the same messages, sequences, timestamps and duplicate window.
+
+What is replicated state, and where it lives:
+- the messages: the store;
+- the applied Raft index, the stream config as of that index, and the msg id
+  of the last stored message: the store's metadata value, written in the
+  same atomic write group as the entries' writes, so a crash never splits
+  them (entries at or below the applied index are skipped on replay);
+- the duplicate window: derived from the store (see cluster/stream/dedup.py),
+  rebuilt on start and restore.
+
+Timestamps: a message is stored at max(leader's timestamp, previous message's
+timestamp), so time never runs backwards in a stream across leader changes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import structlog
+
+from cluster.api.errors import ApiError, JSErrors
+from cluster.stream.config import StreamConfig, stream_config_from_json
+from cluster.stream.dedup import DedupWindow
+from cluster.stream.entries import (
+    DeleteMsg,
+    EntryDecodeError,
+    Expire,
+    Purge,
+    Rollup,
+    SkipMsgs,
+    StoreAtSeq,
+    StoreMsg,
+    UpdateConfig,
+    decode_entry,
+)
+from cluster.stream.publish import HDR_MSG_ID, Duplicate, Rejected, check_store
+from gateway.headers import HeaderError, decode_headers
+from raft.types import Entry, EntryType
+from storage.config import StoreConfig
+from storage.errors import (
+    InvalidHeadersError,
+    InvalidSubjectError,
+    LimitExceededError,
+    MsgNotFoundError,
+    MsgTooBigError,
+    SequenceMismatchError,
+)
+from storage.interface import StreamStore
+from storage.model import Rollup as StoreRollup
+
+log = structlog.get_logger(__name__)
+
+_STORE_ROLLUP = {Rollup.NONE: None, Rollup.SUBJECT: StoreRollup.SUBJECT, Rollup.ALL: StoreRollup.ALL}
+_REBUILD_BATCH = 1024
+
+
+# Not frozen: built once per applied message (see StoreMsg).
+@dataclass(slots=True)
+class Stored:
+    """A message was stored at `seq`; `removed` are the sequences limits or a rollup took out with it."""
+
+    seq: int
+    ts_ns: int
+    removed: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Purged:
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Deleted:
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigApplied:
+    config: StreamConfig
+    removed: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    last_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class Expired:
+    removed: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NoOp:
+    """An entry with nothing to do for the stream: the leader's empty entry, a membership change, a replay."""
+
+
+EntryResult = Stored | Duplicate | Rejected | Purged | Deleted | ConfigApplied | Skipped | Expired | NoOp
+
+
+def store_config_for(cfg: StreamConfig) -> StoreConfig:
+    """The limits the store enforces, from a (normalized) stream config."""
+    return StoreConfig.from_stream_config(cfg.to_json())
+
+
+def _window_for(cfg: StreamConfig) -> int:
+    # mirrors copy the origin verbatim and never dedup on their own (as nats-server)
+    return 0 if cfg.mirror is not None else cfg.duplicate_window
+
+
+class StreamStateMachine:
+    """One stream's replicated state over its store; also the `StreamView` the publish checks read."""
+
+    def __init__(self, store: StreamStore, config: StreamConfig, *, sync_writes: bool = True) -> None:
+        """`config` is the assignment's config, used when the store holds no state of ours yet.
+
+        `sync_writes` makes each apply batch durable before `apply` returns. Nodes run
+        with it off: the Raft log is the durable record, a lost write group takes its
+        applied index with it and replays (see docs/architecture.md, Durability).
+        """
+        self.store = store
+        self.sync_writes = sync_writes
+        self._config = config
+        self._applied = 0
+        self._last_msg_id = ""
+        # source key ("<stream> <filter> <dest>") -> last origin sequence copied from it
+        self._sources: dict[str, int] = {}
+        self._last_seq = 0
+        self._last_ts = 0
+        self._dedup = DedupWindow(_window_for(config))
+        self._config_json: dict[str, Any] = config.to_json()
+        if store.metadata is not None:
+            self._load_meta(store.metadata)
+        else:
+            store.update_config(store_config_for(config))
+        self._reload()
+
+    # -- what other parts read ----------------------------------------------------------
+
+    @property
+    def applied_index(self) -> int:
+        return self._applied
+
+    @property
+    def config(self) -> StreamConfig:
+        return self._config
+
+    @property
+    def last_seq(self) -> int:
+        return self._last_seq
+
+    @property
+    def last_msg_id(self) -> str:
+        return self._last_msg_id
+
+    @property
+    def dedup_window(self) -> DedupWindow:
+        return self._dedup
+
+    def source_position(self, key: str) -> int:
+        """The last origin sequence copied from the source `key` (see `source_header`), 0 if none."""
+        return self._sources.get(key, 0)
+
+    def last_seq_for_subject(self, subject: str) -> int:
+        try:
+            return self.store.load_last_msg(subject).seq
+        except MsgNotFoundError:
+            return 0
+
+    def duplicate_of(self, msg_id: str, now_ns: int) -> int | None:
+        return self._dedup.lookup(msg_id, now_ns)
+
+    # -- the Raft driver's side -----------------------------------------------------------
+
+    def apply(self, entries: Sequence[Entry]) -> list[EntryResult]:
+        """Apply committed entries in order, in one durable write group; one result per entry."""
+        results: list[EntryResult] = []
+        with self.store.write_group(sync=self.sync_writes) as group:
+            for entry in entries:
+                if entry.index <= self._applied:
+                    results.append(NoOp())
+                    continue
+                results.append(self._apply_one(entry))
+                self._applied = entry.index
+            group.meta = self._meta_bytes()
+        return results
+
+    def snapshot_chunks(self) -> Iterator[bytes]:
+        """The whole replicated state (the store, whose metadata carries ours) as a chunk stream."""
+        return self.store.snapshot()
+
+    def snapshot(self) -> bytes:
+        return b"".join(self.snapshot_chunks())
+
+    def restore(self, data: bytes | Iterable[bytes]) -> None:
+        """Replace everything with a snapshot taken by `snapshot` on any replica."""
+        chunks = [data] if isinstance(data, bytes | bytearray | memoryview) else data
+        self.store.restore(chunks)
+        meta = self.store.metadata
+        if meta is None:
+            raise ValueError("snapshot carries no stream state machine metadata")
+        self._load_meta(meta)
+        self._reload()
+
+    # -- applying -------------------------------------------------------------------------
+
+    def _apply_one(self, entry: Entry) -> EntryResult:
+        if entry.type is not EntryType.NORMAL or not entry.data:
+            return NoOp()
+        try:
+            op = decode_entry(entry.data)
+        except EntryDecodeError as exc:
+            # a newer version's op: every replica of this version skips it the same way
+            log.warning(
+                "stream_entry_undecodable", stream=self._config.name, index=entry.index, error=str(exc)
+            )
+            return Rejected(JSErrors.STREAM_GENERAL(err=f"undecodable stream entry: {exc}"))
+        if isinstance(op, StoreMsg):
+            return self._store_msg(op)
+        if isinstance(op, StoreAtSeq):
+            return self._store_at_seq(op)
+        if isinstance(op, Purge):
+            return self._purge(op)
+        if isinstance(op, DeleteMsg):
+            return self._delete(op)
+        if isinstance(op, UpdateConfig):
+            return self._update_config(op.config)
+        if isinstance(op, SkipMsgs):
+            return self._skip(op)
+        return self._expire(op)
+
+    def _store_msg(self, op: StoreMsg) -> EntryResult:
+        ts = max(op.timestamp_ns, self._last_ts)
+        if ts != op.timestamp_ns:
+            op = dataclasses.replace(op, timestamp_ns=ts)
+        verdict = check_store(self._config, op, self)
+        if verdict is not None:
+            return verdict
+        try:
+            result = self.store.store_msg(
+                op.subject, op.header or None, op.payload, ts, rollup=_STORE_ROLLUP[op.rollup]
+            )
+        except ApiError as error:
+            return Rejected(error)
+        except (LimitExceededError, MsgTooBigError, InvalidSubjectError, InvalidHeadersError) as exc:
+            return Rejected(_store_error(exc))
+        self._last_seq, self._last_ts, self._last_msg_id = result.seq, result.ts_ns, op.msg_id
+        if op.header and _SOURCE_MARK in op.header:
+            self._record_source(op.header)
+        self._dedup.forget_seqs(result.removed)
+        if result.seq not in result.removed:
+            self._dedup.record(op.msg_id, result.seq, result.ts_ns)
+        self._dedup.expire(result.ts_ns)
+        return Stored(result.seq, result.ts_ns, result.removed)
+
+    def _store_at_seq(self, op: StoreAtSeq) -> EntryResult:
+        if op.seq <= self._last_seq:
+            # a copy re-sent after a reconnect: already here
+            return Duplicate(op.seq)
+        try:
+            result = self.store.store_raw_msg(
+                op.subject, op.header or None, op.payload, op.seq, op.timestamp_ns
+            )
+        except SequenceMismatchError:
+            return Duplicate(op.seq)
+        except (LimitExceededError, MsgTooBigError, InvalidSubjectError, InvalidHeadersError) as exc:
+            return Rejected(_store_error(exc))
+        self._last_seq, self._last_ts, self._last_msg_id = result.seq, result.ts_ns, ""
+        self._dedup.forget_seqs(result.removed)
+        return Stored(result.seq, result.ts_ns, result.removed)
+
+    def _purge(self, op: Purge) -> EntryResult:
+        if self._config.sealed:
+            return Rejected(JSErrors.STREAM_SEALED())
+        if self._config.deny_purge:
+            return Rejected(JSErrors.STREAM_PURGE_FAILED(err="stream purge not permitted"))
+        count = self.store.purge_ex(op.filter, op.seq, op.keep)
+        self._forget_missing()
+        self._last_seq = self.store.state().last_seq
+        return Purged(count)
+
+    def _delete(self, op: DeleteMsg) -> EntryResult:
+        if self._config.sealed:
+            return Rejected(JSErrors.STREAM_SEALED())
+        if self._config.deny_delete:
+            return Rejected(JSErrors.STREAM_MSG_DELETE_FAILED(err="message delete not permitted"))
+        removed = self.store.erase_msg(op.seq) if op.erase else self.store.remove_msg(op.seq)
+        if not removed:
+            return Rejected(JSErrors.SEQUENCE_NOT_FOUND(seq=op.seq))
+        self._dedup.forget_seqs((op.seq,))
+        return Deleted(op.seq)
+
+    def _update_config(self, config: StreamConfig) -> EntryResult:
+        previous_window = _window_for(self._config)
+        self._set_config(config)
+        removed = self.store.update_config(store_config_for(config), self._last_ts or None)
+        self._dedup.forget_seqs(removed)
+        if _window_for(config) != previous_window:
+            # a changed window must hold what a freshly started replica would rebuild
+            self._rebuild_dedup()
+        return ConfigApplied(config, removed)
+
+    def _skip(self, op: SkipMsgs) -> EntryResult:
+        if op.count > 0:
+            self.store.skip_msgs(self._last_seq + 1, op.count)
+            self._last_seq += op.count
+        return Skipped(self._last_seq)
+
+    def _expire(self, op: Expire) -> EntryResult:
+        removed = self.store.expire(max(op.now_ns, self._last_ts))
+        self._dedup.forget_seqs(removed)
+        return Expired(removed)
+
+    # -- state kept beside the store ------------------------------------------------------
+
+    def _set_config(self, config: StreamConfig) -> None:
+        self._config = config
+        self._config_json = config.to_json()
+
+    def _record_source(self, header: bytes) -> None:
+        try:
+            value = decode_headers(header).get(HDR_STREAM_SOURCE) or ""
+        except HeaderError:
+            return
+        parsed = parse_source_header(value)
+        if parsed is not None:
+            key, seq = parsed
+            self._sources[key] = max(seq, self._sources.get(key, 0))
+
+    def _meta_bytes(self) -> bytes:
+        return orjson.dumps(
+            {
+                "applied": self._applied,
+                "last_msg_id": self._last_msg_id,
+                "config": self._config_json,
+                "sources": self._sources,
+            }
+        )
+
+    def _load_meta(self, meta: bytes) -> None:
+        body = orjson.loads(meta)
+        self._applied = int(body["applied"])
+        self._last_msg_id = str(body.get("last_msg_id", ""))
+        self._sources = {str(k): int(v) for k, v in body.get("sources", {}).items()}
+        self._set_config(stream_config_from_json(body["config"]))
+
+    def _reload(self) -> None:
+        state = self.store.state()
+        self._last_seq, self._last_ts = state.last_seq, state.last_ts_ns
+        self._rebuild_dedup()
+
+    def _forget_missing(self) -> None:
+        gone = []
+        for seq in self._dedup.seqs():
+            try:
+                self.store.load_msg(seq)
+            except MsgNotFoundError:
+                gone.append(seq)
+        self._dedup.forget_seqs(gone)
+
+    def _rebuild_dedup(self) -> None:
+        """The window a replica holds at this point of the log, read back from the store."""
+        window = _window_for(self._config)
+        self._dedup.reset(window)
+        if window <= 0 or self._last_seq == 0:
+            return
+        seq = self.store.get_seq_from_time(self._last_ts - window + 1)
+        while True:
+            try:
+                batch = self.store.load_batch(">", seq, _REBUILD_BATCH)
+            except MsgNotFoundError:
+                break
+            for msg in batch.messages:
+                msg_id = _msg_id(msg.headers)
+                if msg_id:
+                    self._dedup.record(msg_id, msg.seq, msg.ts_ns)
+            if not batch.messages or batch.num_pending == 0:
+                break
+            seq = batch.messages[-1].seq + 1
+
+
+HDR_STREAM_SOURCE = "Nats-Stream-Source"
+_SOURCE_MARK = HDR_STREAM_SOURCE.encode() + b":"
+
+
+def source_key(name: str, filter_subject: str) -> str:
+    return f"{name} {filter_subject or '>'} >"
+
+
+def source_header(name: str, seq: int, filter_subject: str) -> str:
+    """The `Nats-Stream-Source` value a sourced message carries: origin, its sequence, filter, destination."""
+    return f"{name} {seq} {filter_subject or '>'} >"
+
+
+def parse_source_header(value: str) -> tuple[str, int] | None:
+    parts = value.split(" ")
+    if len(parts) < 2 or not parts[1].isdigit():
+        return None
+    rest = parts[2:] or [">", ">"]
+    return " ".join([parts[0], *rest]), int(parts[1])
+
+
+def _msg_id(headers: bytes | None) -> str:
+    if not headers:
+        return ""
+    try:
+        return decode_headers(headers).get(HDR_MSG_ID) or ""
+    except HeaderError:
+        return ""
+
+
+def _store_error(exc: Exception) -> ApiError:
+    if isinstance(exc, MsgTooBigError):
+        return JSErrors.STREAM_MESSAGE_EXCEEDS_MAXIMUM()
+    if isinstance(exc, LimitExceededError):
+        # nats-server answers a full discard-new stream with its store error text, e.g. "maximum messages exceeded"
+        return JSErrors.STREAM_STORE_FAILED(err=str(exc))
+    return JSErrors.STREAM_GENERAL(err=str(exc))

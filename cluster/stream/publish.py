@@ -1,0 +1,220 @@
+"""Deciding a publish to a stream, and the PubAck JSON nats-server answers with.
+
+Two steps, the same rules in both:
+
+- `prepare_publish` runs on the leader when a message arrives: it reads the
+  `Nats-*` headers once, rejects what the config forbids (size, rollup,
+  sealed, mirror), and, given a view of the applied state, fails fast on
+  duplicates and expected-header mismatches. What passes becomes a
+  `StoreMsg` entry to propose.
+- `check_store` runs again when the entry is applied, on every replica,
+  against the stream as it is at that point of the log. This is the
+  authoritative decision: two publishes racing with the same msg id or the
+  same expected sequence are settled by log order, identically everywhere.
+
+Nothing here does I/O; the caller passes the clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from cluster.api import jsjson
+from cluster.api.errors import ApiError, JSErrors
+from cluster.stream.config import StreamConfig
+from cluster.stream.entries import Rollup, StoreMsg
+from gateway.headers import HeaderError, decode_headers
+
+HDR_MSG_ID = "Nats-Msg-Id"
+HDR_EXPECTED_STREAM = "Nats-Expected-Stream"
+HDR_EXPECTED_LAST_SEQ = "Nats-Expected-Last-Sequence"
+HDR_EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
+HDR_EXPECTED_LAST_SUBJECT_SEQ_SUBJECT = "Nats-Expected-Last-Subject-Sequence-Subject"
+HDR_EXPECTED_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
+HDR_ROLLUP = "Nats-Rollup"
+
+MAX_HEADER_BYTES = 0xFFFF
+# what Go's parse of a non-numeric expected sequence yields (uint64 of -1): it never matches
+UNPARSABLE_SEQ = 2**64 - 1
+
+
+class StreamView(Protocol):
+    """The applied state the publish checks read."""
+
+    @property
+    def last_seq(self) -> int: ...
+
+    @property
+    def last_msg_id(self) -> str:
+        """The `Nats-Msg-Id` of the last stored message ("" when it had none)."""
+        ...
+
+    def last_seq_for_subject(self, subject: str) -> int:
+        """Sequence of the last message stored on `subject`, 0 when none is left (purges count)."""
+        ...
+
+    def duplicate_of(self, msg_id: str, now_ns: int) -> int | None:
+        """Sequence already stored under `msg_id` within the duplicate window, else None."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    error: ApiError
+
+
+@dataclass(frozen=True, slots=True)
+class Duplicate:
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    entry: StoreMsg
+
+
+PublishDecision = Rejected | Duplicate | Accepted
+
+
+def _parse_seq(raw: str | None) -> int | None:
+    if raw is None or raw == "":
+        return None
+    text = raw.strip()
+    return int(text) if text.isdigit() else UNPARSABLE_SEQ
+
+
+def _rollup(raw: str | None) -> Rollup | ApiError:
+    if not raw:
+        return Rollup.NONE
+    value = raw.lower()
+    if value == "sub":
+        return Rollup.SUBJECT
+    if value == "all":
+        return Rollup.ALL
+    return JSErrors.STREAM_ROLLUP_FAILED(err=f'rollup value invalid: "{value}"')
+
+
+def check_config_allows(cfg: StreamConfig, entry: StoreMsg) -> ApiError | None:
+    """The checks that depend only on the stream config (which an update may change before apply)."""
+    if cfg.sealed:
+        return JSErrors.STREAM_SEALED()
+    if cfg.mirror is not None:
+        return JSErrors.STREAM_GENERAL(err="a mirror stream does not accept publishes")
+    limit = cfg.max_msg_size
+    if limit >= 0 and (len(entry.header) > limit or len(entry.payload) > limit - len(entry.header)):
+        return JSErrors.STREAM_MESSAGE_EXCEEDS_MAXIMUM()
+    if len(entry.header) > MAX_HEADER_BYTES:
+        return JSErrors.STREAM_HEADER_EXCEEDS_MAXIMUM()
+    if entry.expected_stream is not None and entry.expected_stream != cfg.name:
+        return JSErrors.STREAM_NOT_MATCH()
+    if entry.rollup is not Rollup.NONE and not (cfg.allow_rollup_hdrs and not cfg.deny_purge):
+        return JSErrors.STREAM_ROLLUP_FAILED(err="rollup not permitted")
+    return None
+
+
+def check_store(cfg: StreamConfig, entry: StoreMsg, view: StreamView) -> Rejected | Duplicate | None:
+    """Decide `entry` against the stream's config and state; None means: store it."""
+    error = check_config_allows(cfg, entry)
+    if error is not None:
+        return Rejected(error)
+    if entry.msg_id:
+        seq = view.duplicate_of(entry.msg_id, entry.timestamp_ns)
+        if seq is not None:
+            return Duplicate(seq)
+    if entry.expected_last_seq is not None and entry.expected_last_seq != view.last_seq:
+        return Rejected(JSErrors.STREAM_WRONG_LAST_SEQUENCE(seq=view.last_seq))
+    if entry.expected_last_subject_seq is not None:
+        subject = entry.expected_last_subject_seq_subject or entry.subject
+        last = view.last_seq_for_subject(subject)
+        if last != entry.expected_last_subject_seq:
+            return Rejected(JSErrors.STREAM_WRONG_LAST_SEQUENCE(seq=last))
+    if entry.expected_last_msg_id is not None and entry.expected_last_msg_id != view.last_msg_id:
+        return Rejected(JSErrors.STREAM_WRONG_LAST_MSG_ID(id=view.last_msg_id))
+    return None
+
+
+def prepare_publish(
+    cfg: StreamConfig,
+    subject: str,
+    header: bytes,
+    payload: bytes,
+    now_ns: int,
+    view: StreamView | None = None,
+) -> PublishDecision:
+    """The leader's decision for an incoming publish: reject, answer as duplicate, or propose `entry`.
+
+    `header` is the raw header block as received (b"" for a plain PUB). With
+    `view` (the leader's applied state) duplicates and expected-header
+    mismatches are answered at once; without it they are left to apply.
+    """
+    msg_id = ""
+    expected: dict[str, str | None] = {}
+    rollup: Rollup | ApiError = Rollup.NONE
+    if header:
+        try:
+            headers = decode_headers(header)
+        except HeaderError:
+            return Rejected(JSErrors.BAD_REQUEST())
+        msg_id = headers.get(HDR_MSG_ID) or ""
+        for name in (
+            HDR_EXPECTED_STREAM,
+            HDR_EXPECTED_LAST_SEQ,
+            HDR_EXPECTED_LAST_SUBJECT_SEQ,
+            HDR_EXPECTED_LAST_SUBJECT_SEQ_SUBJECT,
+            HDR_EXPECTED_LAST_MSG_ID,
+        ):
+            expected[name] = headers.get(name)
+        rollup = _rollup(headers.get(HDR_ROLLUP))
+    if isinstance(rollup, ApiError):
+        return Rejected(rollup)
+    expected_subject = expected.get(HDR_EXPECTED_LAST_SUBJECT_SEQ_SUBJECT) or None
+    expected_subject_seq = _parse_seq(expected.get(HDR_EXPECTED_LAST_SUBJECT_SEQ))
+    if expected_subject is not None and expected_subject_seq is None:
+        return Rejected(JSErrors.STREAM_EXPECTED_LAST_SEQ_PER_SUBJECT_INVALID())
+    entry = StoreMsg(
+        subject=subject,
+        header=bytes(header),
+        payload=bytes(payload),
+        timestamp_ns=now_ns,
+        msg_id=msg_id,
+        expected_stream=expected.get(HDR_EXPECTED_STREAM) or None,
+        expected_last_seq=_parse_seq(expected.get(HDR_EXPECTED_LAST_SEQ)),
+        expected_last_subject_seq=expected_subject_seq,
+        expected_last_subject_seq_subject=expected_subject,
+        expected_last_msg_id=expected.get(HDR_EXPECTED_LAST_MSG_ID) or None,
+        rollup=rollup,
+    )
+    if view is None:
+        error = check_config_allows(cfg, entry)
+        return Rejected(error) if error is not None else Accepted(entry)
+    verdict = check_store(cfg, entry, view)
+    return verdict if verdict is not None else Accepted(entry)
+
+
+def pub_ack(stream: str, seq: int, domain: str = "") -> bytes:
+    """`{"stream":"S","seq":N}` (with `"domain"` between them when set), as nats-server writes it."""
+    return _ack_prefix(stream, domain) + b"%d}" % seq
+
+
+def duplicate_ack(stream: str, seq: int, domain: str = "") -> bytes:
+    """The duplicate PubAck, byte for byte: note nats-server's space in `"duplicate": true`."""
+    return _ack_prefix(stream, domain) + b'%d,"duplicate": true}' % seq
+
+
+def error_ack(stream: str, error: ApiError) -> bytes:
+    """A failed publish: the error object first, then `stream` and `"seq":0` (no domain, as nats-server)."""
+    return jsjson.dumps({"error": error.to_json(), "stream": stream, "seq": 0})
+
+
+def decision_ack(stream: str, decision: Rejected | Duplicate, domain: str = "") -> bytes:
+    if isinstance(decision, Duplicate):
+        return duplicate_ack(stream, decision.seq, domain)
+    return error_ack(stream, decision.error)
+
+
+def _ack_prefix(stream: str, domain: str) -> bytes:
+    prefix = b'{"stream":' + jsjson.dumps(stream)
+    if domain:
+        prefix += b',"domain":' + jsjson.dumps(domain)
+    return prefix + b',"seq":'

@@ -1,0 +1,395 @@
+"""One stream's replica on this node: store, state machine, Raft group, and the duties of its role.
+
+Every replica applies committed entries to its own StreamStore and, once it
+has caught up after (re)start, answers Direct Gets from it. The replica that
+leads the group also takes publishes and the per-stream API (see
+`cluster/stream/leader.py`).
+
+The replica is the driver's `StateMachine` for its group: it wraps the
+deterministic `StreamStateMachine` and, after each apply, wakes
+read-your-writes waiters and updates the metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from cluster.api.subjects import ApiOp, stream_subject
+from cluster.direct_get.answer import ResponderRole
+from cluster.direct_get.responder import DirectGetResponder
+from cluster.direct_get.staleness import (
+    FAST_INTERVAL,
+    SLOW_INTERVAL,
+    StalenessTracker,
+    decode_beacon,
+    position_subject,
+)
+from cluster.meta.machine import StreamAssignment
+from cluster.runtime.context import MEMORY_STREAM_GROUP_OPTIONS, NodeContext
+from cluster.stream.config import Retention, StorageType, StreamConfig, stream_config_from_json
+from cluster.stream.entries import DeleteMsg, Purge
+from cluster.stream.leader import StreamLeader
+from cluster.stream.machine import StreamStateMachine, store_config_for
+from cluster.stream.retention import Interest, interest_removals, workqueue_removals
+from cluster.stream.snapshot_marker import is_store_marker, store_marker
+from gateway.router import Message, Subscription
+from raft.driver import GroupNotFoundError, NotLeaderError, RaftHostError
+from raft.types import Entry, NodeId, Role, Snapshot
+from storage.errors import MsgNotFoundError
+from storage.interface import StreamStore
+from storage.memory import MemoryStreamStore
+from storage.rocks import RocksStreamStore
+
+if TYPE_CHECKING:
+    from cluster.consumer.replica import ConsumerReplica
+
+log = structlog.get_logger(__name__)
+
+# How long one catch-up attempt (a ReadIndex through the leader) may take before retrying.
+CATCH_UP_ATTEMPT_TIMEOUT = 2.0
+
+
+class StreamReplica:
+    def __init__(self, ctx: NodeContext, assignment: StreamAssignment) -> None:
+        self.ctx = ctx
+        self.assignment = assignment
+        self.name = assignment.name
+        self.group = assignment.group
+        self.config: StreamConfig = stream_config_from_json(assignment.config)
+        self.store_path = ctx.data_dir / "streams" / f"{assignment.name}-{assignment.created_ns}"
+        self.store: StreamStore = self._open_store()
+        # Applying needs no fsync of its own: the Raft log is durable, and a store write group
+        # lost in a crash takes its applied index with it, so the entries replay. The one thing
+        # that must not happen, compacting the log past what the store durably holds, is
+        # prevented in `snapshot`, which syncs the store before the driver compacts.
+        self.machine = StreamStateMachine(self.store, self.config, sync_writes=False)
+        self.role = Role.FOLLOWER
+        self.leader_id: NodeId | None = None
+        self._seq_waiters: list[tuple[int, asyncio.Future[bool]]] = []
+        self._leader: StreamLeader | None = None
+        self._catch_up: asyncio.Task[Any] | None = None
+        self.stopped = False
+        self.consumers: dict[str, ConsumerReplica] = {}
+        self.expected_consumers = 0
+        self._last_seq_role: ResponderRole | None = None
+        self._last_seq_gauge: Any = None
+        self._caught_up = False
+        # jetraft.max_direct_lag: a follower further behind than this stops answering Direct Gets
+        self.staleness = StalenessTracker(time.time_ns())
+        self._too_stale = False
+        self._position_sub: Subscription | None = None
+        self._staleness_task: asyncio.Task[Any] | None = None
+        self.responder = DirectGetResponder(
+            ctx,
+            answers_for=self.name,
+            store=lambda: self.store,
+            last_seq=lambda: self.machine.last_seq,
+            wait_for_seq=self.wait_for_seq,
+            role=self.responder_role,
+            reply_stream=self.name,
+        )
+        # A mirror_direct mirror also answers its origin's Direct Gets (naming itself in the replies).
+        self.origin_responder: DirectGetResponder | None = None
+        if self.config.mirror is not None and self.config.mirror_direct:
+            self.origin_responder = DirectGetResponder(
+                ctx,
+                answers_for=self.config.mirror.name,
+                store=lambda: self.store,
+                last_seq=lambda: self.machine.last_seq,
+                wait_for_seq=self.wait_for_seq,
+                role=self.responder_role,
+                reply_stream=self.name,
+            )
+
+    def _open_store(self) -> StreamStore:
+        store_config = store_config_for(self.config)
+        if self.config.storage is StorageType.MEMORY:
+            return MemoryStreamStore(store_config)
+        return RocksStreamStore(self.store_path, store_config)
+
+    # -- the driver's StateMachine -------------------------------------------------------
+
+    @property
+    def applied_index(self) -> int:
+        return self.machine.applied_index
+
+    def apply(self, entries: Sequence[Entry]) -> Sequence[Any]:
+        results = self.machine.apply(entries)
+        self._after_apply()
+        return results
+
+    def snapshot(self) -> bytes:
+        if isinstance(self.store, RocksStreamStore):
+            # The store is durable once synced, so the log may be compacted behind it and the snapshot
+            # need not copy it: a follower that needs the data gets an image built when it is sent
+            # (`snapshot_image`). Copying a store of a million messages here stalled the loop for
+            # seconds, long enough for followers to call elections.
+            self.store.sync()
+            return store_marker(self.machine.applied_index)
+        return self.machine.snapshot()
+
+    def snapshot_image(self) -> Callable[[], bytes] | None:
+        if not isinstance(self.store, RocksStreamStore):
+            return None
+        frozen = self.store.frozen_snapshot()
+        return lambda: b"".join(frozen())
+
+    def restore(self, snapshot: Snapshot) -> None:
+        if is_store_marker(snapshot.data):
+            # Only this node's own marker, read back at start, can get here: its store lost writes it
+            # had synced before the marker was taken. Refuse rather than serve a store with a hole.
+            raise RuntimeError(
+                f"stream {self.name}: the store at {self.store_path} is behind its own Raft snapshot "
+                f"({self.machine.applied_index} < {snapshot.index}); remove the replica to resync it"
+            )
+        self.machine.restore(snapshot.data)
+        self.ctx.metrics.raft_snapshot_installs.labels(self.group, self.ctx.name).inc()
+        self._after_apply()
+
+    def _after_apply(self) -> None:
+        self.config = self.machine.config
+        for consumer in self.consumers.values():
+            consumer.stream_stored()
+        last_seq = self.machine.last_seq
+        if self._seq_waiters:
+            still = []
+            for seq, future in self._seq_waiters:
+                if future.done():
+                    continue
+                if last_seq >= seq:
+                    future.set_result(True)
+                else:
+                    still.append((seq, future))
+            self._seq_waiters = still
+        role = self.responder_role()
+        if role is not self._last_seq_role:
+            self._last_seq_gauge = self.ctx.metrics.stream_last_seq.labels(
+                self.name, self.ctx.name, role.value
+            )
+            self._last_seq_role = role
+        self._last_seq_gauge.set(last_seq)
+        self._update_responders()
+
+    def _update_responders(self) -> None:
+        """Join the Direct Get groups the config asks for, once caught up; leave those it no longer does."""
+        wanted = [(self.responder, self.config.allow_direct and not self._too_stale)]
+        if self.origin_responder is not None:
+            wanted.append((self.origin_responder, self.config.mirror_direct and not self._too_stale))
+        for responder, enabled in wanted:
+            if responder.joined and not enabled:
+                responder.leave()
+            elif not responder.joined and enabled and self._caught_up and not self.stopped:
+                responder.join()
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        # A replica placed at creation starts with the whole peer set; one placed later (a
+        # replacement) starts with none and waits for the leader to add it, so it can never
+        # campaign on a membership the group does not have.
+        voters = self.assignment.peers if self.assignment.epoch == 1 else ()
+        host = self.ctx.host
+        rocks = isinstance(self.store, RocksStreamStore)
+        options = self.ctx.stream_group_options if rocks else MEMORY_STREAM_GROUP_OPTIONS
+        host.add_group(self.group, self, voters=voters, options=options)
+        if voters and voters[0] == self.ctx.name and host.status(self.group).last_index == 0:
+            # a brand-new group: its first peer stands at once instead of waiting out an election timeout
+            host.campaign(self.group)
+        self._catch_up = self.ctx.spawn(self._join_when_caught_up(), f"catch-up-{self.name}")
+        self._position_sub = self.ctx.router.subscribe(position_subject(self.name), self._on_beacon)
+        self._staleness_task = self.ctx.spawn(self._watch_staleness(), f"staleness-{self.name}")
+
+    def _on_beacon(self, msg: Message) -> None:
+        beacon = decode_beacon(msg.payload)
+        if beacon is not None:
+            self.staleness.observe(*beacon)
+            self._check_staleness()
+
+    async def _watch_staleness(self) -> None:
+        # beacons stop coming when the leader is cut off: staleness must still grow
+        while not self.stopped:
+            bounded = self.config.max_direct_lag is not None
+            await asyncio.sleep(FAST_INTERVAL if bounded else SLOW_INTERVAL)
+            self._check_staleness()
+
+    def leader_staleness_ns(self) -> int:
+        """How far this node's data is behind where it comes from, while it leads: 0, except for a
+        mirror, whose leader copies its origin (over a link that may lag)."""
+        leader = self._leader
+        if leader is None or leader.mirror is None:
+            return 0
+        return leader.mirror.staleness_ns(time.time_ns())
+
+    def _check_staleness(self) -> None:
+        if self.stopped:
+            stale_ns = 0
+        elif self.role is Role.LEADER:
+            stale_ns = self.leader_staleness_ns()
+        else:
+            stale_ns = self.staleness.staleness_ns(self.machine.last_seq, time.time_ns())
+        role = self.responder_role().value
+        self.ctx.metrics.replica_lag_seconds.labels(self.name, self.ctx.name, role).set(stale_ns / 1e9)
+        bound_ms = self.config.max_direct_lag
+        too_stale = bound_ms is not None and stale_ns > bound_ms * 1_000_000
+        if too_stale != self._too_stale:
+            self._too_stale = too_stale
+            log.info(
+                "direct_get_staleness",
+                stream=self.name,
+                node=self.ctx.name,
+                group=self.group,
+                too_stale=too_stale,
+                staleness_ms=stale_ns // 1_000_000,
+                bound_ms=bound_ms,
+            )
+            self._update_responders()
+
+    async def stop(self, delete: bool) -> None:
+        for consumer in list(self.consumers.values()):
+            await consumer.stop(delete)
+        self.consumers.clear()
+        self.stopped = True
+        if self._position_sub is not None:
+            self.ctx.router.unsubscribe(self._position_sub)
+        if self._staleness_task is not None:
+            self._staleness_task.cancel()
+        self.responder.leave()
+        if self.origin_responder is not None:
+            self.origin_responder.leave()
+        if self._leader is not None:
+            self._leader.close()
+            self._leader = None
+        if self._catch_up is not None:
+            self._catch_up.cancel()
+        for _, future in self._seq_waiters:
+            if not future.done():
+                future.set_result(False)
+        self._seq_waiters = []
+        with contextlib.suppress(GroupNotFoundError):
+            await self.ctx.host.remove_group(self.group, delete_data=delete)
+        self.store.close()
+        if delete:
+            await asyncio.to_thread(shutil.rmtree, self.store_path, True)
+
+    async def _join_when_caught_up(self) -> None:
+        """Answer Direct Gets only once this replica holds everything committed when it started."""
+        host = self.ctx.host
+        while not self.stopped:
+            try:
+                await host.read_index(self.group, timeout=CATCH_UP_ATTEMPT_TIMEOUT)
+            except (RaftHostError, TimeoutError) as exc:
+                if isinstance(exc, GroupNotFoundError):
+                    return
+                await asyncio.sleep(0)  # give a leader change a turn before asking again
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(host.wait_leadership_change(self.group), CATCH_UP_ATTEMPT_TIMEOUT)
+                continue
+            self._caught_up = True
+            self._update_responders()
+            return
+
+    def wait_for_seq(self, seq: int, timeout: float) -> asyncio.Future[bool]:
+        """A future that is True once this replica applied `seq`, False after `timeout` or on stop."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bool] = loop.create_future()
+        if self.machine.last_seq >= seq:
+            future.set_result(True)
+            return future
+        self._seq_waiters.append((seq, future))
+        loop.call_later(timeout, lambda: future.done() or future.set_result(False))
+        return future
+
+    # -- roles -----------------------------------------------------------------------------
+
+    def responder_role(self) -> ResponderRole:
+        if self.config.mirror is not None:
+            return ResponderRole.MIRROR
+        return ResponderRole.LEADER if self.role is Role.LEADER else ResponderRole.FOLLOWER
+
+    def on_leader_change(self, leader: NodeId | None, role: Role, term: int) -> None:
+        was_leader = self.role is Role.LEADER
+        self.role, self.leader_id = role, leader
+        metrics, node = self.ctx.metrics, self.ctx.name
+        metrics.raft_is_leader.labels(self.group, node).set(1 if role is Role.LEADER else 0)
+        metrics.raft_term.labels(self.group, node).set(term)
+        metrics.raft_leader_changes.labels(self.group, node).inc()
+        if role is Role.CANDIDATE:
+            metrics.raft_elections.labels(self.group, node).inc()
+        if role is Role.LEADER and not was_leader and not self.stopped:
+            self._leader = StreamLeader(self)
+            self._leader.open()
+        elif role is not Role.LEADER and self._leader is not None:
+            self._leader.close()
+            self._leader = None
+
+    def assignment_changed(self, assignment: StreamAssignment) -> None:
+        """The meta group changed this stream's config: the leader replicates it into the stream's log."""
+        self.assignment = assignment
+        if self._leader is not None:
+            self._leader.reconcile_config()
+            self._leader.reconcile_membership()
+
+    def consumer_acked(self, seqs: list[int], from_consumer_leader: bool) -> None:
+        """A consumer's acks committed (seen by each of its replicas): retention may drop messages.
+
+        The stream leader decides. A workqueue drops what was acknowledged; a consumer
+        leader that is not the stream leader asks it to (a second delete of the same
+        message is refused harmlessly). An interest stream drops a message once no
+        consumer still wants it, decided only where every consumer's state is at hand.
+        """
+        retention = self.config.retention
+        if retention is Retention.WORKQUEUE:
+            removals: tuple[int, ...] = workqueue_removals(seqs)
+        elif retention is Retention.INTEREST and self.role is Role.LEADER:
+            if len(self.consumers) != self.expected_consumers:
+                return  # a consumer's state lives elsewhere: keep the messages (the safe side)
+            candidates = []
+            for seq in sorted(set(seqs)):
+                with contextlib.suppress(MsgNotFoundError):
+                    candidates.append((seq, self.store.load_msg(seq).subject))
+            interests = [Interest(c.config, c.state) for c in self.consumers.values()]
+            removals = interest_removals(candidates, interests)
+        else:
+            return
+        for seq in removals:
+            if self.role is Role.LEADER:
+                with contextlib.suppress(RaftHostError):
+                    self.propose(DeleteMsg(seq=seq, erase=False).encode()).add_done_callback(_ignore_result)
+            elif from_consumer_leader:
+                body = b'{"seq":%d,"no_erase":true}' % seq
+                self.ctx.router.publish(stream_subject(self.name, ApiOp.STREAM_MSG_DELETE), body)
+
+    def consumers_changed(self, expected: int) -> None:
+        """The meta group's consumer count for this stream; an interest stream with none left is emptied."""
+        had = self.expected_consumers
+        self.expected_consumers = expected
+        if (
+            expected == 0
+            and had > 0
+            and self.config.retention is Retention.INTEREST
+            and self.role is Role.LEADER
+        ):
+            with contextlib.suppress(RaftHostError):
+                self.propose(Purge().encode()).add_done_callback(_ignore_result)
+
+    def propose(self, data: bytes) -> asyncio.Future[Any]:
+        """Raises NotLeaderError and friends synchronously, like the driver."""
+        return self.ctx.host.propose_nowait(self.group, data)
+
+    def is_leader(self) -> bool:
+        try:
+            return self.ctx.host.is_leader(self.group)
+        except (GroupNotFoundError, NotLeaderError):
+            return False
+
+
+def _ignore_result(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
