@@ -21,7 +21,7 @@ from cluster.api.consumer_subjects import (
     meta_consumer_subject,
     parse_consumer_subject,
 )
-from cluster.api.errors import JSErrors, error_response
+from cluster.api.errors import JSErrors, error_response, stream_info_error
 from cluster.api.subjects import (
     API_QUEUE,
     API_SUBSCRIPTIONS,
@@ -34,7 +34,6 @@ from cluster.api.subjects import (
 )
 from cluster.runtime.context import NodeContext
 from cluster.runtime.leader_wait import wait_for_interest
-from cluster.stream.info import stream_info_error
 from gateway.headers import encode_headers
 from gateway.router import Message, Subscription
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cluster.api import jsjson
+from cluster.api.response_types import STREAM_INFO_TYPE
 
 
 class ApiError(Exception):
@@ -215,3 +216,13 @@ def error_response(response_type: str, error: ApiError, **trailing: Any) -> byte
     body: dict[str, Any] = {"type": response_type, "error": error.to_json()}
     body.update(trailing)
     return jsjson.dumps(body)
+
+
+def plain_error(response_type: str, error: ApiError) -> bytes:
+    """Error responses that carry nothing but `type` and `error` (create, update, delete, msg delete, ...)."""
+    return error_response(response_type, error)
+
+
+def stream_info_error(error: ApiError) -> bytes:
+    # nats-server prints the (zero) paging fields after the error
+    return error_response(STREAM_INFO_TYPE, error, total=0, offset=0, limit=0)

@@ -20,15 +20,12 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from cluster.stream import info as si
-from cluster.stream.msg_get import MSG_GET_RESPONSE_TYPE
+from cluster.api import response_types as rt
 
 API_PREFIX = "$JS.API."
 # The subjects the API queue group listens on (Direct Get excluded on purpose).
 API_SUBSCRIPTIONS = ("$JS.API.INFO", "$JS.API.STREAM.>", "$JS.API.CONSUMER.>")
 API_QUEUE = "_jsapi"
-
-PEER_REMOVE_TYPE = "io.nats.jetstream.api.v1.stream_remove_peer_response"
 
 META_PREFIX = "$JSR.M."
 STREAM_PREFIX = "$JSR.S."
@@ -69,18 +66,18 @@ META_OPS = frozenset(
 )
 
 RESPONSE_TYPES: dict[ApiOp, str] = {
-    ApiOp.ACCOUNT_INFO: si.ACCOUNT_INFO_TYPE,
-    ApiOp.STREAM_CREATE: si.STREAM_CREATE_TYPE,
-    ApiOp.STREAM_UPDATE: si.STREAM_UPDATE_TYPE,
-    ApiOp.STREAM_DELETE: si.STREAM_DELETE_TYPE,
-    ApiOp.STREAM_INFO: si.STREAM_INFO_TYPE,
-    ApiOp.STREAM_NAMES: si.STREAM_NAMES_TYPE,
-    ApiOp.STREAM_LIST: si.STREAM_LIST_TYPE,
-    ApiOp.STREAM_PURGE: si.STREAM_PURGE_TYPE,
-    ApiOp.STREAM_MSG_GET: MSG_GET_RESPONSE_TYPE,
-    ApiOp.STREAM_MSG_DELETE: si.MSG_DELETE_TYPE,
-    ApiOp.STREAM_LEADER_STEPDOWN: si.LEADER_STEPDOWN_TYPE,
-    ApiOp.STREAM_PEER_REMOVE: PEER_REMOVE_TYPE,
+    ApiOp.ACCOUNT_INFO: rt.ACCOUNT_INFO_TYPE,
+    ApiOp.STREAM_CREATE: rt.STREAM_CREATE_TYPE,
+    ApiOp.STREAM_UPDATE: rt.STREAM_UPDATE_TYPE,
+    ApiOp.STREAM_DELETE: rt.STREAM_DELETE_TYPE,
+    ApiOp.STREAM_INFO: rt.STREAM_INFO_TYPE,
+    ApiOp.STREAM_NAMES: rt.STREAM_NAMES_TYPE,
+    ApiOp.STREAM_LIST: rt.STREAM_LIST_TYPE,
+    ApiOp.STREAM_PURGE: rt.STREAM_PURGE_TYPE,
+    ApiOp.STREAM_MSG_GET: rt.MSG_GET_TYPE,
+    ApiOp.STREAM_MSG_DELETE: rt.MSG_DELETE_TYPE,
+    ApiOp.STREAM_LEADER_STEPDOWN: rt.LEADER_STEPDOWN_TYPE,
+    ApiOp.STREAM_PEER_REMOVE: rt.PEER_REMOVE_TYPE,
     ApiOp.CONSUMER: "io.nats.jetstream.api.v1.consumer_create_response",
 }
 
@@ -110,7 +107,7 @@ class ApiRequest:
 
     @property
     def response_type(self) -> str:
-        return RESPONSE_TYPES.get(self.op, "io.nats.jetstream.api.v1.error_response")
+        return RESPONSE_TYPES.get(self.op, rt.ERROR_TYPE)
 
 
 def parse_api_subject(subject: str) -> ApiRequest | None:

@@ -20,7 +20,7 @@ import contextlib
 import random
 import secrets
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -38,7 +38,7 @@ from cluster.api.consumer_subjects import (
     consumer_subscription,
     parse_internal_consumer_subject,
 )
-from cluster.api.errors import ApiError, JSErrors
+from cluster.api.errors import ApiError, JSErrors, plain_error
 from cluster.consumer.acks import AckBody, AckKind, AckReply, ack_entry, parse_ack_body, parse_ack_reply
 from cluster.consumer.api import (
     ConsumerView,
@@ -53,7 +53,8 @@ from cluster.consumer.api import (
     should_sample,
     stepdown_response,
 )
-from cluster.consumer.config import AckPolicy, ReplayPolicy
+from cluster.consumer.assignment import ConsumerAssignment
+from cluster.consumer.config import AckPolicy, ConsumerConfig, ReplayPolicy
 from cluster.consumer.delivery import (
     OutgoingMsg,
     StopReason,
@@ -75,14 +76,15 @@ from cluster.consumer.pull import (
 from cluster.consumer.state import ConsumerState
 from cluster.runtime.group_membership import converge_membership
 from cluster.runtime.internal_requests import NoRespondersError
-from cluster.stream.info import ClusterInfo, plain_error
+from cluster.stream.info import ClusterInfo
 from cluster.stream.leader import leader_cluster_info
 from gateway.router import Message, Subscription
 from raft.driver import RaftHostError
 from storage.errors import MsgNotFoundError
 
 if TYPE_CHECKING:
-    from cluster.consumer.replica import ConsumerReplica
+    from cluster.runtime.context import NodeContext
+    from cluster.stream.replica import StreamReplica
 
 log = structlog.get_logger(__name__)
 
@@ -94,8 +96,21 @@ IDLE_SLEEP = 1.0
 NO_INTEREST_POLL = 0.05
 
 
+class LedConsumer(Protocol):
+    """What a consumer's leader uses of the replica it leads (cluster/consumer/replica.py)."""
+
+    ctx: NodeContext
+    name: str
+    group: str
+    assignment: ConsumerAssignment
+    config: ConsumerConfig
+    state: ConsumerState
+    # its stream's replica on this node, whose store it delivers from
+    stream: StreamReplica
+
+
 class ConsumerLeader:
-    def __init__(self, replica: ConsumerReplica) -> None:
+    def __init__(self, replica: LedConsumer) -> None:
         self.replica = replica
         self.ctx = replica.ctx
         self.stream_name = replica.assignment.stream

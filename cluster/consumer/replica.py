@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from cluster.consumer.assignment import ConsumerAssignment
 from cluster.consumer.config import ConsumerConfig, consumer_config_from_json
 from cluster.consumer.leader import ConsumerLeader
 from cluster.consumer.state import ApplyResult, ConsumerState
-from cluster.meta.machine import ConsumerAssignment
 from cluster.runtime.context import GROUP_OPTIONS, NodeContext
+from cluster.stream.retention import Interest
 from raft.driver import GroupNotFoundError
 from raft.types import Entry, EntryType, NodeId, Role, Snapshot
 
@@ -65,6 +66,9 @@ class ConsumerReplica:
             ConsumerState.restore(snapshot.data) if snapshot.data else ConsumerState(self.config.ack_policy)
         )
         self.state.applied_index = snapshot.index
+
+    def interest(self) -> Interest:
+        return Interest(self.config.filters, self.state.wants)
 
     # -- lifecycle ---------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cluster.api import jsjson
 from cluster.api.advisories import ConsumerEvent, consumer_action, consumer_advisory_subject, new_event_id
@@ -25,9 +25,10 @@ from cluster.api.consumer_subjects import (
     consumer_subject,
     parse_consumer_subject,
 )
-from cluster.api.errors import ApiError, JSErrors
+from cluster.api.errors import ApiError, JSErrors, plain_error
 from cluster.api.lists import list_page
 from cluster.consumer.api import delete_response, names_response, parse_offset
+from cluster.consumer.assignment import ConsumerAssignment
 from cluster.consumer.config import consumer_config_from_json, parse_create_request
 from cluster.consumer.config_check import (
     check_create_request,
@@ -36,14 +37,22 @@ from cluster.consumer.config_check import (
     normalize_consumer_config,
     parse_create_subject,
 )
-from cluster.meta.machine import ConsumerAssignment, MetaOp
+from cluster.meta.machine import MetaMachine, MetaOp, MetaResult
 from cluster.runtime.leader_wait import pass_on_when_served
 from cluster.stream.config import stream_config_from_json
-from cluster.stream.info import plain_error
 from gateway.router import Message
 
 if TYPE_CHECKING:
-    from cluster.meta.service import MetaService
+    from cluster.runtime.context import NodeContext
+
+
+class MetaGroup(Protocol):
+    """The meta group as consumer administration uses it (cluster/meta/service.py)."""
+
+    ctx: NodeContext
+    machine: MetaMachine
+
+    async def propose(self, op: MetaOp, body: dict[str, Any]) -> MetaResult: ...
 
 LIST_LIMIT = 256
 LIST_TYPE = "io.nats.jetstream.api.v1.consumer_list_response"
@@ -59,7 +68,7 @@ def consumer_error_body(request: ConsumerRequest, error: ApiError) -> bytes:
 
 
 class ConsumerAdmin:
-    def __init__(self, meta: MetaService) -> None:
+    def __init__(self, meta: MetaGroup) -> None:
         self.meta = meta
         self.ctx = meta.ctx
 

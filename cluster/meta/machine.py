@@ -15,6 +15,9 @@ from typing import Any
 
 import orjson
 
+from cluster.consumer.assignment import ConsumerAssignment
+from cluster.stream.assignment import StreamAssignment
+
 
 class MetaOp(enum.IntEnum):
     ASSIGN_STREAM = 1
@@ -23,76 +26,6 @@ class MetaOp(enum.IntEnum):
     SET_STREAM_PEERS = 4
     ASSIGN_CONSUMER = 5
     REMOVE_CONSUMER = 6
-
-
-@dataclass(slots=True)
-class StreamAssignment:
-    name: str
-    config: dict[str, Any]
-    peers: list[str]
-    created_ns: int
-    # bumps whenever the peer set changes, so a node can tell a re-created group from the old one
-    epoch: int = 1
-
-    @property
-    def group(self) -> str:
-        # Named per incarnation, as nats-server names its groups afresh: a node that has not yet
-        # stopped a deleted stream's replica must not reach the re-created stream's group with the old
-        # group's messages (its higher term would depose the new leader, its log could win a vote).
-        return f"S-{self.name}-{self.created_ns}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "config": self.config,
-            "peers": self.peers,
-            "created_ns": self.created_ns,
-            "epoch": self.epoch,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> StreamAssignment:
-        return cls(
-            data["name"], data["config"], list(data["peers"]), data["created_ns"], data.get("epoch", 1)
-        )
-
-
-@dataclass(slots=True)
-class ConsumerAssignment:
-    """A consumer of `stream`: its config (JSON), the nodes hosting its replicas, when it was made."""
-
-    stream: str
-    name: str
-    config: dict[str, Any]
-    peers: list[str]
-    created_ns: int
-    # bumps whenever the peer set changes (it follows its stream's), as StreamAssignment.epoch
-    epoch: int = 1
-
-    @property
-    def group(self) -> str:
-        return f"C-{self.stream}-{self.name}-{self.created_ns}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "stream": self.stream,
-            "name": self.name,
-            "config": self.config,
-            "peers": self.peers,
-            "created_ns": self.created_ns,
-            "epoch": self.epoch,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ConsumerAssignment:
-        return cls(
-            data["stream"],
-            data["name"],
-            data["config"],
-            list(data["peers"]),
-            data["created_ns"],
-            data.get("epoch", 1),
-        )
 
 
 def encode_meta_entry(op: MetaOp, body: dict[str, Any]) -> bytes:

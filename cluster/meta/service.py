@@ -36,30 +36,20 @@ from cluster.api.advisories import (
     stream_advisory_subject,
 )
 from cluster.api.consumer_subjects import META_CONSUMER_PREFIX, ConsumerRequest
-from cluster.api.errors import ApiError, JSErrors
+from cluster.api.errors import ApiError, JSErrors, plain_error, stream_info_error
 from cluster.api.lists import list_page
-from cluster.api.subjects import (
-    META_PREFIX,
-    PEER_REMOVE_TYPE,
-    ApiOp,
-    ApiRequest,
-    parse_meta_subject,
-    stream_subject,
-)
+from cluster.api.response_types import PEER_REMOVE_TYPE, STREAM_DELETE_TYPE, STREAM_LIST_TYPE
+from cluster.api.subjects import META_PREFIX, ApiOp, ApiRequest, parse_meta_subject, stream_subject
+from cluster.consumer.assignment import ConsumerAssignment
 from cluster.consumer.replica import ConsumerReplica
 from cluster.meta.consumers import ConsumerAdmin, consumer_error_body, parse_meta_consumer_subject
-from cluster.meta.machine import (
-    ConsumerAssignment,
-    MetaMachine,
-    MetaOp,
-    MetaResult,
-    StreamAssignment,
-    encode_meta_entry,
-)
+from cluster.meta.machine import MetaMachine, MetaOp, MetaResult, encode_meta_entry
 from cluster.meta.placement import NodeInfo, PlacementError, choose_peers, known_nodes
+from cluster.mirror.origin_fetcher import OriginFetcher
 from cluster.runtime.context import GROUP_OPTIONS, META_GROUP, NodeContext
 from cluster.runtime.internal_requests import NoRespondersError
 from cluster.runtime.leader_wait import pass_on_when_served
+from cluster.stream.assignment import StreamAssignment
 from cluster.stream.config import StreamConfig, parse_stream_config, stream_config_from_json
 from cluster.stream.config_check import (
     check_replicas_placeable,
@@ -70,14 +60,10 @@ from cluster.stream.config_check import (
 )
 from cluster.stream.info import (
     LIST_LIMIT,
-    STREAM_DELETE_TYPE,
-    STREAM_LIST_TYPE,
     AccountUsage,
     account_info_response,
     parse_list_request,
-    plain_error,
     stream_delete_response,
-    stream_info_error,
     stream_names_response,
 )
 from cluster.stream.replica import StreamReplica
@@ -210,7 +196,7 @@ class MetaService:
         for name, assignment in wanted.items():
             if name in self.replicas:
                 continue
-            replica = StreamReplica(self.ctx, assignment)
+            replica = StreamReplica(self.ctx, assignment, copiers=OriginFetcher)
             self.replicas[name] = replica
             replica.start()
             log.info("stream_replica_started", stream=name, node=self.ctx.name, peers=assignment.peers)

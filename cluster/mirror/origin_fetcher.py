@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -32,16 +30,12 @@ from cluster.runtime.internal_requests import NoRespondersError
 from cluster.stream.config import StreamSource
 from cluster.stream.entries import Rollup, StoreAtSeq, StoreMsg
 from cluster.stream.fetch import FetchedMsg, FetchRequest, decode_batch
+from cluster.stream.leader import LedReplica, ProposedCallback
 from cluster.stream.machine import HDR_STREAM_SOURCE, source_header, source_key
 from gateway.headers import extend_header_block
 from raft.driver import RaftHostError
 
-if TYPE_CHECKING:
-    from cluster.stream.replica import StreamReplica
-
 log = structlog.get_logger(__name__)
-
-ProposedCallback = Callable[[str, bytes, bytes, "asyncio.Future[Any]"], None]
 
 # An idle origin answers a long poll when it ends: that answer is how a caught-up copy learns it is
 # still current, so the poll is short enough for its staleness to read near zero when idle (and half
@@ -55,7 +49,7 @@ class OriginFetcher:
 
     def __init__(
         self,
-        replica: StreamReplica,
+        replica: LedReplica,
         source: StreamSource,
         *,
         mirror: bool,

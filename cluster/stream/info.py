@@ -16,24 +16,24 @@ from typing import Any
 
 from cluster.api import jsjson
 from cluster.api.errors import ApiError, JSErrors, error_response
+from cluster.api.response_types import (
+    ACCOUNT_INFO_TYPE,
+    LEADER_STEPDOWN_TYPE,
+    MSG_DELETE_TYPE,
+    STREAM_CREATE_TYPE,
+    STREAM_DELETE_TYPE,
+    STREAM_INFO_TYPE,
+    STREAM_LIST_TYPE,
+    STREAM_NAMES_TYPE,
+    STREAM_PURGE_TYPE,
+    STREAM_UPDATE_TYPE,
+)
 from cluster.stream.config import StreamConfig, StreamSource, SubjectTransformConfig
 from cluster.stream.config_check import subjects_match_stream
 from cluster.stream.entries import DeleteMsg, Purge
 from storage.model import StreamState
 from storage.nats_time import format_optional_ts
 from subjects.grammar import is_valid_filter
-
-API_PREFIX = "io.nats.jetstream.api.v1."
-ACCOUNT_INFO_TYPE = API_PREFIX + "account_info_response"
-STREAM_CREATE_TYPE = API_PREFIX + "stream_create_response"
-STREAM_UPDATE_TYPE = API_PREFIX + "stream_update_response"
-STREAM_INFO_TYPE = API_PREFIX + "stream_info_response"
-STREAM_NAMES_TYPE = API_PREFIX + "stream_names_response"
-STREAM_LIST_TYPE = API_PREFIX + "stream_list_response"
-STREAM_DELETE_TYPE = API_PREFIX + "stream_delete_response"
-STREAM_PURGE_TYPE = API_PREFIX + "stream_purge_response"
-MSG_DELETE_TYPE = API_PREFIX + "stream_msg_delete_response"
-LEADER_STEPDOWN_TYPE = API_PREFIX + "stream_leader_stepdown_response"
 
 NAMES_LIMIT = 1024
 LIST_LIMIT = 256
@@ -313,11 +313,6 @@ def subjects_page(totals: Mapping[str, int], offset: int) -> tuple[dict[str, int
     return {name: totals[name] for name in names}, total
 
 
-def stream_info_error(error: ApiError) -> bytes:
-    # nats-server prints the (zero) paging fields after the error
-    return error_response(STREAM_INFO_TYPE, error, total=0, offset=0, limit=0)
-
-
 def stream_names_response(configs: Sequence[StreamConfig], request: ListRequest) -> bytes:
     """STREAM.NAMES: sorted names (filtered by subject when asked), a page of at most 1024."""
     names = sorted(
@@ -374,11 +369,6 @@ def msg_delete_response() -> bytes:
 
 def leader_stepdown_response() -> bytes:
     return jsjson.dumps({"type": LEADER_STEPDOWN_TYPE, "success": True})
-
-
-def plain_error(response_type: str, error: ApiError) -> bytes:
-    """Error responses that carry nothing but `type` and `error` (create, update, delete, msg delete, ...)."""
-    return error_response(response_type, error)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,16 +17,17 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 import structlog
 
 from cluster.api import jsjson
-from cluster.api.errors import ApiError, JSErrors
+from cluster.api.errors import ApiError, JSErrors, plain_error, stream_info_error
+from cluster.api.response_types import LEADER_STEPDOWN_TYPE, MSG_DELETE_TYPE, STREAM_UPDATE_TYPE
 from cluster.api.subjects import ApiOp, parse_stream_subject, stream_subscription
 from cluster.direct_get.staleness import FAST_INTERVAL, SLOW_INTERVAL, encode_beacon, position_subject
-from cluster.mirror.origin_fetcher import OriginFetcher
 from cluster.runtime.context import CLUSTER_NAME
 from cluster.runtime.group_membership import converge_membership
 from cluster.runtime.metrics import LabelledChildren
@@ -35,9 +36,6 @@ from cluster.stream.config_check import same_config
 from cluster.stream.entries import UpdateConfig
 from cluster.stream.fetch import FetchedMsg, encode_batch, parse_fetch_request
 from cluster.stream.info import (
-    LEADER_STEPDOWN_TYPE,
-    MSG_DELETE_TYPE,
-    STREAM_UPDATE_TYPE,
     ClusterInfo,
     PeerInfo,
     SourceInfo,
@@ -47,9 +45,7 @@ from cluster.stream.info import (
     parse_info_request,
     parse_msg_delete_request,
     parse_purge_request,
-    plain_error,
     stream_create_response,
-    stream_info_error,
     stream_info_response,
     stream_purge_error,
     stream_purge_response,
@@ -73,7 +69,11 @@ from raft.driver import RaftHost, RaftHostError
 from storage.errors import MsgNotFoundError
 
 if TYPE_CHECKING:
-    from cluster.stream.replica import StreamReplica
+    from cluster.runtime.context import NodeContext
+    from cluster.stream.assignment import StreamAssignment
+    from cluster.stream.config import StreamConfig, StreamSource
+    from cluster.stream.machine import StreamStateMachine
+    from storage.interface import StreamStore
 
 log = structlog.get_logger(__name__)
 
@@ -81,17 +81,70 @@ log = structlog.get_logger(__name__)
 READ_INDEX_TIMEOUT = 2.0
 
 
+class LedReplica(Protocol):
+    """What a stream's leader, and the copiers it runs, use of the replica it leads
+    (cluster/stream/replica.py)."""
+
+    ctx: NodeContext
+    name: str
+    group: str
+    assignment: StreamAssignment
+    config: StreamConfig
+    machine: StreamStateMachine
+    store: StreamStore
+    stopped: bool
+
+    def propose(self, data: bytes) -> asyncio.Future[Any]:
+        """Raises NotLeaderError and friends synchronously, like the driver."""
+
+    def wait_for_seq(self, seq: int, timeout: float) -> asyncio.Future[bool]: ...
+
+    def leader_staleness_ns(self) -> int: ...
+
+
+# Told of each copy a copier proposes: subject, stored header, payload, the proposal's future.
+ProposedCallback = Callable[[str, bytes, bytes, "asyncio.Future[Any]"], None]
+
+
+class Copier(Protocol):
+    """Copies one origin into the stream while its replica leads: the mirror's origin, or one of its
+    sources (cluster/mirror/origin_fetcher.py)."""
+
+    source: StreamSource
+
+    @property
+    def lag(self) -> int:
+        """How many messages the origin holds that the copy does not yet."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def staleness_ns(self, now_ns: int) -> int: ...
+
+    def active_ns(self, now_ns: int) -> int: ...
+
+
+class CopierFactory(Protocol):
+    """Makes the copier of one origin; `mirror` selects the mirror form (else a source)."""
+
+    def __call__(
+        self, replica: LedReplica, source: StreamSource, *, mirror: bool, on_proposed: ProposedCallback
+    ) -> Copier: ...
+
+
 class StreamLeader:
-    def __init__(self, replica: StreamReplica) -> None:
+    def __init__(self, replica: LedReplica, copiers: CopierFactory) -> None:
         self.replica = replica
+        self._copiers = copiers
         self.ctx = replica.ctx
         self._subject_subs: list[Subscription] = []
         self._subjects: tuple[str, ...] = ()
         self._api_sub: Subscription | None = None
         self._since_ns = time.time_ns()
         self._closed = False
-        self.mirror: OriginFetcher | None = None
-        self.sources: list[OriginFetcher] = []
+        self.mirror: Copier | None = None
+        self.sources: list[Copier] = []
         self._membership_task: asyncio.Task[Any] | None = None
         metrics = self.ctx.metrics
         self._msg_gets = LabelledChildren(metrics.msg_get_requests, replica.name, self.ctx.name)
@@ -116,12 +169,12 @@ class StreamLeader:
         self.reconcile_membership()
         cfg = self.replica.config
         if cfg.mirror is not None:
-            self.mirror = OriginFetcher(
+            self.mirror = self._copiers(
                 self.replica, cfg.mirror, mirror=True, on_proposed=self.republish_when_stored
             )
             self.mirror.start()
         self.sources = [
-            OriginFetcher(self.replica, source, mirror=False, on_proposed=self.republish_when_stored)
+            self._copiers(self.replica, source, mirror=False, on_proposed=self.republish_when_stored)
             for source in cfg.sources
         ]
         for fetcher in self.sources:
@@ -223,7 +276,8 @@ class StreamLeader:
         self, subject: str, header: bytes, payload: bytes, future: asyncio.Future[Any]
     ) -> None:
         """Republish (cluster/stream/republish.py) a proposed message once `future` says it was stored."""
-        self._republisher = republisher = republisher_for(self.replica, self._republisher)
+        config = self.replica.config.republish
+        self._republisher = republisher = republisher_for(self.replica.name, config, self._republisher)
         if republisher is None:
             return
         republisher.proposing(subject, self.replica.machine.last_seq_for_subject)
@@ -405,7 +459,7 @@ class StreamLeader:
         return leader_cluster_info(self.ctx.host, self.ctx.name, self.replica.group, self._since_ns)
 
 
-def replica_progress(replica: StreamReplica) -> dict[str, tuple[int, bool]]:
+def replica_progress(replica: LedReplica) -> dict[str, tuple[int, bool]]:
     """peer -> (match index, recently active) as the leader's Raft core tracks it."""
     try:
         return replica.ctx.host.peer_progress(replica.group)

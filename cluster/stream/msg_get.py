@@ -14,12 +14,11 @@ from typing import Any
 
 from cluster.api import jsjson
 from cluster.api.errors import ApiError, JSErrors, error_response
+from cluster.api.response_types import MSG_GET_TYPE
 from storage.errors import MsgNotFoundError
 from storage.interface import StreamStore
 from storage.model import StoredMsg
 from storage.nats_time import format_optional_ts, parse_request_time
-
-MSG_GET_RESPONSE_TYPE = "io.nats.jetstream.api.v1.stream_msg_get_response"
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,11 +91,11 @@ def msg_get_response(msg: StoredMsg, no_hdr: bool = False) -> bytes:
     if msg.payload:
         message["data"] = base64.b64encode(msg.payload).decode()
     message["time"] = format_optional_ts(msg.ts_ns)
-    return jsjson.dumps({"type": MSG_GET_RESPONSE_TYPE, "message": message})
+    return jsjson.dumps({"type": MSG_GET_TYPE, "message": message})
 
 
 def msg_get_error(error: ApiError) -> bytes:
-    return error_response(MSG_GET_RESPONSE_TYPE, error)
+    return error_response(MSG_GET_TYPE, error)
 
 
 def answer_msg_get(payload: bytes, store: StreamStore) -> bytes:

@@ -17,7 +17,7 @@ import contextlib
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import structlog
 
@@ -31,11 +31,11 @@ from cluster.direct_get.staleness import (
     decode_beacon,
     position_subject,
 )
-from cluster.meta.machine import StreamAssignment
 from cluster.runtime.context import MEMORY_STREAM_GROUP_OPTIONS, NodeContext
+from cluster.stream.assignment import StreamAssignment
 from cluster.stream.config import Retention, StorageType, StreamConfig, stream_config_from_json
 from cluster.stream.entries import DeleteMsg, Purge
-from cluster.stream.leader import StreamLeader
+from cluster.stream.leader import CopierFactory, StreamLeader
 from cluster.stream.machine import StreamStateMachine, store_config_for
 from cluster.stream.retention import Interest, interest_removals, workqueue_removals
 from cluster.stream.snapshot_marker import is_store_marker, store_marker
@@ -47,18 +47,29 @@ from storage.interface import StreamStore
 from storage.memory import MemoryStreamStore
 from storage.rocks import RocksStreamStore
 
-if TYPE_CHECKING:
-    from cluster.consumer.replica import ConsumerReplica
-
 log = structlog.get_logger(__name__)
 
 # How long one catch-up attempt (a ReadIndex through the leader) may take before retrying.
 CATCH_UP_ATTEMPT_TIMEOUT = 2.0
 
 
+class AttachedConsumer(Protocol):
+    """A consumer's replica on this node, as its stream's replica sees it (cluster/consumer/replica.py)."""
+
+    def stream_stored(self) -> None:
+        """The stream applied new entries: a leader may have messages to deliver."""
+
+    async def stop(self, delete: bool) -> None: ...
+
+    def interest(self) -> Interest:
+        """Which messages it still needs, for interest retention."""
+
+
 class StreamReplica:
-    def __init__(self, ctx: NodeContext, assignment: StreamAssignment) -> None:
+    def __init__(self, ctx: NodeContext, assignment: StreamAssignment, copiers: CopierFactory) -> None:
         self.ctx = ctx
+        # what copies an origin into this stream while it leads, if it is a mirror or has sources
+        self.copiers = copiers
         self.assignment = assignment
         self.name = assignment.name
         self.group = assignment.group
@@ -76,7 +87,7 @@ class StreamReplica:
         self._leader: StreamLeader | None = None
         self._catch_up: asyncio.Task[Any] | None = None
         self.stopped = False
-        self.consumers: dict[str, ConsumerReplica] = {}
+        self.consumers: dict[str, AttachedConsumer] = {}
         self.expected_consumers = 0
         self._last_seq_role: ResponderRole | None = None
         self._last_seq_gauge: Any = None
@@ -323,7 +334,7 @@ class StreamReplica:
         if role is Role.CANDIDATE:
             metrics.raft_elections.labels(self.group, node).inc()
         if role is Role.LEADER and not was_leader and not self.stopped:
-            self._leader = StreamLeader(self)
+            self._leader = StreamLeader(self, self.copiers)
             self._leader.open()
         elif role is not Role.LEADER and self._leader is not None:
             self._leader.close()
@@ -354,7 +365,7 @@ class StreamReplica:
             for seq in sorted(set(seqs)):
                 with contextlib.suppress(MsgNotFoundError):
                     candidates.append((seq, self.store.load_msg(seq).subject))
-            interests = [Interest(c.config, c.state) for c in self.consumers.values()]
+            interests = [c.interest() for c in self.consumers.values()]
             removals = interest_removals(candidates, interests)
         else:
             return

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import structlog
 
@@ -22,9 +21,6 @@ from cluster.stream.config import RePublish
 from gateway.headers import extend_header_block
 from storage.nats_time import format_rfc3339_nano
 from subjects.transform import SubjectTransform, TransformError
-
-if TYPE_CHECKING:
-    from cluster.stream.replica import StreamReplica
 
 log = structlog.get_logger(__name__)
 
@@ -121,11 +117,10 @@ class Republisher:
         return Outgoing(dest, republish_headers(headers, self.stream, subject, seq, ts_ns, last_seq), payload)
 
 
-def republisher_for(replica: StreamReplica, current: Republisher | None) -> Republisher | None:
-    """The leader's Republisher for the replica's config now: `current` while the config keeps it."""
-    config = replica.config.republish
+def republisher_for(stream: str, config: RePublish | None, current: Republisher | None) -> Republisher | None:
+    """The leader's Republisher for the stream's RePublish config now: `current` while the config keeps it."""
     if config is None:
         return None
     if current is not None and current.config == config:
         return current
-    return Republisher(replica.name, config)
+    return Republisher(stream, config)

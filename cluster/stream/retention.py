@@ -4,7 +4,7 @@ Pure decisions the stream's leader applies by proposing deletes (so replicas
 agree), fed by the `acked` sequences of consumer apply results:
 
 - workqueue: a message goes as soon as the one consumer that sees it acks it
-  (or TERMs it); filters never overlap there (consumer_config_check refuses it);
+  (or TERMs it); filters never overlap there (cluster/consumer/config_check.py refuses it);
 - interest: a message goes once no consumer whose filters match it still
   `wants` it (has not yet delivered-and-acked it), and at once when there is
   no consumer with interest at all (also when the last consumer is deleted).
@@ -12,24 +12,22 @@ agree), fed by the `acked` sequences of consumer apply results:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from cluster.consumer.config import ConsumerConfig
-from cluster.consumer.state import ConsumerState
 from subjects.grammar import subject_matches
 
 
 @dataclass(frozen=True, slots=True)
 class Interest:
-    """One consumer as retention sees it."""
+    """One consumer as retention sees it: its subject filters (none: every subject), and whether it
+    still `wants` a stream sequence (has yet to deliver or have it acked; the consumer state's `wants`)."""
 
-    config: ConsumerConfig
-    state: ConsumerState
+    filters: tuple[str, ...]
+    wants: Callable[[int], bool]
 
     def matches(self, subject: str) -> bool:
-        filters = self.config.filters
-        return not filters or any(subject_matches(f, subject) for f in filters)
+        return not self.filters or any(subject_matches(f, subject) for f in self.filters)
 
 
 def workqueue_removals(acked: Iterable[int]) -> tuple[int, ...]:
@@ -39,7 +37,7 @@ def workqueue_removals(acked: Iterable[int]) -> tuple[int, ...]:
 
 def interest_done(stream_seq: int, subject: str, consumers: Sequence[Interest]) -> bool:
     """True when no consumer still needs the message at `stream_seq` on `subject`."""
-    return not any(c.matches(subject) and c.state.wants(stream_seq) for c in consumers)
+    return not any(c.matches(subject) and c.wants(stream_seq) for c in consumers)
 
 
 def interest_removals(

@@ -165,7 +165,7 @@ def test_retention_decisions() -> None:
     b = ConsumerState(AckPolicy.EXPLICIT)
     b_cfg = ConsumerConfig(durable_name="b", ack_policy=AckPolicy.EXPLICIT)
     b.apply_entry(start_position(b_cfg, store))
-    consumers = [Interest(a_cfg, a), Interest(b_cfg, b)]
+    consumers = [Interest(a_cfg.filters, a.wants), Interest(b_cfg.filters, b.wants)]
     candidates = [(1, "o.a"), (2, "o.b"), (3, "o.a")]
     assert interest_removals(candidates, consumers) == ()
     for state, cfg, name in ((a, a_cfg, "a"), (b, b_cfg, "b")):

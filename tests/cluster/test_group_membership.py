@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from cluster.meta.machine import ConsumerAssignment, MetaMachine, MetaOp, StreamAssignment, encode_meta_entry
+from cluster.consumer.assignment import ConsumerAssignment
+from cluster.meta.machine import MetaMachine, MetaOp, encode_meta_entry
 from cluster.runtime.group_membership import next_change
+from cluster.stream.assignment import StreamAssignment
 from raft.types import ConfChange, ConfChangeType
 
 

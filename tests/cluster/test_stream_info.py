@@ -6,7 +6,7 @@ import orjson
 import pytest
 
 from cluster.api import jsjson
-from cluster.api.errors import ApiError, JSErrors
+from cluster.api.errors import ApiError, JSErrors, plain_error, stream_info_error
 from cluster.stream.config import StreamConfig, parse_stream_config
 from cluster.stream.config_check import decide_create, decide_update, normalize_stream_config
 from cluster.stream.entries import DeleteMsg, Purge
@@ -26,10 +26,8 @@ from cluster.stream.info import (
     parse_list_request,
     parse_msg_delete_request,
     parse_purge_request,
-    plain_error,
     stream_create_response,
     stream_delete_response,
-    stream_info_error,
     stream_info_response,
     stream_list_response,
     stream_names_response,

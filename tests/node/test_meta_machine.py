@@ -1,4 +1,5 @@
-from cluster.meta.machine import MetaMachine, MetaOp, StreamAssignment, encode_meta_entry
+from cluster.meta.machine import MetaMachine, MetaOp, encode_meta_entry
+from cluster.stream.assignment import StreamAssignment
 
 
 def _assign(name: str, peers: list[str]) -> bytes:

@@ -1,0 +1,44 @@
+"""A consumer's assignment: the meta group's record of it (config, hosting nodes, incarnation)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(slots=True)
+class ConsumerAssignment:
+    """A consumer of `stream`: its config (JSON), the nodes hosting its replicas, when it was made."""
+
+    stream: str
+    name: str
+    config: dict[str, Any]
+    peers: list[str]
+    created_ns: int
+    # bumps whenever the peer set changes (it follows its stream's), as StreamAssignment.epoch
+    epoch: int = 1
+
+    @property
+    def group(self) -> str:
+        return f"C-{self.stream}-{self.name}-{self.created_ns}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "stream": self.stream,
+            "name": self.name,
+            "config": self.config,
+            "peers": self.peers,
+            "created_ns": self.created_ns,
+            "epoch": self.epoch,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ConsumerAssignment:
+        return cls(
+            data["stream"],
+            data["name"],
+            data["config"],
+            list(data["peers"]),
+            data["created_ns"],
+            data.get("epoch", 1),
+        )

@@ -1,0 +1,38 @@
+"""A stream's assignment: the meta group's record of it (config, hosting nodes, incarnation)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(slots=True)
+class StreamAssignment:
+    name: str
+    config: dict[str, Any]
+    peers: list[str]
+    created_ns: int
+    # bumps whenever the peer set changes, so a node can tell a re-created group from the old one
+    epoch: int = 1
+
+    @property
+    def group(self) -> str:
+        # Named per incarnation, as nats-server names its groups afresh: a node that has not yet
+        # stopped a deleted stream's replica must not reach the re-created stream's group with the old
+        # group's messages (its higher term would depose the new leader, its log could win a vote).
+        return f"S-{self.name}-{self.created_ns}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "config": self.config,
+            "peers": self.peers,
+            "created_ns": self.created_ns,
+            "epoch": self.epoch,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> StreamAssignment:
+        return cls(
+            data["name"], data["config"], list(data["peers"]), data["created_ns"], data.get("epoch", 1)
+        )
