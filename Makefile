@@ -2,35 +2,46 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+# `make up` installs only what running nodes needs; `make test` adds the extras, the test tools and
+# the system parts the tests use. Each has its own stamp, so each reinstalls when pyproject.toml changes.
+RUN_STAMP := $(VENV)/.installed-run
+DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: install up test lint proto sim bench clean
+.PHONY: install install-dev up test lint proto sim clean
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(DEV_STAMP): pyproject.toml | $(BIN)/python
 	# System parts: Java 17 for PySpark, Prometheus (with promtool) for the deploy tests.
 	command -v java >/dev/null || (apt-get update -q && apt-get install -y -q openjdk-17-jre-headless)
 	command -v prometheus >/dev/null || (apt-get update -q && apt-get install -y -q prometheus)
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
-	touch $(STAMP)
+	touch $@ $(RUN_STAMP)
 
-install: $(STAMP)
+install: $(RUN_STAMP)
+
+install-dev: $(DEV_STAMP)
 
 up: install
 	$(BIN)/jetraft local up --nodes 3 --mirror-nodes 1 --data-dir $${DATA_DIR:-./data}
 
-lint: install
+lint: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 
-test: install
+test: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 # Regenerate protobuf/gRPC code after editing a .proto file.
-proto: install
+proto: install-dev
 	for p in raft gateway; do \
 	  if ls $$p/*.proto >/dev/null 2>&1; then \
 	    $(BIN)/python -m grpc_tools.protoc -I. --python_out=. --grpc_python_out=. --pyi_out=. $$p/*.proto; \

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-import threading
+import time
 
 from chaos.toxiproxy.process import ToxiproxyProcessError
 from cluster.node.config import DEFAULT_DIRECT_GET_POLICY, DIRECT_GET_POLICIES
@@ -65,9 +65,12 @@ def main(argv: list[str]) -> int:
     cluster = LocalCluster(
         specs, args.data_dir, extra_args=["--direct-get-policy", args.direct_get_policy], toxiproxy=toxiproxy
     )
-    stop = threading.Event()
+    # The handler only records the signal. It once set a threading.Event, whose lock the handler then
+    # takes: a second signal landing while the first handler held it (two quick Ctrl-Cs, or a SIGTERM
+    # from both a supervisor and a user) deadlocked the command with its nodes still running.
+    stop_signals: list[int] = []
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, lambda signum, _frame: stop_signals.append(signum))
     try:
         cluster.start(timeout=args.startup_timeout)
     except (TimeoutError, NodeProcessError) as exc:
@@ -81,11 +84,11 @@ def main(argv: list[str]) -> int:
     print("ready", flush=True)
     code = 0
     try:
-        while not stop.wait(0.5):
+        while not stop_signals and code == 0:
+            time.sleep(0.2)
             for name, proc in cluster.procs.items():
                 if proc.poll() is not None:
                     print(f"jetraft local: node {name} exited with code {proc.returncode}", file=sys.stderr)
-                    stop.set()
                     code = 1
     finally:
         print("stopping", flush=True)

@@ -9,19 +9,20 @@ from __future__ import annotations
 import importlib
 import sys
 
-# subcommand -> (module exposing `main(argv) -> int`, one-line help)
-SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "node": ("cluster.node.command", "run one node from flags or a config file"),
-    "local": ("cli.local", "run a local cluster of node processes on 127.0.0.1"),
-    "sim": ("raft.sim_cli", "run the deterministic Raft simulator over many seeds"),
-    "toxiproxy": ("chaos.toxiproxy_cli", "serve the Toxiproxy HTTP API with an embedded proxy"),
-    "demo": ("cli.demo", "run a demonstration (read-after-write under injected lag)"),
+# subcommand -> (module exposing `main(argv) -> int`, one-line help, the pip extra it needs beyond
+# what running nodes needs: `pip install jetraft` runs nodes and local clusters, `jetraft[demo]` the demo)
+SUBCOMMANDS: dict[str, tuple[str, str, str | None]] = {
+    "node": ("cluster.node.command", "run one node from flags or a config file", None),
+    "local": ("cli.local", "run a local cluster of node processes on 127.0.0.1", None),
+    "sim": ("raft.sim_cli", "run the deterministic Raft simulator over many seeds", None),
+    "toxiproxy": ("chaos.toxiproxy_cli", "serve the Toxiproxy HTTP API with an embedded proxy", None),
+    "demo": ("cli.demo", "run a demonstration (read-after-write under injected lag)", "demo"),
 }
 
 
 def _usage() -> str:
     lines = ["usage: jetraft <command> [options]", "", "commands:"]
-    lines += [f"  {name:<10} {help_}" for name, (_, help_) in SUBCOMMANDS.items()]
+    lines += [f"  {name:<10} {help_}" for name, (_, help_, _) in SUBCOMMANDS.items()]
     return "\n".join(lines)
 
 
@@ -34,7 +35,18 @@ def main(argv: list[str] | None = None) -> int:
     if name not in SUBCOMMANDS:
         print(f"jetraft: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
-    module = importlib.import_module(SUBCOMMANDS[name][0])
+    module_name, _, extra = SUBCOMMANDS[name]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if extra is None or exc.name is None:
+            raise
+        print(
+            f"jetraft {name}: needs jetraft's '{extra}' extra ({exc.name} is not installed): "
+            f"pip install 'jetraft[{extra}]'",
+            file=sys.stderr,
+        )
+        return 2
     return int(module.main(rest) or 0)
 
 

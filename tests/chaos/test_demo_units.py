@@ -215,8 +215,8 @@ def test_cli_rejects_bad_arguments_with_status_2(argv: list[str], capsys: pytest
 def test_cli_is_reachable_through_the_jetraft_command() -> None:
     from cli.main import SUBCOMMANDS
 
-    module, _ = SUBCOMMANDS["demo"]
-    assert module == "cli.demo"
+    module, _, extra = SUBCOMMANDS["demo"]
+    assert module == "cli.demo" and extra == "demo"
     with pytest.raises(SystemExit) as exc:
         demo_cli.main(["read-after-write", "--help"])
     assert exc.value.code == 0

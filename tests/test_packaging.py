@@ -1,0 +1,170 @@
+"""`pip install jetraft` runs nodes and local clusters; the demo and the Spark pipeline need their extras
+and say so. Checked by running the real commands with the extras' packages made unimportable (for the
+command and every process it starts), as in a plain venv without them."""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from local.cluster import node_available, plan_free_nodes
+
+# Top-level modules of the packages only the extras bring.
+EXTRAS_MODULES = ("nats", "toxiproxy", "matplotlib", "pyspark", "pyarrow")
+
+_BLOCKER = '''
+import importlib.abc, os, sys
+
+class _Blocked(importlib.abc.MetaPathFinder):
+    names = set(os.environ["JETRAFT_TEST_BLOCKED"].split(","))
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname.split(".")[0] in self.names:
+            raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
+        return None
+
+sys.meta_path.insert(0, _Blocked())
+'''
+
+
+def _env_without_extras(tmp_path: Path) -> dict[str, str]:
+    site = tmp_path / "blocker"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(_BLOCKER)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(site), str(Path(__file__).resolve().parent.parent)])
+    env["JETRAFT_TEST_BLOCKED"] = ",".join(EXTRAS_MODULES)
+    return env
+
+
+def _read_until(proc: subprocess.Popen[bytes], marker: str, timeout: float) -> list[str]:
+    assert proc.stdout is not None
+    selector = selectors.DefaultSelector()
+    selector.register(proc.stdout, selectors.EVENT_READ)
+    lines: list[str] = []
+    buffered = b""
+    deadline = time.monotonic() + timeout
+    while marker not in lines:
+        remaining = deadline - time.monotonic()
+        assert remaining > 0, f"no {marker!r} after {timeout}s; said {lines}"
+        if not selector.select(remaining):
+            continue
+        data = os.read(proc.stdout.fileno(), 4096)
+        assert data, f"exited with {proc.wait()} before {marker!r}; said {lines}"
+        buffered += data
+        *complete, buffered = buffered.split(b"\n")
+        lines += [line.decode() for line in complete]
+    return lines
+
+
+def test_the_blocker_really_blocks_the_extras(tmp_path: Path) -> None:
+    probe = subprocess.run(
+        [sys.executable, "-c", "import nats"], env=_env_without_extras(tmp_path), capture_output=True, text=True
+    )
+    assert probe.returncode != 0 and "No module named 'nats'" in probe.stderr
+
+
+def _local_up(tmp_path: Path, nodes: int, mirror_nodes: int) -> subprocess.Popen[bytes]:
+    specs = plan_free_nodes(nodes, mirror_nodes)
+    command = [
+        sys.executable, "-m", "cli.main", "local", "up",
+        "--nodes", str(nodes), "--mirror-nodes", str(mirror_nodes),
+        "--port-base", str(specs[0].client_port), "--http-port-base", str(specs[0].http_port),
+        "--cluster-port-base", str(specs[0].cluster_port), "--data-dir", str(tmp_path / "data"),
+    ]  # fmt: skip
+    return subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=_env_without_extras(tmp_path),
+        start_new_session=True,
+    )
+
+
+def _stopped(proc: subprocess.Popen[bytes], timeout: float) -> int | None:
+    """Its exit code once it exits within `timeout`; None (after killing it by PID) if it does not."""
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return None
+    finally:
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+@pytest.mark.skipif(not node_available(), reason="needs a runnable `jetraft node` (cluster.node.command)")
+def test_local_up_runs_a_cluster_with_a_mirror_node_without_any_extra(tmp_path: Path) -> None:
+    proc = _local_up(tmp_path, 2, 1)
+    try:
+        lines = _read_until(proc, "ready", timeout=90)
+        assert [line.split(":")[0] for line in lines[:3]] == ["n1", "n2", "m1 (mirror)"]
+        leaders = set()
+        for line in lines[:3]:
+            http_url = line.split()[-1]
+            with urllib.request.urlopen(f"{http_url}/healthz", timeout=5) as resp:
+                leaders.add(json.loads(resp.read())["meta_leader"])
+        assert len(leaders) == 1 and None not in leaders, leaders
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)
+        assert _stopped(proc, timeout=30) == 0
+
+
+@pytest.mark.skipif(not node_available(), reason="needs a runnable `jetraft node` (cluster.node.command)")
+def test_local_up_stops_its_nodes_when_signals_come_in_a_burst(tmp_path: Path) -> None:
+    """Ctrl-C pressed again and again, or a supervisor's SIGTERM on top of the user's: it still stops."""
+    proc = _local_up(tmp_path, 1, 0)
+    lines = _read_until(proc, "ready", timeout=90)
+    client_port = int(lines[0].split()[1].rpartition(":")[2])
+    # signals without pause for 3 s, or until it is gone: some land while an earlier one is being handled
+    deadline = time.monotonic() + 3
+    sent = 0
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            os.kill(proc.pid, signal.SIGINT if sent % 2 else signal.SIGTERM)
+        except ProcessLookupError:
+            break
+        sent += 1
+    code = _stopped(proc, timeout=30)
+    assert code is not None, f"deadlocked in its signal handler after {sent} signals"
+    # a signal landing after its handlers are gone, while the interpreter exits, may end it by signal:
+    # by then its node is stopped
+    assert code in (0, -signal.SIGINT, -signal.SIGTERM), code
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", client_port), timeout=2).close()
+
+
+def test_the_demo_without_its_extra_says_which_to_install(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "cli.main", "demo", "read-after-write"],
+        env=_env_without_extras(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "pip install 'jetraft[demo]'" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_the_pipeline_without_its_extra_says_which_to_install(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", "import pipeline"],
+        env=_env_without_extras(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert "pip install 'jetraft[spark]'" in result.stderr, result.stderr
