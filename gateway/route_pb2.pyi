@@ -43,7 +43,7 @@ class Interest(_message.Message):
     def __init__(self, subject: _Optional[bytes] = ..., queue: _Optional[bytes] = ..., weight: _Optional[int] = ...) -> None: ...
 
 class RoutedMessage(_message.Message):
-    __slots__ = ("subject", "reply", "headers", "payload", "queues", "deliver_as", "reply_via")
+    __slots__ = ("subject", "reply", "headers", "payload", "queues", "deliver_as", "reply_via", "rerouted")
     SUBJECT_FIELD_NUMBER: _ClassVar[int]
     REPLY_FIELD_NUMBER: _ClassVar[int]
     HEADERS_FIELD_NUMBER: _ClassVar[int]
@@ -51,6 +51,7 @@ class RoutedMessage(_message.Message):
     QUEUES_FIELD_NUMBER: _ClassVar[int]
     DELIVER_AS_FIELD_NUMBER: _ClassVar[int]
     REPLY_VIA_FIELD_NUMBER: _ClassVar[int]
+    REROUTED_FIELD_NUMBER: _ClassVar[int]
     subject: bytes
     reply: bytes
     headers: bytes
@@ -58,4 +59,5 @@ class RoutedMessage(_message.Message):
     queues: _containers.RepeatedScalarFieldContainer[bytes]
     deliver_as: bytes
     reply_via: str
-    def __init__(self, subject: _Optional[bytes] = ..., reply: _Optional[bytes] = ..., headers: _Optional[bytes] = ..., payload: _Optional[bytes] = ..., queues: _Optional[_Iterable[bytes]] = ..., deliver_as: _Optional[bytes] = ..., reply_via: _Optional[str] = ...) -> None: ...
+    rerouted: bool
+    def __init__(self, subject: _Optional[bytes] = ..., reply: _Optional[bytes] = ..., headers: _Optional[bytes] = ..., payload: _Optional[bytes] = ..., queues: _Optional[_Iterable[bytes]] = ..., deliver_as: _Optional[bytes] = ..., reply_via: _Optional[str] = ..., rerouted: _Optional[bool] = ...) -> None: ...

@@ -72,6 +72,7 @@ class RemoteLinks(Protocol):
         queues: Sequence[str],
         deliver_as: str | None = None,
         reply_via: str | None = None,
+        rerouted: bool = False,
     ) -> None: ...
 
     def rtt(self, peer: str) -> float | None: ...
@@ -431,9 +432,17 @@ class Router:
         queues: Iterable[str],
         deliver_as: str | None = None,
         reply_via: str | None = None,
+        *,
+        from_peer: str | None = None,
+        rerouted: bool = False,
     ) -> int:
         """A message a peer forwarded: every local plain subscriber, and one local member of each
-        queue group in `queues` (the peer chose this node for them). Never forwarded again.
+        queue group in `queues` (the peer chose this node for them).
+
+        A group with no member left here (it unsubscribed while the message was on its way: a
+        replica of a stream just deleted, a client gone) is handed once to another node that has
+        one, so the message still reaches a member, as a publish made now would; a message
+        already handed on (`rerouted`) is never handed on again.
 
         `reply_via`: the peer where `reply` has interest (the sender passed a request on), for
         answers published before that peer's own interest arrives."""
@@ -441,6 +450,7 @@ class Router:
             self._remember_reply_route(reply, reply_via)
         plan = self._plan(subject)
         targets: Sequence[Subscription] = plan.local
+        handed_on: dict[str, list[str]] | None = None
         for name in queues:
             group = plan.groups_by_name.get(name)
             if group is None:
@@ -450,7 +460,28 @@ class Router:
                 if targets is plan.local:
                     targets = list(targets)
                 targets.append(self.policy_for(name).choose_local(name, members))  # type: ignore[union-attr]
-        return self._deliver(targets, deliver_as or subject, reply, headers, payload, None) if targets else 0
+            elif not rerouted:
+                peer = self._other_member_node(group, from_peer)
+                if peer is not None:
+                    if handed_on is None:
+                        handed_on = {}
+                    handed_on.setdefault(peer, []).append(name)
+        count = self._deliver(targets, deliver_as or subject, reply, headers, payload, None) if targets else 0
+        if handed_on and self._links is not None:
+            # the requester's reply interest is where the message came from, unless it said otherwise
+            via = reply_via or from_peer
+            for peer, names in handed_on.items():
+                self._links.forward(peer, subject, reply, headers, payload, names, deliver_as, via, True)
+                count += 1
+        return count
+
+    def _other_member_node(self, group: QueueGroup[Subscription], sender: str | None) -> str | None:
+        """A node other than `sender` with members of `group`, chosen by the group's policy."""
+        others = [(peer, weight) for peer, weight in group.remote if peer != sender and weight > 0]
+        if not others:
+            return None
+        chosen = self.policy_for(group.name).choose(QueueGroup(group.name, (), others))
+        return chosen if isinstance(chosen, str) else None
 
     def pass_on(
         self,

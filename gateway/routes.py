@@ -163,13 +163,14 @@ class RouteMesh:
         queues: Sequence[str],
         deliver_as: str | None = None,
         reply_via: str | None = None,
+        rerouted: bool = False,
     ) -> None:
         link = self._links.get(peer)
         if link is None or not link.connected or link.queued_bytes >= self.queue_limit:
             # Like a NATS route that is down or hopelessly backed up: lost for that node.
             self.dropped_messages += 1
             return
-        link.messages.append((subject, reply, headers, payload, queues, deliver_as, reply_via))
+        link.messages.append((subject, reply, headers, payload, queues, deliver_as, reply_via, rerouted))
         link.queued_bytes += len(payload) + (len(headers) if headers else 0) + len(subject)
         if link.queued_bytes > QUEUE_HIGH_WATER:
             self._congested.add(peer)
@@ -285,6 +286,8 @@ class RouteMesh:
                     decode_token(msg.deliver_as) if msg.HasField("deliver_as") else None,
                     # replies to a requester on this node find it without help
                     msg.reply_via if msg.reply_via and msg.reply_via != self.node_name else None,
+                    from_peer=peer,
+                    rerouted=msg.rerouted,
                 )
             except InvalidSubjectError as exc:
                 log.warning("bad message from peer", peer=peer, error=str(exc))
@@ -307,8 +310,8 @@ def add_route_servicer(server: grpc.aio.Server, mesh: RouteMesh) -> None:
     route_pb2_grpc.add_RouteServicer_to_server(_RouteServicer(mesh), server)
 
 
-# subject, reply, headers, payload, queues, deliver_as, reply_via
-_QueuedMessage = tuple[str, str | None, bytes | None, bytes, Sequence[str], str | None, str | None]
+# subject, reply, headers, payload, queues, deliver_as, reply_via, rerouted
+_QueuedMessage = tuple[str, str | None, bytes | None, bytes, Sequence[str], str | None, str | None, bool]
 
 
 class _PeerLink:
@@ -441,7 +444,7 @@ class _PeerLink:
             size = 0
             taken = 0
             out = frame.messages
-            for subject, reply, headers, payload, queues, deliver_as, reply_via in queued:
+            for subject, reply, headers, payload, queues, deliver_as, reply_via, rerouted in queued:
                 if taken and size + len(payload) > MAX_FRAME_BYTES:
                     break
                 msg = out.add(subject=encode_token(subject), payload=payload)
@@ -455,6 +458,8 @@ class _PeerLink:
                     msg.deliver_as = encode_token(deliver_as)
                 if reply_via is not None:
                     msg.reply_via = reply_via
+                if rerouted:
+                    msg.rerouted = True
                 size += len(payload) + (len(headers) if headers else 0) + len(subject)
                 taken += 1
             del queued[:taken]

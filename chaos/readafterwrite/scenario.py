@@ -5,12 +5,12 @@ R3 stream with allow_direct and a mirror_direct mirror of it; one follower
 and the mirror's node get the latency on every link to and from them; after
 each round the toxics go and every responder must catch up before the next.
 
-The demo's own cluster routes Direct Gets `local-first` (the nodes' default),
-so each node's connection measures that node's copy alone. An attached
-cluster may use any policy (the compose deployment runs `random`, as
-nats-server spreads them): reads are still counted
-per responder, by the node that answered, and `run.local_answer_fraction`
-says how many were answered by the node they were sent to.
+The demo's own cluster runs the nodes' defaults: a Direct Get goes to a
+responder chosen at random among the replicas and the mirror, as nats-server
+spreads them. An attached cluster may use any policy. Either way each read is
+counted for the node that answered it (its `Jetraft-Node` header), and
+`run.local_answer_fraction` says how many were answered by the node they were
+sent to (about 1 with `--direct-get-policy local-first`).
 """
 
 from __future__ import annotations
@@ -97,11 +97,6 @@ class DemoResult:
             "lag_applies_to": "each direction of every proxy to and from the lagged nodes",
             "local_answer_fraction": local_answer_fraction(self.samples),
         }
-
-
-# The demo's own cluster routes each Direct Get to the node it was sent to, so that each node's
-# connection measures that node's copy alone (see the module docstring).
-OWN_CLUSTER_NODE_ARGS = ("--direct-get-policy", "local-first")
 
 
 NO_SUITABLE_PEERS = 10005

@@ -7,10 +7,10 @@ the PubAck's sequence. Since nobody else writes a worker's keys, any
 sequence below the one just acknowledged is a stale read.
 
 Every Direct Get is counted for the node that answered it (its
-`Jetraft-Node` header), not the node it was sent to: with `local-first` the
-two are the same (the nodes' default); with `random` (as in nats-server) any
-responder may answer, and a read that reaches a lagged node, or leaves one,
-crosses its lagged links. Read timeouts grow with the injected latency so
+`Jetraft-Node` header), not the node it was sent to: with `random` (the
+nodes' default, as in nats-server) any responder may answer, and a read that
+reaches a lagged node, or leaves one, crosses its lagged links; with
+`local-first` the two are the same. Read timeouts grow with the injected latency so
 those reads are answered (and attributed) instead of timing out.
 """
 
@@ -225,8 +225,8 @@ async def wait_caught_up(endpoints: list[Endpoint], stream: str, seq: int, timeo
     """Per node: whether it answered a read-your-writes Direct Get for `seq` within `timeout`.
 
     Requests go out on the connections of the nodes not seen to answer yet, and whoever answers (its
-    `Jetraft-Node` header) is marked: with `local-first` that is the node asked, with `random` any
-    responder, so asking goes on until every node has answered once. Pass only nodes that answer
+    `Jetraft-Node` header) is marked: with `random` (the default) any responder, with `local-first`
+    the node asked, so asking goes on until every node has answered once. Pass only nodes that answer
     Direct Gets for `stream`. Each try waits server side (min_last_seq); the loop backs off only when
     nobody answered or a node already seen did.
     """

@@ -42,13 +42,14 @@ from cluster.api.response_types import PEER_REMOVE_TYPE, STREAM_DELETE_TYPE, STR
 from cluster.api.subjects import META_PREFIX, ApiOp, ApiRequest, parse_meta_subject, stream_subject
 from cluster.consumer.assignment import ConsumerAssignment
 from cluster.consumer.replica import ConsumerReplica
+from cluster.direct_get.staleness import position_subject
 from cluster.meta.consumers import ConsumerAdmin, consumer_error_body, parse_meta_consumer_subject
 from cluster.meta.machine import MetaMachine, MetaOp, MetaResult, encode_meta_entry
 from cluster.meta.placement import NodeInfo, PlacementError, choose_peers, known_nodes
 from cluster.mirror.origin_fetcher import OriginFetcher
 from cluster.runtime.context import GROUP_OPTIONS, META_GROUP, NodeContext
 from cluster.runtime.internal_requests import NoRespondersError
-from cluster.runtime.leader_wait import pass_on_when_served
+from cluster.runtime.leader_wait import pass_on_when_served, wait_until_unserved
 from cluster.stream.assignment import StreamAssignment
 from cluster.stream.config import StreamConfig, parse_stream_config, stream_config_from_json
 from cluster.stream.config_check import (
@@ -78,6 +79,8 @@ STREAM_READY_TIMEOUT = 10.0
 CATCH_UP_TIMEOUT = 2.0
 # How long a placement waits for a member whose route is not up yet.
 PLACEMENT_WAIT = 2.0
+# How long a stream's delete waits for its replicas to stop before it is acknowledged anyway.
+REPLICAS_STOP_WAIT = 2.0
 
 
 class _MetaStateMachine:
@@ -388,6 +391,11 @@ class MetaService:
         result = await self._propose(MetaOp.REMOVE_STREAM, {"name": name})
         if not result.ok:
             raise JSErrors.STREAM_NOT_FOUND()
+        # Acknowledged once its replicas have stopped (bounded: a node cut off stops when it hears),
+        # so no replica of it answers a Direct Get after the client was told it is gone, and its
+        # mirrors' replicas answer them alone.
+        if not await wait_until_unserved(self.ctx.router, position_subject(name), REPLICAS_STOP_WAIT):
+            log.info("stream_deleted_before_every_replica_stopped", stream=name)
         # as nats-server: each consumer goes first, then the stream
         now = time.time_ns()
         for consumer in consumers:

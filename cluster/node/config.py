@@ -11,7 +11,7 @@ from typing import Any
 from gateway.queue_policy import POLICY_NAMES
 
 DIRECT_GET_POLICIES = POLICY_NAMES
-DEFAULT_DIRECT_GET_POLICY = "local-first"
+DEFAULT_DIRECT_GET_POLICY = "random"
 
 
 class ConfigError(ValueError):
@@ -129,7 +129,7 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
         "--queue-policy", choices=POLICY_NAMES, help="member choice for clients' queue groups (random)"
     )
     parser.add_argument(
-        "--direct-get-policy", choices=DIRECT_GET_POLICIES, help="responder choice for Direct Get (local-first)"
+        "--direct-get-policy", choices=DIRECT_GET_POLICIES, help="responder choice for Direct Get (random, as nats-server)"
     )
     parser.add_argument("--log-level", help="DEBUG, INFO, WARNING, ERROR (or $JETRAFT_LOG_LEVEL)")
     parser.add_argument("--log-format", choices=("json", "console", "auto"))

@@ -28,6 +28,17 @@ async def wait_for_interest(router: Router, subject: str, timeout: float = LEADE
     return True
 
 
+async def wait_until_unserved(router: Router, subject: str, timeout: float) -> bool:
+    """Whether nobody serves `subject` any more, here or on any peer, within `timeout` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while router.has_interest(subject):
+        if loop.time() >= deadline:
+            return False
+        await asyncio.sleep(LEADER_POLL)
+    return True
+
+
 async def pass_on_when_served(
     router: Router, subject: str, payload: bytes, reply: str | None, headers: bytes | None
 ) -> bool:

@@ -263,17 +263,20 @@ class StreamReplica:
             self._update_responders()
 
     async def stop(self, delete: bool) -> None:
-        for consumer in list(self.consumers.values()):
-            await consumer.stop(delete)
-        self.consumers.clear()
+        # Out of `_sys_` before anything else, then the position subscription: the meta leader
+        # acknowledges a stream's delete once no node has that subscription left, and a node's
+        # interest changes reach each peer in order, so by then no replica answers Direct Gets.
         self.stopped = True
-        if self._position_sub is not None:
-            self.ctx.router.unsubscribe(self._position_sub)
-        if self._staleness_task is not None:
-            self._staleness_task.cancel()
         self.responder.leave()
         if self.origin_responder is not None:
             self.origin_responder.leave()
+        if self._position_sub is not None:
+            self.ctx.router.unsubscribe(self._position_sub)
+        for consumer in list(self.consumers.values()):
+            await consumer.stop(delete)
+        self.consumers.clear()
+        if self._staleness_task is not None:
+            self._staleness_task.cancel()
         if self._leader is not None:
             self._leader.close()
             self._leader = None

@@ -23,7 +23,7 @@ from nats.js.api import StreamConfig
 from nats.js.errors import APIError, NoStreamResponseError, NotFoundError
 
 from chaos.readafterwrite.faults import LinkFaults
-from chaos.readafterwrite.scenario import OWN_CLUSTER_NODE_ARGS, DemoSettings, create_streams
+from chaos.readafterwrite.scenario import DemoSettings, create_streams
 from chaos.readafterwrite.stats import Outcome, ReadPath, ReadSample
 from chaos.readafterwrite.workload import (
     Endpoint,
@@ -44,7 +44,9 @@ _API_FAILURES = (NatsTimeoutError, NoRespondersError, NoStreamResponseError, API
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with faultable_cluster(tmp_path_factory.mktemp("faultable"), extra_args=OWN_CLUSTER_NODE_ARGS) as running:
+    # local-first, an option: a connection to a node is answered by that node's own copy
+    local_reads = ("--direct-get-policy", "local-first")
+    with faultable_cluster(tmp_path_factory.mktemp("faultable"), extra_args=local_reads) as running:
         assert running.toxiproxy_url is not None
         yield running
 

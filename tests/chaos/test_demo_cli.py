@@ -1,10 +1,9 @@
-"""`jetraft demo read-after-write` end to end: attached to a `random`-policy cluster, and on its own cluster.
+"""`jetraft demo read-after-write` end to end: attached to a running cluster, and on its own cluster.
 
-A `random` cluster (the default Direct Get policy, as in nats-server, and what
-docker compose and `jetraft local up` run) answers a Direct Get from any
-responder: the demo must still give rows per answering node, the lagged ones
-included. Without `--attach` the demo starts, uses and stops its own
-(`local-first`) cluster.
+Nodes spread Direct Gets at random over the responders by default (as
+nats-server does, and as docker compose and `jetraft local up` run them): the
+demo must still give rows per answering node, the lagged ones included.
+Without `--attach` the demo starts, uses and stops its own cluster.
 """
 
 from __future__ import annotations
@@ -33,10 +32,7 @@ SHORT_RUN = ["--lags", "0,300", "--duration", "2", "--warmup", "0.5", "--max-wri
 def random_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     specs = plan_free_nodes(3, 1)
     toxiproxy = start_faultable_links(specs, 0, log_path=None)
-    running = LocalCluster(
-        specs, tmp_path_factory.mktemp("random"), extra_args=["--direct-get-policy", "random"],
-        toxiproxy=toxiproxy,
-    )  # fmt: skip
+    running = LocalCluster(specs, tmp_path_factory.mktemp("random"), toxiproxy=toxiproxy)
     running.start(timeout=60)
     try:
         yield running
@@ -71,9 +67,9 @@ def test_attached_to_a_random_policy_cluster_rows_are_per_answering_node_lagged_
     document = json.loads(json_path.read_text())
     run = document["run"]
     lagged = set(run["layout"]["lagged"])
-    # the cluster really is `random`: most reads were answered by a node other than the one asked
+    # the cluster spreads reads: most were answered by a node other than the one asked
     assert run["local_answer_fraction"] < 0.6, run["local_answer_fraction"]
-    assert "not local-first" in capsys.readouterr().out
+    assert "were answered by the node they were sent to" in capsys.readouterr().out
     for lag_ms in (0, 300):
         for path in ("direct_get", "direct_get_min_last_seq"):
             rows = _rows(document, lag_ms, path)
@@ -109,15 +105,17 @@ def test_without_attach_the_demo_runs_its_own_cluster_and_stops_it(
     code = demo_cli.main(["read-after-write", *one_lag, "--json", str(json_path), "--png", str(png_path)])
     assert code == 0
     out = capsys.readouterr().out
-    assert "injected latency 300 ms" in out and "not local-first" not in out
+    assert "injected latency 300 ms" in out
     document = json.loads(json_path.read_text())
     run = document["run"]
-    assert run["local_answer_fraction"] >= 0.9, "the demo's own cluster answers Direct Gets locally"
+    # its own cluster runs the nodes' defaults: reads spread over the responders
+    assert run["local_answer_fraction"] < 0.6, run["local_answer_fraction"]
     assert {r["responder"] for r in _rows(document, 300, "direct_get")} == NODES
     lagging_rows = [r for r in _rows(document, 300, "direct_get") if r["lagging"]]
     assert {r["responder"] for r in lagging_rows} == set(run["layout"]["lagged"])
     for row in lagging_rows:
-        assert row["reads"] >= 3 and row["stale_fraction"] > 0.5 and row["behind_seq_p99"] >= 1, row
+        assert row["reads"] >= 2 and row["latency_ms_p99"] >= 250, row
+    assert sum(r["stale"] for r in lagging_rows) >= 1, lagging_rows
     _assert_fresh_where_promised(document)
     assert png_path.read_bytes()[:4] == b"\x89PNG"
     # its nodes (and Toxiproxy) are gone

@@ -105,7 +105,7 @@ def test_ports_are_consistent_with_the_node_flags(compose: dict[str, Any]) -> No
 
 def test_nodes_spread_direct_gets_at_random_and_log_json(compose: dict[str, Any]) -> None:
     """The read-spread dashboards show one client's reads spread over the replicas, as a NATS cluster
-    spreads them (nodes default to local-first); the demo copes (tests/chaos/test_demo_cli)."""
+    spreads them: the nodes' default, which no node's command overrides."""
     for name, service in node_services(compose).items():
         config = parse_node_command(service["command"])
         assert config.direct_get_policy == "random", name

@@ -40,6 +40,7 @@ class FakeLinks:
     forwarded: list[tuple[str, str, str | None, tuple[str, ...]]] = field(default_factory=list)
     shown: list[str | None] = field(default_factory=list)
     reply_vias: list[str | None] = field(default_factory=list)
+    rerouted: list[bool] = field(default_factory=list)
 
     def forward(
         self,
@@ -51,10 +52,12 @@ class FakeLinks:
         queues: Sequence[str],
         deliver_as: str | None = None,
         reply_via: str | None = None,
+        rerouted: bool = False,
     ) -> None:
         self.forwarded.append((peer, subject, reply, tuple(queues)))
         self.shown.append(deliver_as)
         self.reply_vias.append(reply_via)
+        self.rerouted.append(rerouted)
 
     def rtt(self, peer: str) -> float | None:
         return None
@@ -365,6 +368,44 @@ def test_routed_message_reaches_plain_subscribers_and_one_member_of_the_named_gr
     assert len(plain) == 2
     assert sum(members.values()) == 1
     # A routed message is never forwarded again, although n2 has interest.
+    assert links.forwarded == []
+
+
+def test_a_routed_message_whose_group_left_this_node_goes_once_to_another_members_node() -> None:
+    """A replica of a deleted stream left `_sys_` while a Direct Get chosen for it was on the way:
+    the request goes on to a node that still has a member (a mirror), never back to its sender."""
+    router = Router(rng=random.Random(3))
+    links = FakeLinks()
+    router.attach_links(links)
+    router.set_remote_interest("n1", "$JS.API.DIRECT.GET.S", "_sys_", 1)  # the sender's own member
+    router.set_remote_interest("m1", "$JS.API.DIRECT.GET.S", "_sys_", 1)
+    plain, plain_cb = collector()
+    router.subscribe("$JS.API.DIRECT.GET.>", plain_cb)
+    sent = router.deliver_routed(
+        "$JS.API.DIRECT.GET.S", "_INBOX.r", None, b"{}", ["_sys_"], from_peer="n1"
+    )
+    assert sent == 2 and len(plain) == 1  # the plain subscriber here, and the hand-on
+    assert links.forwarded == [("m1", "$JS.API.DIRECT.GET.S", "_INBOX.r", ("_sys_",))]
+    assert links.rerouted == [True]
+    # the requester's reply interest is on the sender's node
+    assert links.reply_vias == ["n1"]
+
+
+def test_a_handed_on_message_is_never_handed_on_again() -> None:
+    router = Router(rng=random.Random(3))
+    links = FakeLinks()
+    router.attach_links(links)
+    router.set_remote_interest("m1", "svc", "q", 1)
+    assert router.deliver_routed("svc", None, None, b"x", ["q"], from_peer="n2", rerouted=True) == 0
+    assert links.forwarded == []
+
+
+def test_a_routed_message_whose_group_has_no_member_anywhere_else_is_dropped() -> None:
+    router = Router(rng=random.Random(3))
+    links = FakeLinks()
+    router.attach_links(links)
+    router.set_remote_interest("n2", "svc", "q", 2)  # only the sender has members
+    assert router.deliver_routed("svc", None, None, b"x", ["q"], from_peer="n2") == 0
     assert links.forwarded == []
 
 

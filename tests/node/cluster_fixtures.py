@@ -13,10 +13,6 @@ from nats.aio.msg import Msg
 
 from local.cluster import LocalCluster, plan_free_nodes
 
-# Nodes answer a Direct Get from the replica on the client's node by default; these helpers ask one
-# connection's Direct Gets until every replica has answered, so their clusters spread them at random.
-RANDOM_DIRECT_GETS = ["--direct-get-policy", "random"]
-
 
 @contextmanager
 def local_cluster(
@@ -33,8 +29,8 @@ def local_cluster(
 async def direct_get_from_every_replica(
     nc: nats.NATS, stream: str, request: bytes, within: float = 20.0
 ) -> list[Msg]:
-    """Direct Get `request` until each of the three replicas has answered (on a cluster started with
-    RANDOM_DIRECT_GETS each request reaches one member of `_sys_` at random, and a replica joins once it has caught up); every reply, for the
+    """Direct Get `request` until each of the three replicas has answered (each request reaches one
+    member of `_sys_` at random, and a replica joins once it has caught up); every reply, for the
     caller to check. Bounded by time, not by a count: a fast loop could ask 400 times before a
     replica that was just woken or started has caught up."""
     loop = asyncio.get_running_loop()
@@ -52,8 +48,7 @@ async def direct_get_from_every_replica(
 
 
 async def every_replica_applied(nc: nats.NATS, stream: str, subject: str, seq: int) -> None:
-    """Until all three replicas have applied `seq` (a cluster started with RANDOM_DIRECT_GETS): nats-py's
-    KV reads are Direct Gets, answered by any replica, so a read right after a write may be stale until then (that is Direct Get's trade-off)."""
+    """Until all three replicas have applied `seq`: nats-py's KV reads are Direct Gets, answered by any replica, so a read right after a write may be stale until then (that is Direct Get's trade-off)."""
     request = json.dumps({"last_by_subj": subject, "min_last_seq": seq}).encode()
     for reply in await direct_get_from_every_replica(nc, stream, request):
         assert reply.headers is not None and int(reply.headers["Jetraft-Last-Sequence"]) >= seq

@@ -9,7 +9,7 @@ import pytest
 
 from cluster.api.prefixes import map_subject
 from local.cluster import LocalCluster
-from tests.node.cluster_fixtures import RANDOM_DIRECT_GETS, every_replica_applied, local_cluster
+from tests.node.cluster_fixtures import every_replica_applied, local_cluster
 
 
 def test_prefix_mapping() -> None:
@@ -22,7 +22,7 @@ def test_prefix_mapping() -> None:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    args = ["--domain", "hub", "--api-prefix", "JS.acc1", *RANDOM_DIRECT_GETS]
+    args = ["--domain", "hub", "--api-prefix", "JS.acc1"]
     with local_cluster(tmp_path_factory.mktemp("prefixes"), extra_args=args) as running:
         yield running
 

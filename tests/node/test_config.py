@@ -34,11 +34,11 @@ def test_flags_build_a_config() -> None:
     assert config.client_url == "nats://127.0.0.1:4300"
 
 
-def test_direct_gets_stay_on_the_clients_node_and_client_queue_groups_spread_by_default() -> None:
+def test_direct_gets_and_client_queue_groups_spread_at_random_by_default_as_in_nats() -> None:
     config = _parse(["--name", "n1"])
-    assert (config.direct_get_policy, config.queue_policy) == ("local-first", "random")
-    config = _parse(["--name", "n1", "--queue-policy", "round-robin", "--direct-get-policy", "random"])
-    assert (config.direct_get_policy, config.queue_policy) == ("random", "round-robin")
+    assert (config.direct_get_policy, config.queue_policy) == ("random", "random")
+    config = _parse(["--name", "n1", "--queue-policy", "round-robin", "--direct-get-policy", "local-first"])
+    assert (config.direct_get_policy, config.queue_policy) == ("local-first", "round-robin")
 
 
 def test_a_policy_from_the_file_is_checked(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import pytest
 from nats.aio.msg import Msg
 
 from local.cluster import LocalCluster
-from tests.node.cluster_fixtures import RANDOM_DIRECT_GETS, every_replica_applied, local_cluster
+from tests.node.cluster_fixtures import every_replica_applied, local_cluster
 
 STREAM = "FORMS"
 API = f"$JS.API.DIRECT.GET.{STREAM}"
@@ -19,7 +19,7 @@ API = f"$JS.API.DIRECT.GET.{STREAM}"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with local_cluster(tmp_path_factory.mktemp("forms"), extra_args=RANDOM_DIRECT_GETS) as running:
+    with local_cluster(tmp_path_factory.mktemp("forms")) as running:
         yield running
 
 

@@ -19,7 +19,6 @@ from nats.js.errors import (
 
 from local.cluster import LocalCluster
 from tests.node.cluster_fixtures import (
-    RANDOM_DIRECT_GETS,
     direct_get_from_every_replica,
     every_replica_applied,
     local_cluster,
@@ -28,7 +27,7 @@ from tests.node.cluster_fixtures import (
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with local_cluster(tmp_path_factory.mktemp("js-cluster"), extra_args=RANDOM_DIRECT_GETS) as running:
+    with local_cluster(tmp_path_factory.mktemp("js-cluster")) as running:
         yield running
 
 

@@ -20,14 +20,14 @@ from nats.js.errors import ServiceUnavailableError
 
 from local.cluster import LocalCluster
 from tests.chaos.node_metrics import scrape, value
-from tests.node.cluster_fixtures import RANDOM_DIRECT_GETS, direct_get_from_every_replica, local_cluster
+from tests.node.cluster_fixtures import direct_get_from_every_replica, local_cluster
 
 STREAM = "REBORN"
 
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    with local_cluster(tmp_path, extra_args=RANDOM_DIRECT_GETS) as running:
+    with local_cluster(tmp_path) as running:
         yield running
 
 
