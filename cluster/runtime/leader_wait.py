@@ -14,18 +14,30 @@ import asyncio
 from gateway.router import Router
 
 LEADER_WAIT = 3.0
-LEADER_POLL = 0.02
 
 
 async def wait_for_interest(router: Router, subject: str, timeout: float = LEADER_WAIT) -> bool:
-    """Whether somebody serves `subject` within `timeout` seconds."""
+    """Whether somebody serves `subject` within `timeout` seconds; the router says when interest
+    arrives (here, or from a peer over the route mesh), so this returns the moment it does."""
+    if router.has_interest(subject):
+        return True
+    changed = asyncio.Event()
+    watch = router.watch_interest(subject, changed.set)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    while not router.has_interest(subject):
-        if loop.time() >= deadline:
-            return False
-        await asyncio.sleep(LEADER_POLL)
-    return True
+    try:
+        while not router.has_interest(subject):
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            changed.clear()
+            try:
+                await asyncio.wait_for(changed.wait(), remaining)
+            except TimeoutError:
+                return router.has_interest(subject)
+        return True
+    finally:
+        router.unwatch_interest(watch)
 
 
 async def pass_on_when_served(
