@@ -20,7 +20,9 @@ from typing import Any
 from cluster.api import jsjson
 from cluster.api.errors import JSErrors
 from cluster.stream.config import REQUIRED_LEVEL_KEY, SERVER_LEVEL_KEY, SERVER_VERSION_KEY
-from storage.nats_time import format_optional_ts, parse_request_time
+from storage.nats_time import ZERO_TIME, format_optional_ts, parse_request_time, parse_rfc3339_nano
+
+_ZERO_TIME_NS = parse_rfc3339_nano(ZERO_TIME)
 
 
 class DeliverPolicy(enum.StrEnum):
@@ -242,6 +244,25 @@ def _time_ns(obj: dict[str, Any], key: str) -> int | None:
         raise jsjson.RequestJSONError(str(exc)) from None
 
 
+def parse_pause_until(text: str) -> int | None:
+    """An RFC 3339 `pause_until` as Unix ns; None for Go's zero time (no pause). Raises ValueError."""
+    if parse_rfc3339_nano(text) == _ZERO_TIME_NS:
+        return None
+    return parse_request_time(text)
+
+
+def _pause_until(obj: dict[str, Any]) -> int | None:
+    raw = obj.get("pause_until")
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        raise jsjson.RequestJSONError(f"json: cannot unmarshal {type(raw).__name__} into field pause_until")
+    try:
+        return parse_pause_until(raw)
+    except ValueError as exc:
+        raise jsjson.RequestJSONError(str(exc)) from None
+
+
 def _durations(obj: dict[str, Any], key: str) -> tuple[int, ...]:
     raw = obj.get(key)
     if raw is None:
@@ -284,7 +305,7 @@ def _from_json(obj: dict[str, Any]) -> ConsumerConfig:
         mem_storage=g.get_bool(obj, "mem_storage"),
         direct=g.get_bool(obj, "direct"),
         metadata=g.get_str_map(obj, "metadata") or {},
-        pause_until_ns=_time_ns(obj, "pause_until"),
+        pause_until_ns=_pause_until(obj),
         priority_groups=tuple(g.get_str_list(obj, "priority_groups")),
     )
 
@@ -331,4 +352,5 @@ __all__ = [
     "consumer_config_from_bytes",
     "consumer_config_from_json",
     "parse_create_request",
+    "parse_pause_until",
 ]

@@ -49,6 +49,7 @@ from cluster.mirror.origin_fetcher import OriginFetcher
 from cluster.runtime.context import GROUP_OPTIONS, META_GROUP, NodeContext
 from cluster.runtime.internal_requests import NoRespondersError
 from cluster.runtime.leader_wait import pass_on_when_served
+from cluster.runtime.meta_progress import with_meta_index
 from cluster.stream.assignment import StreamAssignment
 from cluster.stream.config import StreamConfig, parse_stream_config, stream_config_from_json
 from cluster.stream.config_check import (
@@ -152,6 +153,11 @@ class MetaService:
                     return consumer
         return None
 
+    @property
+    def applied_index(self) -> int:
+        """The meta log index this node has applied: what an answer asked of another leader must reflect."""
+        return self._state_machine.applied_index
+
     def knows_consumer(self, stream: str, name: str) -> bool:
         return name in self.machine.consumers.get(stream, {})
 
@@ -179,6 +185,8 @@ class MetaService:
             await self._wanted.wait()
 
     async def _reconcile_once(self) -> None:
+        # the assignments below are read from the machine as of this index (or later ones, after an await)
+        index = self._state_machine.applied_index
         # copies: the machine updates its assignments in place, replicas compare against theirs
         wanted = {
             name: StreamAssignment.from_json(a.to_json())
@@ -202,6 +210,7 @@ class MetaService:
             log.info("stream_replica_started", stream=name, node=self.ctx.name, peers=assignment.peers)
         for replica in list(self.replicas.values()):
             await self._reconcile_consumers(replica)
+        self.ctx.meta_progress.advance(index)
 
     async def _reconcile_consumers(self, stream: StreamReplica) -> None:
         assigned = self.machine.consumers.get(stream.name, {})
@@ -299,8 +308,9 @@ class MetaService:
     async def _handle(self, request: ApiRequest, msg: Message) -> bytes | None:
         op, name = request.op, request.stream
         if op is ApiOp.ACCOUNT_INFO:
+            consumers = sum(len(by_name) for by_name in self.machine.consumers.values())
             return account_info_response(
-                AccountUsage(streams=len(self.machine.streams), domain=self.ctx.domain)
+                AccountUsage(streams=len(self.machine.streams), consumers=consumers, domain=self.ctx.domain)
             )
         if op is ApiOp.STREAM_NAMES:
             return stream_names_response(list(self.configs().values()), parse_list_request(msg.payload))
@@ -317,8 +327,10 @@ class MetaService:
         # a per-stream operation from a node that did not know the stream: we know for sure
         if name not in self.machine.streams:
             raise JSErrors.STREAM_NOT_FOUND()
+        # the leader answers once its node caught up with what this one applied (consumer count, config)
+        headers = with_meta_index(msg.headers, self.applied_index)
         if not await pass_on_when_served(
-            self.ctx.router, stream_subject(name, op), msg.payload, msg.reply, msg.headers
+            self.ctx.router, stream_subject(name, op), msg.payload, msg.reply, headers
         ):
             raise JSErrors.CLUSTER_NOT_AVAILABLE()
         return None
@@ -437,12 +449,15 @@ class MetaService:
             request.offset,
             LIST_LIMIT,
             lambda name: stream_subject(name, ApiOp.LIST_ENTRY),
+            with_meta_index(None, self.applied_index),
         )
 
     async def _ask_stream(self, name: str, op: ApiOp, payload: bytes) -> bytes:
-        """The stream leader's answer, waiting (bounded) for a new group to elect its leader."""
+        """The stream leader's answer, waiting (bounded) for a new group to elect its leader. The leader
+        answers once its node has the assignment as this one applied it (the config just updated):
+        before, a leader on another node described the stream as it was before the update."""
         reply = await self.ctx.requester.request_when_answered(
-            stream_subject(name, op), payload, STREAM_READY_TIMEOUT
+            stream_subject(name, op), payload, STREAM_READY_TIMEOUT, with_meta_index(None, self.applied_index)
         )
         return reply.payload
 
