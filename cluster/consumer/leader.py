@@ -608,8 +608,11 @@ class ConsumerLeader:
         if self.queue.full or request.no_wait:
             # expired and abandoned requests go first: they neither take room nor want messages
             self._publish_frames(self.queue.prune(now, self._has_interest))
-        if request.no_wait and self.working is not None:
-            answer = no_wait_answer(request, self._deliverable(now), self.queue.batch_pending())
+        batch_pending = self.queue.batch_pending() if request.no_wait else 0
+        # what it could get decides only without an expiry or behind other requests (nats-py's fetch
+        # sends no_wait with expires to an empty queue: no count needed)
+        if request.no_wait and self.working is not None and (not request.expires_ns or batch_pending):
+            answer = no_wait_answer(request, self._deliverable(now), batch_pending)
             if answer is not None:
                 self.ctx.router.publish(reply, b"", None, answer)
                 return
