@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import structlog
@@ -84,9 +84,10 @@ PLACEMENT_WAIT = 2.0
 class _MetaStateMachine:
     """The driver's view of the meta machine: applied index kept beside it (memory; replayed on start)."""
 
-    def __init__(self, machine: MetaMachine) -> None:
+    def __init__(self, machine: MetaMachine, on_applied: Callable[[int], None]) -> None:
         self.machine = machine
         self._applied = 0
+        self._on_applied = on_applied
 
     @property
     def applied_index(self) -> int:
@@ -100,6 +101,8 @@ class _MetaStateMachine:
             else:
                 results.append(MetaResult(ok=True))
             self._applied = entry.index
+        if entries:
+            self._on_applied(self._applied)
         return results
 
     def snapshot(self) -> bytes:
@@ -108,6 +111,7 @@ class _MetaStateMachine:
     def restore(self, snapshot: Snapshot) -> None:
         self.machine.restore(snapshot.data)
         self._applied = snapshot.index
+        self._on_applied(self._applied)
 
 
 class MetaService:
@@ -115,11 +119,14 @@ class MetaService:
         self.ctx = ctx
         self.machine = MetaMachine()
         self.machine.listeners.append(self._assignment_changed)
-        self._state_machine = _MetaStateMachine(self.machine)
+        self._state_machine = _MetaStateMachine(self.machine, self._meta_applied)
         self.replicas: dict[str, StreamReplica] = {}
         self.leader_id: NodeId | None = None
         self.role = Role.FOLLOWER
         self._wanted = asyncio.Event()
+        # a reconcile pass under way, and whether one ever completed (see _meta_applied)
+        self._reconciling = False
+        self._reconciled_once = False
         self._leader_sub: Subscription | None = None
         self._consumer_sub: Subscription | None = None
         self.consumer_admin = ConsumerAdmin(self)
@@ -169,6 +176,14 @@ class MetaService:
     def _assignment_changed(self, _name: str, _assignment: StreamAssignment | None) -> None:
         self._wanted.set()
 
+    def _meta_applied(self, index: int) -> None:
+        """Entries that changed no assignment (a new meta leader's empty entry, a refused request)
+        need no reconcile: with none pending or under way, this node's replicas already have
+        everything up to `index`. (Left to the reconciler, leaders asked for that index would wait
+        for a pass that never comes.)"""
+        if self._reconciled_once and not self._reconciling and not self._wanted.is_set():
+            self.ctx.meta_progress.advance(index)
+
     async def _reconcile_loop(self) -> None:
         host = self.ctx.host
         while not self._stopped:
@@ -180,8 +195,16 @@ class MetaService:
                     await asyncio.wait_for(host.wait_leadership_change(META_GROUP), CATCH_UP_TIMEOUT)
         log.info("meta_caught_up", node=self.ctx.name, streams=len(self.machine.streams))
         while not self._stopped:
+            self._reconciling = True
             self._wanted.clear()
-            await self._reconcile_once()
+            try:
+                await self._reconcile_once()
+            finally:
+                self._reconciling = False
+            self._reconciled_once = True
+            if not self._wanted.is_set():
+                # what was applied during the pass changed no assignment (it would have set _wanted)
+                self.ctx.meta_progress.advance(self._state_machine.applied_index)
             await self._wanted.wait()
 
     async def _reconcile_once(self) -> None:

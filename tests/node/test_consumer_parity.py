@@ -354,3 +354,35 @@ async def test_a_push_consumer_created_before_its_subscriber_delivers_at_once(bo
         assert msg.data == b"waiting", kind
         await sub.unsubscribe()
         await request(nc, f"{API}STREAM.DELETE.PUSHED")
+
+
+# last: it kills and restarts a node
+async def test_info_is_not_held_up_after_the_meta_leader_changes(cluster: LocalCluster) -> None:
+    """A new meta leader's first entry changes no assignment: nodes must not wait for a reconcile of
+    it before answering what the meta leader passes on (every INFO stalled 5 s, past clients' timeouts)."""
+    meta = meta_leader(cluster)
+    survivor = next(spec for spec in cluster.specs if spec.name != meta)
+    nc = await nats.connect(survivor.client_url)
+    try:
+        await make_stream(nc, "AFTER_META", 3)
+        cluster.kill_node(meta)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while True:  # until the survivors have a meta leader again
+            try:
+                info = await request(nc, f"{API}STREAM.INFO.AFTER_META", timeout=2)
+                if "error" not in info:
+                    break
+            except nats.errors.TimeoutError:
+                pass
+            assert loop.time() < deadline, "INFO never answered within 2 s after the meta leader died"
+            await asyncio.sleep(0.1)
+        started = loop.time()
+        for _ in range(3):
+            assert "error" not in await request(nc, f"{API}STREAM.INFO.AFTER_META", timeout=2)
+        assert loop.time() - started < 2.0
+        await request(nc, f"{API}STREAM.DELETE.AFTER_META")
+    finally:
+        await nc.close()
+        cluster.restart_node(meta)
+        cluster.wait_ready(names=[meta])
