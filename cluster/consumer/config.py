@@ -22,7 +22,8 @@ from cluster.api.errors import JSErrors
 from cluster.stream.config import REQUIRED_LEVEL_KEY, SERVER_LEVEL_KEY, SERVER_VERSION_KEY
 from storage.nats_time import ZERO_TIME, format_optional_ts, parse_request_time, parse_rfc3339_nano
 
-_ZERO_TIME_NS = parse_rfc3339_nano(ZERO_TIME)
+# Go's zero time: a config may name it as its `pause_until` (kept and printed, pausing nothing)
+ZERO_TIME_NS = parse_rfc3339_nano(ZERO_TIME)
 
 
 class DeliverPolicy(enum.StrEnum):
@@ -195,7 +196,8 @@ class ConsumerConfig:
         if metadata:
             out["metadata"] = {key: metadata[key] for key in sorted(metadata)}
         if self.pause_until_ns is not None:
-            out["pause_until"] = format_optional_ts(self.pause_until_ns)
+            zero = self.pause_until_ns == ZERO_TIME_NS
+            out["pause_until"] = ZERO_TIME if zero else format_optional_ts(self.pause_until_ns)
         if self.priority_groups:
             out["priority_groups"] = list(self.priority_groups)
         return out
@@ -244,10 +246,10 @@ def _time_ns(obj: dict[str, Any], key: str) -> int | None:
         raise jsjson.RequestJSONError(str(exc)) from None
 
 
-def parse_pause_until(text: str) -> int | None:
-    """An RFC 3339 `pause_until` as Unix ns; None for Go's zero time (no pause). Raises ValueError."""
-    if parse_rfc3339_nano(text) == _ZERO_TIME_NS:
-        return None
+def parse_pause_until(text: str) -> int:
+    """An RFC 3339 `pause_until` as Unix ns (ZERO_TIME_NS for Go's zero time). Raises ValueError."""
+    if parse_rfc3339_nano(text) == ZERO_TIME_NS:
+        return ZERO_TIME_NS
     return parse_request_time(text)
 
 
@@ -343,6 +345,7 @@ def parse_create_request(payload: bytes | bytearray | memoryview | str) -> Creat
 
 __all__ = [
     "REQUIRED_LEVEL_KEY",
+    "ZERO_TIME_NS",
     "AckPolicy",
     "ConsumerConfig",
     "CreateAction",

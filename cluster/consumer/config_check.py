@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from cluster.api.errors import ApiError, JSErrors
 from cluster.consumer.config import (
+    ZERO_TIME_NS,
     AckPolicy,
     ConsumerConfig,
     CreateAction,
@@ -158,8 +159,8 @@ def _check_sampling(sample_freq: str) -> None:
 
 def required_api_level(cfg: ConsumerConfig) -> int:
     """The JetStream API level a server needs to honour `cfg` (nats-server's `_nats.req.level`):
-    1 for a pause (added in 2.11), else 0."""
-    return 1 if cfg.pause_until_ns is not None else 0
+    1 for a pause (added in 2.11; Go's zero time is none), else 0."""
+    return 1 if cfg.pause_until_ns is not None and cfg.pause_until_ns != ZERO_TIME_NS else 0
 
 
 def static_metadata(cfg: ConsumerConfig) -> dict[str, str]:

@@ -24,7 +24,7 @@ from typing import Any
 
 from cluster.api import jsjson
 from cluster.api.errors import JSErrors
-from cluster.consumer.config import ConsumerConfig, parse_pause_until
+from cluster.consumer.config import ZERO_TIME_NS, ConsumerConfig, parse_pause_until
 from cluster.consumer.config_check import static_metadata
 from storage.nats_time import format_optional_ts
 
@@ -58,9 +58,10 @@ def parse_pause_request(payload: bytes) -> int | None:
             "JSApiConsumerPauseRequest.pause_until of type time.Time"
         )
     try:
-        return parse_pause_until(raw)
+        until = parse_pause_until(raw)
     except ValueError as exc:
         raise JSErrors.INVALID_JSON(err=str(exc)) from None
+    return None if until == ZERO_TIME_NS else until  # the server clears a zero pause_until
 
 
 def is_paused(config: ConsumerConfig, now_ns: int) -> bool:

@@ -91,6 +91,11 @@ def test_a_pause_is_part_of_the_config_and_raises_its_api_level() -> None:
     assert with_pause(paused, None) == plain
     created = normalize_consumer_config(ConsumerConfig(durable_name="e", pause_until_ns=UNTIL), stream)
     assert created.pause_until_ns == UNTIL and created.metadata["_nats.req.level"] == "1"
+    # created with Go's zero time: nats-server 2.15.1 keeps and prints it, at level 0, paused never
+    zero = consumer_config_from_json({"durable_name": "z", "pause_until": "0001-01-01T00:00:00Z"})
+    zero = normalize_consumer_config(zero, stream)
+    assert zero.to_json()["pause_until"] == "0001-01-01T00:00:00Z" and zero.metadata["_nats.req.level"] == "0"
+    assert not is_paused(zero, 0) and consumer_config_from_json(json.loads(zero.to_bytes())) == zero
     assert is_paused(paused, UNTIL - 1) and not is_paused(paused, UNTIL) and not is_paused(plain, 0)
     assert pause_remaining(paused, UNTIL - 5) == 5 and pause_remaining(paused, UNTIL + 5) == 0
 
