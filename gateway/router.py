@@ -28,7 +28,7 @@ from gateway.output import OutputFlusher
 from gateway.protocol import encode_token
 from gateway.queue_policy import QueueGroup, QueuePolicy, make_policy
 from gateway.sublist import Sublist, SublistResult
-from subjects.grammar import is_valid_filter
+from subjects.grammar import has_wildcard, is_valid_filter, is_valid_subject, subject_matches
 
 log = structlog.get_logger(__name__)
 
@@ -105,6 +105,20 @@ class Message:
 
 MessageCallback = Callable[[Message], None]
 InterestListener = Callable[[str, str | None, int], None]
+
+
+class InterestWatch:
+    """A service's watch on who could receive one literal subject (`Router.watch_interest`)."""
+
+    __slots__ = ("callback", "closed", "subject")
+
+    def __init__(self, subject: str, callback: Callable[[], None]) -> None:
+        self.subject = subject
+        self.callback = callback
+        self.closed = False
+
+    def __repr__(self) -> str:
+        return f"InterestWatch({self.subject!r})"
 
 
 class Subscription:
@@ -217,6 +231,8 @@ class Router:
         }
         self._interest: dict[tuple[str, str | None], int] = {}
         self._interest_listeners: list[InterestListener] = []
+        # literal subject -> the watches on it (see watch_interest)
+        self._watches: dict[str, list[InterestWatch]] = {}
         self._remote: dict[str, dict[tuple[str, str | None], RemoteInterest]] = {}
         # Client connections' buffered output; see gateway.output.
         self.output = OutputFlusher()
@@ -300,6 +316,50 @@ class Router:
             count = 0
         for listener in self._interest_listeners:
             listener(subject, queue, count)
+        self._notify_watches(subject)
+
+    # --- interest in one subject, as a service waiting for a receiver sees it ---------------
+
+    def watch_interest(self, subject: str, callback: Callable[[], None]) -> InterestWatch:
+        """`callback()` runs each time a subscription that would receive literal `subject` comes or
+        goes: a local one (client or internal) or a peer's, as its interest arrives over the route
+        mesh. That is every moment `has_interest(subject)` may change, so a service waiting for a
+        receiver (a push consumer's deliver subject, a leader's API subject) is told at once
+        instead of looking again and again. Runs synchronously, like a subscription callback: it
+        must not block. Raises InvalidSubjectError for a subject that is not literal."""
+        if not is_valid_subject(subject):
+            raise InvalidSubjectError(f"invalid subject to watch {subject!r}")
+        watch = InterestWatch(subject, callback)
+        self._watches.setdefault(subject, []).append(watch)
+        return watch
+
+    def unwatch_interest(self, watch: InterestWatch) -> None:
+        """End a watch (idempotent)."""
+        if watch.closed:
+            return
+        watch.closed = True
+        watches = self._watches.get(watch.subject)
+        if watches is not None:
+            with contextlib.suppress(ValueError):
+                watches.remove(watch)
+            if not watches:
+                del self._watches[watch.subject]
+
+    def _notify_watches(self, filter_: str) -> None:
+        """Interest on `filter_` came or went: call the watches of every subject it matches."""
+        if not self._watches:
+            return
+        if has_wildcard(filter_):
+            hit = [w for subject, ws in self._watches.items() if subject_matches(filter_, subject) for w in ws]
+        else:
+            hit = list(self._watches.get(filter_, ()))
+        for watch in hit:
+            if watch.closed:
+                continue
+            try:
+                watch.callback()
+            except Exception:
+                log.exception("interest watch callback failed", subject=watch.subject)
 
     # --- peers -----------------------------------------------------------------------
 
@@ -340,11 +400,15 @@ class Router:
             interest = RemoteInterest(peer, subject, queue, weight)
             interests[key] = interest
             self._sublist.insert(subject, interest)
+        elif current is None:
+            return  # nothing was there, nothing changed
+        self._notify_watches(subject)
 
     def clear_remote_interest(self, peer: str) -> None:
         """Forget everything `peer` advertised (its link went down or it restarted)."""
         for interest in self._remote.pop(peer, {}).values():
             self._sublist.remove(interest.subject, interest)
+            self._notify_watches(interest.subject)
 
     def remote_interest(self, peer: str) -> list[tuple[str, str | None, int]]:
         return [(i.subject, i.queue, i.weight) for i in self._remote.get(peer, {}).values()]
@@ -365,9 +429,14 @@ class Router:
         return plan
 
     def has_interest(self, subject: str) -> bool:
-        """Whether a message on `subject` would reach anyone, here or on a peer."""
+        """Whether a message on `subject` would reach anyone, here or on a peer (or by a reply route:
+        the answer to a request passed on to this node finds its requester before its interest
+        arrives, see `pass_on`)."""
         plan = self._plan(subject)
-        return bool(plan.local or plan.peers or plan.groups)
+        if plan.local or plan.peers or plan.groups:
+            return True
+        route = self._reply_routes.get(subject) if self._reply_routes else None
+        return route is not None and route[1] >= time.monotonic()
 
     def publish(
         self,

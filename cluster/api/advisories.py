@@ -5,8 +5,10 @@ Bodies and subjects checked against a real 3-node nats-server 2.15.1 cluster
 published once, by the node that decided what it reports: the meta leader for
 STREAM.CREATED, STREAM.UPDATED and STREAM.DELETED (after a CONSUMER.DELETED for
 each of the stream's consumers, in that order, as the server does), and for
-CONSUMER.CREATED and CONSUMER.DELETED; the consumer leader for
-CONSUMER.MSG_TERMINATED, CONSUMER.MSG_NAKED and CONSUMER.MAX_DELIVERIES.
+CONSUMER.CREATED and CONSUMER.DELETED, and CONSUMER.PAUSE when a consumer is
+created paused or a PAUSE request sets or clears its pause; the consumer leader
+for CONSUMER.MSG_TERMINATED, CONSUMER.MSG_NAKED, CONSUMER.MAX_DELIVERIES and the
+CONSUMER.PAUSE that says a pause ran out.
 Builders are pure: the caller passes the event id and the clock.
 """
 
@@ -18,7 +20,7 @@ import string
 from typing import Any
 
 from cluster.api import jsjson
-from storage.nats_time import format_rfc3339_nano
+from storage.nats_time import format_optional_ts, format_rfc3339_nano
 
 ADVISORY_PREFIX = "$JS.EVENT.ADVISORY."
 CONSUMER_ACTION_TYPE = "io.nats.jetstream.advisory.v1.consumer_action"
@@ -26,6 +28,7 @@ STREAM_ACTION_TYPE = "io.nats.jetstream.advisory.v1.stream_action"
 TERMINATED_TYPE = "io.nats.jetstream.advisory.v1.terminated"
 NAK_TYPE = "io.nats.jetstream.advisory.v1.nak"
 MAX_DELIVER_TYPE = "io.nats.jetstream.advisory.v1.max_deliver"
+PAUSE_TYPE = "io.nats.jetstream.advisory.v1.consumer_pause"
 
 _ID_ALPHABET = string.digits + string.ascii_letters
 _ID_LENGTH = 22  # as long as a NUID, which is what nats-server uses
@@ -37,6 +40,7 @@ class ConsumerEvent(enum.StrEnum):
     MSG_TERMINATED = "MSG_TERMINATED"
     MSG_NAKED = "MSG_NAKED"
     MAX_DELIVERIES = "MAX_DELIVERIES"
+    PAUSE = "PAUSE"
 
 
 class StreamEvent(enum.StrEnum):
@@ -95,6 +99,18 @@ def consumer_action(
     return jsjson.dumps(body)
 
 
+def consumer_pause(
+    stream: str, consumer: str, pause_until_ns: int | None, event_id: str, now_ns: int, domain: str = ""
+) -> bytes:
+    """CONSUMER.PAUSE: `paused` says whether `pause_until` (Go's zero time when cleared) is still ahead."""
+    body = _head(PAUSE_TYPE, event_id, now_ns, stream, consumer)
+    body["paused"] = pause_until_ns is not None and now_ns < pause_until_ns
+    body["pause_until"] = format_optional_ts(pause_until_ns or 0)
+    if domain:
+        body["domain"] = domain
+    return jsjson.dumps(body)
+
+
 def msg_terminated(
     stream: str,
     consumer: str,
@@ -137,6 +153,7 @@ __all__ = [
     "StreamEvent",
     "consumer_action",
     "consumer_advisory_subject",
+    "consumer_pause",
     "max_deliveries",
     "msg_naked",
     "msg_terminated",

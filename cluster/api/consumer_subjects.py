@@ -1,6 +1,6 @@
 """Which consumer API operation a `$JS.API.CONSUMER.>` subject names, and where it is answered.
 
-Creating, deleting, listing and naming consumers change or read the meta
+Creating, deleting, pausing, listing and naming consumers change or read the meta
 group: they go to the meta leader on `$JSR.MC.<tail>` (the tail after
 `$JS.API.CONSUMER.`, so the create forms keep their filter tokens). INFO,
 MSG.NEXT and LEADER.STEPDOWN are the consumer leader's: they go to
@@ -12,6 +12,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import Any
+
+from cluster.api.errors import ApiError, error_response
+from storage.nats_time import ZERO_TIME
 
 CONSUMER_API_PREFIX = "$JS.API.CONSUMER."
 META_CONSUMER_PREFIX = "$JSR.MC."
@@ -26,12 +30,17 @@ class ConsumerOp(enum.StrEnum):
     INFO = "INFO"
     NEXT = "NEXT"
     STEPDOWN = "STEPDOWN"
+    PAUSE = "PAUSE"
     # internal: meta leader -> consumer leader
     CREATE_RESULT = "CREATE_RESULT"
     LIST_ENTRY = "LIST_ENTRY"
+    # answered (empty) once the leader's node has applied the meta index the request names
+    APPLIED = "APPLIED"
 
 
-META_CONSUMER_OPS = frozenset({ConsumerOp.CREATE, ConsumerOp.DELETE, ConsumerOp.NAMES, ConsumerOp.LIST})
+META_CONSUMER_OPS = frozenset(
+    {ConsumerOp.CREATE, ConsumerOp.DELETE, ConsumerOp.NAMES, ConsumerOp.LIST, ConsumerOp.PAUSE}
+)
 
 RESPONSE_TYPES = {
     ConsumerOp.CREATE: "io.nats.jetstream.api.v1.consumer_create_response",
@@ -41,6 +50,11 @@ RESPONSE_TYPES = {
     ConsumerOp.INFO: "io.nats.jetstream.api.v1.consumer_info_response",
     ConsumerOp.NEXT: "io.nats.jetstream.api.v1.consumer_getnext_response",
     ConsumerOp.STEPDOWN: "io.nats.jetstream.api.v1.consumer_leader_stepdown_response",
+    ConsumerOp.PAUSE: "io.nats.jetstream.api.v1.consumer_pause_response",
+}
+# what Go still prints after the error in some responses (the zero values of their other fields)
+_ERROR_TRAILERS: dict[ConsumerOp, dict[str, Any]] = {
+    ConsumerOp.PAUSE: {"paused": False, "pause_until": ZERO_TIME},
 }
 
 
@@ -55,6 +69,10 @@ class ConsumerRequest:
     @property
     def response_type(self) -> str:
         return RESPONSE_TYPES.get(self.op, "io.nats.jetstream.api.v1.error_response")
+
+    def error_body(self, error: ApiError) -> bytes:
+        """The error answer to this request, shaped as nats-server's for its operation."""
+        return error_response(self.response_type, error, **_ERROR_TRAILERS.get(self.op, {}))
 
 
 def parse_consumer_subject(subject: str) -> ConsumerRequest | None:
@@ -73,6 +91,8 @@ def parse_consumer_subject(subject: str) -> ConsumerRequest | None:
         return ConsumerRequest(ConsumerOp(head), tokens[1], tokens[2], tail)
     if head == "MSG" and len(tokens) == 4 and tokens[1] == "NEXT":
         return ConsumerRequest(ConsumerOp.NEXT, tokens[2], tokens[3], tail)
+    if head == "PAUSE" and len(tokens) == 3:
+        return ConsumerRequest(ConsumerOp.PAUSE, tokens[1], tokens[2], tail)
     if head == "LEADER" and len(tokens) == 4 and tokens[1] == "STEPDOWN":
         return ConsumerRequest(ConsumerOp.STEPDOWN, tokens[2], tokens[3], tail)
     return None

@@ -118,6 +118,8 @@ class ApiEntry:
             return
         if isinstance(request, ApiRequest) and request.op is ApiOp.STREAM_INFO:
             body = stream_info_error(error)
+        elif isinstance(request, ConsumerRequest):
+            body = request.error_body(error)
         else:
             body = error_response(request.response_type, error)
         self._ctx.reply(msg.reply, body)

@@ -22,15 +22,17 @@ async def list_page(
     offset: int,
     limit: int,
     entry_subject: Callable[[str], str],
+    headers: bytes | None = None,
 ) -> bytes:
     """`{"type", "total", "offset", "limit", key: [...]}` for names[offset:offset+limit], each entry asked
-    of its leader at `entry_subject(name)`; those that do not answer are listed under `missing`."""
+    of its leader at `entry_subject(name)` (with `headers`); those that do not answer are listed under
+    `missing`."""
     offset = min(offset, len(names))
     page = names[offset : offset + limit]
 
     async def entry(name: str) -> Any:
         try:
-            reply = await requester.request(entry_subject(name), timeout=ENTRY_TIMEOUT)
+            reply = await requester.request(entry_subject(name), b"", ENTRY_TIMEOUT, headers)
             body = orjson.loads(reply.payload)
         except (NoRespondersError, TimeoutError, orjson.JSONDecodeError):
             return None

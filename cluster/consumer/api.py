@@ -43,6 +43,8 @@ class ConsumerView:
     num_waiting: int = 0
     cluster: dict[str, Any] | None = None
     push_bound: bool = False
+    # > 0 while paused: how long until the pause ends
+    pause_remaining_ns: int = 0
 
 
 def _sequence_info(consumer_seq: int, stream_seq: int, last_active_ns: int) -> dict[str, Any]:
@@ -75,6 +77,9 @@ def consumer_info(view: ConsumerView, now_ns: int, server_version: str = SERVER_
         out["cluster"] = view.cluster
     if view.push_bound:
         out["push_bound"] = True
+    if view.pause_remaining_ns > 0:
+        out["paused"] = True
+        out["pause_remaining"] = view.pause_remaining_ns
     out["ts"] = format_rfc3339_nano(now_ns)
     return out
 

@@ -20,7 +20,10 @@ from typing import Any
 from cluster.api import jsjson
 from cluster.api.errors import JSErrors
 from cluster.stream.config import REQUIRED_LEVEL_KEY, SERVER_LEVEL_KEY, SERVER_VERSION_KEY
-from storage.nats_time import format_optional_ts, parse_request_time
+from storage.nats_time import ZERO_TIME, format_optional_ts, parse_request_time, parse_rfc3339_nano
+
+# Go's zero time: a config may name it as its `pause_until` (kept and printed, pausing nothing)
+ZERO_TIME_NS = parse_rfc3339_nano(ZERO_TIME)
 
 
 class DeliverPolicy(enum.StrEnum):
@@ -193,7 +196,8 @@ class ConsumerConfig:
         if metadata:
             out["metadata"] = {key: metadata[key] for key in sorted(metadata)}
         if self.pause_until_ns is not None:
-            out["pause_until"] = format_optional_ts(self.pause_until_ns)
+            zero = self.pause_until_ns == ZERO_TIME_NS
+            out["pause_until"] = ZERO_TIME if zero else format_optional_ts(self.pause_until_ns)
         if self.priority_groups:
             out["priority_groups"] = list(self.priority_groups)
         return out
@@ -242,6 +246,25 @@ def _time_ns(obj: dict[str, Any], key: str) -> int | None:
         raise jsjson.RequestJSONError(str(exc)) from None
 
 
+def parse_pause_until(text: str) -> int:
+    """An RFC 3339 `pause_until` as Unix ns (ZERO_TIME_NS for Go's zero time). Raises ValueError."""
+    if parse_rfc3339_nano(text) == ZERO_TIME_NS:
+        return ZERO_TIME_NS
+    return parse_request_time(text)
+
+
+def _pause_until(obj: dict[str, Any]) -> int | None:
+    raw = obj.get("pause_until")
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        raise jsjson.RequestJSONError(f"json: cannot unmarshal {type(raw).__name__} into field pause_until")
+    try:
+        return parse_pause_until(raw)
+    except ValueError as exc:
+        raise jsjson.RequestJSONError(str(exc)) from None
+
+
 def _durations(obj: dict[str, Any], key: str) -> tuple[int, ...]:
     raw = obj.get(key)
     if raw is None:
@@ -284,7 +307,7 @@ def _from_json(obj: dict[str, Any]) -> ConsumerConfig:
         mem_storage=g.get_bool(obj, "mem_storage"),
         direct=g.get_bool(obj, "direct"),
         metadata=g.get_str_map(obj, "metadata") or {},
-        pause_until_ns=_time_ns(obj, "pause_until"),
+        pause_until_ns=_pause_until(obj),
         priority_groups=tuple(g.get_str_list(obj, "priority_groups")),
     )
 
@@ -322,6 +345,7 @@ def parse_create_request(payload: bytes | bytearray | memoryview | str) -> Creat
 
 __all__ = [
     "REQUIRED_LEVEL_KEY",
+    "ZERO_TIME_NS",
     "AckPolicy",
     "ConsumerConfig",
     "CreateAction",
@@ -331,4 +355,5 @@ __all__ = [
     "consumer_config_from_bytes",
     "consumer_config_from_json",
     "parse_create_request",
+    "parse_pause_until",
 ]

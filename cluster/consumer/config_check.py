@@ -8,8 +8,9 @@ the server, as NOTES.md asks:
 - `max_deliver` 0 or negative is not an error: it becomes -1 (unlimited);
 - a filter outside the stream's subjects is accepted (it matches nothing yet).
 
-Features jetraft does not implement (pause, priority groups) are refused with
-a clear error instead of being accepted and ignored. All functions are pure.
+Features jetraft does not implement (priority groups, direct consumers) are
+refused with a clear error instead of being accepted and ignored. All
+functions are pure.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 
 from cluster.api.errors import ApiError, JSErrors
 from cluster.consumer.config import (
+    ZERO_TIME_NS,
     AckPolicy,
     ConsumerConfig,
     CreateAction,
@@ -155,9 +157,16 @@ def _check_sampling(sample_freq: str) -> None:
         raise JSErrors.CONSUMER_INVALID_SAMPLING(err=f'strconv.Atoi: parsing "{text}": invalid syntax')
 
 
-def _static_metadata(cfg: ConsumerConfig) -> dict[str, str]:
+def required_api_level(cfg: ConsumerConfig) -> int:
+    """The JetStream API level a server needs to honour `cfg` (nats-server's `_nats.req.level`):
+    1 for a pause (added in 2.11; Go's zero time is none), else 0."""
+    return 1 if cfg.pause_until_ns is not None and cfg.pause_until_ns != ZERO_TIME_NS else 0
+
+
+def static_metadata(cfg: ConsumerConfig) -> dict[str, str]:
+    """The metadata to store: the user's, and the API level the config requires."""
     out = {k: v for k, v in cfg.metadata.items() if k not in DYNAMIC_METADATA_KEYS}
-    out[REQUIRED_LEVEL_KEY] = "0"
+    out[REQUIRED_LEVEL_KEY] = str(required_api_level(cfg))
     return out
 
 
@@ -179,8 +188,6 @@ def normalize_consumer_config(
         raise _invalid("consumer name can not contain '.', '*', '>', '\\', '/'")
     if len(name) > MAX_NAME_LEN:
         raise JSErrors.CONSUMER_NAME_TOO_LONG(max=MAX_NAME_LEN)
-    if cfg.pause_until_ns is not None:
-        raise JSErrors.CONSUMER_CREATE(err="consumer pause is not supported by jetraft")
     if cfg.priority_groups:
         raise JSErrors.CONSUMER_CREATE(err="consumer priority groups are not supported by jetraft")
     if cfg.direct:
@@ -228,7 +235,7 @@ def normalize_consumer_config(
         max_expires=max_expires,
         max_batch=max(cfg.max_batch, 0),
         max_bytes=max(cfg.max_bytes, 0),
-        metadata=_static_metadata(cfg),
+        metadata=static_metadata(cfg),
     )
 
     if cfg.is_pull:
@@ -335,4 +342,6 @@ __all__ = [
     "is_valid_consumer_name",
     "normalize_consumer_config",
     "parse_create_subject",
+    "required_api_level",
+    "static_metadata",
 ]

@@ -9,8 +9,10 @@ commits: if this leader dies first, the next one redelivers them (at least
 once, as JetStream promises).
 
 One task serves everything: it plans deliveries when a message is stored,
-a pull request or an ack arrives, or a timer (ack wait, pull expiry,
-heartbeats) is due, and sleeps otherwise.
+a pull request or an ack arrives, a push consumer's deliver subject gains or
+loses a subscriber (the router tells it), or a timer (ack wait, pull expiry,
+heartbeats, the end of a pause) is due, and sleeps otherwise. While the
+config's `pause_until` lies ahead it delivers nothing (cluster/consumer/pause.py).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import structlog
 from cluster.api.advisories import (
     ConsumerEvent,
     consumer_advisory_subject,
+    consumer_pause,
     max_deliveries,
     msg_naked,
     msg_terminated,
@@ -58,27 +61,31 @@ from cluster.consumer.config import AckPolicy, ConsumerConfig, ReplayPolicy
 from cluster.consumer.delivery import (
     OutgoingMsg,
     StopReason,
+    due_redeliveries,
     next_wakeup,
     num_pending,
     plan_deliveries,
     start_position,
 )
 from cluster.consumer.entries import AckLike, Acks, ConsumerEntry, Forget, ForgetReason
+from cluster.consumer.pause import is_paused, pause_remaining
 from cluster.consumer.pull import (
     PullRequest,
     PullRequestError,
     WaitingQueue,
+    batch_completed,
     check_pull_request,
     max_bytes_exceeded,
-    no_messages,
+    no_wait_answer,
     parse_pull_request,
 )
 from cluster.consumer.state import ConsumerState
 from cluster.runtime.group_membership import converge_membership
 from cluster.runtime.internal_requests import NoRespondersError
+from cluster.runtime.meta_progress import meta_index_of
 from cluster.stream.info import ClusterInfo
 from cluster.stream.leader import leader_cluster_info
-from gateway.router import Message, Subscription
+from gateway.router import InterestWatch, InvalidSubjectError, Message, Subscription
 from raft.driver import RaftHostError
 from storage.errors import MsgNotFoundError
 
@@ -93,7 +100,6 @@ PUSH_BATCH = 256
 PUSH_ROUNDS = 4
 CATCH_UP_TIMEOUT = 2.0
 IDLE_SLEEP = 1.0
-NO_INTEREST_POLL = 0.05
 
 
 class LedConsumer(Protocol):
@@ -137,6 +143,10 @@ class ConsumerLeader:
         self._replay_origin: tuple[int, int] | None = None
         self._held: tuple[OutgoingMsg, int] | None = None
         self._replay_due: int | None = None
+        # a push consumer hears from the router when its deliver subject gains or loses a subscriber
+        self._deliver_watch: InterestWatch | None = None
+        # the pause this leader saw in force: when it runs out, the leader announces it
+        self._pause_seen: int | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -147,6 +157,7 @@ class ConsumerLeader:
             router.subscribe(f"$JS.ACK.{self.stream_name}.{self.name}.>", self._on_ack),
             router.subscribe(f"$JS.FC.{self.stream_name}.{self.name}.*", self._on_flow_control_reply),
         ]
+        self._watch_deliver_subject()
         self._task = self.ctx.spawn(self._run(), f"consumer-{self.stream_name}-{self.name}")
         self.reconcile_membership()
         log.info("consumer_leader", stream=self.stream_name, consumer=self.name, node=self.ctx.name)
@@ -156,6 +167,9 @@ class ConsumerLeader:
         for sub in self._subs:
             self.ctx.router.unsubscribe(sub)
         self._subs = []
+        if self._deliver_watch is not None:
+            self.ctx.router.unwatch_interest(self._deliver_watch)
+            self._deliver_watch = None
         if self._task is not None:
             self._task.cancel()
         if self._membership_task is not None:
@@ -182,7 +196,27 @@ class ConsumerLeader:
             )
 
     def config_changed(self) -> None:
+        self.queue.max_waiting = max(self.replica.config.max_waiting, 0)
+        self._watch_deliver_subject()
         self.kick()
+
+    def _watch_deliver_subject(self) -> None:
+        """Be woken the moment a push consumer's deliver subject gains or loses a subscriber, here or
+        on a peer: delivery starts as soon as someone can receive, as nats-server's does."""
+        router, cfg = self.ctx.router, self.replica.config
+        watch = self._deliver_watch
+        if watch is not None:
+            if cfg.is_push and watch.subject == cfg.deliver_subject:
+                return
+            router.unwatch_interest(watch)
+            self._deliver_watch = None
+        if cfg.is_push:
+            try:
+                self._deliver_watch = router.watch_interest(cfg.deliver_subject, self.kick)
+            except InvalidSubjectError:
+                log.warning(
+                    "consumer_deliver_subject_invalid", consumer=self.name, subject=cfg.deliver_subject
+                )
 
     # -- the serving loop ----------------------------------------------------------------------
 
@@ -218,24 +252,27 @@ class ConsumerLeader:
             return
         cfg, working = self.replica.config, self.working
         assert working is not None
+        paused = is_paused(cfg, now)
         # a redelivery falling due matters only when someone can receive it: a waiting pull
-        # request, or a push subscriber (else an overdue ack wait would spin this loop)
+        # request, or a push subscriber (else an overdue ack wait would spin this loop); and not
+        # while paused (the end of the pause wakes this loop instead)
         receivers = len(self.queue) > 0 if cfg.is_pull else self.ctx.router.has_interest(cfg.deliver_subject)
-        due = next_wakeup(cfg, working) if receivers else None
+        due = next_wakeup(cfg, working) if receivers and not paused else None
         wakeups = [t for t in (due, self.queue.next_wakeup()) if t is not None]
         if cfg.is_push and cfg.idle_heartbeat:
             wakeups.append(self._last_push_ns + cfg.idle_heartbeat)
-        if self._replay_due is not None:
+        if paused:
+            assert cfg.pause_until_ns is not None
+            wakeups.append(cfg.pause_until_ns)
+        elif self._replay_due is not None:
             wakeups.append(self._replay_due)
         if self._idle_since is not None and cfg.inactive_threshold and not self._expiring:
             wakeups.append(self._idle_since + cfg.inactive_threshold)
         timeout = IDLE_SLEEP
         if wakeups:
             timeout = min(max((min(wakeups) - now) / 1e9, 0.001), IDLE_SLEEP)
-        if cfg.is_push and not receivers:
-            # the router tells nobody when a subscriber appears (here or on a peer): look again soon,
-            # so a push consumer starts delivering within NO_INTEREST_POLL of its subscriber's arrival
-            timeout = min(timeout, NO_INTEREST_POLL)
+        # a push consumer without a subscriber needs no polling: the router's watch kicks this loop
+        # the moment one subscribes, here or on a peer
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._kick.wait(), timeout)
 
@@ -284,20 +321,55 @@ class ConsumerLeader:
         future.add_done_callback(settle)
 
     def _serve(self, now: int) -> None:
+        paused = self._check_pause(now)
         if self.replica.config.is_push:
-            self._serve_push(now)
+            self._serve_push(now, paused)
         else:
-            self._serve_pulls(now)
+            self._serve_pulls(now, paused)
         self._check_inactive(now)
 
-    def _serve_pulls(self, now: int) -> None:
+    def _check_pause(self, now: int) -> bool:
+        """Whether the consumer is paused now; a pause this leader saw run out is announced (one the
+        meta leader lifted with a PAUSE request was announced there)."""
+        cfg = self.replica.config
+        if is_paused(cfg, now):
+            self._pause_seen = cfg.pause_until_ns
+            return True
+        if self._pause_seen is not None:
+            if cfg.pause_until_ns == self._pause_seen:
+                body = consumer_pause(
+                    self.stream_name, self.name, cfg.pause_until_ns, new_event_id(), now, self.ctx.domain
+                )
+                subject = consumer_advisory_subject(ConsumerEvent.PAUSE, self.stream_name, self.name)
+                self.ctx.router.publish(subject, body)
+            self._pause_seen = None
+        return False
+
+    def _has_interest(self, subject: str) -> bool:
+        try:
+            return self.ctx.router.has_interest(subject)
+        except InvalidSubjectError:
+            return False
+
+    def _publish_frames(self, frames: list[tuple[str, bytes]]) -> None:
+        for reply, frame in frames:
+            self.ctx.router.publish(reply, b"", None, frame)
+
+    def _serve_pulls(self, now: int, paused: bool) -> None:
         publish = self.ctx.router.publish
-        for reply, frame in self.queue.expire(now):
-            publish(reply, b"", None, frame)
+        # expired requests get their 408; those whose client is gone are dropped unanswered
+        self._publish_frames(self.queue.prune(now, self._has_interest))
         for reply in self.queue.heartbeats_due(now):
             assert self.working is not None
             publish(reply, b"", None, idle_heartbeat(self.working))
+        if paused:
+            # nothing is delivered: as at the end of the stream, no_wait requests are answered
+            self._publish_frames(self.queue.out_of_messages())
+            return
         while (waiting := self.queue.peek()) is not None:
+            if not self._has_interest(waiting.reply):
+                self.queue.remove(waiting)  # nobody would receive what it is sent
+                continue
             plan = self._plan(now, waiting.batch_left, waiting.bytes_left)
             if not plan.messages:
                 if plan.entries:
@@ -308,31 +380,34 @@ class ConsumerLeader:
                         waiting.reply, b"", None, max_bytes_exceeded(waiting.batch_left, waiting.bytes_left)
                     )
                     continue
-                if waiting.no_wait:
-                    self.queue.remove(waiting)
-                    publish(waiting.reply, b"", None, no_messages())
-                    continue
+                if plan.stop is not StopReason.MAX_ACK_PENDING:
+                    # out of messages (held back by max_ack_pending is not: acks will free some)
+                    self._publish_frames(self.queue.out_of_messages())
                 return
             for msg in plan.messages:
                 publish(waiting.reply, msg.payload, msg.reply, msg.headers, deliver_as=msg.subject)
-            done = self.queue.served(waiting, len(plan.messages), plan.bytes_used, now)
-            if not done and plan.stop is StopReason.MAX_BYTES:
+            if self.queue.served(waiting, len(plan.messages), plan.bytes_used, now):
+                if waiting.completed_with_bytes_left:
+                    publish(waiting.reply, b"", None, batch_completed(waiting.bytes_left))
+            elif plan.stop is StopReason.MAX_BYTES:
                 self.queue.remove(waiting)
                 publish(waiting.reply, b"", None, max_bytes_exceeded(waiting.batch_left, waiting.bytes_left))
 
-    def _serve_push(self, now: int) -> None:
+    def _serve_push(self, now: int, paused: bool) -> None:
         cfg, router = self.replica.config, self.ctx.router
         subject = cfg.deliver_subject
-        if not router.has_interest(subject) or self.flow.stalled:
+        if not router.has_interest(subject):
             return
-        if cfg.replay_policy is ReplayPolicy.ORIGINAL:
-            while not self._closed and self._replay_next(now):
-                pass
-        else:
-            self._push_batches(now)
+        if not paused and not self.flow.stalled:
+            if cfg.replay_policy is ReplayPolicy.ORIGINAL:
+                while not self._closed and self._replay_next(now):
+                    pass
+            else:
+                self._push_batches(now)
+        # heartbeats go on while paused or stalled on flow control (naming the reply it waits for)
         if cfg.idle_heartbeat and now - self._last_push_ns >= cfg.idle_heartbeat:
             assert self.working is not None
-            stalled = self.flow.outstanding or "" if self.flow.stalled else ""
+            stalled = (self.flow.outstanding or "") if self.flow.stalled else ""
             router.publish(subject, b"", None, idle_heartbeat(self.working, stalled))
             self._last_push_ns = now
 
@@ -520,21 +595,52 @@ class ConsumerLeader:
         if op is ConsumerOp.NEXT:
             self._queue_pull(msg.reply, msg.payload, time.time_ns())
             return
-        self.ctx.spawn(self._answer(op, msg.reply, msg.payload), f"consumer-api-{op.value}")
+        self.ctx.spawn(self._answer(op, msg.reply, msg.headers), f"consumer-api-{op.value}")
 
     def _queue_pull(self, reply: str, body: bytes, now: int) -> None:
         try:
             request: PullRequest = parse_pull_request(body)
             check_pull_request(self.replica.config, request)
-            self.queue.add(reply, request, now)
         except PullRequestError as exc:
             self.ctx.router.publish(reply, b"", None, exc.frame)
             return
         self._idle_since = None  # a pull request is activity, even one answered at once (no_wait)
+        if self.queue.full or request.no_wait:
+            # expired and abandoned requests go first: they neither take room nor want messages
+            self._publish_frames(self.queue.prune(now, self._has_interest))
+        batch_pending = self.queue.batch_pending() if request.no_wait else 0
+        # what it could get decides only without an expiry or behind other requests (nats-py's fetch
+        # sends no_wait with expires to an empty queue: no count needed)
+        if request.no_wait and self.working is not None and (not request.expires_ns or batch_pending):
+            answer = no_wait_answer(request, self._deliverable(now), batch_pending)
+            if answer is not None:
+                self.ctx.router.publish(reply, b"", None, answer)
+                return
+        try:
+            self.queue.add(reply, request, now)
+        except PullRequestError as exc:
+            if exc.frame:
+                self.ctx.router.publish(reply, b"", None, exc.frame)
+            return
         self.kick()
 
-    async def _answer(self, op: ConsumerOp, reply: str, payload: bytes) -> None:
+    def _deliverable(self, now: int) -> int:
+        """Messages the consumer could deliver now: not yet delivered, and redeliveries due."""
+        assert self.working is not None
+        cfg = self.replica.config
+        return num_pending(cfg, self.working, self.replica.stream.store) + len(
+            due_redeliveries(cfg, self.working, now)
+        )
+
+    async def _answer(self, op: ConsumerOp, reply: str, headers: bytes | None) -> None:
         try:
+            # asked by way of the meta leader: answer with what it had applied (an update's config)
+            index = meta_index_of(headers)
+            if index:
+                await self.ctx.meta_progress.reached(index)
+            if op is ConsumerOp.APPLIED:
+                self.ctx.reply(reply, b"")
+                return
             await asyncio.wait_for(self._ready.wait(), CATCH_UP_TIMEOUT * 2)
             if op is ConsumerOp.STEPDOWN:
                 body = await self._step_down()
@@ -571,18 +677,22 @@ class ConsumerLeader:
 
     def view(self) -> ConsumerView:
         working = self.working or self.replica.state
-        assignment = self.replica.assignment
+        assignment, cfg = self.replica.assignment, self.replica.config
+        now = time.time_ns()
+        if cfg.is_pull:
+            # as nats-server: only requests still waiting for someone count
+            self._publish_frames(self.queue.prune(now, self._has_interest))
         return ConsumerView(
             stream=assignment.stream,
             name=assignment.name,
             created_ns=assignment.created_ns,
-            config=self.replica.config,
+            config=cfg,
             state=working,
-            num_pending=num_pending(self.replica.config, working, self.replica.stream.store),
+            num_pending=num_pending(cfg, working, self.replica.stream.store),
             num_waiting=len(self.queue),
             cluster=self._cluster_info().to_json(),
-            push_bound=self.replica.config.is_push
-            and self.ctx.router.has_interest(self.replica.config.deliver_subject),
+            push_bound=cfg.is_push and self.ctx.router.has_interest(cfg.deliver_subject),
+            pause_remaining_ns=pause_remaining(cfg, now),
         )
 
 

@@ -5,16 +5,33 @@ replicate them either): a new leader starts with none and clients re-issue
 their pulls. Everything here is sans-IO; time comes in as `now_ns`. Status
 texts and headers are nats-server 2.15's (trace 11 and a real server):
 `404 No Messages`, `408 Request Timeout` with `Nats-Pending-Messages` /
-`Nats-Pending-Bytes`, `409 Exceeded MaxRequestBatch of N`, `409 Exceeded
-MaxRequestExpires of 1s`, `409 Exceeded MaxRequestMaxBytes of N`, `409 Message
-Size Exceeds MaxBytes`, `409 Exceeded MaxWaiting`, `409 Consumer is push
-based`, `400 Bad Request - heartbeat value too large`.
+`Nats-Pending-Bytes`, `408 Requests Pending`, `409 Exceeded MaxRequestBatch
+of N`, `409 Exceeded MaxRequestExpires of 1s`, `409 Exceeded
+MaxRequestMaxBytes of N`, `409 Message Size Exceeds MaxBytes`, `409 Batch
+Completed`, `409 Exceeded MaxWaiting`, `409 Consumer is push based`,
+`400 Bad Request - heartbeat value too large`.
+
+What happens to a request, as nats-server's consumer.go does it
+(processNextMsgRequest, processWaiting, nextWaiting):
+
+- `no_wait` is decided on arrival: with nothing to deliver and no `expires`
+  the answer is 404 at once; with fewer messages to deliver than the
+  requests already waiting still want, 408 Requests Pending; else it waits
+  in the queue like any other.
+- When the consumer runs out of messages (not when max_ack_pending holds it
+  back), each `no_wait` request without `expires`, or one that got some
+  messages already, is answered 404 No Messages; one with `expires` that got
+  nothing waits for a message until it expires (408), as a plain one does.
+- A request whose reply subject nobody subscribes to any more (here or on a
+  peer) is dropped without an answer, before anything is delivered to it.
+- A batch completed with `max_bytes` to spare is told so: 409 Batch Completed.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import orjson
@@ -36,6 +53,15 @@ def no_messages() -> bytes:
 def request_timeout(pending_msgs: int, pending_bytes: int) -> bytes:
     fields = [(HDR_PENDING_MESSAGES, str(pending_msgs)), (HDR_PENDING_BYTES, str(pending_bytes))]
     return encode_headers(fields, status=408, description="Request Timeout")
+
+
+def requests_pending() -> bytes:
+    return encode_headers(status=408, description="Requests Pending")
+
+
+def batch_completed(pending_bytes: int) -> bytes:
+    fields = [(HDR_PENDING_MESSAGES, "0"), (HDR_PENDING_BYTES, str(pending_bytes))]
+    return encode_headers(fields, status=409, description="Batch Completed")
 
 
 def max_bytes_exceeded(pending_msgs: int, pending_bytes: int) -> bytes:
@@ -143,6 +169,21 @@ def check_pull_request(config: ConsumerConfig, request: PullRequest) -> None:
         raise PullRequestError(bad_request("Bad Request - heartbeat value too large"))
 
 
+def no_wait_answer(request: PullRequest, msgs_pending: int, batch_pending: int) -> bytes | None:
+    """The status a `no_wait` request gets on arrival, or None when it joins the queue.
+
+    `msgs_pending`: messages the consumer could deliver now (new ones and redeliveries due);
+    `batch_pending`: messages the requests already waiting still want.
+    """
+    if not request.no_wait:
+        return None
+    if msgs_pending == 0 and not request.expires_ns:
+        return no_messages()
+    if 0 < msgs_pending < batch_pending:
+        return requests_pending()
+    return None
+
+
 # -- the leader's queue of waiting requests ---------------------------------------------------
 
 
@@ -155,10 +196,17 @@ class WaitingRequest:
     heartbeat_ns: int
     next_heartbeat_ns: int | None
     no_wait: bool
+    max_bytes: int = 0
+    delivered: int = 0  # messages sent to it so far
 
     @property
     def pending_bytes(self) -> int:
         return self.bytes_left
+
+    @property
+    def completed_with_bytes_left(self) -> bool:
+        """Its batch is done while its `max_bytes` had room left (the client is told: 409 Batch Completed)."""
+        return self.batch_left <= 0 and self.max_bytes > 0 and self.bytes_left > 0
 
 
 class WaitingQueue:
@@ -171,10 +219,16 @@ class WaitingQueue:
     def __len__(self) -> int:
         return len(self._queue)
 
+    @property
+    def full(self) -> bool:
+        return self.max_waiting > 0 and len(self._queue) >= self.max_waiting
+
     def add(self, reply: str, request: PullRequest, now_ns: int) -> WaitingRequest:
-        """Queue a checked request; raises PullRequestError (409 Exceeded MaxWaiting) when full."""
-        if self.max_waiting > 0 and len(self._queue) >= self.max_waiting:
-            raise PullRequestError(conflict("Exceeded MaxWaiting"))
+        """Queue a checked request; raises PullRequestError (409 Exceeded MaxWaiting) when full, with no
+        frame for a request with idle heartbeats (nats-server: its client waits for the missed
+        heartbeats instead of re-asking at once in a hot loop)."""
+        if self.full:
+            raise PullRequestError(conflict("Exceeded MaxWaiting") if not request.idle_heartbeat_ns else b"")
         waiting = WaitingRequest(
             reply=reply,
             batch_left=request.batch,
@@ -183,6 +237,7 @@ class WaitingQueue:
             heartbeat_ns=request.idle_heartbeat_ns,
             next_heartbeat_ns=now_ns + request.idle_heartbeat_ns if request.idle_heartbeat_ns else None,
             no_wait=request.no_wait,
+            max_bytes=request.max_bytes,
         )
         self._queue.append(waiting)
         return waiting
@@ -193,11 +248,13 @@ class WaitingQueue:
     def served(self, waiting: WaitingRequest, msgs: int, nbytes: int, now_ns: int) -> bool:
         """Account for messages sent to `waiting`; True when it is done (and left the queue)."""
         waiting.batch_left -= msgs
+        waiting.delivered += msgs
         if waiting.bytes_left:
             waiting.bytes_left = max(waiting.bytes_left - nbytes, 0)
         if waiting.heartbeat_ns and msgs:
             waiting.next_heartbeat_ns = now_ns + waiting.heartbeat_ns
-        if waiting.batch_left <= 0:
+        # max_bytes used up exactly: done too (its next plan would read a 0 limit as none at all)
+        if waiting.batch_left <= 0 or (waiting.max_bytes and not waiting.bytes_left):
             self.remove(waiting)
             return True
         return False
@@ -206,13 +263,30 @@ class WaitingQueue:
         with contextlib.suppress(ValueError):
             self._queue.remove(waiting)
 
-    def expire(self, now_ns: int) -> list[tuple[str, bytes]]:
-        """Requests whose expiry passed: (reply, 408 frame) each, removed from the queue."""
+    def batch_pending(self) -> int:
+        """Messages the waiting requests still want, together."""
+        return sum(waiting.batch_left for waiting in self._queue)
+
+    def prune(self, now_ns: int, has_interest: Callable[[str], bool]) -> list[tuple[str, bytes]]:
+        """Take out the requests whose expiry passed, answered (reply, 408 frame) each, and those
+        whose reply subject nobody receives any more, dropped without an answer."""
         out = []
         for waiting in list(self._queue):
             if waiting.deadline_ns is not None and waiting.deadline_ns <= now_ns:
                 self._queue.remove(waiting)
                 out.append((waiting.reply, request_timeout(waiting.batch_left, waiting.bytes_left)))
+            elif not has_interest(waiting.reply):
+                self._queue.remove(waiting)
+        return out
+
+    def out_of_messages(self) -> list[tuple[str, bytes]]:
+        """The consumer has nothing more to deliver: `no_wait` requests without an expiry, or that got
+        messages already, are done (reply, 404 frame each); one with an expiry that got nothing waits."""
+        out = []
+        for waiting in list(self._queue):
+            if waiting.no_wait and (waiting.deadline_ns is None or waiting.delivered > 0):
+                self._queue.remove(waiting)
+                out.append((waiting.reply, no_messages()))
         return out
 
     def heartbeats_due(self, now_ns: int) -> list[str]:
@@ -235,11 +309,14 @@ __all__ = [
     "WaitingQueue",
     "WaitingRequest",
     "bad_request",
+    "batch_completed",
     "check_pull_request",
     "conflict",
     "go_duration",
     "max_bytes_exceeded",
     "no_messages",
+    "no_wait_answer",
     "parse_pull_request",
     "request_timeout",
+    "requests_pending",
 ]

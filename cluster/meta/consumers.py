@@ -1,8 +1,9 @@
-"""The meta leader's consumer operations: create, update, delete, names and list.
+"""The meta leader's consumer operations: create, update, delete, pause, names and list.
 
 Creating validates the request as nats-server does (`cluster/consumer/config_check.py`),
 records the assignment in the meta group, and answers with the consumer leader's
-view once its group has started. A consumer's replicas are its stream's
+view once its group has started (and, for an update, once the leader's node has
+the new config: `cluster/runtime/meta_progress.py`). A consumer's replicas are its stream's
 (the first `num_replicas` of them; one for ephemerals and memory consumers
 that do not ask for more, as nats-server), so the consumer leader always
 reads a local copy of the stream.
@@ -10,13 +11,20 @@ reads a local copy of the stream.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cluster.api import jsjson
-from cluster.api.advisories import ConsumerEvent, consumer_action, consumer_advisory_subject, new_event_id
+from cluster.api.advisories import (
+    ConsumerEvent,
+    consumer_action,
+    consumer_advisory_subject,
+    consumer_pause,
+    new_event_id,
+)
 from cluster.api.consumer_subjects import (
     CONSUMER_API_PREFIX,
     META_CONSUMER_PREFIX,
@@ -25,11 +33,11 @@ from cluster.api.consumer_subjects import (
     consumer_subject,
     parse_consumer_subject,
 )
-from cluster.api.errors import ApiError, JSErrors, plain_error
+from cluster.api.errors import ApiError, JSErrors
 from cluster.api.lists import list_page
 from cluster.consumer.api import delete_response, names_response, parse_offset
 from cluster.consumer.assignment import ConsumerAssignment
-from cluster.consumer.config import consumer_config_from_json, parse_create_request
+from cluster.consumer.config import ConsumerConfig, consumer_config_from_json, parse_create_request
 from cluster.consumer.config_check import (
     check_create_request,
     decide_create,
@@ -37,8 +45,11 @@ from cluster.consumer.config_check import (
     normalize_consumer_config,
     parse_create_subject,
 )
+from cluster.consumer.pause import is_paused, parse_pause_request, pause_response, with_pause
 from cluster.meta.machine import MetaMachine, MetaOp, MetaResult
+from cluster.runtime.internal_requests import NoRespondersError
 from cluster.runtime.leader_wait import pass_on_when_served
+from cluster.runtime.meta_progress import with_meta_index
 from cluster.stream.config import stream_config_from_json
 from gateway.router import Message
 
@@ -52,11 +63,18 @@ class MetaGroup(Protocol):
     ctx: NodeContext
     machine: MetaMachine
 
+    @property
+    def applied_index(self) -> int: ...
+
     async def propose(self, op: MetaOp, body: dict[str, Any]) -> MetaResult: ...
+
 
 LIST_LIMIT = 256
 LIST_TYPE = "io.nats.jetstream.api.v1.consumer_list_response"
 CONSUMER_READY_TIMEOUT = 10.0
+# How long a pause waits for the consumer's leader to have it before answering anyway (nats-server
+# answers once it proposed the change; waiting means deliveries have stopped when the client hears)
+PAUSE_APPLIED_TIMEOUT = 2.0
 
 
 def parse_meta_consumer_subject(subject: str) -> ConsumerRequest | None:
@@ -64,7 +82,7 @@ def parse_meta_consumer_subject(subject: str) -> ConsumerRequest | None:
 
 
 def consumer_error_body(request: ConsumerRequest, error: ApiError) -> bytes:
-    return plain_error(request.response_type, error)
+    return request.error_body(error)
 
 
 class ConsumerAdmin:
@@ -74,6 +92,8 @@ class ConsumerAdmin:
 
     async def handle(self, request: ConsumerRequest, msg: Message) -> bytes | None:
         machine = self.meta.machine
+        # as nats-server: a pause body is read before the stream is looked up
+        pause_until = parse_pause_request(msg.payload) if request.op is ConsumerOp.PAUSE else None
         if request.stream not in machine.streams:
             raise JSErrors.STREAM_NOT_FOUND()
         consumers = machine.consumers.get(request.stream, {})
@@ -94,11 +114,39 @@ class ConsumerAdmin:
                 raise JSErrors.CONSUMER_NOT_FOUND()
             self._advise(request.stream, request.consumer, created=False)
             return delete_response()
-        # INFO, NEXT, STEPDOWN from a node that did not know the consumer yet: pass them on
+        if op is ConsumerOp.PAUSE:
+            return await self._pause(request.stream, request.consumer, pause_until)
+        # INFO, NEXT, STEPDOWN from a node that did not know the consumer yet: pass them on, to be
+        # answered once the leader's node has what this one applied (a config just updated)
         target = consumer_subject(request.stream, request.consumer, op)
-        if not await pass_on_when_served(self.ctx.router, target, msg.payload, msg.reply, msg.headers):
+        headers = with_meta_index(msg.headers, self.meta.applied_index)
+        if not await pass_on_when_served(self.ctx.router, target, msg.payload, msg.reply, headers):
             raise JSErrors.CLUSTER_NOT_AVAILABLE()
         return None
+
+    async def _pause(self, stream: str, name: str, pause_until_ns: int | None) -> bytes:
+        """Set or clear the consumer's `pause_until` through the meta group; its leader stops (or
+        starts again) delivering once its node applies it, which the answer waits for (bounded)."""
+        assignment = self.meta.machine.consumers[stream][name]
+        old = consumer_config_from_json(assignment.config)
+        new = with_pause(old, pause_until_ns)
+        if new != old:
+            updated = dataclasses.replace(assignment, config=new.to_json())
+            result = await self.meta.propose(MetaOp.ASSIGN_CONSUMER, updated.to_json())
+            if not result.ok:
+                raise JSErrors.CONSUMER_NOT_FOUND()
+            await self._until_leader_has_it(stream, name)
+        if old.pause_until_ns != new.pause_until_ns:
+            self._advise_pause(stream, name, new)
+        return pause_response(pause_until_ns, time.time_ns())
+
+    async def _until_leader_has_it(self, stream: str, name: str) -> None:
+        """Until the consumer's leader has applied what this node applied (bounded; a consumer
+        without a leader right now gets the change when one is elected)."""
+        headers = with_meta_index(None, self.meta.applied_index)
+        subject = consumer_subject(stream, name, ConsumerOp.APPLIED)
+        with contextlib.suppress(TimeoutError, NoRespondersError):
+            await self.ctx.requester.request(subject, b"", PAUSE_APPLIED_TIMEOUT, headers)
 
     async def _create(self, request: ConsumerRequest, payload: bytes) -> bytes:
         subject = parse_create_subject(CONSUMER_API_PREFIX + request.tail)
@@ -107,6 +155,12 @@ class ConsumerAdmin:
         create = parse_create_request(payload)
         cfg = check_create_request(subject, create)
         stream_assignment = self.meta.machine.streams[subject.stream]
+        known = self.meta.machine.consumers.get(subject.stream, {}).get(cfg.name or cfg.durable_name)
+        if known is not None:
+            # as nats-server: only PAUSE changes an existing consumer's pause, never an update
+            cfg = dataclasses.replace(
+                cfg, pause_until_ns=consumer_config_from_json(known.config).pause_until_ns
+            )
         stream_cfg = stream_config_from_json(stream_assignment.config)
         existing_assignments = self.meta.machine.consumers.get(subject.stream, {})
         name = cfg.name or cfg.durable_name
@@ -137,6 +191,8 @@ class ConsumerAdmin:
         answer = await self._ask_consumer(subject.stream, name, ConsumerOp.CREATE_RESULT)
         if decided is not None and existing is None:
             self._advise(subject.stream, name, created=True)
+            if is_paused(decided, time.time_ns()):
+                self._advise_pause(subject.stream, name, decided)  # as the server: created paused
         return answer
 
     def _advise(self, stream: str, name: str, created: bool) -> None:
@@ -145,12 +201,21 @@ class ConsumerAdmin:
         body = consumer_action(stream, name, created, new_event_id(), time.time_ns(), self.ctx.domain)
         self.ctx.router.publish(consumer_advisory_subject(event, stream, name), body)
 
+    def _advise_pause(self, stream: str, name: str, cfg: ConsumerConfig) -> None:
+        """CONSUMER.PAUSE when a consumer is created paused or a pause is set or cleared (the consumer's
+        leader announces the end of a pause that ran out)."""
+        body = consumer_pause(
+            stream, name, cfg.pause_until_ns, new_event_id(), time.time_ns(), self.ctx.domain
+        )
+        self.ctx.router.publish(consumer_advisory_subject(ConsumerEvent.PAUSE, stream, name), body)
+
     async def _ask_consumer(self, stream: str, name: str, op: ConsumerOp) -> bytes:
-        """The consumer leader's answer, waiting (bounded) for a new group to elect its leader."""
+        """The consumer leader's answer, waiting (bounded) for a new group to elect its leader; it
+        answers once its node has what this one applied (an update's new config)."""
         subject = consumer_subject(stream, name, op)
-        return (
-            await self.ctx.requester.request_when_answered(subject, timeout=CONSUMER_READY_TIMEOUT)
-        ).payload
+        headers = with_meta_index(None, self.meta.applied_index)
+        reply = await self.ctx.requester.request_when_answered(subject, b"", CONSUMER_READY_TIMEOUT, headers)
+        return reply.payload
 
     async def _list(self, stream: str, names: list[str], offset: int) -> bytes:
         return await list_page(
@@ -161,6 +226,7 @@ class ConsumerAdmin:
             offset,
             LIST_LIMIT,
             lambda name: consumer_subject(stream, name, ConsumerOp.LIST_ENTRY),
+            with_meta_index(None, self.meta.applied_index),
         )
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import structlog
@@ -50,6 +50,7 @@ from cluster.mirror.origin_fetcher import OriginFetcher
 from cluster.runtime.context import GROUP_OPTIONS, META_GROUP, NodeContext
 from cluster.runtime.internal_requests import NoRespondersError
 from cluster.runtime.leader_wait import pass_on_when_served, wait_until_unserved
+from cluster.runtime.meta_progress import with_meta_index
 from cluster.stream.assignment import StreamAssignment
 from cluster.stream.config import StreamConfig, parse_stream_config, stream_config_from_json
 from cluster.stream.config_check import (
@@ -86,9 +87,10 @@ REPLICAS_STOP_WAIT = 2.0
 class _MetaStateMachine:
     """The driver's view of the meta machine: applied index kept beside it (memory; replayed on start)."""
 
-    def __init__(self, machine: MetaMachine) -> None:
+    def __init__(self, machine: MetaMachine, on_applied: Callable[[int], None]) -> None:
         self.machine = machine
         self._applied = 0
+        self._on_applied = on_applied
 
     @property
     def applied_index(self) -> int:
@@ -102,6 +104,8 @@ class _MetaStateMachine:
             else:
                 results.append(MetaResult(ok=True))
             self._applied = entry.index
+        if entries:
+            self._on_applied(self._applied)
         return results
 
     def snapshot(self) -> bytes:
@@ -110,6 +114,7 @@ class _MetaStateMachine:
     def restore(self, snapshot: Snapshot) -> None:
         self.machine.restore(snapshot.data)
         self._applied = snapshot.index
+        self._on_applied(self._applied)
 
 
 class MetaService:
@@ -117,11 +122,14 @@ class MetaService:
         self.ctx = ctx
         self.machine = MetaMachine()
         self.machine.listeners.append(self._assignment_changed)
-        self._state_machine = _MetaStateMachine(self.machine)
+        self._state_machine = _MetaStateMachine(self.machine, self._meta_applied)
         self.replicas: dict[str, StreamReplica] = {}
         self.leader_id: NodeId | None = None
         self.role = Role.FOLLOWER
         self._wanted = asyncio.Event()
+        # a reconcile pass under way, and whether one ever completed (see _meta_applied)
+        self._reconciling = False
+        self._reconciled_once = False
         self._leader_sub: Subscription | None = None
         self._consumer_sub: Subscription | None = None
         self.consumer_admin = ConsumerAdmin(self)
@@ -155,6 +163,11 @@ class MetaService:
                     return consumer
         return None
 
+    @property
+    def applied_index(self) -> int:
+        """The meta log index this node has applied: what an answer asked of another leader must reflect."""
+        return self._state_machine.applied_index
+
     def knows_consumer(self, stream: str, name: str) -> bool:
         return name in self.machine.consumers.get(stream, {})
 
@@ -165,6 +178,14 @@ class MetaService:
 
     def _assignment_changed(self, _name: str, _assignment: StreamAssignment | None) -> None:
         self._wanted.set()
+
+    def _meta_applied(self, index: int) -> None:
+        """Entries that changed no assignment (a new meta leader's empty entry, a refused request)
+        need no reconcile: with none pending or under way, this node's replicas already have
+        everything up to `index`. (Left to the reconciler, leaders asked for that index would wait
+        for a pass that never comes.)"""
+        if self._reconciled_once and not self._reconciling and not self._wanted.is_set():
+            self.ctx.meta_progress.advance(index)
 
     async def _reconcile_loop(self) -> None:
         host = self.ctx.host
@@ -177,11 +198,21 @@ class MetaService:
                     await asyncio.wait_for(host.wait_leadership_change(META_GROUP), CATCH_UP_TIMEOUT)
         log.info("meta_caught_up", node=self.ctx.name, streams=len(self.machine.streams))
         while not self._stopped:
+            self._reconciling = True
             self._wanted.clear()
-            await self._reconcile_once()
+            try:
+                await self._reconcile_once()
+            finally:
+                self._reconciling = False
+            self._reconciled_once = True
+            if not self._wanted.is_set():
+                # what was applied during the pass changed no assignment (it would have set _wanted)
+                self.ctx.meta_progress.advance(self._state_machine.applied_index)
             await self._wanted.wait()
 
     async def _reconcile_once(self) -> None:
+        # the assignments below are read from the machine as of this index (or later ones, after an await)
+        index = self._state_machine.applied_index
         # copies: the machine updates its assignments in place, replicas compare against theirs
         wanted = {
             name: StreamAssignment.from_json(a.to_json())
@@ -205,6 +236,7 @@ class MetaService:
             log.info("stream_replica_started", stream=name, node=self.ctx.name, peers=assignment.peers)
         for replica in list(self.replicas.values()):
             await self._reconcile_consumers(replica)
+        self.ctx.meta_progress.advance(index)
 
     async def _reconcile_consumers(self, stream: StreamReplica) -> None:
         assigned = self.machine.consumers.get(stream.name, {})
@@ -302,8 +334,9 @@ class MetaService:
     async def _handle(self, request: ApiRequest, msg: Message) -> bytes | None:
         op, name = request.op, request.stream
         if op is ApiOp.ACCOUNT_INFO:
+            consumers = sum(len(by_name) for by_name in self.machine.consumers.values())
             return account_info_response(
-                AccountUsage(streams=len(self.machine.streams), domain=self.ctx.domain)
+                AccountUsage(streams=len(self.machine.streams), consumers=consumers, domain=self.ctx.domain)
             )
         if op is ApiOp.STREAM_NAMES:
             return stream_names_response(list(self.configs().values()), parse_list_request(msg.payload))
@@ -320,8 +353,10 @@ class MetaService:
         # a per-stream operation from a node that did not know the stream: we know for sure
         if name not in self.machine.streams:
             raise JSErrors.STREAM_NOT_FOUND()
+        # the leader answers once its node caught up with what this one applied (consumer count, config)
+        headers = with_meta_index(msg.headers, self.applied_index)
         if not await pass_on_when_served(
-            self.ctx.router, stream_subject(name, op), msg.payload, msg.reply, msg.headers
+            self.ctx.router, stream_subject(name, op), msg.payload, msg.reply, headers
         ):
             raise JSErrors.CLUSTER_NOT_AVAILABLE()
         return None
@@ -445,12 +480,15 @@ class MetaService:
             request.offset,
             LIST_LIMIT,
             lambda name: stream_subject(name, ApiOp.LIST_ENTRY),
+            with_meta_index(None, self.applied_index),
         )
 
     async def _ask_stream(self, name: str, op: ApiOp, payload: bytes) -> bytes:
-        """The stream leader's answer, waiting (bounded) for a new group to elect its leader."""
+        """The stream leader's answer, waiting (bounded) for a new group to elect its leader. The leader
+        answers once its node has the assignment as this one applied it (the config just updated):
+        before, a leader on another node described the stream as it was before the update."""
         reply = await self.ctx.requester.request_when_answered(
-            stream_subject(name, op), payload, STREAM_READY_TIMEOUT
+            stream_subject(name, op), payload, STREAM_READY_TIMEOUT, with_meta_index(None, self.applied_index)
         )
         return reply.payload
 

@@ -11,6 +11,7 @@ from typing import Any
 import structlog
 
 from cluster.runtime.internal_requests import InternalRequester
+from cluster.runtime.meta_progress import MetaProgress
 from cluster.runtime.metrics import NodeMetrics
 from gateway.router import Router
 from gateway.server import NATS_COMPAT_VERSION
@@ -65,6 +66,8 @@ class NodeContext:
     # enough to take often, which keeps its Raft log short (NodeConfig.stream_snapshot_interval).
     stream_group_options: GroupOptions = STREAM_GROUP_OPTIONS
     server_version: str = NATS_COMPAT_VERSION
+    # how far this node's replicas have been given the meta group's assignments (meta_progress.py)
+    meta_progress: MetaProgress = field(default_factory=MetaProgress)
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
 
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:

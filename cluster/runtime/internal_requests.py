@@ -34,13 +34,15 @@ class InternalRequester:
             future.cancel()
         self._waiting.clear()
 
-    async def request(self, subject: str, payload: bytes = b"", timeout: float = 2.0) -> Message:
+    async def request(
+        self, subject: str, payload: bytes = b"", timeout: float = 2.0, headers: bytes | None = None
+    ) -> Message:
         """The first reply; raises NoRespondersError or TimeoutError."""
         token = str(next(self._ids))
         future: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
         self._waiting[token] = future
         try:
-            self._router.publish(subject, payload, self._prefix + token, no_responders=True)
+            self._router.publish(subject, payload, self._prefix + token, headers, no_responders=True)
             reply = await asyncio.wait_for(future, timeout)
         finally:
             self._waiting.pop(token, None)
@@ -49,7 +51,7 @@ class InternalRequester:
         return reply
 
     async def request_when_answered(
-        self, subject: str, payload: bytes = b"", timeout: float = 10.0
+        self, subject: str, payload: bytes = b"", timeout: float = 10.0, headers: bytes | None = None
     ) -> Message:
         """`request`, retried while nobody subscribes yet (a group still electing its leader, whose
         subscription arrives when it is elected); raises TimeoutError after `timeout`."""
@@ -60,7 +62,7 @@ class InternalRequester:
             if remaining <= 0:
                 raise TimeoutError(f"nobody answered {subject} within {timeout}s")
             try:
-                return await self.request(subject, payload, timeout=min(remaining, 2.0))
+                return await self.request(subject, payload, min(remaining, 2.0), headers)
             except NoRespondersError:
                 await asyncio.sleep(0.05)
 

@@ -14,29 +14,39 @@ import asyncio
 from gateway.router import Router
 
 LEADER_WAIT = 3.0
-LEADER_POLL = 0.02
 
 
 async def wait_for_interest(router: Router, subject: str, timeout: float = LEADER_WAIT) -> bool:
-    """Whether somebody serves `subject` within `timeout` seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not router.has_interest(subject):
-        if loop.time() >= deadline:
-            return False
-        await asyncio.sleep(LEADER_POLL)
-    return True
+    """Whether somebody serves `subject` within `timeout` seconds; the router says when interest
+    arrives (here, or from a peer over the route mesh), so this returns the moment it does."""
+    return await _wait_for(router, subject, True, timeout)
 
 
 async def wait_until_unserved(router: Router, subject: str, timeout: float) -> bool:
     """Whether nobody serves `subject` any more, here or on any peer, within `timeout` seconds."""
+    return await _wait_for(router, subject, False, timeout)
+
+
+async def _wait_for(router: Router, subject: str, served: bool, timeout: float) -> bool:
+    if router.has_interest(subject) is served:
+        return True
+    changed = asyncio.Event()
+    watch = router.watch_interest(subject, changed.set)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    while router.has_interest(subject):
-        if loop.time() >= deadline:
-            return False
-        await asyncio.sleep(LEADER_POLL)
-    return True
+    try:
+        while router.has_interest(subject) is not served:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            changed.clear()
+            try:
+                await asyncio.wait_for(changed.wait(), remaining)
+            except TimeoutError:
+                return router.has_interest(subject) is served
+        return True
+    finally:
+        router.unwatch_interest(watch)
 
 
 async def pass_on_when_served(

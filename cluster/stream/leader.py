@@ -30,6 +30,7 @@ from cluster.api.subjects import ApiOp, parse_stream_subject, stream_subscriptio
 from cluster.direct_get.staleness import FAST_INTERVAL, SLOW_INTERVAL, encode_beacon, position_subject
 from cluster.runtime.context import CLUSTER_NAME
 from cluster.runtime.group_membership import converge_membership
+from cluster.runtime.meta_progress import meta_index_of
 from cluster.runtime.metrics import LabelledChildren
 from cluster.stream.config import stream_config_from_json
 from cluster.stream.config_check import same_config
@@ -93,6 +94,8 @@ class LedReplica(Protocol):
     machine: StreamStateMachine
     store: StreamStore
     stopped: bool
+    # the stream's consumers, as the meta group's assignments on this node count them
+    expected_consumers: int
 
     def propose(self, data: bytes) -> asyncio.Future[Any]:
         """Raises NotLeaderError and friends synchronously, like the driver."""
@@ -329,6 +332,11 @@ class StreamLeader:
     async def _answer_api(self, op: ApiOp, msg: Message) -> None:
         reply = msg.reply
         try:
+            # asked by way of the meta leader: answer with what it had applied (a config it just
+            # updated, the consumers it just made), once this node's replica has been given it
+            index = meta_index_of(msg.headers)
+            if index:
+                await self.ctx.meta_progress.reached(index)
             body = await self._handle(op, msg.payload)
         except ApiError as error:
             body = _error_body(op, error)
@@ -449,6 +457,7 @@ class StreamLeader:
             created_ns=replica.assignment.created_ns,
             state=replica.store.state(include_deleted=deleted_details),
             now_ns=now,
+            consumer_count=replica.expected_consumers,
             subjects=subjects,
             cluster=self.cluster_info(),
             mirror=mirror,

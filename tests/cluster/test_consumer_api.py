@@ -22,9 +22,11 @@ from cluster.consumer.delivery import plan_deliveries, start_position
 from cluster.consumer.pull import (
     PullRequestError,
     WaitingQueue,
+    batch_completed,
     check_pull_request,
     go_duration,
     no_messages,
+    no_wait_answer,
     parse_pull_request,
 )
 from cluster.consumer.state import ConsumerState
@@ -125,8 +127,8 @@ def test_waiting_requests_expire_with_408() -> None:
         queue.add("_INBOX.2", parse_pull_request(b"1"), T0)
     except PullRequestError as exc:
         assert exc.frame == b"NATS/1.0 409 Exceeded MaxWaiting\r\n\r\n"
-    assert queue.expire(T0 + 999_899_999) == []
-    [(reply, frame)] = queue.expire(waiting.deadline_ns or 0)
+    assert queue.prune(T0 + 999_899_999, lambda _reply: True) == []
+    [(reply, frame)] = queue.prune(waiting.deadline_ns or 0, lambda _reply: True)
     expected = server_replies("11-pull-consumer.txt", "psub.fetch(1")[-1].header
     assert (reply, frame) == ("_INBOX.1", expected) and len(queue) == 0
 
@@ -218,3 +220,71 @@ def test_replicas_applying_the_same_log_agree(actions: list[tuple[str, int]]) ->
     follower.apply(list(enumerate(log, start=1)))
     assert follower.snapshot() == leader.snapshot()
     assert ConsumerState.restore(follower.snapshot()).snapshot() == leader.snapshot()
+
+
+def test_no_wait_is_decided_on_arrival_as_the_server_does() -> None:
+    plain = parse_pull_request(b'{"batch": 5}')
+    no_wait = parse_pull_request(b'{"batch": 5, "no_wait": true}')
+    lingering = parse_pull_request(b'{"batch": 5, "no_wait": true, "expires": 300000000}')
+    assert no_wait_answer(plain, 0, 0) is None
+    assert no_wait_answer(no_wait, 0, 0) == b"NATS/1.0 404 No Messages\r\n\r\n"
+    # with an expiry it waits (for a message, or its 408) like any request: nats-server 2.15 does so
+    assert no_wait_answer(lingering, 0, 0) is None
+    # fewer messages than the requests already waiting want: this one would get none
+    assert no_wait_answer(no_wait, 3, 10) == b"NATS/1.0 408 Requests Pending\r\n\r\n"
+    assert no_wait_answer(no_wait, 3, 2) is None
+
+
+def test_out_of_messages_ends_only_no_wait_requests_that_cannot_wait() -> None:
+    queue = WaitingQueue(max_waiting=10)
+    queue.add("plain", parse_pull_request(b'{"batch": 2, "expires": 1000000000}'), T0)
+    queue.add("bare", parse_pull_request(b'{"batch": 2, "no_wait": true}'), T0)
+    lingering = queue.add("lingering", parse_pull_request(b'{"batch": 2, "no_wait": true, "expires": 1000000000}'), T0)
+    served = queue.add("served", parse_pull_request(b'{"batch": 2, "no_wait": true, "expires": 1000000000}'), T0)
+    assert not queue.served(served, 1, 10, T0)
+    assert queue.out_of_messages() == [("bare", no_messages()), ("served", no_messages())]
+    assert queue.peek() is not None and len(queue) == 2 and lingering.delivered == 0
+    assert queue.batch_pending() == 4
+
+
+def test_requests_nobody_receives_leave_the_queue_unanswered() -> None:
+    queue = WaitingQueue(max_waiting=10)
+    queue.add("_INBOX.gone", parse_pull_request(b'{"batch": 1, "expires": 5000000000}'), T0)
+    expired = queue.add("_INBOX.late", parse_pull_request(b'{"batch": 3, "expires": 1000000000}'), T0)
+    queue.add("_INBOX.here", parse_pull_request(b"1"), T0)
+    frames = queue.prune(expired.deadline_ns or 0, lambda reply: reply != "_INBOX.gone")
+    assert frames == [
+        (
+            "_INBOX.late",
+            b"NATS/1.0 408 Request Timeout\r\nNats-Pending-Messages: 3\r\nNats-Pending-Bytes: 0\r\n\r\n",
+        )
+    ]
+    assert [w.reply for w in [queue.peek()] if w] == ["_INBOX.here"] and len(queue) == 1
+
+
+def test_max_bytes_left_over_and_used_up() -> None:
+    queue = WaitingQueue(max_waiting=10)
+    roomy = queue.add("a", parse_pull_request(b'{"batch": 2, "max_bytes": 1000}'), T0)
+    assert queue.served(roomy, 2, 92, T0) and roomy.completed_with_bytes_left
+    # nats-server 2.15.1 after two messages of a batch of 2 with max_bytes 1000
+    assert batch_completed(roomy.bytes_left) == (
+        b"NATS/1.0 409 Batch Completed\r\nNats-Pending-Messages: 0\r\nNats-Pending-Bytes: 908\r\n\r\n"
+    )
+    exact = queue.add("b", parse_pull_request(b'{"batch": 5, "max_bytes": 100}'), T0)
+    # used up exactly: done (a next plan would read the 0 left as no limit at all), nothing to tell
+    assert queue.served(exact, 1, 100, T0) and not exact.completed_with_bytes_left
+    plain = queue.add("c", parse_pull_request(b'{"batch": 1}'), T0)
+    assert queue.served(plain, 1, 50, T0) and not plain.completed_with_bytes_left
+    assert len(queue) == 0
+
+
+def test_a_full_queue_refuses_quietly_when_the_client_has_heartbeats() -> None:
+    queue = WaitingQueue(max_waiting=1)
+    queue.add("a", parse_pull_request(b"1"), T0)
+    frames = []
+    for body in (b"1", b'{"batch": 1, "expires": 2000000000, "idle_heartbeat": 500000000}'):
+        try:
+            queue.add("b", parse_pull_request(body), T0)
+        except PullRequestError as exc:
+            frames.append(exc.frame)
+    assert frames == [b"NATS/1.0 409 Exceeded MaxWaiting\r\n\r\n", b""]

@@ -4,6 +4,7 @@ auto-unsubscribe, and what it hands the route mesh."""
 from __future__ import annotations
 
 import random
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 
 from gateway.headers import decode_headers
-from gateway.router import InvalidSubjectError, Message, Router, Subscription
+from gateway.router import REPLY_ROUTE_TTL, InvalidSubjectError, Message, Router, Subscription
 
 
 @dataclass
@@ -435,3 +436,65 @@ def test_a_group_kept_local_falls_back_to_peers_while_others_spread(made_local: 
     router.unsubscribe(sub)
     router.publish("$JS.API.INFO")
     assert Counter(queues for _, _, _, queues in links.forwarded)[("_jsapi",)] == 1
+
+
+def test_interest_watch_hears_local_subscribers_come_and_go() -> None:
+    router = Router()
+    seen: list[bool] = []
+    watch = router.watch_interest("deliver.push", lambda: seen.append(router.has_interest("deliver.push")))
+    sub = router.subscribe("deliver.push", lambda _m: None)
+    router.subscribe("other.subject", lambda _m: None)
+    client = FakeClient()
+    wide = router.subscribe_client(client, b"1", "deliver.*", None)
+    router.unsubscribe(sub)
+    router.unsubscribe(wide)
+    # the callback runs once the change is made: has_interest already tells the new truth
+    assert seen == [True, True, True, False]
+    router.unwatch_interest(watch)
+    router.unwatch_interest(watch)  # idempotent
+    router.subscribe("deliver.push", lambda _m: None)
+    assert len(seen) == 4
+
+
+def test_interest_watch_hears_peers_interest_over_the_mesh() -> None:
+    router = Router()
+    router.attach_links(FakeLinks())
+    calls: list[bool] = []
+    router.watch_interest("deliver.push", lambda: calls.append(router.has_interest("deliver.push")))
+    router.set_remote_interest("n2", "deliver.>", None, 1)
+    router.set_remote_interest("n2", "deliver.>", None, 1)  # nothing new: no call
+    router.set_remote_interest("n3", "deliver.push", None, 2)
+    router.set_remote_interest("n3", "unrelated", None, 1)
+    router.set_remote_interest("n3", "deliver.push", None, 0)
+    router.set_remote_interest("n3", "deliver.push", None, 0)  # already gone: no call
+    router.clear_remote_interest("n2")
+    assert calls == [True, True, True, False]
+
+
+def test_interest_watch_needs_a_literal_subject() -> None:
+    with pytest.raises(InvalidSubjectError):
+        Router().watch_interest("deliver.*", lambda: None)
+
+
+def test_a_failing_interest_watch_does_not_stop_the_others() -> None:
+    router = Router()
+    calls: list[str] = []
+
+    def broken() -> None:
+        raise RuntimeError("boom")
+
+    router.watch_interest("s", broken)
+    router.watch_interest("s", lambda: calls.append("second"))
+    router.subscribe("s", lambda _m: None)
+    assert calls == ["second"]
+
+
+def test_a_reply_route_counts_as_interest_until_it_expires(monkeypatch: pytest.MonkeyPatch) -> None:
+    router = Router()
+    router.attach_links(FakeLinks())
+    assert not router.has_interest("_INBOX.requester")
+    router.deliver_routed("svc", "_INBOX.requester", None, b"", (), reply_via="n2")
+    assert router.has_interest("_INBOX.requester")
+    later = time.monotonic() + 2 * REPLY_ROUTE_TTL
+    monkeypatch.setattr(time, "monotonic", lambda: later)
+    assert not router.has_interest("_INBOX.requester")

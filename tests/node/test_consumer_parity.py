@@ -1,0 +1,388 @@
+"""Consumers side by side with a real nats-server 2.15.1: the same requests to both, the replies compared.
+
+Pause and resume (the PAUSE API, deliveries held, info, advisories), pull request statuses
+(no_wait with expires, abandoned requests, Batch Completed), consumer counts; and on jetraft alone,
+what nats-server's cluster also promises: a pause kept by a new consumer leader, and an update's
+answer showing the new config when the stream's or consumer's leader is not the meta leader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+
+from local.cluster import LocalCluster
+from tests.node.cluster_fixtures import local_cluster
+from tests.pipeline.servers import NatsServerProcesses
+
+API = "$JS.API."
+ZERO_TIME = "0001-01-01T00:00:00Z"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with local_cluster(tmp_path_factory.mktemp("parity")) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    processes = NatsServerProcesses(1, Path(tmp_path_factory.mktemp("reference")))
+    processes.start()
+    try:
+        yield processes.target().urls[0]
+    finally:
+        processes.stop()
+
+
+@pytest.fixture
+async def both(cluster: LocalCluster, nats_server: str) -> AsyncIterator[dict[str, nats.NATS]]:
+    """A connection to each: jetraft (through a node that is not necessarily any leader) and nats-server."""
+    clients = {"jetraft": await nats.connect(cluster.client_urls[1]), "nats-server": await nats.connect(nats_server)}
+    yield clients
+    for nc in clients.values():
+        await nc.close()
+
+
+async def request(nc: nats.NATS, subject: str, body: Any = b"", timeout: float = 10.0) -> dict[str, Any]:
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    reply = await nc.request(subject, data, timeout=timeout)
+    return json.loads(reply.data)
+
+
+async def make_stream(nc: nats.NATS, name: str, replicas: int) -> None:
+    config = {"name": name, "subjects": [f"{name.lower()}.>"], "num_replicas": replicas}
+    assert "error" not in await request(nc, f"{API}STREAM.CREATE.{name}", config)
+
+
+async def make_consumer(nc: nats.NATS, stream: str, name: str, **config: Any) -> dict[str, Any]:
+    body = {"stream_name": stream, "config": {"durable_name": name, "ack_policy": "explicit", **config}}
+    return await request(nc, f"{API}CONSUMER.DURABLE.CREATE.{stream}.{name}", body)
+
+
+def replicas_for(kind: str) -> int:
+    return 3 if kind == "jetraft" else 1
+
+
+def rfc3339(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def shape(value: Any) -> Any:
+    """A reply with what differs from call to call (times, durations, ids) replaced by its kind."""
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if key in ("pause_until", "timestamp", "ts", "created") and item != ZERO_TIME:
+                out[key] = "<time>"
+            elif key in ("pause_remaining",):
+                out[key] = "<ns>" if isinstance(item, int) and item > 0 else item
+            elif key == "id":
+                out[key] = "<id>"
+            else:
+                out[key] = shape(item)
+        return out
+    if isinstance(value, list):
+        return [shape(v) for v in value]
+    return value
+
+
+class Pull:
+    """Raw MSG.NEXT requests on an inbox of their own: what comes back, and when."""
+
+    def __init__(self, nc: nats.NATS, stream: str, consumer: str) -> None:
+        self.nc, self.subject = nc, f"{API}CONSUMER.MSG.NEXT.{stream}.{consumer}"
+
+    async def __call__(self, body: dict[str, Any], wait: float = 1.5, messages: int = 0) -> list[tuple]:
+        """Replies until a status other than a heartbeat, `messages` messages (when > 0), or `wait`
+        seconds of silence: (status, description, pending headers, payload, wall clock) each."""
+        inbox = self.nc.new_inbox()
+        sub = await self.nc.subscribe(inbox)
+        await self.nc.publish(self.subject, json.dumps(body).encode(), reply=inbox)
+        out: list[tuple] = []
+        try:
+            while True:
+                try:
+                    msg = await sub.next_msg(timeout=wait)
+                except nats.errors.TimeoutError:
+                    break
+                headers = msg.headers or {}
+                status = headers.get("Status")
+                pending = {k: v for k, v in headers.items() if k.startswith("Nats-Pending")}
+                out.append((status, headers.get("Description"), pending, msg.data, time.time()))
+                if status is not None and status != "100":
+                    break
+                if messages and sum(1 for r in out if r[0] is None) >= messages:
+                    break
+        finally:
+            await sub.unsubscribe()
+        return out
+
+
+def without_times(replies: list[tuple]) -> list[tuple]:
+    return [r[:4] for r in replies]
+
+
+async def test_pause_and_resume_as_nats_server_does(both: dict[str, nats.NATS]) -> None:
+    seen: dict[str, dict[str, Any]] = {}
+    for kind, nc in both.items():
+        stream = "PAUSED"
+        await make_stream(nc, stream, replicas_for(kind))
+        advisories: list[dict[str, Any]] = []
+
+        async def on_advisory(msg: Any, into: list[dict[str, Any]] = advisories) -> None:
+            into.append(json.loads(msg.data))
+
+        await nc.subscribe(f"$JS.EVENT.ADVISORY.CONSUMER.PAUSE.{stream}.*", cb=on_advisory)
+        await nc.flush()
+        await make_consumer(nc, stream, "worker")
+        await nc.request("paused.job", b"first", timeout=5)  # a PubAck: stored
+        until = time.time() + 1.5
+        paused = await request(nc, f"{API}CONSUMER.PAUSE.{stream}.worker", {"pause_until": rfc3339(until)})
+        info = await request(nc, f"{API}CONSUMER.INFO.{stream}.worker")
+        pull = Pull(nc, stream, "worker")
+        asked = time.time()
+        held = await pull({"batch": 1, "no_wait": True, "expires": 300_000_000})
+        waited = await pull({"batch": 1, "expires": 5_000_000_000}, wait=5.0, messages=1)
+        errors = {
+            "array": await request(nc, f"{API}CONSUMER.PAUSE.{stream}.worker", b"[]"),
+            "no consumer": await request(nc, f"{API}CONSUMER.PAUSE.{stream}.nobody", b""),
+            "no stream": await request(nc, f"{API}CONSUMER.PAUSE.NOSTREAM.worker", b""),
+        }
+        past = await request(nc, f"{API}CONSUMER.PAUSE.{stream}.worker", {"pause_until": rfc3339(time.time() - 5)})
+        resumed = await request(nc, f"{API}CONSUMER.PAUSE.{stream}.worker", b"")
+        again = await request(nc, f"{API}CONSUMER.PAUSE.{stream}.worker", b"not json: ignored, resumes")
+        await nc.flush()
+        await asyncio.sleep(0.2)  # advisories are not answers: give the last ones time to arrive
+        seen[kind] = {
+            "paused": shape(paused),
+            "info": shape({k: info.get(k) for k in ("paused", "pause_remaining")}),
+            "config pause": shape({"pause_until": info["config"].get("pause_until")}),
+            "req level": info["config"]["metadata"]["_nats.req.level"],
+            "held": without_times(held),
+            "waited": without_times(waited),
+            "errors": errors,
+            "past": shape(past),
+            "resumed": resumed,
+            "again": again,
+            "advisories": [(a["paused"], a["pause_until"] != ZERO_TIME) for a in advisories],
+        }
+        assert paused["paused"] and 1_000_000_000 < paused["pause_remaining"] <= 1_500_000_000, kind
+        assert held[-1][4] - asked >= 0.25, kind  # a held no_wait request waits for its expiry
+        # the message comes when the pause ends, to the request that waited for it
+        assert waited and waited[0][3] == b"first", kind
+        assert until - 0.05 <= waited[0][4] < until + 1.0, kind
+        await request(nc, f"{API}STREAM.DELETE.{stream}")
+    jetraft, reference = seen["jetraft"], seen["nats-server"]
+    assert jetraft == reference
+    assert reference["advisories"] == [(True, True), (False, True), (False, True), (False, False)]
+    assert reference["held"] == [("408", "Request Timeout", {"Nats-Pending-Messages": "1", "Nats-Pending-Bytes": "0"}, b"")]
+
+
+async def test_a_new_consumer_leader_keeps_the_pause(cluster: LocalCluster) -> None:
+    nc = await nats.connect(cluster.client_urls[0])
+    try:
+        await make_stream(nc, "KEEP", 3)
+        await make_consumer(nc, "KEEP", "worker")
+        await nc.request("keep.job", b"held", timeout=5)
+        await request(nc, f"{API}CONSUMER.PAUSE.KEEP.worker", {"pause_until": rfc3339(time.time() + 60)})
+        before = (await request(nc, f"{API}CONSUMER.INFO.KEEP.worker"))["cluster"]["leader"]
+        await request(nc, f"{API}CONSUMER.LEADER.STEPDOWN.KEEP.worker")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 20
+        while True:
+            info = await request(nc, f"{API}CONSUMER.INFO.KEEP.worker")
+            if "error" not in info and info["cluster"].get("leader") not in (None, before):
+                break
+            assert loop.time() < deadline, "no new consumer leader"
+            await asyncio.sleep(0.1)
+        assert info["paused"] and info["pause_remaining"] > 50_000_000_000
+        pull = Pull(nc, "KEEP", "worker")
+        assert without_times(await pull({"batch": 1, "expires": 500_000_000})) == [
+            ("408", "Request Timeout", {"Nats-Pending-Messages": "1", "Nats-Pending-Bytes": "0"}, b"")
+        ]
+        await request(nc, f"{API}CONSUMER.PAUSE.KEEP.worker", b"")
+        got = await pull({"batch": 1, "expires": 5_000_000_000}, messages=1)
+        assert [r[3] for r in got] == [b"held"]
+        await request(nc, f"{API}STREAM.DELETE.KEEP")
+    finally:
+        await nc.close()
+
+
+async def test_pull_requests_answered_as_nats_server_answers_them(both: dict[str, nats.NATS]) -> None:
+    seen: dict[str, dict[str, Any]] = {}
+    for kind, nc in both.items():
+        stream = "PULLS"
+        await make_stream(nc, stream, replicas_for(kind))
+        await make_consumer(nc, stream, "d")
+        pull = Pull(nc, stream, "d")
+        out: dict[str, Any] = {}
+        asked = time.time()
+        empty = await pull({"batch": 1, "no_wait": True, "expires": 300_000_000})
+        out["empty, no_wait with expires"] = without_times(empty)
+        assert 0.25 <= empty[-1][4] - asked < 1.0, (kind, empty)  # at its expiry, not at once nor later
+        out["empty, no_wait"] = without_times(await pull({"batch": 1, "no_wait": True}))
+        for i in range(3):
+            await nc.request("pulls.a", b"m%d" % i, timeout=5)
+        out["no_wait with expires, some"] = without_times(
+            await pull({"batch": 5, "no_wait": True, "expires": 500_000_000})
+        )
+        for i in range(3):
+            await nc.request("pulls.a", b"o%d" % i, timeout=5)
+        out["max_bytes left over"] = without_times(await pull({"batch": 2, "max_bytes": 1000, "expires": 500_000_000}))
+        out["the rest"] = without_times(await pull({"batch": 5, "no_wait": True}))
+        # a request waiting (its inbox still subscribed), then a no_wait one: nothing left for it
+        inbox = nc.new_inbox()
+        waiting = await nc.subscribe(inbox)
+        await nc.publish(f"{API}CONSUMER.MSG.NEXT.{stream}.d", b'{"batch": 10, "expires": 3000000000}', reply=inbox)
+        await nc.flush()
+        out["no_wait behind a waiting one"] = without_times(await pull({"batch": 5, "no_wait": True}))
+        info = await request(nc, f"{API}CONSUMER.INFO.{stream}.d")
+        out["waiting"] = info["num_waiting"]
+        await waiting.unsubscribe()
+        # a request whose client left: never served, not counted as delivered nor waiting
+        await nc.request("pulls.b", b"kept", timeout=5)
+        await nc.publish(f"{API}CONSUMER.MSG.NEXT.{stream}.d", b'{"batch": 1, "expires": 2000000000}', reply="_INBOX.nobody")
+        await nc.flush()
+        await asyncio.sleep(0.3)  # nothing to wait for: this is about what did not happen
+        info = await request(nc, f"{API}CONSUMER.INFO.{stream}.d")
+        out["abandoned"] = (info["delivered"]["stream_seq"], info["num_ack_pending"], info["num_waiting"], info["num_pending"])
+        got = await pull({"batch": 1, "no_wait": True})
+        out["kept for the next"] = [(r[3], r[0]) for r in got]
+        seen[kind] = out
+        await request(nc, f"{API}STREAM.DELETE.{stream}")
+    assert seen["jetraft"] == seen["nats-server"]
+    assert seen["nats-server"]["abandoned"] == (6, 6, 0, 1)
+
+
+async def test_consumer_counts_as_nats_server_counts_them(both: dict[str, nats.NATS]) -> None:
+    seen: dict[str, list[tuple[int, int]]] = {}
+    for kind, nc in both.items():
+        counts = []
+        base = (await request(nc, f"{API}INFO"))["consumers"]
+
+        async def count(nc: nats.NATS = nc, base: int = base) -> tuple[int, int]:
+            stream_info = await request(nc, f"{API}STREAM.INFO.COUNTED")
+            return stream_info["state"]["consumer_count"], (await request(nc, f"{API}INFO"))["consumers"] - base
+
+        await make_stream(nc, "COUNTED", replicas_for(kind))
+        counts.append(await count())
+        assert "error" not in await make_consumer(nc, "COUNTED", "a")
+        counts.append(await count())
+        assert "error" not in await make_consumer(nc, "COUNTED", "b", deliver_subject="deliver.counted.b")
+        counts.append(await count())
+        listed = await request(nc, f"{API}STREAM.LIST")
+        counts.append(next(s["state"]["consumer_count"] for s in listed["streams"] if s["config"]["name"] == "COUNTED"))
+        await request(nc, f"{API}CONSUMER.DELETE.COUNTED.a")
+        counts.append(await count())
+        await request(nc, f"{API}STREAM.DELETE.COUNTED")
+        counts.append((0, (await request(nc, f"{API}INFO"))["consumers"] - base))
+        seen[kind] = counts
+    assert seen["jetraft"] == seen["nats-server"] == [(0, 0), (1, 1), (2, 2), 2, (1, 1), (0, 0)]
+
+
+def meta_leader(cluster: LocalCluster) -> str:
+    with urllib.request.urlopen(cluster.specs[0].http_url + "/healthz", timeout=5) as resp:
+        return str(json.loads(resp.read())["meta_leader"])
+
+
+async def lead_elsewhere(nc: nats.NATS, info_subject: str, stepdown_subject: str, avoid: str) -> str:
+    """Step the group's leader down until it is not on `avoid` (the meta leader); its name."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30
+    while True:
+        info = await request(nc, info_subject)
+        leader = info.get("cluster", {}).get("leader") if "error" not in info else None
+        if leader is not None and leader != avoid:
+            return str(leader)
+        assert loop.time() < deadline, f"the leader stays on {avoid}"
+        if leader is not None:
+            await request(nc, stepdown_subject)
+        await asyncio.sleep(0.2)
+
+
+async def test_a_consumer_update_answers_with_the_new_config_from_a_leader_elsewhere(cluster: LocalCluster) -> None:
+    meta = meta_leader(cluster)
+    nc = await nats.connect(cluster.client_urls[0])
+    try:
+        await make_stream(nc, "UPDATED_C", 3)
+        await make_consumer(nc, "UPDATED_C", "d")
+        await lead_elsewhere(
+            nc, f"{API}CONSUMER.INFO.UPDATED_C.d", f"{API}CONSUMER.LEADER.STEPDOWN.UPDATED_C.d", meta
+        )
+        for round_ in range(5):
+            reply = await make_consumer(nc, "UPDATED_C", "d", description=f"v{round_}")
+            assert reply["config"].get("description") == f"v{round_}", reply
+        await request(nc, f"{API}STREAM.DELETE.UPDATED_C")
+    finally:
+        await nc.close()
+
+
+async def test_a_stream_update_answers_with_the_new_config_from_a_leader_elsewhere(cluster: LocalCluster) -> None:
+    meta = meta_leader(cluster)
+    nc = await nats.connect(cluster.client_urls[0])
+    try:
+        await make_stream(nc, "UPDATED_S", 3)
+        await lead_elsewhere(nc, f"{API}STREAM.INFO.UPDATED_S", f"{API}STREAM.LEADER.STEPDOWN.UPDATED_S", meta)
+        for round_ in range(5):
+            config = {"name": "UPDATED_S", "subjects": ["updated_s.>"], "num_replicas": 3, "description": f"v{round_}"}
+            reply = await request(nc, f"{API}STREAM.UPDATE.UPDATED_S", config)
+            assert reply["config"].get("description") == f"v{round_}", reply
+        await request(nc, f"{API}STREAM.DELETE.UPDATED_S")
+    finally:
+        await nc.close()
+
+
+async def test_a_push_consumer_created_before_its_subscriber_delivers_at_once(both: dict[str, nats.NATS]) -> None:
+    """A subscriber on another node than the consumer's leader: the delivery follows its interest."""
+    for kind, nc in both.items():
+        await make_stream(nc, "PUSHED", replicas_for(kind))
+        await nc.request("pushed.a", b"waiting", timeout=5)
+        created = await make_consumer(nc, "PUSHED", "p", deliver_subject="deliver.pushed")
+        assert "error" not in created, created
+        sub = await nc.subscribe("deliver.pushed")
+        msg = await sub.next_msg(timeout=5)
+        assert msg.data == b"waiting", kind
+        await sub.unsubscribe()
+        await request(nc, f"{API}STREAM.DELETE.PUSHED")
+
+
+# last: it kills and restarts a node
+async def test_info_is_not_held_up_after_the_meta_leader_changes(cluster: LocalCluster) -> None:
+    """A new meta leader's first entry changes no assignment: nodes must not wait for a reconcile of
+    it before answering what the meta leader passes on (every INFO stalled 5 s, past clients' timeouts)."""
+    meta = meta_leader(cluster)
+    survivor = next(spec for spec in cluster.specs if spec.name != meta)
+    nc = await nats.connect(survivor.client_url)
+    try:
+        await make_stream(nc, "AFTER_META", 3)
+        cluster.kill_node(meta)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while True:  # until the survivors have a meta leader again
+            try:
+                info = await request(nc, f"{API}STREAM.INFO.AFTER_META", timeout=2)
+                if "error" not in info:
+                    break
+            except nats.errors.TimeoutError:
+                pass
+            assert loop.time() < deadline, "INFO never answered within 2 s after the meta leader died"
+            await asyncio.sleep(0.1)
+        started = loop.time()
+        for _ in range(3):
+            assert "error" not in await request(nc, f"{API}STREAM.INFO.AFTER_META", timeout=2)
+        assert loop.time() - started < 2.0
+        await request(nc, f"{API}STREAM.DELETE.AFTER_META")
+    finally:
+        await nc.close()
+        cluster.restart_node(meta)
+        cluster.wait_ready(names=[meta])
