@@ -46,31 +46,41 @@ def wrap_int64(value: int) -> int:
     return (value + _INT64) % _UINT64 - _INT64
 
 
-def slice_header(key: bytes, headers: bytes | None) -> bytes | None:
-    """The value of header `key` as nats-server's sliceHeader finds it, or None when absent."""
+def header_key_index(key: bytes, headers: bytes | None) -> int:
+    """Where header line `key` starts, as nats-server's getHeaderKeyIndex finds it; -1 when absent."""
     if not headers:
-        return None
+        return -1
     size = len(headers)
     offset = 0
     while True:
         index = headers.find(key, offset)
-        # as Go's getHeaderKeyIndex: the position found is checked relative to where the search began
+        # as Go's: the position found is checked relative to where the search began
         if index < 0 or index - offset < 2:
-            return None
+            return -1
         if index >= size - 1 or headers[index - 2 : index] != b"\r\n":
             offset = index + len(key)
             continue
         end = index + len(key)
         if end >= size:
-            return None
+            return -1
         if headers[end] != 0x3A:  # ':'
             offset = end
             continue
-        start = end + 1
-        while start < size and headers[start] == 0x20:
-            start += 1
-        stop = headers.find(b"\r\n", start)
-        return headers[start:] if stop < 0 else headers[start:stop]
+        return index
+
+
+def slice_header(key: bytes, headers: bytes | None) -> bytes | None:
+    """The value of header `key` as nats-server's sliceHeader finds it, or None when absent."""
+    index = header_key_index(key, headers)
+    if index < 0:
+        return None
+    assert headers is not None
+    size = len(headers)
+    start = index + len(key) + 1
+    while start < size and headers[start] == 0x20:
+        start += 1
+    stop = headers.find(b"\r\n", start)
+    return headers[start:] if stop < 0 else headers[start:stop]
 
 
 def parse_go_duration(text: str) -> int:
@@ -178,8 +188,12 @@ def parse_ttl(value: str) -> int:
         return seconds
     if duration < SECOND_NS:
         raise InvalidTTLError(f"invalid per-message TTL {value!r}")
-    # Go's int64(d.Seconds()): whole seconds plus the fraction, in float64, truncated.
-    whole, fraction = divmod(duration, SECOND_NS)
+    return go_seconds(duration)
+
+
+def go_seconds(duration_ns: int) -> int:
+    """Go's int64(d.Seconds()) of a non-negative duration: seconds and fraction in float64, truncated."""
+    whole, fraction = divmod(duration_ns, SECOND_NS)
     return int(float(whole) + float(fraction) / 1e9)
 
 
