@@ -53,7 +53,7 @@ from cluster.stream.info import (
     stream_update_response,
     subjects_page,
 )
-from cluster.stream.machine import ConfigApplied, Deleted, Purged, Stored
+from cluster.stream.machine import ConfigApplied, Deleted, Expired, Purged, Stored
 from cluster.stream.msg_get import answer_msg_get, msg_get_error
 from cluster.stream.publish import (
     Accepted,
@@ -152,7 +152,9 @@ class StreamLeader:
         self._publishes = LabelledChildren(metrics.publishes, replica.name, self.ctx.name)
         self._puback_latency = metrics.puback_latency.labels(replica.name, self.ctx.name)
         self._republisher: Republisher | None = None
-        self.expiry = ExpiryTimer(replica.name, self._next_expiry_ns, replica.propose)
+        self.expiry = ExpiryTimer(
+            replica.name, self._next_expiry_ns, replica.propose, on_expired=self._republish_markers
+        )
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -217,6 +219,24 @@ class StreamLeader:
         cfg = self.replica.config
         if cfg.max_age > 0 or cfg.allow_msg_ttl:
             self.expiry.poke()
+
+    def _republish_markers(self, expired: Expired) -> None:
+        """Delete markers are stored messages: republished like any other (nats-server does), with
+        the message each replaced as the subject's previous sequence."""
+        config = self.replica.config.republish
+        if not expired.markers or config is None:
+            return
+        self._republisher = republisher = republisher_for(self.replica.name, config, self._republisher)
+        if republisher is None:
+            return
+        for seq, replaced in expired.markers:
+            try:
+                marker = self.replica.store.load_msg(seq)
+            except MsgNotFoundError:
+                continue
+            out = republisher.outgoing(marker.subject, marker.headers, marker.payload, seq, marker.ts_ns, replaced)
+            if out is not None:
+                self.ctx.router.publish(out.subject, out.payload, None, out.headers)
 
     def _next_expiry_ns(self) -> int | None:
         cfg = self.replica.config

@@ -112,10 +112,11 @@ class Skipped:
 
 @dataclass(frozen=True, slots=True)
 class Expired:
-    """What an Expire entry removed and the delete markers it stored; `more`: it stopped at its limit."""
+    """What an Expire entry removed, the delete markers it stored (each with the sequence of the
+    message it took the place of), and `more`: it stopped at its limit."""
 
     removed: tuple[int, ...]
-    markers: tuple[int, ...] = ()
+    markers: tuple[tuple[int, int], ...] = ()
     more: bool = False
 
 
@@ -349,7 +350,7 @@ class StreamStateMachine:
             return Expired(removed, more=bool(op.limit) and len(removed) >= op.limit)
         due = self.store.expiry_due(now, op.limit)
         gone: list[int] = []
-        markers: list[int] = []
+        markers: list[tuple[int, int]] = []
         for seq in due:
             try:
                 msg = self.store.load_msg(seq)
@@ -361,7 +362,7 @@ class StreamStateMachine:
             if last_of_subject and not is_delete_marker(msg.headers):
                 stored = self._store_marker(msg.subject, marker_ttl, now)
                 if stored is not None:
-                    markers.append(stored.seq)
+                    markers.append((stored.seq, seq))
                     gone.extend(stored.removed)
         self._dedup.forget_seqs(gone)
         return Expired(tuple(sorted(gone)), tuple(markers), more=bool(op.limit) and len(due) >= op.limit)

@@ -48,19 +48,19 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
         servers.stop()
 
 
+async def _run(url: str, scenario: Callable[[nats.NATS], Awaitable[T]]) -> T:
+    nc = await nats.connect(url)
+    try:
+        return await scenario(nc)
+    finally:
+        await nc.close()
+
+
 async def on_both(
     jetraft: LocalCluster, reference: list[str], scenario: Callable[[nats.NATS], Awaitable[T]]
 ) -> tuple[T, T]:
     """Run `scenario` against both clusters at once (client on the first node of each)."""
-
-    async def run(url: str) -> T:
-        nc = await nats.connect(url)
-        try:
-            return await scenario(nc)
-        finally:
-            await nc.close()
-
-    ours, theirs = await asyncio.gather(run(jetraft.client_urls[0]), run(reference[0]))
+    ours, theirs = await asyncio.gather(_run(jetraft.client_urls[0], scenario), _run(reference[0], scenario))
     return ours, theirs
 
 
@@ -243,6 +243,44 @@ async def test_a_kv_watcher_sees_limit_markers(jetraft: LocalCluster, reference:
         assert markers == {"4"} and reasons == {"MaxAge"}, [r.headers for r in replies]
     finally:
         await nc.close()
+
+
+async def test_delete_markers_are_republished(jetraft: LocalCluster, reference: list[str]) -> None:
+    async def scenario(nc: nats.NATS, url_of: Callable[[str], str]) -> list[tuple[str, dict[str, str], bytes]]:
+        js = nc.jetstream()
+        await create_stream(
+            nc,
+            {
+                "name": "REPUB",
+                "subjects": ["repub.>"],
+                "max_age": SECOND,
+                "subject_delete_marker_ttl": SECOND,
+                "republish": {"src": "repub.>", "dest": "out.>"},
+            },
+        )
+        # listen where the stream's leader runs, which is where republished messages come from
+        leader = (await api(nc, "$JS.API.STREAM.INFO.REPUB"))["cluster"]["leader"]
+        listener = await nats.connect(url_of(leader))
+        try:
+            received: asyncio.Queue[Any] = asyncio.Queue()
+            await listener.subscribe("out.>", cb=received.put)
+            await listener.flush()
+            await js.publish("repub.a", b"old")
+            out = []
+            for _ in range(2):  # the message, then the marker that replaced it
+                msg = await asyncio.wait_for(received.get(), 1 + LATE)
+                headers = {k: v for k, v in (msg.headers or {}).items() if k != "Nats-Time-Stamp"}
+                out.append((msg.subject, headers, msg.data))
+            return out
+        finally:
+            await listener.close()
+
+    ours, theirs = await asyncio.gather(
+        _run(jetraft.client_urls[0], lambda nc: scenario(nc, lambda name: jetraft.spec(name).client_url)),
+        _run(reference[0], lambda nc: scenario(nc, lambda name: reference[int(name[1:]) - 1])),
+    )
+    assert ours == theirs
+    assert ours[1][1]["Nats-Marker-Reason"] == "MaxAge" and ours[1][1]["Nats-Last-Sequence"] == "1"
 
 
 async def test_expiry_carries_on_after_a_leader_change(jetraft: LocalCluster) -> None:
