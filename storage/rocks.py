@@ -972,12 +972,16 @@ class RocksStreamStore:
             live = self._index.live
             never = self._ttl.never
             seq = self._first_aging()
+            # the first one's time is cached: a write to a max_age stream asks for it every time
+            ts = self._aging_ts(seq) if seq is not None else 0
             aged: list[int] = []
             # Timestamps never decrease along the sequence, so the walk stops at the first young message.
-            while seq is not None and self._ts_at(seq) <= cutoff and not (limit and len(aged) >= limit):
+            while seq is not None and ts <= cutoff and not (limit and len(aged) >= limit):
                 if seq not in never:
                     aged.append(seq)
                 seq = live.next_at_or_after(seq + 1)
+                if seq is not None:
+                    ts = self._ts_at(seq)
             if not due:
                 return aged
             due.extend(aged)
