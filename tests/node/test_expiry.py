@@ -20,7 +20,6 @@ from typing import Any, TypeVar
 import nats
 import pytest
 from nats.js.api import KeyValueConfig
-from nats.js.errors import KeyNotFoundError
 
 from local.cluster import LocalCluster
 from tests.node.cluster_fixtures import RANDOM_DIRECT_GETS, direct_get_from_every_replica, local_cluster
@@ -99,18 +98,27 @@ async def test_a_quiet_stream_loses_old_messages_on_time(jetraft: LocalCluster, 
     async def scenario(nc: nats.NATS) -> tuple[float, dict[str, Any]]:
         js = nc.jetstream()
         await create_stream(nc, {"name": "QUIET", "subjects": ["quiet.>"], "max_age": 2 * SECOND})
+        before = time.time()
         for i in range(3):
             await js.publish(f"quiet.{i}", b"old")
+        after = time.time()
         # nothing more is published: only the server's own timer can remove them
-        waited = await poll(
-            lambda: _empty(nc, "QUIET"), 2 + LATE, "the quiet stream to lose its messages"
-        )
-        return waited, comparable(await state(nc, "QUIET"))
+        await poll(lambda: _empty(nc, "QUIET"), after - time.time() + 2 + LATE, "the quiet stream to empty")
+        return on_time(before, after, 2), comparable(await state(nc, "QUIET"))
 
     (ours, our_state), (theirs, their_state) = await on_both(jetraft, reference, scenario)
     assert our_state == their_state == {**their_state, "messages": 0, "first_seq": 4, "last_seq": 3}
-    # both removed them once they were 2 s old (measured from the last publish, a little earlier)
-    assert 1.5 < ours < 2 + LATE and 1.5 < theirs < 2 + LATE
+    assert ours == theirs == 0.0, "emptied neither early nor late"
+
+
+def on_time(published_from: float, published_to: float, max_age: float) -> float:
+    """0.0 when now is inside the expiry window of messages published between the two times (same
+    machine, same clock): not before the first was `max_age` old, at most LATE seconds after the last
+    was; else how far outside (negative: early)."""
+    now = time.time()
+    if now < published_from + max_age:
+        return now - (published_from + max_age)
+    return max(0.0, now - (published_to + max_age + LATE))
 
 
 async def _empty(nc: nats.NATS, stream: str) -> bool:
@@ -121,20 +129,22 @@ async def test_a_kv_bucket_ttl_removes_idle_keys(jetraft: LocalCluster, referenc
     async def scenario(nc: nats.NATS) -> tuple[float, int]:
         js = nc.jetstream()
         kv = await js.create_key_value(KeyValueConfig(bucket="idle", ttl=2, replicas=3))
+        before = time.time()
         revision = await kv.put("session", b"alive")
+        after = time.time()
 
         async def gone() -> bool:
-            try:
-                await kv.get("session")
-            except KeyNotFoundError:
-                return True
-            return False
+            # STREAM.MSG.GET, which the leader answers: nats-py's kv.get may use a Direct Get, which
+            # a follower that has not applied the put yet would answer "not found"
+            answer = await api(nc, "$JS.API.STREAM.MSG.GET.KV_idle", {"last_by_subj": "$KV.idle.session"})
+            return answer.get("error", {}).get("err_code") == 10037
 
-        return await poll(gone, 2 + LATE, "the idle key to expire"), revision
+        await poll(gone, after - time.time() + 2 + LATE, "the idle key to expire")
+        return on_time(before, after, 2), revision
 
     (ours, our_rev), (theirs, their_rev) = await on_both(jetraft, reference, scenario)
     assert our_rev == their_rev == 1
-    assert 1.5 < ours < 2 + LATE and 1.5 < theirs < 2 + LATE
+    assert ours == theirs == 0.0, "expired neither early nor late"
 
 
 async def test_nats_ttl_expires_single_messages_and_never_outlives_max_age(
@@ -154,7 +164,7 @@ async def test_nats_ttl_expires_single_messages_and_never_outlives_max_age(
         seen: list[tuple[int, str]] = []
 
         async def only_never_left() -> bool:
-            left = await _sequences(nc, "TTLS", 4)
+            left = await _sequences(nc, "TTLS")
             if not seen or seen[-1][1] != str(left):
                 seen.append((len(seen), str(left)))
             return left == [3]
@@ -176,13 +186,13 @@ async def test_nats_ttl_expires_single_messages_and_never_outlives_max_age(
     assert our_state == their_state
 
 
-async def _sequences(nc: nats.NATS, stream: str, last: int) -> list[int]:
-    found = []
-    for seq in range(1, last + 1):
-        answer = await api(nc, f"$JS.API.STREAM.MSG.GET.{stream}", {"seq": seq})
-        if "message" in answer:
-            found.append(seq)
-    return found
+async def _sequences(nc: nats.NATS, stream: str) -> list[int]:
+    """The stream's live sequences, from one STREAM.INFO (one answer: no expiry between reads)."""
+    st = (await api(nc, f"$JS.API.STREAM.INFO.{stream}", {"deleted_details": True}))["state"]
+    if not st["messages"]:
+        return []
+    gone = set(st.get("deleted") or ())
+    return [seq for seq in range(st["first_seq"], st["last_seq"] + 1) if seq not in gone]
 
 
 TTL_VALUES = ["5", "never", "abc", "0", "", "500ms", "-1", "00", "1.5s", "1h", "1e3", "+2s", "NEVER"]
