@@ -29,6 +29,7 @@ import structlog
 
 from cluster.stream.entries import Expire
 from cluster.stream.machine import Expired
+from raft.driver import RaftHostError
 
 log = structlog.get_logger(__name__)
 
@@ -103,7 +104,7 @@ class ExpiryTimer:
             return
         try:
             future = self._propose(Expire(now, EXPIRE_BATCH).encode())
-        except Exception as exc:  # the driver's errors: not leader any more, group gone, closed
+        except RaftHostError as exc:  # not leader any more, group gone, host closed
             log.info("expire_not_proposed", stream=self._stream, error=str(exc))
             self._not_before_ns = now + RETRY_NS
             self.poke()

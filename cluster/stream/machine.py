@@ -375,7 +375,8 @@ class StreamStateMachine:
                 subject, marker_headers(ttl_seconds), b"", now, rollup=StoreRollup.SUBJECT
             )
         except (LimitExceededError, MsgTooBigError) as exc:
-            # a full discard-new stream: nats-server's marker fails the same way; the message is gone
+            # a full discard-new stream refuses the marker. nats-server's marker fails the same way,
+            # but there the expired message stays until one fits; here it goes without a marker
             log.info("delete_marker_refused", stream=self._config.name, subject=subject, error=str(exc))
             return None
         self._last_seq, self._last_ts, self._last_msg_id = result.seq, result.ts_ns, ""

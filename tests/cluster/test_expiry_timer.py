@@ -8,6 +8,7 @@ from typing import Any
 from cluster.stream.entries import Expire, decode_entry
 from cluster.stream.expiry import EXPIRE_BATCH, MIN_GAP_NS, RETRY_NS, ExpiryTimer
 from cluster.stream.machine import Expired
+from raft.driver import NotLeaderError
 
 SECOND = 1_000_000_000
 T0 = 1_800_000_000 * SECOND
@@ -26,7 +27,7 @@ class Stream:
 
     def propose(self, data: bytes) -> asyncio.Future[Any]:
         if self.refuse:
-            raise RuntimeError("not leader")
+            raise NotLeaderError("S", None)
         entry = decode_entry(data)
         assert isinstance(entry, Expire)
         self.proposed.append(entry)
