@@ -161,6 +161,7 @@ class StreamStateMachine:
         self._config_json: dict[str, Any] = config.to_json()
         if store.metadata is not None:
             self._load_meta(store.metadata)
+            self._align_store_config()
         else:
             store.update_config(store_config_for(config))
         self._reload()
@@ -230,6 +231,7 @@ class StreamStateMachine:
         if meta is None:
             raise ValueError("snapshot carries no stream state machine metadata")
         self._load_meta(meta)
+        self._align_store_config()
         self._reload()
 
     # -- applying -------------------------------------------------------------------------
@@ -414,6 +416,13 @@ class StreamStateMachine:
         self._last_msg_id = str(body.get("last_msg_id", ""))
         self._sources = {str(k): int(v) for k, v in body.get("sources", {}).items()}
         self._set_config(stream_config_from_json(body["config"]))
+
+    def _align_store_config(self) -> None:
+        """The store's limits are a function of the stream config; a store (or snapshot) written by a
+        version whose StoreConfig had fewer fields (no allow_msg_ttl, no marker TTL) gets them here."""
+        wanted = store_config_for(self._config)
+        if self.store.config != wanted:
+            self.store.update_config(wanted)
 
     def _reload(self) -> None:
         state = self.store.state()

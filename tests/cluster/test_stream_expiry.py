@@ -204,3 +204,18 @@ def test_stored_result_of_a_write_that_expires_others() -> None:
     m.apply([log(publish(cfg, "e.a", T0, Nats_TTL="1"))])
     # without markers, a write removes what is due at its own time, as it always did for max_age
     assert m.apply([log(publish(cfg, "e.b", T0 + SECOND))]) == [Stored(2, T0 + SECOND, (1,))]
+
+
+def test_a_store_from_before_ttls_learns_them_from_the_stream_config(tmp_path: Path) -> None:
+    # a KV bucket's stream (allow_msg_ttl) whose store was written when StoreConfig had no such field
+    cfg = config(allow_msg_ttl=True)
+    m = StreamStateMachine(RocksStreamStore(tmp_path / "s"), cfg, sync_writes=False)
+    log = Log()
+    m.apply([log(publish(cfg, "e.a", T0, Nats_TTL="1"))])
+    m.store.update_config(dataclasses.replace(m.store.config, allow_msg_ttl=False))
+    assert m.store.next_expiry_ns() is None
+    m.store.close()
+    reopened = StreamStateMachine(RocksStreamStore(tmp_path / "s"), cfg, sync_writes=False)
+    assert reopened.store.config.allow_msg_ttl
+    assert reopened.store.next_expiry_ns() == T0 + SECOND
+    reopened.store.close()
