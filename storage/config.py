@@ -25,6 +25,12 @@ class StoreConfig:
 
     `max_age_ns` is nanoseconds like the `max_age` field of the JetStream API;
     0 means messages never age out.
+
+    `allow_msg_ttl` honours each message's `Nats-TTL` header (ADR-43). With
+    `subject_delete_marker_ttl_ns` set the store removes nothing by age on its
+    own (not on writes, not on config changes): its owner expires through
+    `expiry_due`, since a message that was the last of its subject is to be
+    replaced by a delete marker (cluster/stream/markers.py), not just dropped.
     """
 
     max_msgs: int = UNLIMITED
@@ -34,6 +40,8 @@ class StoreConfig:
     max_msgs_per_subject: int = UNLIMITED
     discard: DiscardPolicy = DiscardPolicy.OLD
     discard_new_per_subject: bool = False
+    allow_msg_ttl: bool = False
+    subject_delete_marker_ttl_ns: int = 0
 
     def __post_init__(self) -> None:
         for name in ("max_msgs", "max_bytes", "max_msg_size", "max_msgs_per_subject"):
@@ -45,6 +53,11 @@ class StoreConfig:
                 object.__setattr__(self, name, UNLIMITED)
         if not isinstance(self.max_age_ns, int) or isinstance(self.max_age_ns, bool) or self.max_age_ns < 0:
             raise InvalidConfigError(f"max_age_ns must be an integer >= 0, got {self.max_age_ns!r}")
+        marker_ttl = self.subject_delete_marker_ttl_ns
+        if not isinstance(marker_ttl, int) or isinstance(marker_ttl, bool) or marker_ttl < 0:
+            raise InvalidConfigError(
+                f"subject_delete_marker_ttl_ns must be an integer >= 0, got {marker_ttl!r}"
+            )
         try:
             object.__setattr__(self, "discard", DiscardPolicy(self.discard))
         except ValueError:
@@ -61,7 +74,14 @@ class StoreConfig:
             max_msgs_per_subject=config.get("max_msgs_per_subject", UNLIMITED),
             discard=config.get("discard", DiscardPolicy.OLD),
             discard_new_per_subject=bool(config.get("discard_new_per_subject", False)),
+            allow_msg_ttl=bool(config.get("allow_msg_ttl", False)),
+            subject_delete_marker_ttl_ns=config.get("subject_delete_marker_ttl", 0),
         )
+
+    @property
+    def expires_on_writes(self) -> bool:
+        """Whether writes and config changes remove what is due themselves (no delete markers to place)."""
+        return self.subject_delete_marker_ttl_ns == 0
 
     def to_json_dict(self) -> dict[str, Any]:
         fields = asdict(self)

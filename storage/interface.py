@@ -73,7 +73,8 @@ class StreamStore(Protocol):
         *,
         rollup: Rollup | None = None,
     ) -> StoreResult:
-        """Store at last_seq + 1, then enforce limits, rollup and max_age (with `ts_ns` as now).
+        """Store at last_seq + 1, then enforce limits, rollup and expiry (with `ts_ns` as now; not with
+        subject delete markers, see StoreConfig). A valid `Nats-TTL` header gives the message its TTL.
 
         Raises InvalidSubjectError, InvalidHeadersError, MsgTooBigError, or
         LimitExceededError (discard new); nothing is stored then.
@@ -128,16 +129,23 @@ class StreamStore(Protocol):
         """Remove every message above `seq`, which becomes last_seq (0 resets the store)."""
         ...
 
-    def expire(self, now_ns: int) -> tuple[int, ...]:
-        """Remove messages older than max_age at `now_ns`; returns their sequences."""
+    def expiry_due(self, now_ns: int, limit: int = 0) -> tuple[int, ...]:
+        """What `expire(now_ns, limit)` would remove, ascending, without removing it: messages
+        older than max_age (except `Nats-TTL: never` ones) and, with `allow_msg_ttl`, messages
+        past their own TTL; the lowest `limit` of them (0: all)."""
+        ...
+
+    def expire(self, now_ns: int, limit: int = 0) -> tuple[int, ...]:
+        """Remove `expiry_due(now_ns, limit)`; returns their sequences."""
         ...
 
     def next_expiry_ns(self) -> int | None:
-        """When `expire` next has work, or None: the host schedules the call."""
+        """When `expire` next has work, or None (no max_age, no TTL): the host schedules the call."""
         ...
 
     def update_config(self, config: StoreConfig, now_ns: int | None = None) -> tuple[int, ...]:
-        """New limits, enforced at once (max_age too when `now_ns` is given); returns removed sequences."""
+        """New limits, enforced at once (expiry too when `now_ns` is given, unless the config places
+        subject delete markers); returns removed sequences."""
         ...
 
     # -- reads --------------------------------------------------------------------------

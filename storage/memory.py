@@ -30,8 +30,10 @@ from storage.errors import (
 )
 from storage.group import WriteGroup
 from storage.model import MsgBatch, Rollup, SimpleState, StoredMsg, StoreResult, StreamState, msg_size
+from storage.msg_ttl import stored_ttl
 from storage.record import decode_record, encode_record
 from storage.snapshot import SnapshotHeader, SnapshotReader, encode_snapshot
+from storage.ttl_index import TtlIndex
 from storage.validation import (
     ALL_SUBJECTS,
     check_count,
@@ -73,6 +75,7 @@ class MemoryStreamStore:
         self._bytes = 0
         self._meta: bytes | None = None
         self._closed = False
+        self._ttl = TtlIndex(self._config.allow_msg_ttl)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -94,6 +97,7 @@ class MemoryStreamStore:
             self._closed = True
             self._msgs = {}
             self._subjects = {}
+            self._ttl.clear()
 
     @contextmanager
     def write_group(self, *, sync: bool = False) -> Iterator[WriteGroup]:
@@ -220,28 +224,39 @@ class MemoryStreamStore:
             self._last_seq = seq
             if not self._msgs:
                 self._first_seq = seq + 1
+            self._ttl.reset_age_cursor()
 
-    def expire(self, now_ns: int) -> tuple[int, ...]:
+    def expiry_due(self, now_ns: int, limit: int = 0) -> tuple[int, ...]:
         with self._open():
-            removed: list[int] = []
-            self._expire(check_ts(now_ns), removed)
-            return tuple(removed)
+            return tuple(self._due(check_ts(now_ns), check_count(limit, "limit")))
+
+    def expire(self, now_ns: int, limit: int = 0) -> tuple[int, ...]:
+        with self._open():
+            due = self._due(check_ts(now_ns), check_count(limit, "limit"))
+            for seq in due:
+                self._remove(seq)
+            return tuple(due)
 
     def next_expiry_ns(self) -> int | None:
         with self._open():
-            if self._config.max_age_ns <= 0 or not self._msgs:
-                return None
-            return self._msgs[self._first_seq].ts_ns + self._config.max_age_ns
+            next_ttl = self._ttl.next_deadline()
+            max_age = self._config.max_age_ns
+            aging = self._first_aging() if max_age > 0 else None
+            if aging is None:
+                return next_ttl
+            by_age = self._msgs[aging].ts_ns + max_age
+            return by_age if next_ttl is None else min(by_age, next_ttl)
 
     def update_config(self, config: StoreConfig, now_ns: int | None = None) -> tuple[int, ...]:
         with self._open():
             self._config = config
+            self._ttl.set_active(config.allow_msg_ttl)
             removed: list[int] = []
             self._enforce_msg_and_byte_limits(removed)
             if config.max_msgs_per_subject > 0:
                 for subject in list(self._subjects):
                     self._enforce_subject_limit(subject, removed)
-            if now_ns is not None:
+            if now_ns is not None and config.expires_on_writes:
                 self._expire(check_ts(now_ns), removed)
             return tuple(sorted(removed))
 
@@ -397,6 +412,7 @@ class MemoryStreamStore:
             header = reader.header
             msgs: dict[int, StoredMsg] = {}
             subjects: dict[str, _SubjectInfo] = {}
+            ttl = TtlIndex(header.config.allow_msg_ttl)
             total = 0
             previous = header.first_seq - 1
             for record in reader.records():
@@ -405,6 +421,8 @@ class MemoryStreamStore:
                 previous = msg.seq
                 msgs[msg.seq] = msg
                 total += len(record)
+                if msg.headers:
+                    ttl.add(msg.seq, msg.ts_ns, stored_ttl(msg.headers))
                 info = subjects.get(msg.subject)
                 if info is None:
                     subjects[msg.subject] = _SubjectInfo(msg.seq)
@@ -416,6 +434,7 @@ class MemoryStreamStore:
             self._config = header.config
             self._msgs = msgs
             self._subjects = subjects
+            self._ttl = ttl
             self._first_seq = header.first_seq
             self._last_seq = header.last_seq
             self._last_ts = header.last_ts_ns
@@ -467,6 +486,8 @@ class MemoryStreamStore:
         else:
             info.count += 1
             info.last = seq
+        if headers:
+            self._ttl.add(seq, ts, stored_ttl(headers))
 
         removed: list[int] = []
         self._enforce_subject_limit(subject, removed)
@@ -481,8 +502,9 @@ class MemoryStreamStore:
             for candidate in range(self._first_seq, seq):
                 if self._remove(candidate):
                     removed.append(candidate)
-        # A write's own timestamp is a clock every replica agrees on.
-        self._expire(ts, removed)
+        if config.expires_on_writes:
+            # A write's own timestamp is a clock every replica agrees on.
+            self._expire(ts, removed)
         return StoreResult(seq, ts, tuple(sorted(removed)))
 
     def _check_discard_new(self, subject: str, size: int, rollup: Rollup | None) -> None:
@@ -528,18 +550,44 @@ class MemoryStreamStore:
             self._remove(self._first_seq)
 
     def _expire(self, now_ns: int, removed: list[int]) -> None:
+        for seq in self._due(now_ns, 0):
+            self._remove(seq)
+            removed.append(seq)
+
+    def _due(self, now_ns: int, limit: int) -> list[int]:
+        """Ascending sequences past max_age (never-messages skipped) or past their own TTL."""
+        due = self._ttl.due(now_ns)
         max_age = self._config.max_age_ns
-        if max_age <= 0:
-            return
-        cutoff = now_ns - max_age
-        while self._msgs and self._msgs[self._first_seq].ts_ns <= cutoff:
-            removed.append(self._first_seq)
-            self._remove(self._first_seq)
+        if max_age > 0:
+            cutoff = now_ns - max_age
+            seq = self._first_aging()
+            aged: list[int] = []
+            # Timestamps never decrease along the sequence, so the walk stops at the first young message.
+            while seq is not None and self._msgs[seq].ts_ns <= cutoff and not (limit and len(aged) >= limit):
+                if seq not in self._ttl.never:
+                    aged.append(seq)
+                seq = self._live_after(seq)
+            due.extend(aged)
+        ordered = sorted(set(due))
+        return ordered[:limit] if limit else ordered
+
+    def _first_aging(self) -> int | None:
+        first = self._first_seq if self._msgs else None
+        return self._ttl.first_aging(first, self._live_at_or_after)
+
+    def _live_at_or_after(self, seq: int) -> int | None:
+        candidates = range(max(seq, self._first_seq), self._last_seq + 1)
+        return next((s for s in candidates if s in self._msgs), None)
+
+    def _live_after(self, seq: int) -> int | None:
+        return self._live_at_or_after(seq + 1)
 
     def _remove(self, seq: int) -> bool:
         msg = self._msgs.pop(seq, None)
         if msg is None:
             return False
+        if self._ttl:
+            self._ttl.discard(seq)
         self._bytes -= msg.size
         info = self._subjects[msg.subject]
         info.count -= 1
@@ -568,6 +616,7 @@ class MemoryStreamStore:
         purged = len(self._msgs)
         self._msgs = {}
         self._subjects = {}
+        self._ttl.clear()
         self._bytes = 0
         self._first_seq = first_seq
         self._last_seq = first_seq - 1

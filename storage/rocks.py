@@ -10,6 +10,9 @@ Layout, two column families besides RocksDB's unused `default`:
            b"applied"    the metadata value of the last write group (Raft applied index)
            b"restoring"  present only while a snapshot is being written in
            b"index"      the in-memory index saved by close (storage/index_snapshot.py)
+           b"ttls"       b"1": the `ttls` family is kept up to date (absent in stores written before it)
+    ttls   key: seq (as in msgs), for each live message with a valid Nats-TTL header
+           value: ttl_s:8 (signed, -1 for never) deadline_ns:8 (little-endian)
 
 The in-memory `StreamIndex` (storage/index.py) answers all sequence questions;
 RocksDB is read only for message bodies. A clean close saves the index with the
@@ -62,9 +65,11 @@ from storage.index import (
 )
 from storage.index_snapshot import decode_index, encode_index
 from storage.model import MsgBatch, Rollup, SimpleState, StoredMsg, StoreResult, StreamState, msg_size
+from storage.msg_ttl import NATS_TTL, TTL_NEVER, stored_ttl, ttl_deadline_ns
 from storage.record import decode_record, encode_record, record_header, record_ts
 from storage.seq_set import SeqSet
 from storage.snapshot import SnapshotHeader, SnapshotReader, encode_snapshot
+from storage.ttl_index import TtlIndex
 from storage.validation import (
     ALL_SUBJECTS,
     MAX_SEQ,
@@ -80,8 +85,10 @@ from storage.validation import (
 MAX_MULTI_LAST = 1024
 MSGS_CF = "msgs"
 META_CF = "meta"
+TTLS_CF = "ttls"
 _KEY = struct.Struct(">Q")
 _LAST = struct.Struct("<Qq")
+_TTL = struct.Struct("<qq")
 _FORMAT = b"1"
 _META_FORMAT = b"format"
 _META_CONFIG = b"config"
@@ -89,6 +96,7 @@ _META_LAST = b"last"
 _META_APPLIED = b"applied"
 _META_RESTORING = b"restoring"
 _META_INDEX = b"index"
+_META_TTLS = b"ttls"
 _KEY_END = b"\xff" * 8
 # Records written per RocksDB batch while restoring a snapshot.
 _RESTORE_BATCH = 10_000
@@ -136,14 +144,21 @@ class RocksStreamStore:
         self._pending: dict[int, bytes] = {}
         self._pending_erase: list[int] = []
         self._first_ts_cache = (0, 0)
+        # (seq, ts) of the first message max_age can remove, when it is not the first message
+        self._aging_ts_cache = (0, 0)
+        self._ttl = TtlIndex()
         self._db = Rdict(
-            str(self._path), _options(), column_families={MSGS_CF: _options(), META_CF: _options()}
+            str(self._path),
+            _options(),
+            column_families={MSGS_CF: _options(), META_CF: _options(), TTLS_CF: _options()},
         )
         self._db.set_read_options(_read_options())
         self._msgs_cf = self._db.get_column_family(MSGS_CF)
         self._msgs_handle = self._db.get_column_family_handle(MSGS_CF)
         self._meta_cf = self._db.get_column_family(META_CF)
         self._meta_handle = self._db.get_column_family_handle(META_CF)
+        self._ttls_cf = self._db.get_column_family(TTLS_CF)
+        self._ttls_handle = self._db.get_column_family_handle(TTLS_CF)
         try:
             self._open_existing(config)
         except BaseException:
@@ -164,6 +179,7 @@ class RocksStreamStore:
         )
         self._meta: bytes | None = self._meta_cf.get(_META_APPLIED)
         self._index = self._saved_index() or self._load_index()
+        self._ttl = self._load_ttls()
         if stored_format is None:
             self._meta_cf.put(_META_FORMAT, _FORMAT)
         if config is not None and config != self._config:
@@ -183,6 +199,41 @@ class RocksStreamStore:
         if index is None or last is None or _LAST.unpack(last) != (index.last_seq, index.last_ts):
             return None
         return index
+
+    def _load_ttls(self) -> TtlIndex:
+        """The TTL index from the `ttls` family, which every write keeps in step with `msgs`.
+
+        A store written before the family existed has none: its records are read once to fill it.
+        """
+        ttl = TtlIndex(self._config.allow_msg_ttl)
+        if self._meta_cf.get(_META_TTLS) is None:
+            batch = WriteBatch(raw_mode=True)
+            for record in self._msgs_cf.values():
+                if NATS_TTL in record:
+                    msg = decode_record(record, verify_hash=False)
+                    self._stage_ttl(batch, ttl, msg.seq, msg.ts_ns, stored_ttl(msg.headers))
+            batch.put(_META_TTLS, b"1", self._meta_handle)
+            self._db.write(batch)
+            return ttl
+        live = self._index.live
+        for key, value in self._ttls_cf.items():
+            seq = _KEY.unpack(key)[0]
+            if seq not in live:
+                raise CorruptStoreError(f"TTL entry for sequence {seq}, which holds no message")
+            ttl_s, deadline = _TTL.unpack(value)
+            if ttl_s == TTL_NEVER:
+                ttl.never.add(seq)
+            else:
+                ttl.add_deadline(seq, deadline)
+        return ttl
+
+    def _stage_ttl(self, batch: WriteBatch, ttl: TtlIndex, seq: int, ts_ns: int, ttl_s: int) -> None:
+        """Index a message's TTL and put it in `batch` (nothing for a message without one)."""
+        if ttl_s == 0:
+            return
+        deadline = ttl_deadline_ns(ts_ns, ttl_s) if ttl_s > 0 else 0
+        batch.put(_key(seq), _TTL.pack(ttl_s, deadline), self._ttls_handle)
+        ttl.add(seq, ts_ns, ttl_s)
 
     def _save_index(self) -> None:
         """Called by close with nothing staged: one put, so the database lands on `expected`."""
@@ -244,6 +295,7 @@ class RocksStreamStore:
                         # Flushing the memtables now saves replaying the WAL on the next open.
                         self._msgs_cf.flush()
                         self._meta_cf.flush()
+                        self._ttls_cf.flush()
                 finally:
                     self._release_db()
 
@@ -255,6 +307,7 @@ class RocksStreamStore:
     def _release_db(self) -> None:
         # rocksdict keeps the database open while any column family object lives.
         del self._msgs_cf, self._msgs_handle, self._meta_cf, self._meta_handle
+        del self._ttls_cf, self._ttls_handle
         self._db.close()
 
     @contextmanager
@@ -422,22 +475,34 @@ class RocksStreamStore:
                 index.last_ts = record_ts(self._record(seq))
             index.last_seq = seq
             self._dirty = True
+            self._ttl.reset_age_cursor()
+            self._aging_ts_cache = (0, 0)
 
-    def expire(self, now_ns: int) -> tuple[int, ...]:
+    def expiry_due(self, now_ns: int, limit: int = 0) -> tuple[int, ...]:
+        with self._reading():
+            return tuple(self._due(check_ts(now_ns), check_count(limit, "limit")))
+
+    def expire(self, now_ns: int, limit: int = 0) -> tuple[int, ...]:
         with self._writing():
-            removed: list[int] = []
-            self._expire(check_ts(now_ns), removed)
-            return tuple(removed)
+            due = self._due(check_ts(now_ns), check_count(limit, "limit"))
+            for seq in due:
+                self._remove(seq)
+            return tuple(due)
 
     def next_expiry_ns(self) -> int | None:
         with self._reading():
-            if self._config.max_age_ns <= 0 or not self._index.msgs:
-                return None
-            return self._first_ts() + self._config.max_age_ns
+            next_ttl = self._ttl.next_deadline()
+            max_age = self._config.max_age_ns
+            aging = self._first_aging() if max_age > 0 else None
+            if aging is None:
+                return next_ttl
+            by_age = self._aging_ts(aging) + max_age
+            return by_age if next_ttl is None else min(by_age, next_ttl)
 
     def update_config(self, config: StoreConfig, now_ns: int | None = None) -> tuple[int, ...]:
         with self._writing():
             self._config = config
+            self._ttl.set_active(config.allow_msg_ttl)
             self._batch.put(_META_CONFIG, orjson.dumps(config.to_json_dict()), self._meta_handle)
             self._dirty = True
             removed: list[int] = []
@@ -445,7 +510,7 @@ class RocksStreamStore:
             if config.max_msgs_per_subject > 0:
                 for subject in list(self._index.subjects):
                     self._enforce_subject_limit(subject, removed)
-            if now_ns is not None:
+            if now_ns is not None and config.expires_on_writes:
                 self._expire(check_ts(now_ns), removed)
             return tuple(sorted(removed))
 
@@ -647,6 +712,7 @@ class RocksStreamStore:
             batch.delete(_META_RESTORING, self._meta_handle)
             self._write_now(batch)
             self._config = header.config
+            self._ttl.set_active(header.config.allow_msg_ttl)
             self._meta = header.metadata
             self._index.last_seq = header.last_seq
             self._index.last_ts = header.last_ts_ns
@@ -665,6 +731,8 @@ class RocksStreamStore:
             previous = msg.seq
             batch.put(_key(msg.seq), record, self._msgs_handle)
             index.add(msg.seq, msg.subject, len(record))
+            if msg.headers:
+                self._stage_ttl(batch, self._ttl, msg.seq, msg.ts_ns, stored_ttl(msg.headers))
             staged += 1
             if staged == _RESTORE_BATCH:
                 self._write_now(batch)
@@ -680,6 +748,8 @@ class RocksStreamStore:
         else:
             batch.delete(_META_RESTORING, self._meta_handle)
         batch.delete_range(_key(0), _KEY_END, self._msgs_handle)
+        batch.delete_range(_key(0), _KEY_END, self._ttls_handle)
+        batch.put(_META_TTLS, b"1", self._meta_handle)
         batch.delete(_META_APPLIED, self._meta_handle)
         batch.delete(_META_INDEX, self._meta_handle)
         batch.put(_META_LAST, _LAST.pack(0, 0), self._meta_handle)
@@ -689,6 +759,8 @@ class RocksStreamStore:
         self._dirty = False
         self._meta = None
         self._first_ts_cache = (0, 0)
+        self._aging_ts_cache = (0, 0)
+        self._ttl.clear()
         if hasattr(self, "_index"):
             self._index.clear(0)
             self._index.last_ts = 0
@@ -751,6 +823,8 @@ class RocksStreamStore:
         if self._first_ts_cache[0] == seq:
             # After a truncate a sequence can be written again with another timestamp.
             self._first_ts_cache = (0, 0)
+        if self._aging_ts_cache[0] == seq:
+            self._aging_ts_cache = (0, 0)
 
     def _delete_record(self, seq: int) -> None:
         self._batch.delete(_key(seq), self._msgs_handle)
@@ -815,6 +889,8 @@ class RocksStreamStore:
         index.add(seq, subject, size)
         index.last_seq = seq
         index.last_ts = ts
+        if headers and NATS_TTL in headers:
+            self._stage_ttl(self._batch, self._ttl, seq, ts, stored_ttl(headers))
 
         removed: list[int] = []
         if config.max_msgs_per_subject > 0:
@@ -831,7 +907,7 @@ class RocksStreamStore:
             for victim in list(index.live.iter_range(0, seq - 1)):
                 self._remove(victim)
                 removed.append(victim)
-        if config.max_age_ns > 0:
+        if (config.max_age_ns > 0 or (self._ttl.active and self._ttl.deadlines)) and config.expires_on_writes:
             # A write's own timestamp is a clock every replica agrees on.
             self._expire(ts, removed)
         return StoreResult(seq, ts, tuple(sorted(removed)) if removed else ())
@@ -883,15 +959,44 @@ class RocksStreamStore:
             self._remove(index.first_seq)
 
     def _expire(self, now_ns: int, removed: list[int]) -> None:
+        for seq in self._due(now_ns, 0):
+            self._remove(seq)
+            removed.append(seq)
+
+    def _due(self, now_ns: int, limit: int) -> list[int]:
+        """Ascending sequences past max_age (never-messages skipped) or past their own TTL."""
+        due = self._ttl.due(now_ns) if self._ttl.deadlines else []
         max_age = self._config.max_age_ns
-        if max_age <= 0:
-            return
-        cutoff = now_ns - max_age
-        index = self._index
-        while index.msgs and self._first_ts() <= cutoff:
-            first = index.first_seq
-            removed.append(first)
-            self._remove(first)
+        if max_age > 0:
+            cutoff = now_ns - max_age
+            live = self._index.live
+            never = self._ttl.never
+            seq = self._first_aging()
+            # the first one's time is cached: a write to a max_age stream asks for it every time
+            ts = self._aging_ts(seq) if seq is not None else 0
+            aged: list[int] = []
+            # Timestamps never decrease along the sequence, so the walk stops at the first young message.
+            while seq is not None and ts <= cutoff and not (limit and len(aged) >= limit):
+                if seq not in never:
+                    aged.append(seq)
+                seq = live.next_at_or_after(seq + 1)
+                if seq is not None:
+                    ts = self._ts_at(seq)
+            if not due:
+                return aged
+            due.extend(aged)
+        if len(due) > 1:
+            due = sorted(set(due))
+        return due[:limit] if limit else due
+
+    def _first_aging(self) -> int | None:
+        live = self._index.live
+        return self._ttl.first_aging(live.first(), live.next_at_or_after)
+
+    def _aging_ts(self, seq: int) -> int:
+        if self._aging_ts_cache[0] != seq:
+            self._aging_ts_cache = (seq, self._ts_at(seq))
+        return self._aging_ts_cache[1]
 
     def _remove(self, seq: int) -> bool:
         if seq not in self._index.live:
@@ -900,13 +1005,18 @@ class RocksStreamStore:
         _, _, subject_bytes = record_header(record)
         self._index.remove(seq, subject_bytes.decode(), len(record))
         self._delete_record(seq)
+        if seq in self._ttl:
+            self._ttl.discard(seq)
+            self._batch.delete(_key(seq), self._ttls_handle)
         return True
 
     def _purge_all(self, first_seq: int) -> int:
         purged = self._index.msgs
         self._batch.delete_range(_key(0), _KEY_END, self._msgs_handle)
+        self._batch.delete_range(_key(0), _KEY_END, self._ttls_handle)
         self._pending.clear()
         self._index.clear(first_seq - 1)
+        self._ttl.clear()
         self._dirty = True
         return purged
 

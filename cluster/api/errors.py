@@ -135,6 +135,8 @@ class JSErrors:
     STREAM_TRANSFORM_INVALID_SOURCE = ErrorSpec(400, 10155, "stream transform source: {err}")
     STREAM_TRANSFORM_INVALID_DESTINATION = ErrorSpec(400, 10156, "stream transform: {err}")
     STREAM_DUPLICATE_MESSAGE_CONFLICT = ErrorSpec(409, 10158, "duplicate message id is in process")
+    MESSAGE_TTL_INVALID = ErrorSpec(400, 10165, "invalid per-message TTL")
+    MESSAGE_TTL_DISABLED = ErrorSpec(400, 10166, "per-message TTL is disabled")
     STREAM_EXPECTED_LAST_SEQ_PER_SUBJECT_INVALID = ErrorSpec(
         400, 10193, "missing sequence for expected last sequence per subject"
     )

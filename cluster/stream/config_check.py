@@ -10,8 +10,11 @@ differences:
 - Limits below -1 (-1 means unlimited) are rejected instead of being quietly
   turned into -1.
 - Features jetraft does not implement (counters, atomic and fast batch
-  publish, message schedules, async persistence, subject delete markers)
-  are refused with a clear error rather than accepted and ignored.
+  publish, message schedules, async persistence) are refused with a clear
+  error rather than accepted and ignored.
+
+There is no pedantic mode: as nats-server without it, subject delete markers
+turn on `allow_msg_ttl` and roll-ups (and off `deny_purge`) by themselves.
 
 All functions are pure: the other streams' configs are passed in.
 """
@@ -48,6 +51,7 @@ MAX_DESCRIPTION_LEN = 4 * 1024
 MAX_METADATA_LEN = 128 * 1024
 DEFAULT_DUPLICATE_WINDOW_NS = 120 * 1_000_000_000
 MIN_WINDOW_NS = 100 * 1_000_000
+MIN_MARKER_TTL_NS = 1_000_000_000
 _FORBIDDEN_NAME_CHARS = frozenset(" \t\r\n\f.*>\\/")
 _API_NAMESPACES = ("$JS.>", "$JSC.>", "$NRG.>")
 
@@ -90,8 +94,6 @@ def _unsupported(cfg: StreamConfig) -> str | None:
         return "message schedules are not supported by jetraft"
     if cfg.persist_mode is PersistMode.ASYNC:
         return "async persist mode is not supported by jetraft (every write is synced)"
-    if cfg.subject_delete_marker_ttl > 0:
-        return "subject delete markers are not supported by jetraft"
     return None
 
 
@@ -163,6 +165,17 @@ def normalize_stream_config(
             raise _invalid("discard new per subject requires discard new policy to be set")
         if max_per_subject <= 0:
             raise _invalid("discard new per subject requires max msgs per subject > 0")
+    marker_ttl = cfg.subject_delete_marker_ttl
+    allow_msg_ttl, allow_rollup, deny_purge = cfg.allow_msg_ttl, cfg.allow_rollup_hdrs, cfg.deny_purge
+    if marker_ttl > 0:
+        if marker_ttl < MIN_MARKER_TTL_NS:
+            raise _invalid("subject delete marker TTL must be at least 1 second")
+        # markers carry a TTL and a subject roll-up, so both must be on (nats-server turns them on)
+        allow_msg_ttl = True
+        if not allow_rollup:
+            allow_rollup, deny_purge = True, False
+    elif marker_ttl < 0:
+        raise _invalid("subject delete marker TTL must not be negative")
     if cfg.mirror_direct and cfg.mirror is None:
         raise _invalid("stream has no mirror but does have mirror direct")
 
@@ -216,6 +229,9 @@ def normalize_stream_config(
         placement=placement,
         # ADR-31: a per-subject limit marks a KV-like stream, which is always direct-readable
         allow_direct=cfg.allow_direct or max_per_subject > 0,
+        allow_msg_ttl=allow_msg_ttl,
+        allow_rollup_hdrs=allow_rollup,
+        deny_purge=deny_purge,
     )
     return dataclasses.replace(normalized, metadata=_static_metadata(cfg.metadata, normalized))
 
@@ -232,6 +248,9 @@ def _check_mirror(cfg: StreamConfig, max_msg_size: int, others: Mapping[str, Str
         raise JSErrors.MIRROR_WITH_SOURCES()
     if mirror.filter_subject and mirror.subject_transforms:
         raise JSErrors.MIRROR_MULTIPLE_FILTERS_NOT_ALLOWED()
+    if cfg.subject_delete_marker_ttl > 0:
+        # a marker would take a sequence of its own: the mirror's sequences would leave the origin's
+        raise _invalid("subject delete markers forbidden on mirrors")
     for i, transform in enumerate(mirror.subject_transforms):
         if transform.src and not is_valid_filter(transform.src):
             raise JSErrors.MIRROR_INVALID_SUBJECT_FILTER(err=f"invalid subject {transform.src}")

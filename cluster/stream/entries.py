@@ -31,7 +31,7 @@ class EntryOp(enum.IntEnum):
     # a message copied from another stream at the origin's sequence (mirrors): gaps become deleted sequences
     STORE_AT_SEQ = 5
     SKIP_MSGS = 6
-    # max_age enforcement when no writes arrive: the leader proposes its clock so replicas agree
+    # expiry (max_age, per-message TTL, delete markers) as of the leader's clock, so replicas agree
     EXPIRE = 7
 
 
@@ -179,12 +179,18 @@ class SkipMsgs:
 
 @dataclass(frozen=True, slots=True)
 class Expire:
-    """Remove messages older than max_age as of `now_ns` (the leader's clock when it proposed)."""
+    """Expire what is due as of `now_ns` (the leader's clock when it proposed): messages past max_age
+    or their own TTL, the lowest `limit` sequences of them (0: all), placing delete markers where the
+    config asks for them. The limit travels in the entry so every replica removes the same ones."""
 
     now_ns: int
+    limit: int = 0
 
     def encode(self) -> bytes:
-        return _json_entry(EntryOp.EXPIRE, {"now": self.now_ns})
+        body = {"now": self.now_ns}
+        if self.limit:
+            body["max"] = self.limit
+        return _json_entry(EntryOp.EXPIRE, body)
 
 
 StreamEntry = StoreMsg | StoreAtSeq | Purge | DeleteMsg | UpdateConfig | SkipMsgs | Expire
@@ -293,7 +299,7 @@ def decode_entry(data: bytes) -> StreamEntry:
         if op is EntryOp.UPDATE_CONFIG:
             return UpdateConfig(stream_config_from_json(body))
         if op is EntryOp.EXPIRE:
-            return Expire(now_ns=int(body["now"]))
+            return Expire(now_ns=int(body["now"]), limit=int(body.get("max", 0)))
         return SkipMsgs(count=int(body["count"]))
     except EntryDecodeError:
         raise

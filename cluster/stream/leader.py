@@ -35,6 +35,7 @@ from cluster.runtime.metrics import LabelledChildren
 from cluster.stream.config import stream_config_from_json
 from cluster.stream.config_check import same_config
 from cluster.stream.entries import UpdateConfig
+from cluster.stream.expiry import ExpiryTimer
 from cluster.stream.fetch import FetchedMsg, encode_batch, parse_fetch_request
 from cluster.stream.info import (
     ClusterInfo,
@@ -53,7 +54,7 @@ from cluster.stream.info import (
     stream_update_response,
     subjects_page,
 )
-from cluster.stream.machine import ConfigApplied, Deleted, Purged, Stored
+from cluster.stream.machine import ConfigApplied, Deleted, Expired, Purged, Stored
 from cluster.stream.msg_get import answer_msg_get, msg_get_error
 from cluster.stream.publish import (
     Accepted,
@@ -154,6 +155,9 @@ class StreamLeader:
         self._publishes = LabelledChildren(metrics.publishes, replica.name, self.ctx.name)
         self._puback_latency = metrics.puback_latency.labels(replica.name, self.ctx.name)
         self._republisher: Republisher | None = None
+        self.expiry = ExpiryTimer(
+            replica.name, self._next_expiry_ns, replica.propose, on_expired=self._republish_markers
+        )
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -183,10 +187,12 @@ class StreamLeader:
         for fetcher in self.sources:
             fetcher.start()
         self._beacons = self.ctx.spawn(self._send_beacons(), f"beacons-{self.replica.name}")
+        self.expiry_check()
 
     def close(self) -> None:
         self._closed = True
         self._beacons.cancel()
+        self.expiry.close()
         if self.mirror is not None:
             self.mirror.stop()
             self.mirror = None
@@ -210,6 +216,36 @@ class StreamLeader:
             self.ctx.router.publish(subject, encode_beacon(self.replica.machine.last_seq, fresh_as_of_ns))
             bounded = self.replica.config.max_direct_lag is not None
             await asyncio.sleep(FAST_INTERVAL if bounded else SLOW_INTERVAL)
+
+    def expiry_check(self) -> None:
+        """After an apply: arm the expiry timer (cluster/stream/expiry.py) if anything can expire."""
+        cfg = self.replica.config
+        if cfg.max_age > 0 or cfg.allow_msg_ttl:
+            self.expiry.poke()
+
+    def _republish_markers(self, expired: Expired) -> None:
+        """Delete markers are stored messages: republished like any other (nats-server does), with
+        the message each replaced as the subject's previous sequence."""
+        config = self.replica.config.republish
+        if not expired.markers or config is None:
+            return
+        self._republisher = republisher = republisher_for(self.replica.name, config, self._republisher)
+        if republisher is None:
+            return
+        for seq, replaced in expired.markers:
+            try:
+                marker = self.replica.store.load_msg(seq)
+            except MsgNotFoundError:
+                continue
+            out = republisher.outgoing(marker.subject, marker.headers, marker.payload, seq, marker.ts_ns, replaced)
+            if out is not None:
+                self.ctx.router.publish(out.subject, out.payload, None, out.headers)
+
+    def _next_expiry_ns(self) -> int | None:
+        cfg = self.replica.config
+        if cfg.max_age <= 0 and not cfg.allow_msg_ttl:
+            return None
+        return self.replica.store.next_expiry_ns()
 
     def refresh_subjects(self) -> None:
         """Listen on exactly the stream's subjects (a mirror takes no publishes)."""

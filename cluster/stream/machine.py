@@ -18,6 +18,13 @@ What is replicated state, and where it lives:
 
 Timestamps: a message is stored at max(leader's timestamp, previous message's
 timestamp), so time never runs backwards in a stream across leader changes.
+
+Expiry: writes remove what is due at their own timestamp (in the store), and
+the leader proposes `Expire` entries carrying its clock when something falls
+due between writes (cluster/stream/expiry.py). Applying one removes the same
+messages on every replica; with subject delete markers it also stores a
+marker (cluster/stream/markers.py) wherever the removed message was the last
+of its subject, stamped with the entry's time.
 """
 
 from __future__ import annotations
@@ -44,6 +51,12 @@ from cluster.stream.entries import (
     StoreMsg,
     UpdateConfig,
     decode_entry,
+)
+from cluster.stream.markers import (
+    is_delete_marker,
+    marker_headers,
+    marker_ttl_seconds,
+    ttl_at_least_marker_ttl,
 )
 from cluster.stream.publish import HDR_MSG_ID, Duplicate, Rejected, check_store
 from gateway.headers import HeaderError, decode_headers
@@ -99,7 +112,12 @@ class Skipped:
 
 @dataclass(frozen=True, slots=True)
 class Expired:
+    """What an Expire entry removed, the delete markers it stored (each with the sequence of the
+    message it took the place of), and `more`: it stopped at its limit."""
+
     removed: tuple[int, ...]
+    markers: tuple[tuple[int, int], ...] = ()
+    more: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +161,7 @@ class StreamStateMachine:
         self._config_json: dict[str, Any] = config.to_json()
         if store.metadata is not None:
             self._load_meta(store.metadata)
+            self._align_store_config()
         else:
             store.update_config(store_config_for(config))
         self._reload()
@@ -212,6 +231,7 @@ class StreamStateMachine:
         if meta is None:
             raise ValueError("snapshot carries no stream state machine metadata")
         self._load_meta(meta)
+        self._align_store_config()
         self._reload()
 
     # -- applying -------------------------------------------------------------------------
@@ -248,6 +268,11 @@ class StreamStateMachine:
         verdict = check_store(self._config, op, self)
         if verdict is not None:
             return verdict
+        if op.header:
+            # here, not on the leader: sourced copies get the floor too, as nats-server applies it
+            header = ttl_at_least_marker_ttl(self._config, op.header)
+            if header is not op.header:
+                op = dataclasses.replace(op, header=header)
         try:
             result = self.store.store_msg(
                 op.subject, op.header or None, op.payload, ts, rollup=_STORE_ROLLUP[op.rollup]
@@ -319,9 +344,45 @@ class StreamStateMachine:
         return Skipped(self._last_seq)
 
     def _expire(self, op: Expire) -> EntryResult:
-        removed = self.store.expire(max(op.now_ns, self._last_ts))
-        self._dedup.forget_seqs(removed)
-        return Expired(removed)
+        now = max(op.now_ns, self._last_ts)
+        marker_ttl = marker_ttl_seconds(self._config)
+        if marker_ttl <= 0:
+            removed = self.store.expire(now, op.limit)
+            self._dedup.forget_seqs(removed)
+            return Expired(removed, more=bool(op.limit) and len(removed) >= op.limit)
+        due = self.store.expiry_due(now, op.limit)
+        gone: list[int] = []
+        markers: list[tuple[int, int]] = []
+        for seq in due:
+            try:
+                msg = self.store.load_msg(seq)
+            except MsgNotFoundError:
+                continue  # taken out by a marker's limits a moment ago
+            last_of_subject = self.store.subjects_totals(msg.subject).get(msg.subject) == 1
+            self.store.remove_msg(seq)
+            gone.append(seq)
+            if last_of_subject and not is_delete_marker(msg.headers):
+                stored = self._store_marker(msg.subject, marker_ttl, now)
+                if stored is not None:
+                    markers.append((stored.seq, seq))
+                    gone.extend(stored.removed)
+        self._dedup.forget_seqs(gone)
+        return Expired(tuple(sorted(gone)), tuple(markers), more=bool(op.limit) and len(due) >= op.limit)
+
+    def _store_marker(self, subject: str, ttl_seconds: int, now: int) -> Stored | None:
+        """The marker that takes the place of `subject`'s last message (nats-server proposes it as a
+        publish with a subject roll-up; here it is part of applying the Expire entry)."""
+        try:
+            result = self.store.store_msg(
+                subject, marker_headers(ttl_seconds), b"", now, rollup=StoreRollup.SUBJECT
+            )
+        except (LimitExceededError, MsgTooBigError) as exc:
+            # a full discard-new stream refuses the marker. nats-server's marker fails the same way,
+            # but there the expired message stays until one fits; here it goes without a marker
+            log.info("delete_marker_refused", stream=self._config.name, subject=subject, error=str(exc))
+            return None
+        self._last_seq, self._last_ts, self._last_msg_id = result.seq, result.ts_ns, ""
+        return Stored(result.seq, result.ts_ns, result.removed)
 
     # -- state kept beside the store ------------------------------------------------------
 
@@ -355,6 +416,13 @@ class StreamStateMachine:
         self._last_msg_id = str(body.get("last_msg_id", ""))
         self._sources = {str(k): int(v) for k, v in body.get("sources", {}).items()}
         self._set_config(stream_config_from_json(body["config"]))
+
+    def _align_store_config(self) -> None:
+        """The store's limits are a function of the stream config; a store (or snapshot) written by a
+        version whose StoreConfig had fewer fields (no allow_msg_ttl, no marker TTL) gets them here."""
+        wanted = store_config_for(self._config)
+        if self.store.config != wanted:
+            self.store.update_config(wanted)
 
     def _reload(self) -> None:
         state = self.store.state()

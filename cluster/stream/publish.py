@@ -4,13 +4,17 @@ Two steps, the same rules in both:
 
 - `prepare_publish` runs on the leader when a message arrives: it reads the
   `Nats-*` headers once, rejects what the config forbids (size, rollup,
-  sealed, mirror), and, given a view of the applied state, fails fast on
-  duplicates and expected-header mismatches. What passes becomes a
-  `StoreMsg` entry to propose.
+  sealed, mirror, a `Nats-TTL` the stream does not allow or cannot parse),
+  and, given a view of the applied state, fails fast on duplicates and
+  expected-header mismatches. What passes becomes a `StoreMsg` entry to
+  propose.
 - `check_store` runs again when the entry is applied, on every replica,
   against the stream as it is at that point of the log. This is the
   authoritative decision: two publishes racing with the same msg id or the
   same expected sequence are settled by log order, identically everywhere.
+  The TTL checks are the leader's alone, as in clustered nats-server: they
+  depend on the header and on `allow_msg_ttl`, which can be turned on but
+  never off, so what the leader let through still holds when it applies.
 
 Nothing here does I/O; the caller passes the clock.
 """
@@ -25,6 +29,7 @@ from cluster.api.errors import ApiError, JSErrors
 from cluster.stream.config import StreamConfig
 from cluster.stream.entries import Rollup, StoreMsg
 from gateway.headers import HeaderError, decode_headers
+from storage.msg_ttl import InvalidTTLError, header_ttl
 
 HDR_MSG_ID = "Nats-Msg-Id"
 HDR_EXPECTED_STREAM = "Nats-Expected-Stream"
@@ -113,11 +118,28 @@ def check_config_allows(cfg: StreamConfig, entry: StoreMsg) -> ApiError | None:
     return None
 
 
+def check_msg_ttl(cfg: StreamConfig, header: bytes) -> ApiError | None:
+    """A client's `Nats-TTL`: any value, valid or not, needs `allow_msg_ttl` (10166); then it must
+    parse (10165). In that order, as clustered nats-server checks before proposing."""
+    try:
+        ttl = header_ttl(header)
+    except InvalidTTLError:
+        return JSErrors.MESSAGE_TTL_INVALID() if cfg.allow_msg_ttl else JSErrors.MESSAGE_TTL_DISABLED()
+    if ttl != 0 and not cfg.allow_msg_ttl:
+        return JSErrors.MESSAGE_TTL_DISABLED()
+    return None
+
+
 def check_store(cfg: StreamConfig, entry: StoreMsg, view: StreamView) -> Rejected | Duplicate | None:
     """Decide `entry` against the stream's config and state; None means: store it."""
     error = check_config_allows(cfg, entry)
     if error is not None:
         return Rejected(error)
+    return check_state(entry, view)
+
+
+def check_state(entry: StoreMsg, view: StreamView) -> Rejected | Duplicate | None:
+    """The checks against the applied state: duplicates, then the expected-header checks."""
     if entry.msg_id:
         seq = view.duplicate_of(entry.msg_id, entry.timestamp_ns)
         if seq is not None:
@@ -185,10 +207,14 @@ def prepare_publish(
         expected_last_msg_id=expected.get(HDR_EXPECTED_LAST_MSG_ID) or None,
         rollup=rollup,
     )
+    error = check_config_allows(cfg, entry)
+    if error is None and header:
+        error = check_msg_ttl(cfg, entry.header)
+    if error is not None:
+        return Rejected(error)
     if view is None:
-        error = check_config_allows(cfg, entry)
-        return Rejected(error) if error is not None else Accepted(entry)
-    verdict = check_store(cfg, entry, view)
+        return Accepted(entry)
+    verdict = check_state(entry, view)
     return verdict if verdict is not None else Accepted(entry)
 
 

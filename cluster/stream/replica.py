@@ -187,6 +187,8 @@ class StreamReplica:
             self._last_seq_role = role
         self._last_seq_gauge.set(last_seq)
         self._update_responders()
+        if self._leader is not None:
+            self._leader.expiry_check()
 
     def _update_responders(self) -> None:
         """Join the Direct Get groups the config asks for, once caught up; leave those it no longer does."""

@@ -200,3 +200,44 @@ def test_duplicate_wins_over_expected_headers_for_retries() -> None:
     )
     assert retry == Duplicate(1)
     assert server_json("06-publish-puback.txt", "b'second again'") == duplicate_ack("PUBS", 2)
+
+
+def test_nats_ttl_needs_allow_msg_ttl_and_a_valid_value() -> None:
+    # answers of a clustered nats-server 2.15.1, per value, without and with allow_msg_ttl
+    ttls = normalize_stream_config(StreamConfig(name="T", subjects=("t.>",), allow_msg_ttl=True))
+    disabled = orjson.loads(error_ack("PUBS", JSErrors.MESSAGE_TTL_DISABLED()))
+    assert disabled == {
+        "error": {"code": 400, "err_code": 10166, "description": "per-message TTL is disabled"},
+        "stream": "PUBS",
+        "seq": 0,
+    }
+    cases = {
+        "5": (10166, None),
+        "never": (10166, None),
+        "abc": (10166, 10165),
+        "0": (10166, 10165),
+        "500ms": (10166, 10165),
+        "-1": (10166, 10165),
+        "1e3": (10166, 10165),
+        "00": (None, None),  # zero: no TTL at all
+        "1.5s": (10166, None),
+        "1h": (10166, None),
+    }
+    for value, (without, with_ttl) in cases.items():
+        header = _hdr(Nats_TTL=value)
+        for cfg, expected in ((PUBS, without), (ttls, with_ttl)):
+            decision = prepare_publish(cfg, "pubs.a" if cfg is PUBS else "t.a", header, b"x", NOW, FakeView())
+            if expected is None:
+                assert isinstance(decision, Accepted), (value, cfg.name)
+                assert decision.entry.header == header  # stored as sent; the marker floor is applied later
+            else:
+                assert isinstance(decision, Rejected) and decision.error.err_code == expected, (value, cfg.name)
+
+
+def test_a_ttl_error_comes_before_duplicate_detection() -> None:
+    view = FakeView()
+    first = prepare_publish(PUBS, "pubs.a", _hdr(Nats_Msg_Id="m"), b"x", NOW, view)
+    assert isinstance(first, Accepted)
+    view.store(first)
+    again = prepare_publish(PUBS, "pubs.a", _hdr(Nats_Msg_Id="m", Nats_TTL="5"), b"x", NOW, view)
+    assert isinstance(again, Rejected) and again.error == JSErrors.MESSAGE_TTL_DISABLED()

@@ -218,11 +218,58 @@ def _invalid(cfg: StreamConfig, streams: dict[str, StreamConfig] | None = None) 
             10052,
             "discard new per subject requires discard new policy to be set",
         ),
+        # subject delete markers (ADR-43), as nats-server 2.15.1 answered them
+        (
+            StreamConfig(name="S", subject_delete_marker_ttl=500_000_000),
+            10052,
+            "subject delete marker TTL must be at least 1 second",
+        ),
+        (
+            StreamConfig(name="S", subject_delete_marker_ttl=-5),
+            10052,
+            "subject delete marker TTL must not be negative",
+        ),
+        (
+            StreamConfig(name="S", subject_delete_marker_ttl=10**9, deny_purge=True, allow_rollup_hdrs=True),
+            10052,
+            "roll-ups require the purge permission",
+        ),
+        (
+            StreamConfig(name="M", mirror=StreamSource(name="O"), subject_delete_marker_ttl=10**9),
+            10052,
+            "subject delete markers forbidden on mirrors",
+        ),
+        (
+            StreamConfig(name="M", mirror=StreamSource(name="O"), subject_delete_marker_ttl=10**8),
+            10052,
+            "subject delete marker TTL must be at least 1 second",
+        ),
     ],
 )
 def test_invalid_configs(cfg: StreamConfig, err_code: int, description: str) -> None:
     error = _invalid(cfg)
     assert (error.err_code, error.description) == (err_code, description)
+
+
+def test_subject_delete_markers_turn_on_ttls_and_rollups() -> None:
+    # nats-server 2.15.1 (not pedantic): the same request gave these fields back
+    for requested in (
+        StreamConfig(name="S", subject_delete_marker_ttl=10**9),
+        StreamConfig(name="S", subject_delete_marker_ttl=10**9, deny_purge=True),
+        StreamConfig(name="S", subject_delete_marker_ttl=10**9, allow_rollup_hdrs=False),
+    ):
+        cfg = decide_create(requested, {}).config
+        assert (cfg.allow_msg_ttl, cfg.allow_rollup_hdrs, cfg.deny_purge) == (True, True, False)
+        assert cfg.metadata["_nats.req.level"] == "1"
+        assert cfg.to_json()["subject_delete_marker_ttl"] == 10**9
+    ttl_only = decide_create(StreamConfig(name="T", allow_msg_ttl=True), {}).config
+    with pytest.raises(ApiError) as info:
+        decide_update(ttl_only, dataclasses.replace(ttl_only, allow_msg_ttl=False), {"T": ttl_only})
+    assert info.value.description == "message TTL status can not be disabled"
+    with_markers = decide_update(
+        ttl_only, dataclasses.replace(ttl_only, subject_delete_marker_ttl=2 * 10**9), {"T": ttl_only}
+    )
+    assert with_markers.subject_delete_marker_ttl == 2 * 10**9 and with_markers.allow_rollup_hdrs
 
 
 def test_subjects_overlap_between_streams() -> None:

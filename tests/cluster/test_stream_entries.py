@@ -67,9 +67,15 @@ def test_other_ops_round_trip() -> None:
         UpdateConfig(cfg),
         SkipMsgs(count=3),
         Expire(now_ns=77),
+        Expire(now_ns=78, limit=4096),
         StoreAtSeq(seq=42, subject="s.x", header=b"NATS/1.0\r\n\r\n", payload=b"p", timestamp_ns=123),
     ):
         assert decode_entry(entry.encode()) == entry
+
+
+def test_an_expire_entry_from_before_limits_expires_everything_due() -> None:
+    # the body an EXPIRE entry had before it carried a limit: it must replay the same way
+    assert decode_entry(bytes([EntryOp.EXPIRE]) + b'{"now":5}') == Expire(now_ns=5, limit=0)
 
 
 def test_op_codes_are_append_only() -> None:

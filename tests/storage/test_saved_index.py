@@ -11,7 +11,7 @@ from storage.config import StoreConfig
 from storage.errors import MsgNotFoundError
 from storage.index import StreamIndex
 from storage.index_snapshot import decode_index, encode_index
-from storage.rocks import META_CF, MSGS_CF, RocksStreamStore, _key, _options
+from storage.rocks import META_CF, MSGS_CF, TTLS_CF, RocksStreamStore, _key, _options
 
 
 def _fill(store: RocksStreamStore) -> None:
@@ -82,7 +82,8 @@ def test_a_write_by_another_writer_makes_the_saved_index_stale(fast_dir: Path) -
     _fill(store)
     before = store.state().messages
     store.close()
-    raw = Rdict(str(fast_dir / "s"), _options(), column_families={MSGS_CF: _options(), META_CF: _options()})
+    families = {MSGS_CF: _options(), META_CF: _options(), TTLS_CF: _options()}
+    raw = Rdict(str(fast_dir / "s"), _options(), column_families=families)
     msgs = raw.get_column_family(MSGS_CF)
     msgs.delete(_key(42))
     del msgs

@@ -27,6 +27,12 @@ from tests.storage.conftest import fast_temp_dir
 SUBJECTS = ["a", "a.b", "a.c", "a.b.c", "b.x", "b.y", "c"]
 FILTERS = ["", ">", "a", "a.*", "a.>", "*.x", "b.*", "*", "c", "zz"]
 HDR = b"NATS/1.0\r\nK: v\r\n\r\n"
+SEC = 1_000_000_000
+
+
+def ttl_header(value: str) -> bytes:
+    return f"NATS/1.0\r\nNats-TTL: {value}\r\n\r\n".encode()
+
 
 configs = st.builds(
     StoreConfig,
@@ -37,8 +43,10 @@ configs = st.builds(
     max_msgs_per_subject=st.sampled_from([-1, 1, 2]),
     discard=st.sampled_from([DiscardPolicy.OLD, DiscardPolicy.NEW]),
     discard_new_per_subject=st.booleans(),
+    allow_msg_ttl=st.booleans(),
+    subject_delete_marker_ttl_ns=st.sampled_from([0, 0, SEC]),
 )
-headers = st.sampled_from([None, HDR])
+headers = st.sampled_from([None, HDR, ttl_header("1"), ttl_header("2"), ttl_header("never"), ttl_header("x")])
 payloads = st.binary(max_size=30)
 rollups = st.sampled_from([None, None, None, Rollup.SUBJECT, Rollup.ALL])
 
@@ -98,10 +106,10 @@ class StoreComparison(RuleBasedStateMachine):
         ts = self.tick(step)
         self.both(lambda s: s.store_msg(subject, hdr, payload, ts, rollup=rollup))
 
-    @rule(subject=st.sampled_from(SUBJECTS), jump=st.integers(0, 4), step=st.integers(0, 3))
-    def store_raw_msg(self, subject: str, jump: int, step: int) -> None:
+    @rule(subject=st.sampled_from(SUBJECTS), jump=st.integers(0, 4), step=st.integers(0, 3), hdr=headers)
+    def store_raw_msg(self, subject: str, jump: int, step: int, hdr: bytes | None) -> None:
         seq, ts = self.last_seq + jump, self.tick(step)
-        self.both(lambda s: s.store_raw_msg(subject, None, b"raw", seq, ts))
+        self.both(lambda s: s.store_raw_msg(subject, hdr, b"raw", seq, ts))
 
     @rule(num=st.integers(1, 3))
     def skip(self, num: int) -> None:
@@ -131,10 +139,15 @@ class StoreComparison(RuleBasedStateMachine):
         seq = max(self.last_seq - back, 0)
         self.both(lambda s: s.truncate(seq))
 
-    @rule(ahead=st.integers(0, 8))
-    def expire(self, ahead: int) -> None:
+    @rule(ahead=st.integers(0, 8), limit=st.sampled_from([0, 0, 1, 2]))
+    def expire(self, ahead: int, limit: int) -> None:
         now = self.clock + ahead
-        self.both(lambda s: s.expire(now))
+        self.both(lambda s: s.expire(now, limit))
+
+    @rule(seconds=st.integers(1, 2))
+    def leap(self, seconds: int) -> None:
+        """Move the clock on by whole seconds, so per-message TTLs come due."""
+        self.tick(seconds * SEC)
 
     @rule(config=configs, with_clock=st.booleans())
     def update_config(self, config: StoreConfig, with_clock: bool) -> None:
@@ -191,6 +204,8 @@ class StoreComparison(RuleBasedStateMachine):
         assert self.rocks.config == self.memory.config
         first, last = state[1].first_seq, state[1].last_seq
         self.both(lambda s: s.next_expiry_ns())
+        for ahead in (0, SEC, 2 * SEC):
+            self.both(lambda s, a=ahead: s.expiry_due(self.clock + a))
         starts = sorted({0, 1, first, first + 1, (first + last) // 2, last, last + 1})
         for filter_ in FILTERS:
             self.both(lambda s, f=filter_: s.load_last_msg(f))
