@@ -22,7 +22,7 @@ import pytest
 from nats.js.api import KeyValueConfig
 
 from local.cluster import LocalCluster
-from tests.node.cluster_fixtures import RANDOM_DIRECT_GETS, direct_get_from_every_replica, local_cluster
+from tests.node.cluster_fixtures import direct_get_from_every_replica, local_cluster
 from tests.pipeline.servers import NatsServerProcesses
 
 T = TypeVar("T")
@@ -33,7 +33,7 @@ LATE = 5.0
 
 @pytest.fixture(scope="module")
 def jetraft(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with local_cluster(tmp_path_factory.mktemp("expiry"), extra_args=RANDOM_DIRECT_GETS) as running:
+    with local_cluster(tmp_path_factory.mktemp("expiry")) as running:
         yield running
 
 
