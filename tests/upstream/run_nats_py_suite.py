@@ -55,12 +55,15 @@ def run_suite(server: str, args: argparse.Namespace, work: Path) -> dict[str, tu
     env = dict(os.environ)
     env.pop("DEBUG_NATS_TEST", None)
     env["PATH"] = f"{server_bin_dir(server, work, args.nats_server)}:{env['PATH']}"
-    env["PYTHONPATH"] = str(args.suite / "nats" / "src")  # the client of the same tag as its tests
+    # the client of the same tag as its tests; a PYTHONPATH already set (e.g. aiofiles) goes after it
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(args.suite / "nats/src"), env.get("PYTHONPATH")]))
     env["JETRAFT_SHIM_LOG"] = str(work / "shim-notices.log")
     env["JETRAFT_SHIM_SCRATCH"] = str(work)
     junit = work / "junit.xml"
     cmd = [
         *args.isolation, sys.executable, "-m", "pytest", *TEST_FILES, "-p", "no:cacheprovider", "-q",
+        # test_js.py uses unittest.mock without importing it: upstream, test_client.py imports it first
+        "-p", "unittest.mock",
         f"--timeout={args.test_timeout}", f"--junitxml={junit}", *(["-k", args.k] if args.k else []),
         *args.pytest_args,
     ]  # fmt: skip
