@@ -217,6 +217,8 @@ class Router:
         self._interest: dict[tuple[str, str | None], int] = {}
         self._interest_listeners: list[InterestListener] = []
         self._remote: dict[str, dict[tuple[str, str | None], RemoteInterest]] = {}
+        # Callbacks waiting for somebody to serve a subject (see `call_when_interest`), by key.
+        self._interest_waiters: dict[object, tuple[str, Callable[[], None]]] = {}
         # Client connections' buffered output; see gateway.output.
         self.output = OutputFlusher()
 
@@ -262,6 +264,7 @@ class Router:
         _check_queue(sub.queue)
         self._sublist.insert(sub.subject, sub)
         self._change_interest(sub.subject, sub.queue, +1)
+        self._wake_interest_waiters()
 
     def unsubscribe(self, sub: Subscription) -> None:
         """Remove a subscription (idempotent)."""
@@ -339,6 +342,7 @@ class Router:
             interest = RemoteInterest(peer, subject, queue, weight)
             interests[key] = interest
             self._sublist.insert(subject, interest)
+            self._wake_interest_waiters()
 
     def clear_remote_interest(self, peer: str) -> None:
         """Forget everything `peer` advertised (its link went down or it restarted)."""
@@ -347,6 +351,22 @@ class Router:
 
     def remote_interest(self, peer: str) -> list[tuple[str, str | None, int]]:
         return [(i.subject, i.queue, i.weight) for i in self._remote.get(peer, {}).values()]
+
+    def call_when_interest(self, subject: str, callback: Callable[[], None]) -> Callable[[], None]:
+        """Run `callback()` once, when a subscription here or on a peer makes `has_interest(subject)`
+        true (a group's newly elected leader subscribing to its API subjects); returns a function
+        that cancels the wait. Interest there already is not reported: check `has_interest` first."""
+        key = object()
+        self._interest_waiters[key] = (subject, callback)
+        return lambda: self._interest_waiters.pop(key, None)
+
+    def _wake_interest_waiters(self) -> None:
+        if not self._interest_waiters:
+            return
+        for key, (subject, callback) in list(self._interest_waiters.items()):
+            if self.has_interest(subject):
+                del self._interest_waiters[key]
+                callback()
 
     # --- publishing ---------------------------------------------------------------------
 

@@ -14,17 +14,20 @@ import asyncio
 from gateway.router import Router
 
 LEADER_WAIT = 3.0
-LEADER_POLL = 0.02
 
 
 async def wait_for_interest(router: Router, subject: str, timeout: float = LEADER_WAIT) -> bool:
-    """Whether somebody serves `subject` within `timeout` seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not router.has_interest(subject):
-        if loop.time() >= deadline:
-            return False
-        await asyncio.sleep(LEADER_POLL)
+    """Whether somebody serves `subject` within `timeout` seconds; returns as soon as one subscribes."""
+    if router.has_interest(subject):
+        return True
+    served: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    cancel = router.call_when_interest(subject, lambda: served.done() or served.set_result(None))
+    try:
+        await asyncio.wait_for(served, max(timeout, 0.0))
+    except TimeoutError:
+        return False
+    finally:
+        cancel()
     return True
 
 
