@@ -12,8 +12,13 @@ import asyncio
 import itertools
 import secrets
 
+from cluster.runtime.leader_wait import wait_for_interest
 from gateway.headers import HeaderError, decode_headers
 from gateway.router import Message, Router
+
+# A retry after no responders while the router already sees interest in the subject (a peer's
+# interest whose route is going away): a pause, so the loop does not spin.
+NO_RESPONDERS_RETRY = 0.05
 
 
 class NoRespondersError(Exception):
@@ -54,7 +59,8 @@ class InternalRequester:
         self, subject: str, payload: bytes = b"", timeout: float = 10.0, headers: bytes | None = None
     ) -> Message:
         """`request`, retried while nobody subscribes yet (a group still electing its leader, whose
-        subscription arrives when it is elected); raises TimeoutError after `timeout`."""
+        subscription arrives when it is elected; retried the moment it does); raises TimeoutError
+        after `timeout`."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
@@ -64,7 +70,10 @@ class InternalRequester:
             try:
                 return await self.request(subject, payload, min(remaining, 2.0), headers)
             except NoRespondersError:
-                await asyncio.sleep(0.05)
+                if self._router.has_interest(subject):
+                    await asyncio.sleep(NO_RESPONDERS_RETRY)
+                else:
+                    await wait_for_interest(self._router, subject, deadline - loop.time())
 
     def _on_reply(self, message: Message) -> None:
         future = self._waiting.get(message.subject[len(self._prefix) :])

@@ -1,0 +1,241 @@
+"""Stand in for `nats-server` in nats-py's upstream test harness: start a one-node jetraft instead.
+
+nats-py's tests (`nats/tests/utils.py`, class NATSD) run `nats-server -p PORT -m HTTP_PORT -a 127.0.0.1
+[-js -sd=DIR] [--user U --pass P] [--auth TOKEN] [--config FILE] ...`, wait until GET /varz on the
+HTTP port answers 200, and stop the server with SIGKILL. This shim translates the flags it can into
+`jetraft node` flags, runs the node as its child, answers /varz on the HTTP port once the node's
+/healthz says it is ready, and takes the node down with it (the node gets SIGKILL when the shim dies,
+through PR_SET_PDEATHSIG, since a SIGKILLed shim cannot pass anything on).
+
+A flag with no jetraft equivalent is not dropped silently: each one is reported as a `notice:` line on
+stderr and appended to $JETRAFT_SHIM_LOG when set (the runner prints them in its summary).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import http.server
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+NODE_NAME = "n1"
+READY_TIMEOUT = 30.0  # seconds for the node's meta group to elect itself
+PORT_FREE_TIMEOUT = 10.0  # seconds for the previous test's node (SIGKILLed with its shim) to let go
+PR_SET_PDEATHSIG = 1
+
+# nats-server flags whose value is the next argument (when not given as -flag=value)
+VALUE_FLAGS = {
+    "p", "port", "m", "http_port", "a", "addr", "net", "user", "pass", "auth", "sd", "store_dir",
+    "c", "config", "tlscert", "tlskey", "tlscacert", "cluster_listen", "cluster", "routes",
+    "cluster_name", "n", "name", "server_name", "l", "log", "P", "pid", "ms", "https_port",
+    "ports_file_dir", "client_advertise", "cluster_advertise", "connect_retries",
+}  # fmt: skip
+DEBUG_FLAGS = {"D", "V", "DV", "VV", "DVV", "debug", "trace"}
+
+
+@dataclass
+class Translation:
+    node_args: list[str] = field(default_factory=list)
+    http_port: int = 8222
+    client_port: int = 4222
+    host: str = "127.0.0.1"
+    data_dir: str | None = None
+    jetstream: bool = False
+    notices: list[str] = field(default_factory=list)
+
+
+def split_flags(argv: list[str]) -> list[tuple[str, str | None]]:
+    """nats-server's flags as (name, value): Go's flag package takes -f, --f, -f=v and -f v alike."""
+    flags: list[tuple[str, str | None]] = []
+    args = iter(argv)
+    for arg in args:
+        if not arg.startswith("-"):
+            flags.append(("", arg))
+            continue
+        name, sep, value = arg.lstrip("-").partition("=")
+        if sep:
+            flags.append((name, value))
+        elif name in VALUE_FLAGS:
+            flags.append((name, next(args, None)))
+        else:
+            flags.append((name, None))
+    return flags
+
+
+def translate(argv: list[str]) -> Translation:
+    out = Translation()
+    for name, value in split_flags(argv):
+        if name in ("p", "port"):
+            out.client_port = int(value or 4222)
+        elif name in ("m", "http_port"):
+            out.http_port = int(value or 8222)
+        elif name in ("a", "addr", "net"):
+            out.host = value or out.host
+        elif name == "user":
+            out.node_args += ["--user", value or ""]
+        elif name == "pass":
+            out.node_args += ["--password", value or ""]
+        elif name == "auth":
+            out.node_args += ["--token", value or ""]
+        elif name in ("js", "jetstream"):
+            out.jetstream = True
+        elif name in ("sd", "store_dir"):
+            out.data_dir = value
+        elif name in DEBUG_FLAGS:
+            out.node_args += ["--log-level", "DEBUG"]
+        elif name in ("c", "config"):
+            out.node_args += translate_config_file(value or "", out.notices)
+        else:
+            shown = f"-{name}" + (f" {value}" if value is not None else "") if name else repr(value)
+            out.notices.append(f"{shown}: no jetraft equivalent, not applied")
+    if not out.jetstream:
+        out.notices.append(
+            "no -js: jetraft always runs JetStream, where this nats-server would answer JetStream "
+            "API requests with no responders"
+        )
+    return out
+
+
+def translate_config_file(path: str, notices: list[str]) -> list[str]:
+    """Only `jetstream { domain: ... }` has a jetraft flag (--domain); every other top-level block
+    of the file is reported by name. nats-server's config syntax is not parsed beyond that."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        notices.append(f"--config {path}: cannot read ({exc.strerror}), not applied")
+        return []
+    text = re.sub(r"(?m)^\s*(#|//).*$", "", text)
+    args: list[str] = []
+    for key, body in top_level_blocks(text):
+        domain = re.search(r"\bdomain\s*[:=]?\s*\"?([\w-]+)", body) if key == "jetstream" else None
+        if domain:
+            args += ["--domain", domain.group(1)]
+            rest = body.replace(domain.group(0), "").strip(' \t\r\n{}":=')
+            if rest:
+                notices.append(f"--config {Path(path).name}: jetstream settings besides domain not applied")
+        else:
+            notices.append(f"--config {Path(path).name}: '{key}' has no jetraft equivalent, not applied")
+    return args
+
+
+def top_level_blocks(text: str) -> list[tuple[str, str]]:
+    """(key, text up to the next top-level key) for each key at brace depth 0."""
+    blocks: list[tuple[str, str]] = []
+    depth, start, key = 0, 0, None
+    for match in re.finditer(r"[{}]|^\s*([A-Za-z_][\w-]*)", text, re.MULTILINE):
+        if match.group(0) == "{":
+            depth += 1
+        elif match.group(0) == "}":
+            depth -= 1
+        elif depth == 0 and match.group(1):
+            if key is not None:
+                blocks.append((key, text[start : match.start()]))
+            key, start = match.group(1), match.end()
+    if key is not None:
+        blocks.append((key, text[start:]))
+    return blocks
+
+
+def report(notices: list[str]) -> None:
+    log_path = os.environ.get("JETRAFT_SHIM_LOG")
+    for notice in notices:
+        print(f"nats-server shim: notice: {notice}", file=sys.stderr)
+    if log_path and notices:
+        with open(log_path, "a") as log:
+            log.writelines(f"{notice}\n" for notice in notices)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_port_free(host: str, port: int, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((host, port))
+                return
+            except OSError:
+                pass
+        time.sleep(0.05)
+
+
+def die_with_parent() -> None:
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def wait_healthy(node: subprocess.Popen, health_url: str, deadline: float) -> bool:
+    while time.monotonic() < deadline and node.poll() is None:
+        with contextlib.suppress(OSError), urllib.request.urlopen(health_url, timeout=1) as response:
+            if response.status == 200:
+                return True
+        time.sleep(0.05)
+    return False
+
+
+class VarzHandler(http.server.BaseHTTPRequestHandler):
+    """Answers /varz (the harness's readiness probe) with the little nats-server's has that we know."""
+
+    def do_GET(self) -> None:
+        body = b'{"server_name": "jetraft-shim"}' if self.path.startswith("/varz") else b"{}"
+        self.send_response(200 if self.path.startswith("/varz") else 404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def main(argv: list[str]) -> int:
+    plan = translate(argv)
+    report(plan.notices)
+    scratch = None
+    if plan.data_dir is None:  # no -sd: a scratch dir under the runner's work dir (or /tmp)
+        scratch = tempfile.mkdtemp(prefix="jetraft-shim-", dir=os.environ.get("JETRAFT_SHIM_SCRATCH"))
+    node_http = free_port()
+    cmd = [
+        sys.executable, "-m", "cluster.node.command", "--name", NODE_NAME, "--host", plan.host,
+        "--port", str(plan.client_port), "--cluster-port", str(free_port()), "--http-port", str(node_http),
+        "--data-dir", plan.data_dir or scratch or "", "--log-format", "console", *plan.node_args,
+    ]  # fmt: skip
+    wait_port_free(plan.host, plan.client_port, time.monotonic() + PORT_FREE_TIMEOUT)
+    node = subprocess.Popen(cmd, cwd=REPO, preexec_fn=die_with_parent)
+    stopping = threading.Event()
+
+    def stop(_signum: int, _frame: object) -> None:
+        stopping.set()
+        node.terminate()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    if not wait_healthy(node, f"http://127.0.0.1:{node_http}/healthz", time.monotonic() + READY_TIMEOUT):
+        print("nats-server shim: the jetraft node did not become healthy", file=sys.stderr)
+        node.kill()
+        return node.wait() or 1
+    # Only now bind the harness's HTTP port: it retries a refused connection, but spins on a non-200.
+    varz = http.server.ThreadingHTTPServer((plan.host, plan.http_port), VarzHandler)
+    threading.Thread(target=varz.serve_forever, daemon=True).start()
+    code = node.wait()
+    varz.shutdown()
+    return 0 if stopping.is_set() else code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
