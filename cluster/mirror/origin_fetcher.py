@@ -30,7 +30,7 @@ from cluster.runtime.internal_requests import NoRespondersError
 from cluster.stream.config import StreamSource
 from cluster.stream.entries import Rollup, StoreAtSeq, StoreMsg
 from cluster.stream.fetch import FetchedMsg, FetchRequest, decode_batch
-from cluster.stream.leader import LedReplica, ProposedCallback
+from cluster.stream.leader import LedReplica
 from cluster.stream.machine import HDR_STREAM_SOURCE, source_header, source_key
 from gateway.headers import extend_header_block
 from raft.driver import RaftHostError
@@ -53,12 +53,8 @@ class OriginFetcher:
         source: StreamSource,
         *,
         mirror: bool,
-        on_proposed: ProposedCallback | None = None,
     ) -> None:
         self.replica = replica
-        # told of every copy proposed (subject, stored header, payload, its proposal's future):
-        # the leader republishes copies too, as nats-server does
-        self._on_proposed = on_proposed
         self.source = source
         self.mirror = mirror
         self._key = source_key(source.name, source.filter_subject)
@@ -126,11 +122,7 @@ class OriginFetcher:
             try:
                 proposed = []
                 for msg in batch.messages:
-                    header, entry = self._entry(msg)
-                    future = replica.propose(entry)
-                    if self._on_proposed is not None:
-                        self._on_proposed(msg.subject, header, bytes(msg.payload), future)
-                    proposed.append(future)
+                    proposed.append(replica.propose(self._entry(msg)))
                 # every outcome retrieved: when leadership moves, all of a batch's proposals fail alike
                 for outcome in await asyncio.gather(*proposed, return_exceptions=True):
                     if isinstance(outcome, BaseException):
@@ -145,16 +137,15 @@ class OriginFetcher:
                     self.lag
                 )
 
-    def _entry(self, msg: FetchedMsg) -> tuple[bytes, bytes]:
-        """The header the copy is stored with, and the entry that stores it."""
+    def _entry(self, msg: FetchedMsg) -> bytes:
+        """The entry that stores a copy (a stream's leader republishes copies too, as nats-server does)."""
         if self.mirror:
-            header = bytes(msg.header)
-            return header, StoreAtSeq(msg.seq, msg.subject, header, bytes(msg.payload), msg.ts_ns).encode()
+            return StoreAtSeq(msg.seq, msg.subject, bytes(msg.header), bytes(msg.payload), msg.ts_ns).encode()
         tag = (
             f"{HDR_STREAM_SOURCE}: {source_header(self.source.name, msg.seq, self.source.filter_subject)}\r\n"
         )
         header = extend_header_block(bytes(msg.header), tag.encode())
-        return header, StoreMsg(
+        return StoreMsg(
             subject=msg.subject,
             header=header,
             payload=bytes(msg.payload),

@@ -40,7 +40,7 @@ from subjects.grammar import (
     is_valid_filter,
     is_valid_subject,
 )
-from subjects.transform import SubjectTransform, TransformError, UnsupportedMappingError
+from subjects.transform import TransformError, new_transform, validate_mapping
 
 MAX_REPLICAS = 5
 MAX_NAME_LEN = 255
@@ -54,17 +54,14 @@ _API_NAMESPACES = ("$JS.>", "$JSC.>", "$NRG.>")
 
 
 def _republish_mapping_ok(src: str, dest: str) -> bool:
-    """As nats-server decides: a mapping it would refuse is invalid; one using a mapping function it
-    knows but jetraft does not implement is accepted (and logged when the leader would use it)."""
-    if not dest or not is_valid_filter(src):
-        return False
+    """As nats-server decides: a pair its NewSubjectTransform refuses is invalid (an empty `dest`,
+    which republishes nothing, is not)."""
     try:
-        SubjectTransform.compile(src, dest)
-    except UnsupportedMappingError:
-        return True
+        new_transform(src, dest)
     except TransformError:
         return False
     return True
+
 
 def is_valid_stream_name(name: str) -> bool:
     """nats-server's asset name rule: non-empty, no whitespace, `.`, `*`, `>`, `\\` or `/`."""
@@ -187,13 +184,23 @@ def normalize_stream_config(
     if republish is not None:
         if not republish.src:
             republish = dataclasses.replace(republish, src=">")
+        transform = cfg.subject_transform
+        if (
+            republish.src == ">"
+            and republish.dest == ">"
+            and transform is not None
+            and len(subjects) == 1
+            and transform.src == subjects[0]
+        ):
+            # nats-server's implicit republish: `>` to `>` republishes what the transform produced
+            republish = dataclasses.replace(republish, src=transform.dest, dest=transform.dest)
+        if any(filters_overlap(republish.dest, subject) for subject in subjects):
+            raise _invalid("stream configuration for republish destination forms a cycle")
         if not _republish_mapping_ok(republish.src, republish.dest):
             raise _invalid(
                 f"stream configuration for republish with transform from '{republish.src}' "
                 f"to '{republish.dest}' not valid"
             )
-        if any(filters_overlap(republish.dest, subject) for subject in subjects):
-            raise _invalid("stream configuration for republish destination forms a cycle")
 
     placement = cfg.placement
     if placement is not None and placement.is_empty:
@@ -235,8 +242,9 @@ def _check_mirror(cfg: StreamConfig, max_msg_size: int, others: Mapping[str, Str
     for i, transform in enumerate(mirror.subject_transforms):
         if transform.src and not is_valid_filter(transform.src):
             raise JSErrors.MIRROR_INVALID_SUBJECT_FILTER(err=f"invalid subject {transform.src}")
-        if not _valid_destination(transform.dest):
-            raise JSErrors.MIRROR_INVALID_TRANSFORM_DESTINATION(err=f"invalid destination {transform.dest!r}")
+        error = _mapping_error(transform.src, transform.dest)
+        if error is not None:
+            raise JSErrors.MIRROR_INVALID_TRANSFORM_DESTINATION(err=error)
         for j, other in enumerate(mirror.subject_transforms):
             if i != j and filters_overlap(transform.src or ">", other.src or ">"):
                 raise JSErrors.MIRROR_OVERLAPPING_SUBJECT_FILTERS()
@@ -269,10 +277,9 @@ def _check_sources(
         for transform in source.subject_transforms:
             if transform.src and not is_valid_filter(transform.src):
                 raise JSErrors.SOURCE_INVALID_SUBJECT_FILTER(err=f"invalid subject {transform.src}")
-            if not _valid_destination(transform.dest):
-                raise JSErrors.SOURCE_INVALID_TRANSFORM_DESTINATION(
-                    err=f"invalid destination {transform.dest!r}"
-                )
+            error = _mapping_error(transform.src, transform.dest)
+            if error is not None:
+                raise JSErrors.SOURCE_INVALID_TRANSFORM_DESTINATION(err=error)
         for i, transform in enumerate(source.subject_transforms):
             for j, other in enumerate(source.subject_transforms):
                 if i != j and is_subset_filter(transform.src or ">", other.src or ">"):
@@ -288,18 +295,21 @@ def _check_sources(
                 raise JSErrors.SOURCE_MAX_MESSAGE_SIZE_TOO_BIG()
 
 
-def _valid_destination(dest: str) -> bool:
-    """A transform destination: empty (keep the subject) or tokens that may hold `$N` / `{{...}}` markers."""
-    if not dest:
-        return True
-    return all(token for token in dest.split(".")) and not any(ch in dest for ch in " \t\r\n")
+def _mapping_error(src: str, dest: str) -> str | None:
+    """nats-server's ValidateMapping verdict on a transform: None, or its error text."""
+    try:
+        validate_mapping(src, dest)
+    except TransformError as exc:
+        return str(exc)
+    return None
 
 
 def _check_transform(src: str, dest: str) -> None:
     if src and not is_valid_filter(src):
         raise JSErrors.STREAM_TRANSFORM_INVALID_SOURCE(err=f"invalid subject {src}")
-    if not dest or not _valid_destination(dest):
-        raise JSErrors.STREAM_TRANSFORM_INVALID_DESTINATION(err=f"invalid destination {dest!r}")
+    error = _mapping_error(src, dest)
+    if error is not None:
+        raise JSErrors.STREAM_TRANSFORM_INVALID_DESTINATION(err=error)
 
 
 def _check_cycles(cfg: StreamConfig, others: Mapping[str, StreamConfig]) -> None:

@@ -10,6 +10,9 @@ duplicates and failed expectations), proposed, and acknowledged with the
 result of applying it: the PubAck leaves only after the entry is committed
 on a majority and applied here. STREAM.MSG.GET waits for a ReadIndex, so a
 deposed leader that has not noticed yet cannot answer from a stale store.
+With RePublish set, the leader republishes what it applies, and what earlier
+leaders had not recorded as republished when it took over (the guarantee is
+in cluster/stream/republish.py).
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
@@ -33,7 +35,7 @@ from cluster.runtime.group_membership import converge_membership
 from cluster.runtime.metrics import LabelledChildren
 from cluster.stream.config import stream_config_from_json
 from cluster.stream.config_check import same_config
-from cluster.stream.entries import UpdateConfig
+from cluster.stream.entries import Republished, UpdateConfig
 from cluster.stream.fetch import FetchedMsg, encode_batch, parse_fetch_request
 from cluster.stream.info import (
     ClusterInfo,
@@ -52,7 +54,7 @@ from cluster.stream.info import (
     stream_update_response,
     subjects_page,
 )
-from cluster.stream.machine import ConfigApplied, Deleted, Purged, Stored
+from cluster.stream.machine import ConfigApplied, Deleted, EntryResult, Purged, Stored, last_subject_seq
 from cluster.stream.msg_get import answer_msg_get, msg_get_error
 from cluster.stream.publish import (
     Accepted,
@@ -63,7 +65,7 @@ from cluster.stream.publish import (
     prepare_publish,
     pub_ack,
 )
-from cluster.stream.republish import Republisher, republisher_for
+from cluster.stream.republish import Outgoing, Republisher, republish_transform
 from gateway.router import Message, Subscription
 from raft.driver import RaftHost, RaftHostError
 from storage.errors import MsgNotFoundError
@@ -102,10 +104,6 @@ class LedReplica(Protocol):
     def leader_staleness_ns(self) -> int: ...
 
 
-# Told of each copy a copier proposes: subject, stored header, payload, the proposal's future.
-ProposedCallback = Callable[[str, bytes, bytes, "asyncio.Future[Any]"], None]
-
-
 class Copier(Protocol):
     """Copies one origin into the stream while its replica leads: the mirror's origin, or one of its
     sources (cluster/mirror/origin_fetcher.py)."""
@@ -128,9 +126,7 @@ class Copier(Protocol):
 class CopierFactory(Protocol):
     """Makes the copier of one origin; `mirror` selects the mirror form (else a source)."""
 
-    def __call__(
-        self, replica: LedReplica, source: StreamSource, *, mirror: bool, on_proposed: ProposedCallback
-    ) -> Copier: ...
+    def __call__(self, replica: LedReplica, source: StreamSource, *, mirror: bool) -> Copier: ...
 
 
 class StreamLeader:
@@ -151,6 +147,7 @@ class StreamLeader:
         self._publishes = LabelledChildren(metrics.publishes, replica.name, self.ctx.name)
         self._puback_latency = metrics.puback_latency.labels(replica.name, self.ctx.name)
         self._republisher: Republisher | None = None
+        self._republish_catch_up: asyncio.Task[None] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -167,22 +164,21 @@ class StreamLeader:
         self.refresh_subjects()
         self.reconcile_config()
         self.reconcile_membership()
+        self._start_republishing()
         cfg = self.replica.config
         if cfg.mirror is not None:
-            self.mirror = self._copiers(
-                self.replica, cfg.mirror, mirror=True, on_proposed=self.republish_when_stored
-            )
+            self.mirror = self._copiers(self.replica, cfg.mirror, mirror=True)
             self.mirror.start()
-        self.sources = [
-            self._copiers(self.replica, source, mirror=False, on_proposed=self.republish_when_stored)
-            for source in cfg.sources
-        ]
+        self.sources = [self._copiers(self.replica, source, mirror=False) for source in cfg.sources]
         for fetcher in self.sources:
             fetcher.start()
         self._beacons = self.ctx.spawn(self._send_beacons(), f"beacons-{self.replica.name}")
 
     def close(self) -> None:
         self._closed = True
+        self.replica.machine.report_republish = False
+        if self._republish_catch_up is not None:
+            self._republish_catch_up.cancel()
         self._beacons.cancel()
         if self.mirror is not None:
             self.mirror.stop()
@@ -268,26 +264,83 @@ class StreamLeader:
             self._acknowledge(msg.reply, _unavailable_ack(cfg.name, exc), started, "error")
             return
         future.add_done_callback(functools.partial(self._published, msg.reply, started))
-        if cfg.republish is not None:
-            entry = decision.entry
-            self.republish_when_stored(entry.subject, entry.header, entry.payload, future)
 
-    def republish_when_stored(
-        self, subject: str, header: bytes, payload: bytes, future: asyncio.Future[Any]
-    ) -> None:
-        """Republish (cluster/stream/republish.py) a proposed message once `future` says it was stored."""
+    # -- RePublish (cluster/stream/republish.py) ----------------------------------------------
+
+    def _start_republishing(self) -> None:
+        machine = self.replica.machine
+        machine.report_republish = True
         config = self.replica.config.republish
-        self._republisher = republisher = republisher_for(self.replica.name, config, self._republisher)
-        if republisher is None:
+        if republish_transform(config) is None:
             return
-        republisher.proposing(subject, self.replica.machine.last_seq_for_subject)
+        assert config is not None
+        self._republisher = Republisher(
+            self.replica.name, config, machine.republished_through, machine.last_seq
+        )
+        if self._republisher.catching_up:
+            self._republish_catch_up = self.ctx.spawn(
+                self._catch_up_republishing(self._republisher), f"republish-catch-up-{self.replica.name}"
+            )
+
+    async def _catch_up_republishing(self, republisher: Republisher) -> None:
+        """Republish what earlier leaders applied but had not recorded as republished, from the store."""
+        store = self.replica.store
+        while republisher.catching_up and not self._closed:
+            try:
+                messages = store.load_batch(">", republisher.position + 1, 256).messages
+            except MsgNotFoundError:
+                messages = []
+            self._send_republished(
+                republisher.caught_up(messages, lambda subject, seq: last_subject_seq(store, subject, seq))
+            )
+            self._record_republished()
+            await asyncio.sleep(0)  # let publishes and other streams in between batches
+
+    def applied(self, results: list[EntryResult]) -> None:
+        """What the replica just applied, before the proposals' futures resolve: republish the stored
+        messages RePublish takes (nats-server republishes before it acknowledges too)."""
+        republisher = self._republisher
+        for result in results:
+            if type(result) is not Stored or result.republish is None:
+                continue
+            config = self.replica.machine.config.republish
+            if config is None:
+                continue
+            if republisher is None:
+                # RePublish was just turned on: it owes nothing stored before this message
+                republisher = self._republisher = Republisher(
+                    self.replica.name, config, result.seq - 1, result.seq - 1
+                )
+            republisher.config = config
+            self._send_republished(republisher.applied(result.seq, result.ts_ns, result.republish))
+        if republisher is not None:
+            self._record_republished()
+
+    def _send_republished(self, messages: list[Outgoing]) -> None:
+        publish = self.ctx.router.publish
+        for out in messages:
+            publish(out.subject, out.payload, None, out.headers)
+
+    def _record_republished(self) -> None:
+        """Replicate the position (one `Republished` entry in flight at a time): a new leader
+        republishes only what comes after it."""
+        republisher = self._republisher
+        if republisher is None or self._closed:
+            return
+        seq = republisher.marker_to_propose()
+        if seq is None:
+            return
+        try:
+            future = self.replica.propose(Republished(seq).encode())
+        except RaftHostError:
+            republisher.marker_settled(False)
+            return
 
         def settled(done: asyncio.Future[Any]) -> None:
-            result = None if done.cancelled() or done.exception() is not None else done.result()
-            stored = (result.seq, result.ts_ns) if isinstance(result, Stored) else None
-            out = republisher.settled(subject, header, payload, stored)
-            if out is not None:
-                self.ctx.router.publish(out.subject, out.payload, None, out.headers)
+            recorded = not done.cancelled() and done.exception() is None
+            republisher.marker_settled(recorded)
+            if recorded:
+                self._record_republished()
 
         future.add_done_callback(settled)
 

@@ -14,7 +14,9 @@ What is replicated state, and where it lives:
   same atomic write group as the entries' writes, so a crash never splits
   them (entries at or below the applied index are skipped on replay);
 - the duplicate window: derived from the store (see cluster/stream/dedup.py),
-  rebuilt on start and restore.
+  rebuilt on start and restore;
+- RePublish's position (the sequence up to which leaders have republished,
+  see cluster/stream/republish.py): the metadata value.
 
 Timestamps: a message is stored at max(leader's timestamp, previous message's
 timestamp), so time never runs backwards in a stream across leader changes.
@@ -38,6 +40,7 @@ from cluster.stream.entries import (
     EntryDecodeError,
     Expire,
     Purge,
+    Republished,
     Rollup,
     SkipMsgs,
     StoreAtSeq,
@@ -46,6 +49,7 @@ from cluster.stream.entries import (
     decode_entry,
 )
 from cluster.stream.publish import HDR_MSG_ID, Duplicate, Rejected, check_store
+from cluster.stream.republish import StoredForRepublish, republish_subject, republish_transform
 from gateway.headers import HeaderError, decode_headers
 from raft.types import Entry, EntryType
 from storage.config import StoreConfig
@@ -56,6 +60,7 @@ from storage.errors import (
     MsgNotFoundError,
     MsgTooBigError,
     SequenceMismatchError,
+    TooManyResultsError,
 )
 from storage.interface import StreamStore
 from storage.model import Rollup as StoreRollup
@@ -69,11 +74,14 @@ _REBUILD_BATCH = 1024
 # Not frozen: built once per applied message (see StoreMsg).
 @dataclass(slots=True)
 class Stored:
-    """A message was stored at `seq`; `removed` are the sequences limits or a rollup took out with it."""
+    """A message was stored at `seq`; `removed` are the sequences limits or a rollup took out with it.
+
+    `republish`: on a leader (`report_republish`), what RePublish needs of it, when its mapping takes it."""
 
     seq: int
     ts_ns: int
     removed: tuple[int, ...] = ()
+    republish: StoredForRepublish | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +149,12 @@ class StreamStateMachine:
         self._last_ts = 0
         self._dedup = DedupWindow(_window_for(config))
         self._config_json: dict[str, Any] = config.to_json()
+        # every stored message up to here was republished (-1 until known: a store written before
+        # this was kept counts as republished up to its last sequence)
+        self._republished = 0
+        # set while this replica leads: stored results then carry what RePublish needs (only the
+        # leader republishes; followers skip the lookups)
+        self.report_republish = False
         if store.metadata is not None:
             self._load_meta(store.metadata)
         else:
@@ -168,6 +182,11 @@ class StreamStateMachine:
     @property
     def dedup_window(self) -> DedupWindow:
         return self._dedup
+
+    @property
+    def republished_through(self) -> int:
+        """The replicated RePublish position (cluster/stream/republish.py)."""
+        return self._republished
 
     def source_position(self, key: str) -> int:
         """The last origin sequence copied from the source `key` (see `source_header`), 0 if none."""
@@ -239,6 +258,9 @@ class StreamStateMachine:
             return self._update_config(op.config)
         if isinstance(op, SkipMsgs):
             return self._skip(op)
+        if isinstance(op, Republished):
+            self._republished = max(self._republished, op.seq)
+            return NoOp()
         return self._expire(op)
 
     def _store_msg(self, op: StoreMsg) -> EntryResult:
@@ -248,6 +270,7 @@ class StreamStateMachine:
         verdict = check_store(self._config, op, self)
         if verdict is not None:
             return verdict
+        republish = self._for_republish(op.subject, op.header, op.payload)
         try:
             result = self.store.store_msg(
                 op.subject, op.header or None, op.payload, ts, rollup=_STORE_ROLLUP[op.rollup]
@@ -263,12 +286,13 @@ class StreamStateMachine:
         if result.seq not in result.removed:
             self._dedup.record(op.msg_id, result.seq, result.ts_ns)
         self._dedup.expire(result.ts_ns)
-        return Stored(result.seq, result.ts_ns, result.removed)
+        return Stored(result.seq, result.ts_ns, result.removed, republish)
 
     def _store_at_seq(self, op: StoreAtSeq) -> EntryResult:
         if op.seq <= self._last_seq:
             # a copy re-sent after a reconnect: already here
             return Duplicate(op.seq)
+        republish = self._for_republish(op.subject, op.header, op.payload)
         try:
             result = self.store.store_raw_msg(
                 op.subject, op.header or None, op.payload, op.seq, op.timestamp_ns
@@ -279,7 +303,18 @@ class StreamStateMachine:
             return Rejected(_store_error(exc))
         self._last_seq, self._last_ts, self._last_msg_id = result.seq, result.ts_ns, ""
         self._dedup.forget_seqs(result.removed)
-        return Stored(result.seq, result.ts_ns, result.removed)
+        return Stored(result.seq, result.ts_ns, result.removed, republish)
+
+    def _for_republish(self, subject: str, header: bytes, payload: bytes) -> StoredForRepublish | None:
+        """On a leader, before storing: where RePublish sends the message, and the subject's
+        previous sequence (Nats-Last-Sequence), which limits may remove as the message is stored."""
+        if not self.report_republish:
+            return None
+        transform = republish_transform(self._config.republish)
+        dest = None if transform is None else republish_subject(transform, subject)
+        if dest is None:
+            return None
+        return StoredForRepublish(dest, subject, header, payload, last_subject_seq(self.store, subject))
 
     def _purge(self, op: Purge) -> EntryResult:
         if self._config.sealed:
@@ -304,6 +339,9 @@ class StreamStateMachine:
 
     def _update_config(self, config: StreamConfig) -> EntryResult:
         previous_window = _window_for(self._config)
+        if republish_transform(self._config.republish) is None:
+            # RePublish starts with the next message, as in nats-server: nothing before it is owed
+            self._republished = self._last_seq
         self._set_config(config)
         removed = self.store.update_config(store_config_for(config), self._last_ts or None)
         self._dedup.forget_seqs(removed)
@@ -346,6 +384,7 @@ class StreamStateMachine:
                 "last_msg_id": self._last_msg_id,
                 "config": self._config_json,
                 "sources": self._sources,
+                "republished": self._republished,
             }
         )
 
@@ -355,10 +394,13 @@ class StreamStateMachine:
         self._last_msg_id = str(body.get("last_msg_id", ""))
         self._sources = {str(k): int(v) for k, v in body.get("sources", {}).items()}
         self._set_config(stream_config_from_json(body["config"]))
+        self._republished = int(body.get("republished", -1))
 
     def _reload(self) -> None:
         state = self.store.state()
         self._last_seq, self._last_ts = state.last_seq, state.last_ts_ns
+        if self._republished < 0:
+            self._republished = self._last_seq
         self._rebuild_dedup()
 
     def _forget_missing(self) -> None:
@@ -410,6 +452,17 @@ def parse_source_header(value: str) -> tuple[str, int] | None:
         return None
     rest = parts[2:] or [">", ">"]
     return " ".join([parts[0], *rest]), int(parts[1])
+
+
+def last_subject_seq(store: StreamStore, subject: str, below: int = 0) -> int:
+    """The last sequence stored on literal `subject` (before `below` when given), 0 if none is left."""
+    if below == 1:
+        return 0
+    try:
+        seqs = store.multi_last_seqs([subject], below - 1 if below else 0)
+    except (InvalidSubjectError, TooManyResultsError):
+        return 0
+    return max(seqs, default=0)
 
 
 def _msg_id(headers: bytes | None) -> str:
