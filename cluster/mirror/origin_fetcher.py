@@ -32,6 +32,7 @@ from cluster.stream.entries import Rollup, StoreAtSeq, StoreMsg
 from cluster.stream.fetch import FetchedMsg, FetchRequest, decode_batch
 from cluster.stream.leader import LedReplica
 from cluster.stream.machine import HDR_STREAM_SOURCE, source_header, source_key
+from cluster.stream.publish import stored_subject
 from gateway.headers import extend_header_block
 from raft.driver import RaftHostError
 
@@ -138,15 +139,17 @@ class OriginFetcher:
                 )
 
     def _entry(self, msg: FetchedMsg) -> bytes:
-        """The entry that stores a copy (a stream's leader republishes copies too, as nats-server does)."""
+        """The entry that stores a copy, under the subject the stream's own `subject_transform` gives it
+        (as nats-server's copies; a stream's leader republishes copies too)."""
+        subject = stored_subject(self.replica.config, msg.subject)
         if self.mirror:
-            return StoreAtSeq(msg.seq, msg.subject, bytes(msg.header), bytes(msg.payload), msg.ts_ns).encode()
+            return StoreAtSeq(msg.seq, subject, bytes(msg.header), bytes(msg.payload), msg.ts_ns).encode()
         tag = (
             f"{HDR_STREAM_SOURCE}: {source_header(self.source.name, msg.seq, self.source.filter_subject)}\r\n"
         )
         header = extend_header_block(bytes(msg.header), tag.encode())
         return StoreMsg(
-            subject=msg.subject,
+            subject=subject,
             header=header,
             payload=bytes(msg.payload),
             timestamp_ns=time.time_ns(),

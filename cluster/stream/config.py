@@ -189,7 +189,8 @@ class StreamConfig:
     first_seq: int = 0
     subject_transform: SubjectTransformConfig | None = None
     republish: RePublish | None = None
-    allow_direct: bool = False
+    # None: the request left it out (normalizing decides, see config_check.py); a normalized config has a bool
+    allow_direct: bool | None = None
     mirror_direct: bool = False
     discard_new_per_subject: bool = False
     sealed: bool = False
@@ -258,7 +259,7 @@ class StreamConfig:
             out["subject_transform"] = self.subject_transform.to_json()
         if self.republish is not None:
             out["republish"] = self.republish.to_json()
-        out["allow_direct"] = self.allow_direct
+        out["allow_direct"] = bool(self.allow_direct)
         out["mirror_direct"] = self.mirror_direct
         if self.discard_new_per_subject:
             out["discard_new_per_subject"] = True
@@ -442,7 +443,7 @@ def _from_json(obj: dict[str, Any]) -> StreamConfig:
             if republish_raw is not None
             else None
         ),
-        allow_direct=g.get_bool(obj, "allow_direct"),
+        allow_direct=g.get_bool(obj, "allow_direct") if obj.get("allow_direct") is not None else None,
         mirror_direct=g.get_bool(obj, "mirror_direct"),
         discard_new_per_subject=g.get_bool(obj, "discard_new_per_subject"),
         sealed=g.get_bool(obj, "sealed"),

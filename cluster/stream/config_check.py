@@ -4,9 +4,10 @@ The rules and their order follow nats-server 2.15's stream config check, so
 clients get the same error for the same mistake, with three deliberate
 differences:
 
-- ADR-31: `allow_direct` is forced true when `max_msgs_per_subject` > 0
-  (nats-server does not); configs are compared after this adjustment, so an
-  identical re-create still succeeds.
+- ADR-31: `allow_direct` defaults to true when `max_msgs_per_subject` > 0
+  and the request leaves it out (nats-server defaults it to false); an
+  explicit false is kept. Configs are compared after this adjustment, so an
+  identical re-create still succeeds (see ../shared/spec/NOTES.md).
 - Limits below -1 (-1 means unlimited) are rejected instead of being quietly
   turned into -1.
 - Features jetraft does not implement (counters, atomic and fast batch
@@ -221,8 +222,8 @@ def normalize_stream_config(
         mirror_direct=mirror_direct,
         republish=republish,
         placement=placement,
-        # ADR-31: a per-subject limit marks a KV-like stream, which is always direct-readable
-        allow_direct=cfg.allow_direct or max_per_subject > 0,
+        # ADR-31: a per-subject limit marks a KV-like stream, direct-readable unless the request says no
+        allow_direct=cfg.allow_direct if cfg.allow_direct is not None else max_per_subject > 0,
     )
     return dataclasses.replace(normalized, metadata=_static_metadata(cfg.metadata, normalized))
 

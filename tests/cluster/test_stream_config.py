@@ -98,7 +98,7 @@ def test_update_matches_trace_and_dynamic_metadata_is_not_stored() -> None:
     updated = decide_update(old, requested, {"ORDERS": old})
     assert "_nats.ver" not in updated.metadata and "_nats.level" not in updated.metadata
     expected = orjson.loads(server_json("05-stream-crud.txt", "cfg.max_msgs = 2000"))["config"]
-    expected["allow_direct"] = True  # ADR-31 again
+    # the request echoes nats-server's `"allow_direct": false`: explicit, so kept (no ADR-31 default)
     assert jsjson.dumps(updated.to_json(VERSION)) == jsjson.dumps(expected)
 
 
@@ -118,8 +118,22 @@ def test_create_conflict_error_matches_trace() -> None:
     assert info.value.to_json() == server_obj("05-stream-crud.txt", "name in use")["error"]
 
 
+def test_allow_direct_defaults_true_with_a_per_subject_limit_only_when_left_out() -> None:
+    # NOTES.md: ADR-31's default applies to a request without the field; an explicit false is honoured
+    kv = b'{"name":"KV_b","subjects":["$KV.b.>"],"max_msgs_per_subject":5%s}'
+    assert decide_create(parse_stream_config(kv % b""), {}).config.allow_direct is True
+    explicit = decide_create(parse_stream_config(kv % b',"allow_direct":false'), {}).config
+    assert explicit.allow_direct is False
+    assert b'"allow_direct":false' in explicit.to_bytes()
+    assert decide_create(parse_stream_config(kv % b',"allow_direct":false'), {"KV_b": explicit}).exists
+    # an update that leaves it out gets the default again, as a create does
+    assert decide_update(explicit, parse_stream_config(kv % b""), {"KV_b": explicit}).allow_direct is True
+    plain = b'{"name":"P","subjects":["p"]}'
+    assert decide_create(parse_stream_config(plain), {}).config.allow_direct is False
+
+
 def test_identical_recreate_succeeds_after_adr31_adjustment() -> None:
-    body = b'{"name":"KV_b","subjects":["$KV.b.>"],"max_msgs_per_subject":5,"allow_direct":false}'
+    body = b'{"name":"KV_b","subjects":["$KV.b.>"],"max_msgs_per_subject":5}'
     first = decide_create(parse_stream_config(body), {})
     assert first.config.allow_direct is True
     again = decide_create(parse_stream_config(body), {"KV_b": first.config})
