@@ -379,7 +379,9 @@ class MetaService:
         if not result.ok:
             raise JSErrors.STREAM_NOT_FOUND()
         self._advise_stream(StreamEvent.UPDATED, name)
-        return await self._ask_stream(name, ApiOp.APPLY_UPDATE, b"")
+        # the config travels with the request: the stream leader's node may not have applied the meta
+        # entry yet, and would answer with the config it had before
+        return await self._ask_stream(name, ApiOp.APPLY_UPDATE, cfg.to_bytes())
 
     async def _delete(self, name: str) -> bytes:
         if name not in self.machine.streams:

@@ -33,7 +33,7 @@ from cluster.direct_get.staleness import FAST_INTERVAL, SLOW_INTERVAL, encode_be
 from cluster.runtime.context import CLUSTER_NAME
 from cluster.runtime.group_membership import converge_membership
 from cluster.runtime.metrics import LabelledChildren
-from cluster.stream.config import stream_config_from_json
+from cluster.stream.config import stream_config_from_bytes, stream_config_from_json
 from cluster.stream.config_check import same_config
 from cluster.stream.entries import Republished, UpdateConfig
 from cluster.stream.fetch import FetchedMsg, encode_batch, parse_fetch_request
@@ -409,7 +409,12 @@ class StreamLeader:
         if op is ApiOp.LIST_ENTRY:
             return orjson.dumps(self.stream_info().to_json(None))
         if op is ApiOp.APPLY_UPDATE:
-            wanted = stream_config_from_json(replica.assignment.config)
+            # the meta leader sends the config it committed (this node's meta replica may lag behind it)
+            wanted = (
+                stream_config_from_bytes(payload)
+                if payload
+                else stream_config_from_json(replica.assignment.config)
+            )
             if not same_config(wanted, replica.config):
                 result = await self._propose_config(wanted)
                 if isinstance(result, Rejected):
@@ -500,7 +505,7 @@ class StreamLeader:
         return StreamInfo(
             config=replica.config,
             created_ns=replica.assignment.created_ns,
-            state=replica.store.state(include_deleted=deleted_details),
+            state=replica.machine.stream_state(include_deleted=deleted_details),
             now_ns=now,
             subjects=subjects,
             cluster=self.cluster_info(),

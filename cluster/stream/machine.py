@@ -16,7 +16,8 @@ What is replicated state, and where it lives:
 - the duplicate window: derived from the store (see cluster/stream/dedup.py),
   rebuilt on start and restore;
 - RePublish's position (the sequence up to which leaders have republished,
-  see cluster/stream/republish.py): the metadata value.
+  see cluster/stream/republish.py), and whether the stream has never had a
+  sequence (nats-server then reports first_seq 0): the metadata value.
 
 Timestamps: a message is stored at max(leader's timestamp, previous message's
 timestamp), so time never runs backwards in a stream across leader changes.
@@ -64,6 +65,7 @@ from storage.errors import (
 )
 from storage.interface import StreamStore
 from storage.model import Rollup as StoreRollup
+from storage.model import StreamState
 
 log = structlog.get_logger(__name__)
 
@@ -155,10 +157,17 @@ class StreamStateMachine:
         # set while this replica leads: stored results then carry what RePublish needs (only the
         # leader republishes; followers skip the lookups)
         self.report_republish = False
+        # no sequence used or set yet: nats-server reports first_seq 0 for such a stream
+        self._pristine = False
         if store.metadata is not None:
             self._load_meta(store.metadata)
         else:
             store.update_config(store_config_for(config))
+            if config.first_seq > 0:
+                # a new stream starts at first_seq, as nats-server's stores are created
+                store.compact(config.first_seq)
+            else:
+                self._pristine = store.state().last_seq == 0
         self._reload()
 
     # -- what other parts read ----------------------------------------------------------
@@ -187,6 +196,12 @@ class StreamStateMachine:
     def republished_through(self) -> int:
         """The replicated RePublish position (cluster/stream/republish.py)."""
         return self._republished
+
+    def stream_state(self, include_deleted: bool = False) -> StreamState:
+        """The store's state as nats-server reports it: first_seq 0 while the stream never had a sequence
+        (nothing stored, purged or skipped, no first_seq configured), last_seq + 1 once it has."""
+        state = self.store.state(include_deleted=include_deleted)
+        return dataclasses.replace(state, first_seq=0) if self._pristine else state
 
     def source_position(self, key: str) -> int:
         """The last origin sequence copied from the source `key` (see `source_header`), 0 if none."""
@@ -280,6 +295,7 @@ class StreamStateMachine:
         except (LimitExceededError, MsgTooBigError, InvalidSubjectError, InvalidHeadersError) as exc:
             return Rejected(_store_error(exc))
         self._last_seq, self._last_ts, self._last_msg_id = result.seq, result.ts_ns, op.msg_id
+        self._pristine = False
         if op.header and _SOURCE_MARK in op.header:
             self._record_source(op.header)
         self._dedup.forget_seqs(result.removed)
@@ -302,6 +318,7 @@ class StreamStateMachine:
         except (LimitExceededError, MsgTooBigError, InvalidSubjectError, InvalidHeadersError) as exc:
             return Rejected(_store_error(exc))
         self._last_seq, self._last_ts, self._last_msg_id = result.seq, result.ts_ns, ""
+        self._pristine = False
         self._dedup.forget_seqs(result.removed)
         return Stored(result.seq, result.ts_ns, result.removed, republish)
 
@@ -322,6 +339,10 @@ class StreamStateMachine:
         if self._config.deny_purge:
             return Rejected(JSErrors.STREAM_PURGE_FAILED(err="stream purge not permitted"))
         count = self.store.purge_ex(op.filter, op.seq, op.keep)
+        if op.filter in ("", ">") and op.keep == 0 and op.seq != 1:
+            # a purge of everything (or below a sequence) sets first_seq even on an unused stream;
+            # one by subject, keep or up to sequence 1 leaves nothing to purge there (nats-server)
+            self._pristine = False
         self._forget_missing()
         self._last_seq = self.store.state().last_seq
         return Purged(count)
@@ -354,6 +375,7 @@ class StreamStateMachine:
         if op.count > 0:
             self.store.skip_msgs(self._last_seq + 1, op.count)
             self._last_seq += op.count
+            self._pristine = False
         return Skipped(self._last_seq)
 
     def _expire(self, op: Expire) -> EntryResult:
@@ -385,6 +407,7 @@ class StreamStateMachine:
                 "config": self._config_json,
                 "sources": self._sources,
                 "republished": self._republished,
+                "pristine": self._pristine,
             }
         )
 
@@ -395,6 +418,11 @@ class StreamStateMachine:
         self._sources = {str(k): int(v) for k, v in body.get("sources", {}).items()}
         self._set_config(stream_config_from_json(body["config"]))
         self._republished = int(body.get("republished", -1))
+        pristine = body.get("pristine")
+        if pristine is None:  # written before this was kept: a stream that never used a sequence
+            state = self.store.state()
+            pristine = state.last_seq == 0 and state.first_seq <= 1
+        self._pristine = bool(pristine)
 
     def _reload(self) -> None:
         state = self.store.state()

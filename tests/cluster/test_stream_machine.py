@@ -391,3 +391,40 @@ def test_the_republish_position_is_replicated_and_starts_where_republish_is_turn
     copy = machine()
     copy.restore(m.snapshot())
     assert copy.republished_through == 3
+
+
+@pytest.mark.parametrize(
+    ("entries", "first_seq", "last_seq"),
+    # (state after those entries on a new stream) as a real nats-server 2.15.1 reported them
+    [
+        ([], 0, 0),
+        ([Purge()], 1, 0),
+        ([Purge(seq=1)], 0, 0),
+        ([Purge(seq=5)], 5, 4),
+        ([Purge(keep=1)], 0, 0),
+        ([Purge(filter="s.a")], 0, 0),
+    ],
+)
+def test_an_unused_stream_reports_first_seq_0_as_nats_server(
+    entries: list[Purge], first_seq: int, last_seq: int
+) -> None:
+    m, log = machine(), Log()
+    m.apply([log(entry.encode()) for entry in entries])
+    state = m.stream_state()
+    assert (state.first_seq, state.last_seq, state.messages) == (first_seq, last_seq, 0)
+    copy = machine()
+    copy.restore(m.snapshot())
+    assert copy.stream_state().first_seq == first_seq
+
+
+def test_first_seq_starts_a_new_stream_there_and_messages_move_first_seq_off_0() -> None:
+    starting = machine(dataclasses.replace(CFG, first_seq=100))
+    assert (starting.stream_state().first_seq, starting.stream_state().last_seq) == (100, 99)
+    [stored] = starting.apply([Log()(publish("s.a", b"1", T0))])
+    assert isinstance(stored, Stored) and stored.seq == 100
+    m, log = machine(), Log()
+    m.apply([log(publish("s.a", b"1", T0)), log(DeleteMsg(seq=1).encode())])
+    assert (m.stream_state().first_seq, m.stream_state().last_seq) == (2, 1)  # all deleted: last + 1
+    skipped = machine()
+    skipped.apply([Log()(SkipMsgs(count=3).encode())])
+    assert skipped.stream_state().first_seq == 4
