@@ -33,7 +33,6 @@ from cluster.stream.config_check import subjects_match_stream
 from cluster.stream.entries import DeleteMsg, Purge
 from storage.model import StreamState
 from storage.nats_time import format_optional_ts
-from subjects.grammar import is_valid_filter
 
 NAMES_LIMIT = 1024
 LIST_LIMIT = 256
@@ -215,8 +214,7 @@ def parse_info_request(payload: bytes) -> InfoRequest:
         )
     except jsjson.RequestJSONError as exc:
         raise JSErrors.INVALID_JSON(err=str(exc)) from None
-    if request.subjects_filter and not is_valid_filter(request.subjects_filter):
-        raise JSErrors.BAD_REQUEST()
+    # a subjects_filter that is no valid filter selects no subject, as in nats-server
     return request
 
 
@@ -236,13 +234,12 @@ def parse_list_request(payload: bytes) -> ListRequest:
         )
     except jsjson.RequestJSONError as exc:
         raise JSErrors.INVALID_JSON(err=str(exc)) from None
-    if request.subject and not is_valid_filter(request.subject):
-        raise JSErrors.BAD_REQUEST()
+    # any subject is compared token by token, as nats-server's SubjectsCollide does (`a..b` too)
     return request
 
 
 def parse_purge_request(payload: bytes, config: StreamConfig) -> Purge:
-    """The PURGE entry to propose, or ApiError (sealed, deny_purge, seq with keep, bad filter)."""
+    """The PURGE entry to propose, or ApiError (sealed, deny_purge, seq with keep)."""
     obj = _request_object(payload)
     try:
         purge = Purge(
@@ -254,8 +251,7 @@ def parse_purge_request(payload: bytes, config: StreamConfig) -> Purge:
         raise JSErrors.INVALID_JSON(err=str(exc)) from None
     if purge.seq and purge.keep:
         raise JSErrors.BAD_REQUEST()
-    if purge.filter and not is_valid_filter(purge.filter):
-        raise JSErrors.BAD_REQUEST()
+    # a filter that is no valid filter purges nothing (cluster/stream/machine.py), as in nats-server
     if config.sealed:
         raise JSErrors.STREAM_SEALED()
     if config.deny_purge:

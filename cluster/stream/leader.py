@@ -68,7 +68,7 @@ from cluster.stream.publish import (
 from cluster.stream.republish import Outgoing, Republisher, republish_transform
 from gateway.router import Message, Subscription
 from raft.driver import RaftHost, RaftHostError
-from storage.errors import MsgNotFoundError
+from storage.errors import InvalidSubjectError, MsgNotFoundError
 
 if TYPE_CHECKING:
     from cluster.runtime.context import NodeContext
@@ -400,7 +400,10 @@ class StreamLeader:
             subjects: dict[str, int] | None = None
             total = 0
             if request.subjects_filter:
-                totals = replica.store.subjects_totals(request.subjects_filter)
+                try:
+                    totals = replica.store.subjects_totals(request.subjects_filter)
+                except InvalidSubjectError:
+                    totals = {}  # a filter that is no valid filter selects nothing, as in nats-server
                 subjects, total = subjects_page(totals, request.offset)
             info = self.stream_info(subjects, request.deleted_details)
             return stream_info_response(info, version, total, request.offset)

@@ -338,7 +338,10 @@ class StreamStateMachine:
             return Rejected(JSErrors.STREAM_SEALED())
         if self._config.deny_purge:
             return Rejected(JSErrors.STREAM_PURGE_FAILED(err="stream purge not permitted"))
-        count = self.store.purge_ex(op.filter, op.seq, op.keep)
+        try:
+            count = self.store.purge_ex(op.filter, op.seq, op.keep)
+        except InvalidSubjectError:
+            count = 0  # a filter that is no valid filter matches nothing, as in nats-server
         if op.filter in ("", ">") and op.keep == 0 and op.seq != 1:
             # a purge of everything (or below a sequence) sets first_seq even on an unused stream;
             # one by subject, keep or up to sequence 1 leaves nothing to purge there (nats-server)

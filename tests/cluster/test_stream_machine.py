@@ -428,3 +428,10 @@ def test_first_seq_starts_a_new_stream_there_and_messages_move_first_seq_off_0()
     skipped = machine()
     skipped.apply([Log()(SkipMsgs(count=3).encode())])
     assert skipped.stream_state().first_seq == 4
+
+
+def test_a_purge_filter_that_is_no_valid_filter_purges_nothing() -> None:
+    # as nats-server 2.15.1 answers it: success, 0 purged
+    m, log = machine(), Log()
+    results = m.apply([log(publish("s.a", b"1", T0)), log(Purge(filter="s..a").encode())])
+    assert results[1] == Purged(0) and m.stream_state().messages == 1
