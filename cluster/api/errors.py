@@ -97,6 +97,7 @@ class JSErrors:
     STREAM_MSG_DELETE_FAILED = ErrorSpec(500, 10057, "{err}")
     STREAM_NAME_EXIST = ErrorSpec(400, 10058, "stream name already in use with a different configuration")
     STREAM_NOT_FOUND = ErrorSpec(404, 10059, "stream not found")
+    STREAM_RECONFIGURE_NOT_IN_PROGRESS = ErrorSpec(400, 10129, "stream reconfiguration not in progress")
     STREAM_NOT_MATCH = ErrorSpec(400, 10060, "expected stream does not match")
     STREAM_REPLICAS_NOT_UPDATABLE = ErrorSpec(400, 10061, "Replicas configuration can not be updated")
     STREAM_SEQUENCE_NOT_MATCH = ErrorSpec(503, 10063, "expected stream sequence does not match")

@@ -40,6 +40,8 @@ from cluster.api.errors import ApiError, JSErrors, plain_error, stream_info_erro
 from cluster.api.lists import list_page
 from cluster.api.response_types import PEER_REMOVE_TYPE, STREAM_DELETE_TYPE, STREAM_LIST_TYPE
 from cluster.api.subjects import META_PREFIX, ApiOp, ApiRequest, parse_meta_subject, stream_subject
+from cluster.api.unimplemented import UNIMPLEMENTED_OPS, unimplemented_answer
+from cluster.api.unimplemented import error_body as unimplemented_error_body
 from cluster.consumer.assignment import ConsumerAssignment
 from cluster.consumer.replica import ConsumerReplica
 from cluster.meta.consumers import ConsumerAdmin, consumer_error_body, parse_meta_consumer_subject
@@ -314,6 +316,8 @@ class MetaService:
             return await self._delete(name)
         if op is ApiOp.STREAM_PEER_REMOVE:
             return await self._peer_remove(name, msg.payload)
+        if op in UNIMPLEMENTED_OPS:
+            return unimplemented_answer(request, msg.payload, name in self.machine.streams)
         # a per-stream operation from a node that did not know the stream: we know for sure
         if name not in self.machine.streams:
             raise JSErrors.STREAM_NOT_FOUND()
@@ -450,6 +454,8 @@ class MetaService:
 
 
 def _error_body(request: ApiRequest, error: ApiError) -> bytes:
+    if request.op in UNIMPLEMENTED_OPS:
+        return unimplemented_error_body(request, error)
     if request.op is ApiOp.STREAM_INFO:
         return stream_info_error(error)
     if request.op is ApiOp.STREAM_DELETE:
