@@ -48,7 +48,7 @@ from cluster.meta.consumers import ConsumerAdmin, consumer_error_body, parse_met
 from cluster.meta.machine import MetaMachine, MetaOp, MetaResult, encode_meta_entry
 from cluster.meta.placement import NodeInfo, PlacementError, choose_peers, known_nodes
 from cluster.mirror.origin_fetcher import OriginFetcher
-from cluster.runtime.context import GROUP_OPTIONS, META_GROUP, NodeContext
+from cluster.runtime.context import CLUSTER_NAME, GROUP_OPTIONS, META_GROUP, NodeContext
 from cluster.runtime.internal_requests import NoRespondersError
 from cluster.runtime.leader_wait import pass_on_when_served
 from cluster.stream.assignment import StreamAssignment
@@ -359,7 +359,7 @@ class MetaService:
         if decision.exists:
             return await self._ask_stream(name, ApiOp.CREATE_RESULT, b"0")
         cfg = decision.config
-        check_replicas_placeable(cfg, len(self.ctx.members))
+        check_replicas_placeable(cfg, len(self.ctx.members), CLUSTER_NAME)
         peers = await self._place(max(cfg.num_replicas, 1), cfg)
         assignment = StreamAssignment(name, cfg.to_json(), peers, time.time_ns())
         result = await self._propose(MetaOp.ASSIGN_STREAM, assignment.to_json())

@@ -11,8 +11,11 @@ differences:
 - Limits below -1 (-1 means unlimited) are rejected instead of being quietly
   turned into -1.
 - Features jetraft does not implement (counters, atomic and fast batch
-  publish, message schedules, async persistence, subject delete markers)
-  are refused with a clear error rather than accepted and ignored.
+  publish, message schedules, async persistence, subject delete markers,
+  external sources and mirrors, copying through a durable consumer) are
+  refused with a clear error (10052) rather than accepted and ignored, once
+  nats-server's own checks of them passed: a config nats-server would refuse
+  gets nats-server's error. docs/config-fields.md has every field's status.
 
 All functions are pure: the other streams' configs are passed in.
 """
@@ -31,6 +34,7 @@ from cluster.stream.config import (
     Discard,
     PersistMode,
     Retention,
+    StorageType,
     StreamConfig,
     StreamSource,
 )
@@ -51,7 +55,6 @@ DEFAULT_DUPLICATE_WINDOW_NS = 120 * 1_000_000_000
 MIN_WINDOW_NS = 100 * 1_000_000
 _FORBIDDEN_NAME_CHARS = frozenset(" \t\r\n\f.*>\\/")
 _API_NAMESPACES = ("$JS.>", "$JSC.>", "$NRG.>")
-
 
 
 def _republish_mapping_ok(src: str, dest: str) -> bool:
@@ -78,6 +81,11 @@ def _go_quote(text: str) -> str:
 
 
 def _unsupported(cfg: StreamConfig) -> str | None:
+    copies = ([cfg.mirror] if cfg.mirror is not None else []) + list(cfg.sources)
+    if any(copy.external is not None for copy in copies):
+        return "sources and mirrors in another account or domain (external) are not supported by jetraft"
+    if any(copy.consumer is not None for copy in copies):
+        return "sources and mirrors through a durable consumer are not supported by jetraft"
     if cfg.allow_msg_counter:
         return "message counters are not supported by jetraft"
     if cfg.allow_atomic:
@@ -124,9 +132,6 @@ def normalize_stream_config(
         raise _invalid(f"stream description is too long, maximum allowed is {MAX_DESCRIPTION_LEN}")
     if sum(len(k) + len(v) for k, v in cfg.metadata.items()) > MAX_METADATA_LEN:
         raise _invalid(f"stream metadata exceeds maximum size of {MAX_METADATA_LEN} bytes")
-    unsupported = _unsupported(cfg)
-    if unsupported:
-        raise _invalid(unsupported)
 
     replicas = cfg.num_replicas or 1
     if replicas > MAX_REPLICAS:
@@ -156,18 +161,23 @@ def normalize_stream_config(
         raise _invalid("duplicates window needs to be >= 100ms")
     if cfg.deny_purge and cfg.allow_rollup_hdrs:
         raise _invalid("roll-ups require the purge permission")
+    _check_counters(cfg)
     if cfg.discard_new_per_subject:
         if cfg.discard is not Discard.NEW:
             raise _invalid("discard new per subject requires discard new policy to be set")
         if max_per_subject <= 0:
             raise _invalid("discard new per subject requires max msgs per subject > 0")
+    _check_markers_schedules_persistence(cfg, replicas)
     if cfg.mirror_direct and cfg.mirror is None:
         raise _invalid("stream has no mirror but does have mirror direct")
 
     mirror_direct = cfg.mirror_direct
     if cfg.mirror is not None:
         mirror_direct = _check_mirror(cfg, max_msg_size, others)
+    if cfg.sources and cfg.allow_msg_schedules:
+        raise JSErrors.SOURCE_WITH_MSG_SCHEDULES()
     _check_sources(cfg.sources, max_msg_size, others)
+    _check_externals(cfg, others)
     _check_cycles(cfg, others)
 
     subjects = cfg.subjects
@@ -208,6 +218,9 @@ def normalize_stream_config(
         placement = None
     if placement is not None and placement.preferred:
         raise _invalid("preferred server not permitted in placement")
+    unsupported = _unsupported(cfg)
+    if unsupported:
+        raise _invalid(unsupported)
 
     normalized = dataclasses.replace(
         cfg,
@@ -238,8 +251,20 @@ def _check_mirror(cfg: StreamConfig, max_msg_size: int, others: Mapping[str, Str
         raise JSErrors.MIRROR_WITH_SUBJECTS()
     if cfg.sources:
         raise JSErrors.MIRROR_WITH_SOURCES()
+    if cfg.allow_msg_counter:
+        raise JSErrors.MIRROR_WITH_COUNTERS()
+    if cfg.allow_atomic:
+        raise JSErrors.MIRROR_WITH_ATOMIC_PUBLISH()
+    if cfg.allow_batched:
+        raise JSErrors.MIRROR_WITH_BATCH_PUBLISH()
+    if cfg.allow_msg_schedules:
+        raise JSErrors.MIRROR_WITH_MSG_SCHEDULES()
+    if mirror.consumer is not None and not _consumer_source_ok(mirror):
+        raise JSErrors.MIRROR_DURABLE_CONSUMER_CFG_INVALID()
     if mirror.filter_subject and mirror.subject_transforms:
         raise JSErrors.MIRROR_MULTIPLE_FILTERS_NOT_ALLOWED()
+    if cfg.subject_delete_marker_ttl > 0:
+        raise _invalid("subject delete markers forbidden on mirrors")
     for i, transform in enumerate(mirror.subject_transforms):
         if transform.src and not is_valid_filter(transform.src):
             raise JSErrors.MIRROR_INVALID_SUBJECT_FILTER(err=f"invalid subject {transform.src}")
@@ -262,10 +287,86 @@ def _check_mirror(cfg: StreamConfig, max_msg_size: int, others: Mapping[str, Str
     return origin.allow_direct
 
 
+def _check_counters(cfg: StreamConfig) -> None:
+    if not cfg.allow_msg_counter:
+        return
+    if cfg.discard is Discard.NEW:
+        raise _invalid("counter stream cannot use discard new")
+    if cfg.allow_msg_ttl:
+        raise _invalid("counter stream cannot use message TTLs")
+    if cfg.allow_msg_schedules:
+        raise _invalid("counter stream cannot use message schedules")
+    if cfg.retention is not Retention.LIMITS:
+        raise _invalid("counter stream can only use limits retention")
+
+
+def _check_markers_schedules_persistence(cfg: StreamConfig, replicas: int) -> None:
+    """nats-server's checks of settings jetraft then refuses (`_unsupported`), for its errors first."""
+    if 0 < cfg.subject_delete_marker_ttl < 1_000_000_000:
+        raise _invalid("subject delete marker TTL must be at least 1 second")
+    if cfg.subject_delete_marker_ttl < 0:
+        raise _invalid("subject delete marker TTL must not be negative")
+    if cfg.allow_msg_schedules and cfg.discard is Discard.NEW:
+        raise _invalid("message scheduling cannot use discard new")
+    if cfg.persist_mode is PersistMode.ASYNC:
+        if cfg.storage is not StorageType.FILE:
+            raise _invalid("async persist mode is only supported on file storage")
+        if replicas > 1:
+            raise _invalid("async persist mode is not supported on replicated streams")
+        if cfg.allow_atomic:
+            raise _invalid("async persist mode is not supported with atomic batch publish")
+
+
+def _consumer_source_ok(source: StreamSource) -> bool:
+    """nats-server's check of a mirror's or source's durable consumer (jetraft then refuses it)."""
+    consumer = source.consumer
+    assert consumer is not None
+    deliver = consumer.deliver_subject
+    return (
+        is_valid_stream_name(consumer.name)
+        and is_valid_subject(deliver)
+        and not source.opt_start_seq
+        and source.opt_start_time_ns is None
+        and not source.filter_subject
+    )
+
+
+def _check_externals(cfg: StreamConfig, others: Mapping[str, StreamConfig]) -> None:
+    """nats-server's checks of external prefixes (jetraft then refuses external sources and mirrors)."""
+    copies = ([cfg.mirror] if cfg.mirror is not None else []) + list(cfg.sources)
+    origin_subjects = [
+        subject
+        for copy in copies
+        if copy.external is None and copy.name in others
+        for subject in others[copy.name].subjects
+    ]
+    externals = [copy.external for copy in copies if copy.external is not None]
+    for external in externals:
+        prefix = external.deliver
+        if not prefix:
+            continue
+        if not is_valid_subject(prefix):
+            raise JSErrors.STREAM_INVALID_EXTERNAL_DELIVERY_SUBJ(prefix=prefix)
+        for subject in origin_subjects:
+            if filters_overlap(subject, f"{prefix}.{subject}"):
+                raise JSErrors.STREAM_EXTERNAL_DEL_PREFIX_OVERLAPS(prefix=prefix, subject=subject)
+    for external in externals:
+        api = external.api
+        if not api:
+            continue
+        if not is_valid_subject(api):
+            raise _invalid(
+                f"stream external api prefix {_go_quote(api)} must be a valid subject without wildcards"
+            )
+        if filters_overlap(api, "$JS.API"):
+            raise JSErrors.STREAM_EXTERNAL_API_OVERLAP(prefix=api, subject="$JS.API")
+
+
 def _check_sources(
     sources: Iterable[StreamSource], max_msg_size: int, others: Mapping[str, StreamConfig]
 ) -> None:
     seen: set[str] = set()
+    consumers: set[str] = set()
     for source in sources:
         if not is_valid_stream_name(source.name):
             raise JSErrors.SOURCE_INVALID_STREAM_NAME()
@@ -285,6 +386,13 @@ def _check_sources(
             for j, other in enumerate(source.subject_transforms):
                 if i != j and is_subset_filter(transform.src or ">", other.src or ">"):
                     raise JSErrors.SOURCE_OVERLAPPING_SUBJECT_FILTERS()
+        if source.consumer is not None:
+            if not _consumer_source_ok(source):
+                raise JSErrors.SOURCE_DURABLE_CONSUMER_CFG_INVALID()
+            consumer_key = f"{source.name} {source.consumer.name}"
+            if consumer_key in consumers:
+                raise JSErrors.SOURCE_DURABLE_CONSUMER_DUPLICATE_DETECTED()
+            consumers.add(consumer_key)
         if source.external is None:
             origin = others.get(source.name)
             if (
@@ -433,6 +541,9 @@ def decide_update(
         raise JSErrors.STREAM_MIRROR_NOT_UPDATABLE()
     if old.allow_msg_ttl and not cfg.allow_msg_ttl:
         raise _invalid("message TTL status can not be disabled")
+    if cfg.placement != old.placement:
+        # nats-server moves the stream to peers matching the new placement; jetraft does not move streams
+        raise _invalid("stream placement can not be changed: jetraft does not move streams")
     if cfg.sealed:
         cfg = dataclasses.replace(
             cfg, max_age=0, discard=Discard.NEW, deny_delete=True, deny_purge=True, allow_rollup_hdrs=False
@@ -441,9 +552,11 @@ def decide_update(
     return cfg
 
 
-def check_replicas_placeable(cfg: StreamConfig, cluster_size: int) -> None:
-    """ApiError 10005 as a clustered nats-server answers R5 on three nodes."""
-    if cfg.num_replicas > cluster_size:
+def check_replicas_placeable(cfg: StreamConfig, cluster_size: int, cluster_name: str = "") -> None:
+    """ApiError 10005 as a clustered nats-server answers R5 on three nodes, or a placement in a cluster
+    other than this one (jetraft nodes form one cluster)."""
+    elsewhere = cfg.placement is not None and cfg.placement.cluster not in ("", cluster_name)
+    if cfg.num_replicas > cluster_size or elsewhere:
         raise JSErrors.CLUSTER_NO_PEERS(err="no suitable peers for placement")
 
 

@@ -18,6 +18,7 @@ in cluster/stream/republish.py).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import time
 from typing import TYPE_CHECKING, Any, Protocol
@@ -468,19 +469,28 @@ class StreamLeader:
         """A batch of committed messages for a mirror, held up to `wait_ms` when there is none yet."""
         request = parse_fetch_request(payload)
         replica = self.replica
+        if request.start_time_ns is not None:
+            start = replica.store.get_seq_from_time(max(request.start_time_ns, 0))
+            request = dataclasses.replace(request, seq=max(request.seq, start), start_time_ns=None)
         if replica.machine.last_seq < request.seq and request.wait_ms:
             await replica.wait_for_seq(request.seq, request.wait_ms / 1000)
         state = replica.store.state()
         fresh_as_of_ns = time.time_ns() - replica.leader_staleness_ns()
-        try:
-            batch = replica.store.load_batch(
-                request.filter or ">", request.seq, request.batch, request.max_bytes
-            )
-            messages = [
-                FetchedMsg(m.seq, m.ts_ns, m.subject, m.headers or b"", m.payload) for m in batch.messages
-            ]
-        except MsgNotFoundError:
-            messages = []
+        found: dict[int, FetchedMsg] = {}
+        # with several filters, a batch is whole only up to where the first of them was cut short:
+        # past that point another filter's messages may be missing
+        whole_through = state.last_seq
+        for filter_ in request.all_filters:
+            try:
+                batch = replica.store.load_batch(filter_, request.seq, request.batch, request.max_bytes)
+            except (MsgNotFoundError, InvalidSubjectError):
+                continue
+            for m in batch.messages:
+                found[m.seq] = FetchedMsg(m.seq, m.ts_ns, m.subject, m.headers or b"", m.payload)
+            if batch.num_pending and batch.messages:
+                whole_through = min(whole_through, batch.messages[-1].seq)
+        seqs = [seq for seq in sorted(found) if seq <= whole_through][: request.batch]
+        messages = [found[seq] for seq in seqs]
         return encode_batch(state.first_seq, state.last_seq, messages, fresh_as_of_ns)
 
     async def _step_down(self) -> bytes:

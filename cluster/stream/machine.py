@@ -49,7 +49,7 @@ from cluster.stream.entries import (
     UpdateConfig,
     decode_entry,
 )
-from cluster.stream.publish import HDR_MSG_ID, Duplicate, Rejected, check_store
+from cluster.stream.publish import HDR_MSG_ID, HDR_STREAM_SOURCE, Duplicate, Rejected, check_store
 from cluster.stream.republish import StoredForRepublish, republish_subject, republish_transform
 from gateway.headers import HeaderError, decode_headers
 from raft.types import Entry, EntryType
@@ -342,9 +342,14 @@ class StreamStateMachine:
             count = self.store.purge_ex(op.filter, op.seq, op.keep)
         except InvalidSubjectError:
             count = 0  # a filter that is no valid filter matches nothing, as in nats-server
-        if op.filter in ("", ">") and op.keep == 0 and op.seq != 1:
-            # a purge of everything (or below a sequence) sets first_seq even on an unused stream;
-            # one by subject, keep or up to sequence 1 leaves nothing to purge there (nats-server)
+        if (
+            op.filter in ("", ">")
+            and op.keep == 0
+            and (op.seq > 1 or (op.seq == 0 and self._config.num_replicas <= 1))
+        ):
+            # As nats-server 2.15.1 reports it after a purge of an unused stream: below a sequence sets
+            # first_seq there; everything sets it to 1 on R1 only (a replicated stream stays unused);
+            # by subject, with keep or below sequence 1 leaves it unused.
             self._pristine = False
         self._forget_missing()
         self._last_seq = self.store.state().last_seq
@@ -464,25 +469,25 @@ class StreamStateMachine:
             seq = batch.messages[-1].seq + 1
 
 
-HDR_STREAM_SOURCE = "Nats-Stream-Source"
 _SOURCE_MARK = HDR_STREAM_SOURCE.encode() + b":"
 
 
-def source_key(name: str, filter_subject: str) -> str:
-    return f"{name} {filter_subject or '>'} >"
-
-
-def source_header(name: str, seq: int, filter_subject: str) -> str:
-    """The `Nats-Stream-Source` value a sourced message carries: origin, its sequence, filter, destination."""
-    return f"{name} {seq} {filter_subject or '>'} >"
+def source_header(key: str, seq: int, subject: str) -> str:
+    """The `Nats-Stream-Source` value a sourced message carries, as nats-server writes it: the source's
+    index name (`StreamSource.index_name`: origin, filters, destinations) around the origin sequence,
+    then the subject the message had in the origin. (nats-server ends it with the origin stream's
+    identity, which jetraft streams do not have.)"""
+    name, _, filters_and_destinations = key.partition(" ")
+    return f"{name} {seq} {filters_and_destinations} {subject}"
 
 
 def parse_source_header(value: str) -> tuple[str, int] | None:
+    """(source key, origin sequence) of a `Nats-Stream-Source` value."""
     parts = value.split(" ")
     if len(parts) < 2 or not parts[1].isdigit():
         return None
-    rest = parts[2:] or [">", ">"]
-    return " ".join([parts[0], *rest]), int(parts[1])
+    filters_and_destinations = parts[2:4] if len(parts) >= 4 else [">", ">"]
+    return " ".join([parts[0], *filters_and_destinations]), int(parts[1])
 
 
 def last_subject_seq(store: StreamStore, subject: str, below: int = 0) -> int:

@@ -36,6 +36,8 @@ HDR_EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
 HDR_EXPECTED_LAST_SUBJECT_SEQ_SUBJECT = "Nats-Expected-Last-Subject-Sequence-Subject"
 HDR_EXPECTED_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
 HDR_ROLLUP = "Nats-Rollup"
+# what a copy from a source is tagged with (cluster/mirror/origin_fetcher.py): never a client's to send
+HDR_STREAM_SOURCE = "Nats-Stream-Source"
 
 MAX_HEADER_BYTES = 0xFFFF
 # what Go's parse of a non-numeric expected sequence yields (uint64 of -1): it never matches
@@ -180,6 +182,8 @@ def prepare_publish(
             headers = decode_headers(header)
         except HeaderError:
             return Rejected(JSErrors.BAD_REQUEST())
+        if headers.get(HDR_STREAM_SOURCE) is not None:
+            return Rejected(JSErrors.MESSAGE_SOURCE_HDR_NOT_ALLOWED())
         msg_id = headers.get(HDR_MSG_ID) or ""
         for name in (
             HDR_EXPECTED_STREAM,

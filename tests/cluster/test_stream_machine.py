@@ -395,10 +395,11 @@ def test_the_republish_position_is_replicated_and_starts_where_republish_is_turn
 
 @pytest.mark.parametrize(
     ("entries", "first_seq", "last_seq"),
-    # (state after those entries on a new stream) as a real nats-server 2.15.1 reported them
+    # (state after those entries on a new R1 stream) as a real nats-server 2.15.1 reported them
     [
         ([], 0, 0),
         ([Purge()], 1, 0),
+        ([Purge(filter=">")], 1, 0),
         ([Purge(seq=1)], 0, 0),
         ([Purge(seq=5)], 5, 4),
         ([Purge(keep=1)], 0, 0),
@@ -415,6 +416,15 @@ def test_an_unused_stream_reports_first_seq_0_as_nats_server(
     copy = machine()
     copy.restore(m.snapshot())
     assert copy.stream_state().first_seq == first_seq
+
+
+def test_purging_an_unused_replicated_stream_leaves_it_unused() -> None:
+    # a 3-node nats-server 2.15.1 cluster: first_seq stays 0 after purging a new R3 stream (1 on R1)
+    m, log = machine(dataclasses.replace(CFG, num_replicas=3)), Log()
+    m.apply([log(Purge().encode())])
+    assert (m.stream_state().first_seq, m.stream_state().last_seq) == (0, 0)
+    m.apply([log(Purge(seq=5).encode())])
+    assert (m.stream_state().first_seq, m.stream_state().last_seq) == (5, 4)
 
 
 def test_first_seq_starts_a_new_stream_there_and_messages_move_first_seq_off_0() -> None:
