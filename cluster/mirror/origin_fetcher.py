@@ -96,7 +96,9 @@ class OriginFetcher:
 
     @property
     def lag(self) -> int:
-        return max(self.origin_last_seq - self.position(), 0)
+        """Origin messages not copied yet: none past what a complete answer covered (a filter may leave
+        the origin's last sequence out of the copy for good)."""
+        return max(self.origin_last_seq - max(self.position(), self.caught_up_seq), 0)
 
     def staleness_ns(self, now_ns: int) -> int:
         return self.staleness.staleness_ns(self.caught_up_seq, now_ns)

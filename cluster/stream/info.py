@@ -95,13 +95,20 @@ class SourceInfo:
     error: ApiError | None = None
     filter_subject: str = ""
     subject_transforms: tuple[SubjectTransformConfig, ...] = ()
+    # a source's last origin sequence copied (nats-server 2.15 shows it for sources, not mirrors; 0: none)
+    seq: int = 0
 
     @classmethod
-    def for_source(cls, source: StreamSource, lag: int = 0, active_ns: int = -1) -> SourceInfo:
-        return cls(source.name, lag, active_ns, None, source.filter_subject, source.subject_transforms)
+    def for_source(
+        cls, source: StreamSource, lag: int = 0, active_ns: int = -1, seq: int = 0
+    ) -> SourceInfo:
+        return cls(source.name, lag, active_ns, None, source.filter_subject, source.subject_transforms, seq)
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "lag": self.lag, "active": self.active_ns}
+        out: dict[str, Any] = {"name": self.name, "lag": self.lag}
+        if self.seq:
+            out["seq"] = self.seq
+        out["active"] = self.active_ns
         if self.error is not None:
             out["error"] = self.error.to_json()
         if self.filter_subject:

@@ -115,6 +115,9 @@ class Copier(Protocol):
     def lag(self) -> int:
         """How many messages the origin holds that the copy does not yet."""
 
+    def position(self) -> int:
+        """The last origin sequence copied (replicated state)."""
+
     def start(self) -> None: ...
 
     def stop(self) -> None: ...
@@ -523,7 +526,9 @@ class StreamLeader:
             subjects=subjects,
             cluster=self.cluster_info(),
             mirror=mirror,
-            sources=tuple(SourceInfo.for_source(f.source, f.lag, f.active_ns(now)) for f in self.sources),
+            sources=tuple(
+                SourceInfo.for_source(f.source, f.lag, f.active_ns(now), f.position()) for f in self.sources
+            ),
         )
 
     def cluster_info(self) -> ClusterInfo:

@@ -303,3 +303,31 @@ async def _start_time(nc: nats.NATS) -> list[Any]:
 def test_a_source_starts_at_its_opt_start_time(clusters: dict[str, JetStreamTarget]) -> None:
     seen = _compare(clusters, _start_time)
     assert seen[-1] == ["st.2", "st.3", "st.4"]
+
+
+async def _copy_progress(nc: nats.NATS) -> list[Any]:
+    out = [await _create(nc, {"name": "MO", "subjects": ["mo.*"], "num_replicas": 3})]
+    for i in range(4):
+        await nc.request(f"mo.{i}", b"x", timeout=REQUEST_TIMEOUT)
+    copies = {
+        "MM": ({"mirror": {"name": "MO", "opt_start_seq": 3}}, 2),
+        "MS": ({"sources": [{"name": "MO", "opt_start_seq": 3}]}, 2),
+        "MF": ({"mirror": {"name": "MO", "filter_subject": "mo.1"}}, 1),
+    }
+    for name, (config, _) in copies.items():
+        out.append(_without(await _create(nc, {"name": name, **config}), COPY_CREATED))
+    for name, (_, messages) in copies.items():
+        out.append(await _copied(nc, name, messages))
+        for _ in range(100):  # the lag shown catches up with the copy on the next answer from the origin
+            info = await _request(nc, f"$JS.API.STREAM.INFO.{name}")
+            progress = [info["mirror"]] if "mirror" in info else info["sources"]
+            if all(p["lag"] == 0 for p in progress):
+                break
+            await asyncio.sleep(0.1)
+        out.append([{k: v for k, v in p.items() if k != "active"} for p in progress])
+    return out
+
+
+def test_where_copies_start_and_what_their_progress_shows(clusters: dict[str, JetStreamTarget]) -> None:
+    seen = _compare(clusters, _copy_progress)
+    assert seen[7] == [{"name": "MO", "lag": 0, "seq": 4}]  # a source shows its last origin sequence
