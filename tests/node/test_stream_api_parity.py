@@ -331,3 +331,21 @@ async def _copy_progress(nc: nats.NATS) -> list[Any]:
 def test_where_copies_start_and_what_their_progress_shows(clusters: dict[str, JetStreamTarget]) -> None:
     seen = _compare(clusters, _copy_progress)
     assert seen[7] == [{"name": "MO", "lag": 0, "seq": 4}]  # a source shows its last origin sequence
+
+
+async def _max_consumers(nc: nats.NATS) -> list[Any]:
+    out = [await _create(nc, {"name": "MC", "subjects": ["mc"], "num_replicas": 3, "max_consumers": 1})]
+    for durable in ("a", "b", "a"):
+        body = {"stream_name": "MC", "config": {"durable_name": durable, "ack_policy": "explicit"}}
+        answer = await _request(nc, f"$JS.API.CONSUMER.DURABLE.CREATE.MC.{durable}", body)
+        out.append(answer.get("error") or answer.get("name"))
+    return out
+
+
+def test_max_consumers_is_enforced(clusters: dict[str, JetStreamTarget]) -> None:
+    seen = _compare(clusters, _max_consumers)
+    assert seen[1:] == [
+        "a",
+        {"code": 400, "err_code": 10026, "description": "maximum consumers limit reached"},
+        "a",
+    ]
