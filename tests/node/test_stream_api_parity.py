@@ -349,3 +349,37 @@ def test_max_consumers_is_enforced(clusters: dict[str, JetStreamTarget]) -> None
         {"code": 400, "err_code": 10026, "description": "maximum consumers limit reached"},
         "a",
     ]
+
+
+async def _republish_mappings(nc: nats.NATS) -> list[Any]:
+    republish = {"src": "rpm.*.*", "dest": "rpo.{{partition(3,1)}}.{{split(2,-)}}.{{right(1,2)}}"}
+    out = [
+        await _create(nc, {"name": "RPM", "subjects": ["rpm.>"], "num_replicas": 3, "republish": republish})
+    ]
+    received: asyncio.Queue[Any] = asyncio.Queue()
+    await nc.subscribe("rpo.>", cb=received.put)
+    await nc.flush()
+    # "--" splits into nothing: `rpo.N..xy` is no valid subject, so nats-server republishes nothing for it
+    subjects = ["rpm.abc.x-y", "rpm.foo.a-b-c", "rpm.xy.--", "rpm.q", "rpm.hello.world"]
+    for subject in subjects:
+        out.append(json.loads((await nc.request(subject, b"x", timeout=REQUEST_TIMEOUT)).data))
+    sentinel = json.loads((await nc.request("rpm.end.end", b"x", timeout=REQUEST_TIMEOUT)).data)
+    republished = []
+    while True:  # in order, up to the sentinel's
+        msg = await asyncio.wait_for(received.get(), REQUEST_TIMEOUT)
+        republished.append((msg.subject, msg.headers["Nats-Sequence"], msg.headers["Nats-Last-Sequence"]))
+        if int(msg.headers["Nats-Sequence"]) == sentinel["seq"]:
+            break
+    out.append(republished)
+    return out
+
+
+def test_republish_with_mapping_functions(clusters: dict[str, JetStreamTarget]) -> None:
+    seen = _compare(clusters, _republish_mappings)
+    # seq 3 maps to no valid subject and seq 4 is not taken by src: neither is republished
+    assert [(subject, seq) for subject, seq, _ in seen[-1]] == [
+        ("rpo.2.x.y.bc", "1"),
+        ("rpo.0.a.b.c.oo", "2"),
+        ("rpo.0.world.lo", "5"),
+        ("rpo.1.end.nd", "6"),
+    ]
