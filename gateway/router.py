@@ -28,7 +28,13 @@ from gateway.output import OutputFlusher
 from gateway.protocol import encode_token
 from gateway.queue_policy import QueueGroup, QueuePolicy, make_policy
 from gateway.sublist import Sublist, SublistResult
-from subjects.grammar import has_wildcard, is_valid_filter, is_valid_subject, subject_matches
+from subjects.grammar import (
+    has_wildcard,
+    is_message_subject,
+    is_valid_filter,
+    is_valid_subject,
+    subject_matches,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -418,9 +424,9 @@ class Router:
     def _plan(self, subject: str) -> _Plan:
         result = self._sublist.cached(subject)
         if result is None:
-            # Like nats-server (non-pedantic), a published `*` or `>` token is a literal token:
-            # nats-py's CONSUMER.CREATE.<stream>.<name>.<filter> subjects carry them.
-            if not is_valid_filter(subject):
+            # Like nats-server (non-pedantic), a published `*` or `>` token is a literal token, even
+            # before the last: nats-py's CONSUMER.CREATE.<stream>.<name>.<filter> subjects carry them.
+            if not is_message_subject(subject):
                 raise InvalidSubjectError(f"invalid publish subject {subject!r}")
             result = self._sublist.match(subject)
         plan = result.memo
@@ -455,9 +461,15 @@ class Router:
         `origin` is the publishing client (None for internal publishers): it
         decides echo, and gets the 503 no-responders status when it asked for
         it. An internal publisher gets that status on `reply` by passing
-        `no_responders=True`. Raises InvalidSubjectError for a non-literal subject.
+        `no_responders=True`. Raises InvalidSubjectError for a malformed subject (an empty token,
+        whitespace), after sending the client's no-responders status as nats-server does.
         """
-        plan = self._plan(subject)
+        try:
+            plan = self._plan(subject)
+        except InvalidSubjectError:
+            if reply and origin is not None and origin.no_responders:
+                self._no_responders_to_client(origin, subject, reply)
+            raise
         targets: Sequence[Subscription] = plan.local
         forwards: dict[str, list[str]] | None = None
         if plan.peers:

@@ -80,6 +80,7 @@ from storage.validation import (
     check_seq,
     check_subject,
     check_ts,
+    is_literal,
 )
 
 MAX_MULTI_LAST = 1024
@@ -535,8 +536,9 @@ class RocksStreamStore:
         with self._lock:
             self._check_open()
             index = self._index
-            # Fast path: a stored subject is a valid literal filter, and its last sequence is the answer.
-            entry = index.subjects.get(filter_) if isinstance(filter_, str) else None
+            # Fast path: a stored literal subject's last sequence is the answer (a stored `a.*` is not
+            # one: as a filter it matches `a.b` too).
+            entry = index.subjects.get(filter_) if isinstance(filter_, str) and is_literal(filter_) else None
             if entry is not None:
                 seq = seqs_last(entry)
             else:

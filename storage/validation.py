@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from storage.errors import InvalidHeadersError, InvalidRequestError, InvalidSubjectError
-from subjects.grammar import is_valid_filter, is_valid_subject
+from subjects.grammar import is_message_subject, is_valid_filter
 
 ALL_SUBJECTS = ">"
 # The record keeps the subject length in two bytes.
@@ -17,9 +17,12 @@ _HEADER_END = b"\r\n\r\n"
 
 
 def check_subject(subject: str) -> bytes:
-    """A subject a message may be stored on; returns its UTF-8 bytes."""
-    if not isinstance(subject, str) or not is_valid_subject(subject):
-        raise InvalidSubjectError(f"invalid subject {subject!r}: literal, dot-separated, non-empty tokens")
+    """A subject a message may be stored on; returns its UTF-8 bytes.
+
+    As in nats-server, a `*` or `>` token is stored as a literal token (nats-py's tests write KV keys
+    like `a.*` with key validation bypassed); empty tokens and whitespace are refused."""
+    if not isinstance(subject, str) or not is_message_subject(subject):
+        raise InvalidSubjectError(f"invalid subject {subject!r}: dot-separated, non-empty tokens")
     encoded = subject.encode()
     if len(encoded) > MAX_SUBJECT_BYTES:
         raise InvalidSubjectError(f"subject is {len(encoded)} bytes, at most {MAX_SUBJECT_BYTES} allowed")

@@ -33,6 +33,20 @@ def is_valid_subject(subject: str) -> bool:
 
 
 @lru_cache(maxsize=65536)
+def is_message_subject(subject: str) -> bool:
+    """What a message may carry and a stream may store: non-empty tokens without whitespace.
+
+    nats-server (non-pedantic) delivers and stores a message published on `a.*`
+    or `a.>.b` too: there a `*` or `>` token is a literal token, which only
+    wildcard subscriptions match (a KV key written with the client's key check
+    bypassed is one). `is_valid_subject` is the strict, literal-only form.
+    """
+    if not subject or _FORBIDDEN.search(subject) is not None:
+        return False
+    return "" not in subject.split(".")
+
+
+@lru_cache(maxsize=65536)
 def is_valid_filter(subject: str) -> bool:
     """A subject or a wildcard filter: what a subscription or a stream may name."""
     return _tokens_ok(subject, allow_wildcards=True)

@@ -2,6 +2,7 @@ import pytest
 
 from subjects.grammar import (
     filters_overlap,
+    is_message_subject,
     is_subset_filter,
     is_valid_filter,
     is_valid_subject,
@@ -56,3 +57,21 @@ def test_overlap_and_subset() -> None:
     assert is_subset_filter("a.b.c", "a.>")
     assert not is_subset_filter("a.*", "a.b")
     assert not is_subset_filter("a.>", "a.*")
+
+
+@pytest.mark.parametrize(
+    ("subject", "expected"),
+    [
+        ("a.b", True),
+        ("a.*", True),  # nats-server stores `*` and `>` tokens as literal tokens (checked on 2.15.1)
+        ("a.>.b", True),
+        (">", True),
+        ("a..b", False),  # matches no subscription: no responders
+        ("a.", False),
+        ("", False),
+        ("a b", False),
+        ("a\tb", False),
+    ],
+)
+def test_message_subjects(subject: str, expected: bool) -> None:
+    assert is_message_subject(subject) is expected

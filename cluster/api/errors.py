@@ -97,6 +97,8 @@ class JSErrors:
     STREAM_MSG_DELETE_FAILED = ErrorSpec(500, 10057, "{err}")
     STREAM_NAME_EXIST = ErrorSpec(400, 10058, "stream name already in use with a different configuration")
     STREAM_NOT_FOUND = ErrorSpec(404, 10059, "stream not found")
+    STREAM_RECONFIGURE_NOT_IN_PROGRESS = ErrorSpec(400, 10129, "stream reconfiguration not in progress")
+    MESSAGE_SOURCE_HDR_NOT_ALLOWED = ErrorSpec(400, 10227, "message stream source header is not allowed")
     STREAM_NOT_MATCH = ErrorSpec(400, 10060, "expected stream does not match")
     STREAM_REPLICAS_NOT_UPDATABLE = ErrorSpec(400, 10061, "Replicas configuration can not be updated")
     STREAM_SEQUENCE_NOT_MATCH = ErrorSpec(503, 10063, "expected stream sequence does not match")
@@ -132,6 +134,25 @@ class JSErrors:
     MIRROR_INVALID_SUBJECT_FILTER = ErrorSpec(400, 10151, "mirror transform source: {err}")
     MIRROR_OVERLAPPING_SUBJECT_FILTERS = ErrorSpec(400, 10152, "mirror subject filters can not overlap")
     MIRROR_INVALID_TRANSFORM_DESTINATION = ErrorSpec(400, 10154, "mirror transform: {err}")
+    MIRROR_WITH_COUNTERS = ErrorSpec(400, 10173, "stream mirrors can not also calculate counters")
+    MIRROR_WITH_MSG_SCHEDULES = ErrorSpec(400, 10186, "stream mirrors can not also schedule messages")
+    MIRROR_WITH_ATOMIC_PUBLISH = ErrorSpec(400, 10198, "stream mirrors can not also use atomic publishing")
+    MIRROR_WITH_BATCH_PUBLISH = ErrorSpec(400, 10209, "stream mirrors can not also use batch publishing")
+    MIRROR_DURABLE_CONSUMER_CFG_INVALID = ErrorSpec(400, 10213, "stream mirror consumer config is invalid")
+    SOURCE_WITH_MSG_SCHEDULES = ErrorSpec(400, 10187, "stream source can not also schedule messages")
+    SOURCE_DURABLE_CONSUMER_CFG_INVALID = ErrorSpec(400, 10215, "stream source consumer config is invalid")
+    SOURCE_DURABLE_CONSUMER_DUPLICATE_DETECTED = ErrorSpec(
+        400, 10216, "duplicate stream source consumer detected"
+    )
+    STREAM_EXTERNAL_API_OVERLAP = ErrorSpec(
+        400, 10021, "stream external api prefix {prefix} must not overlap with {subject}"
+    )
+    STREAM_EXTERNAL_DEL_PREFIX_OVERLAPS = ErrorSpec(
+        400, 10022, "stream external delivery prefix {prefix} overlaps with stream subject {subject}"
+    )
+    STREAM_INVALID_EXTERNAL_DELIVERY_SUBJ = ErrorSpec(
+        400, 10024, "stream external delivery prefix {prefix} must not contain wildcards"
+    )
     STREAM_TRANSFORM_INVALID_SOURCE = ErrorSpec(400, 10155, "stream transform source: {err}")
     STREAM_TRANSFORM_INVALID_DESTINATION = ErrorSpec(400, 10156, "stream transform: {err}")
     STREAM_DUPLICATE_MESSAGE_CONFLICT = ErrorSpec(409, 10158, "duplicate message id is in process")

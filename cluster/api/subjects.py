@@ -23,8 +23,18 @@ from dataclasses import dataclass
 from cluster.api import response_types as rt
 
 API_PREFIX = "$JS.API."
-# The subjects the API queue group listens on (Direct Get excluded on purpose).
-API_SUBSCRIPTIONS = ("$JS.API.INFO", "$JS.API.STREAM.>", "$JS.API.CONSUMER.>")
+# The subjects the API queue group listens on. Direct Get is excluded on purpose (a stream nobody
+# serves Direct Gets for answers no-responders). The rest are there for requests nats-server takes
+# and leaves unanswered (`$JS.API.FOO`, the system account's SERVER.*, META.* and ACCOUNT.*): a
+# client waits out its timeout there too, rather than hearing no-responders.
+API_SUBSCRIPTIONS = (
+    "$JS.API.*",
+    "$JS.API.STREAM.>",
+    "$JS.API.CONSUMER.>",
+    "$JS.API.ACCOUNT.>",
+    "$JS.API.SERVER.>",
+    "$JS.API.META.>",
+)
 API_QUEUE = "_jsapi"
 
 META_PREFIX = "$JSR.M."
@@ -44,6 +54,11 @@ class ApiOp(enum.StrEnum):
     STREAM_MSG_DELETE = "MSG_DELETE"
     STREAM_LEADER_STEPDOWN = "LEADER_STEPDOWN"
     STREAM_PEER_REMOVE = "PEER_REMOVE"
+    # nats-server's, not implemented here: answered with an error (cluster/api/unimplemented.py)
+    STREAM_SNAPSHOT = "SNAPSHOT"
+    STREAM_RESTORE = "RESTORE"
+    STREAM_PEER_EVACUATE = "PEER_EVACUATE"
+    STREAM_CANCEL_MOVE = "CANCEL_MOVE"
     CONSUMER = "CONSUMER"
     # internal only: meta leader -> stream leader
     CREATE_RESULT = "CREATE_RESULT"
@@ -62,6 +77,10 @@ META_OPS = frozenset(
         ApiOp.STREAM_NAMES,
         ApiOp.STREAM_LIST,
         ApiOp.STREAM_PEER_REMOVE,
+        ApiOp.STREAM_SNAPSHOT,
+        ApiOp.STREAM_RESTORE,
+        ApiOp.STREAM_PEER_EVACUATE,
+        ApiOp.STREAM_CANCEL_MOVE,
     }
 )
 
@@ -78,6 +97,10 @@ RESPONSE_TYPES: dict[ApiOp, str] = {
     ApiOp.STREAM_MSG_DELETE: rt.MSG_DELETE_TYPE,
     ApiOp.STREAM_LEADER_STEPDOWN: rt.LEADER_STEPDOWN_TYPE,
     ApiOp.STREAM_PEER_REMOVE: rt.PEER_REMOVE_TYPE,
+    ApiOp.STREAM_SNAPSHOT: rt.STREAM_SNAPSHOT_TYPE,
+    ApiOp.STREAM_RESTORE: rt.STREAM_RESTORE_TYPE,
+    ApiOp.STREAM_PEER_EVACUATE: rt.PEER_EVACUATE_TYPE,
+    ApiOp.STREAM_CANCEL_MOVE: rt.CANCEL_MOVE_TYPE,
     ApiOp.CONSUMER: "io.nats.jetstream.api.v1.consumer_create_response",
 }
 
@@ -92,6 +115,10 @@ _STREAM_FORMS: dict[tuple[str, ...], ApiOp] = {
     ("STREAM", "MSG", "DELETE"): ApiOp.STREAM_MSG_DELETE,
     ("STREAM", "LEADER", "STEPDOWN"): ApiOp.STREAM_LEADER_STEPDOWN,
     ("STREAM", "PEER", "REMOVE"): ApiOp.STREAM_PEER_REMOVE,
+    ("STREAM", "SNAPSHOT"): ApiOp.STREAM_SNAPSHOT,
+    ("STREAM", "RESTORE"): ApiOp.STREAM_RESTORE,
+    ("STREAM", "PEER", "EVACUATE"): ApiOp.STREAM_PEER_EVACUATE,
+    ("STREAM", "CANCEL_MOVE"): ApiOp.STREAM_CANCEL_MOVE,
 }
 _PLAIN_FORMS: dict[tuple[str, ...], ApiOp] = {
     ("INFO",): ApiOp.ACCOUNT_INFO,

@@ -20,10 +20,11 @@ from dataclasses import dataclass
 
 from cluster.direct_get.request import BadDirectGet, DirectGetRequest
 from gateway.headers import extend_header_block
-from storage.errors import MsgNotFoundError, TooManyResultsError
+from storage.errors import InvalidSubjectError, MsgNotFoundError, TooManyResultsError
 from storage.interface import StreamStore
 from storage.model import StoredMsg
 from storage.nats_time import format_optional_ts
+from subjects.grammar import is_valid_filter
 
 # what nats-server uses when a request sets no max_bytes (its max_pending default)
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
@@ -130,7 +131,7 @@ def direct_get_frames(
         return _batch_frames(request, store, responder, last_seq)
     try:
         msg = _load_single(request, store)
-    except MsgNotFoundError:
+    except (MsgNotFoundError, InvalidSubjectError):  # a subject that is no valid filter matches nothing
         return iter([status_frame(404, "Message Not Found", responder, last_seq)])
     return iter([_message_frame(msg, responder, last_seq, request.no_hdr)])
 
@@ -155,6 +156,9 @@ def _batch_frames(
 ) -> Iterator[ReplyFrame]:
     seq = _start_seq(request, store)
     filter_ = request.next_by_subj or ALL
+    if not is_valid_filter(filter_):  # matches nothing, as in nats-server
+        yield status_frame(404, "Message Not Found", responder, last_seq)
+        return
     valid_through = last_seq
     pending = store.num_pending(seq, filter_)
     max_bytes = request.max_bytes or DEFAULT_MAX_BYTES
@@ -196,8 +200,10 @@ def _answer_multi_last(
         up_to = from_time - 1
     if up_to == 0:
         up_to = last_seq
+    # a subject that is no valid filter matches nothing, as in nats-server
+    filters = [subject for subject in request.multi_last if is_valid_filter(subject)]
     try:
-        seqs = store.multi_last_seqs(list(request.multi_last), up_to, max_allowed=MAX_MULTI_LAST_SUBJECTS)
+        seqs = store.multi_last_seqs(filters, up_to, max_allowed=MAX_MULTI_LAST_SUBJECTS) if filters else []
     except TooManyResultsError:
         return [status_frame(413, "Too Many Results", responder, last_seq)]
     if request.seq:

@@ -177,6 +177,8 @@ class ConsumerAdmin:
             if existing is not None:
                 assignment = dataclasses.replace(existing, config=decided.to_json())
             else:
+                if 0 < stream_cfg.max_consumers <= len(existing_assignments):
+                    raise JSErrors.CONSUMER_MAX_CONSUMERS_LIMIT()  # the stream's max_consumers
                 peers = list(stream_assignment.peers)
                 replicas = decided.num_replicas or len(peers)
                 if (decided.mem_storage or not decided.is_durable) and not decided.num_replicas:

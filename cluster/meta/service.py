@@ -40,6 +40,8 @@ from cluster.api.errors import ApiError, JSErrors, plain_error, stream_info_erro
 from cluster.api.lists import list_page
 from cluster.api.response_types import PEER_REMOVE_TYPE, STREAM_DELETE_TYPE, STREAM_LIST_TYPE
 from cluster.api.subjects import META_PREFIX, ApiOp, ApiRequest, parse_meta_subject, stream_subject
+from cluster.api.unimplemented import UNIMPLEMENTED_OPS, unimplemented_answer
+from cluster.api.unimplemented import error_body as unimplemented_error_body
 from cluster.consumer.assignment import ConsumerAssignment
 from cluster.consumer.replica import ConsumerReplica
 from cluster.direct_get.staleness import position_subject
@@ -47,7 +49,7 @@ from cluster.meta.consumers import ConsumerAdmin, consumer_error_body, parse_met
 from cluster.meta.machine import MetaMachine, MetaOp, MetaResult, encode_meta_entry
 from cluster.meta.placement import NodeInfo, PlacementError, choose_peers, known_nodes
 from cluster.mirror.origin_fetcher import OriginFetcher
-from cluster.runtime.context import GROUP_OPTIONS, META_GROUP, NodeContext
+from cluster.runtime.context import CLUSTER_NAME, GROUP_OPTIONS, META_GROUP, NodeContext
 from cluster.runtime.internal_requests import NoRespondersError
 from cluster.runtime.leader_wait import pass_on_when_served, wait_until_unserved
 from cluster.runtime.meta_progress import with_meta_index
@@ -350,6 +352,8 @@ class MetaService:
             return await self._delete(name)
         if op is ApiOp.STREAM_PEER_REMOVE:
             return await self._peer_remove(name, msg.payload)
+        if op in UNIMPLEMENTED_OPS:
+            return unimplemented_answer(request, msg.payload, name in self.machine.streams)
         # a per-stream operation from a node that did not know the stream: we know for sure
         if name not in self.machine.streams:
             raise JSErrors.STREAM_NOT_FOUND()
@@ -393,7 +397,7 @@ class MetaService:
         if decision.exists:
             return await self._ask_stream(name, ApiOp.CREATE_RESULT, b"0")
         cfg = decision.config
-        check_replicas_placeable(cfg, len(self.ctx.members))
+        check_replicas_placeable(cfg, len(self.ctx.members), CLUSTER_NAME)
         peers = await self._place(max(cfg.num_replicas, 1), cfg)
         assignment = StreamAssignment(name, cfg.to_json(), peers, time.time_ns())
         result = await self._propose(MetaOp.ASSIGN_STREAM, assignment.to_json())
@@ -417,7 +421,9 @@ class MetaService:
         if not result.ok:
             raise JSErrors.STREAM_NOT_FOUND()
         self._advise_stream(StreamEvent.UPDATED, name)
-        return await self._ask_stream(name, ApiOp.APPLY_UPDATE, b"")
+        # the config travels with the request: the stream leader's node may not have applied the meta
+        # entry yet, and would answer with the config it had before
+        return await self._ask_stream(name, ApiOp.APPLY_UPDATE, cfg.to_bytes())
 
     async def _delete(self, name: str) -> bytes:
         if name not in self.machine.streams:
@@ -494,6 +500,8 @@ class MetaService:
 
 
 def _error_body(request: ApiRequest, error: ApiError) -> bytes:
+    if request.op in UNIMPLEMENTED_OPS:
+        return unimplemented_error_body(request, error)
     if request.op is ApiOp.STREAM_INFO:
         return stream_info_error(error)
     if request.op is ApiOp.STREAM_DELETE:

@@ -11,6 +11,11 @@ caught up) and proposes them into its own group:
   and the origin sequence; applying that header advances the source's
   position in the replicated state.
 
+A copy takes what its `filter_subject` or `subject_transforms` sources
+match (the origin's leader filters), maps the subject with the first of its
+transforms that takes it, then with the copying stream's own
+`subject_transform`, as nats-server does.
+
 Either way the position is replicated, so a new leader continues where the
 old one stopped, and a batch fetched twice is harmless: a mirror's entries
 at or below its last sequence apply as duplicates, and a source's fetcher
@@ -30,10 +35,12 @@ from cluster.runtime.internal_requests import NoRespondersError
 from cluster.stream.config import StreamSource
 from cluster.stream.entries import Rollup, StoreAtSeq, StoreMsg
 from cluster.stream.fetch import FetchedMsg, FetchRequest, decode_batch
-from cluster.stream.leader import LedReplica, ProposedCallback
-from cluster.stream.machine import HDR_STREAM_SOURCE, source_header, source_key
+from cluster.stream.leader import LedReplica
+from cluster.stream.machine import HDR_STREAM_SOURCE, source_header
+from cluster.stream.publish import stored_subject
 from gateway.headers import extend_header_block
 from raft.driver import RaftHostError
+from subjects.transform import SubjectTransform, TransformError, new_transform
 
 log = structlog.get_logger(__name__)
 
@@ -53,21 +60,24 @@ class OriginFetcher:
         source: StreamSource,
         *,
         mirror: bool,
-        on_proposed: ProposedCallback | None = None,
     ) -> None:
         self.replica = replica
-        # told of every copy proposed (subject, stored header, payload, its proposal's future):
-        # the leader republishes copies too, as nats-server does
-        self._on_proposed = on_proposed
         self.source = source
         self.mirror = mirror
-        self._key = source_key(source.name, source.filter_subject)
+        self._key = source.index_name()
+        self._transforms = _compiled_transforms(source)
+        # what the origin's leader filters by: the transforms' sources, else the filter subject
+        self._filters = tuple(t.src or ">" for t in source.subject_transforms)
         self.origin_last_seq = 0
         self.last_active_ns: int | None = None
         # how far behind the origin this copy is, from the freshness each answer carries; the origin
         # sequence this copy holds everything up to (of what its filter takes)
         self.staleness = StalenessTracker(time.time_ns())
         self.caught_up_seq = 0
+        # with opt_start_time (and no opt_start_seq), where the origin said the copy starts once it
+        # had nothing to send yet: later messages are copied whatever their time, as nats-server's
+        # source consumer resolves its start time once
+        self._start_from = 0
         self.error: str | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -86,7 +96,9 @@ class OriginFetcher:
 
     @property
     def lag(self) -> int:
-        return max(self.origin_last_seq - self.position(), 0)
+        """Origin messages not copied yet: none past what a complete answer covered (a filter may leave
+        the origin's last sequence out of the copy for good)."""
+        return max(self.origin_last_seq - max(self.position(), self.caught_up_seq), 0)
 
     def staleness_ns(self, now_ns: int) -> int:
         return self.staleness.staleness_ns(self.caught_up_seq, now_ns)
@@ -101,10 +113,18 @@ class OriginFetcher:
         low, high = RETRY_DELAYS
         delay = low
         while not replica.stopped:
-            next_seq = max(self.position() + 1, source.opt_start_seq or 1)
+            position = self.position()
+            next_seq = max(position + 1, source.opt_start_seq or 1, self._start_from)
             bound_ms = replica.config.max_direct_lag
             wait_ms = LONG_POLL_MS if bound_ms is None else max(min(LONG_POLL_MS, bound_ms // 2), 10)
-            request = FetchRequest(next_seq, wait_ms=wait_ms, filter=source.filter_subject)
+            start_time = self._start_time(position)
+            request = FetchRequest(
+                next_seq,
+                wait_ms=wait_ms,
+                filter=source.filter_subject,
+                filters=self._filters,
+                start_time_ns=start_time,
+            )
             try:
                 reply = await requester.request(subject, request.encode(), timeout=LONG_POLL_MS / 1000 + 2)
                 batch = decode_batch(reply.payload)
@@ -122,15 +142,13 @@ class OriginFetcher:
             complete = len(batch.messages) < request.batch
             if not batch.messages:
                 self.caught_up_seq = batch.last_seq
+                if start_time is not None:
+                    self._start_from = batch.last_seq + 1
                 continue
             try:
                 proposed = []
                 for msg in batch.messages:
-                    header, entry = self._entry(msg)
-                    future = replica.propose(entry)
-                    if self._on_proposed is not None:
-                        self._on_proposed(msg.subject, header, bytes(msg.payload), future)
-                    proposed.append(future)
+                    proposed.append(replica.propose(self._entry(msg)))
                 # every outcome retrieved: when leadership moves, all of a batch's proposals fail alike
                 for outcome in await asyncio.gather(*proposed, return_exceptions=True):
                     if isinstance(outcome, BaseException):
@@ -145,17 +163,29 @@ class OriginFetcher:
                     self.lag
                 )
 
-    def _entry(self, msg: FetchedMsg) -> tuple[bytes, bytes]:
-        """The header the copy is stored with, and the entry that stores it."""
+    def _start_time(self, position: int) -> int | None:
+        """opt_start_time, while it still decides where the copy starts (nothing copied yet)."""
+        source = self.source
+        if source.opt_start_time_ns is None or source.opt_start_seq or position or self._start_from:
+            return None
+        return source.opt_start_time_ns
+
+    def _entry(self, msg: FetchedMsg) -> bytes:
+        """The entry that stores a copy, under the subject the stream's own `subject_transform` gives it
+        (as nats-server's copies; a stream's leader republishes copies too)."""
+        subject = msg.subject
+        for transform in self._transforms:
+            mapped = transform.apply(subject)
+            if mapped is not None:
+                subject = mapped
+                break
+        subject = stored_subject(self.replica.config, subject)
         if self.mirror:
-            header = bytes(msg.header)
-            return header, StoreAtSeq(msg.seq, msg.subject, header, bytes(msg.payload), msg.ts_ns).encode()
-        tag = (
-            f"{HDR_STREAM_SOURCE}: {source_header(self.source.name, msg.seq, self.source.filter_subject)}\r\n"
-        )
-        header = extend_header_block(bytes(msg.header), tag.encode())
-        return header, StoreMsg(
-            subject=msg.subject,
+            return StoreAtSeq(msg.seq, subject, bytes(msg.header), bytes(msg.payload), msg.ts_ns).encode()
+        tag = f"{HDR_STREAM_SOURCE}: {source_header(self._key, msg.seq, msg.subject)}\r\n"
+        header = extend_header_block(_without_copy_headers(bytes(msg.header)), tag.encode())
+        return StoreMsg(
+            subject=subject,
             header=header,
             payload=bytes(msg.payload),
             timestamp_ns=time.time_ns(),
@@ -172,3 +202,35 @@ class OriginFetcher:
         if self.error != error:
             log.info("origin_fetch_failed", stream=self.replica.name, error=error)
         self.error = error
+
+
+def _compiled_transforms(source: StreamSource) -> list[SubjectTransform]:
+    """The source's transforms that map (an empty destination only filters), in order."""
+    compiled = []
+    for config in source.subject_transforms:
+        try:
+            transform = new_transform(config.src, config.dest)
+        except TransformError:  # refused by the config check: only an old config can hold one
+            continue
+        if transform is not None:
+            compiled.append(transform)
+    return compiled
+
+
+# A copy does not keep these from its origin (nats-server drops them too): a daisy-chained source's
+# tag gives way to this stream's, expectations were the origin's to check, batches do not carry over.
+_DROPPED_EXACT = (HDR_STREAM_SOURCE.lower().encode(),)
+_DROPPED_PREFIXES = (b"nats-expected-", b"nats-batch-")
+
+
+def _without_copy_headers(block: bytes) -> bytes:
+    if not block:
+        return block
+    lines = block.split(b"\r\n")
+    kept = [lines[0]]
+    for line in lines[1:]:
+        name = line.split(b":", 1)[0].strip().lower()
+        if line and (name in _DROPPED_EXACT or name.startswith(_DROPPED_PREFIXES)):
+            continue
+        kept.append(line)
+    return b"\r\n".join(kept)

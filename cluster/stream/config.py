@@ -112,6 +112,22 @@ class ExternalStream:
 
 
 @dataclass(frozen=True, slots=True)
+class ConsumerSource:
+    """A durable consumer a mirror or source copies through (nats-server 2.14+); jetraft refuses it."""
+
+    name: str = ""
+    deliver_subject: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.name:
+            out["name"] = self.name
+        if self.deliver_subject:
+            out["deliver_subject"] = self.deliver_subject
+        return out
+
+
+@dataclass(frozen=True, slots=True)
 class StreamSource:
     """A mirror's origin or one of a stream's sources."""
 
@@ -121,12 +137,15 @@ class StreamSource:
     filter_subject: str = ""
     subject_transforms: tuple[SubjectTransformConfig, ...] = ()
     external: ExternalStream | None = None
+    consumer: ConsumerSource | None = None
 
     def index_name(self) -> str:
         """What makes two sources the same source (nats-server's iname): name, filters, destinations."""
         iname = self.name
         if self.external is not None:
             iname += ":" + self.external.api
+        if self.consumer is not None:
+            iname += ":C=" + self.consumer.name
         if not self.subject_transforms:
             sources, destinations = self.filter_subject or ">", ">"
         else:
@@ -146,6 +165,8 @@ class StreamSource:
             out["subject_transforms"] = [t.to_json() for t in self.subject_transforms]
         if self.external is not None:
             out["external"] = self.external.to_json()
+        if self.consumer is not None:
+            out["consumer"] = self.consumer.to_json()
         return out
 
 
@@ -189,7 +210,8 @@ class StreamConfig:
     first_seq: int = 0
     subject_transform: SubjectTransformConfig | None = None
     republish: RePublish | None = None
-    allow_direct: bool = False
+    # None: the request left it out (normalizing decides, see config_check.py); a normalized config has a bool
+    allow_direct: bool | None = None
     mirror_direct: bool = False
     discard_new_per_subject: bool = False
     sealed: bool = False
@@ -258,7 +280,7 @@ class StreamConfig:
             out["subject_transform"] = self.subject_transform.to_json()
         if self.republish is not None:
             out["republish"] = self.republish.to_json()
-        out["allow_direct"] = self.allow_direct
+        out["allow_direct"] = bool(self.allow_direct)
         out["mirror_direct"] = self.mirror_direct
         if self.discard_new_per_subject:
             out["discard_new_per_subject"] = True
@@ -348,6 +370,12 @@ def _source(raw: dict[str, Any]) -> StreamSource:
         external = ExternalStream(
             jsjson.get_str(external_raw, "api"), jsjson.get_str(external_raw, "deliver")
         )
+    consumer_raw = jsjson.get_object(raw, "consumer")
+    consumer = None
+    if consumer_raw is not None:
+        consumer = ConsumerSource(
+            jsjson.get_str(consumer_raw, "name"), jsjson.get_str(consumer_raw, "deliver_subject")
+        )
     return StreamSource(
         name=jsjson.get_str(raw, "name"),
         opt_start_seq=jsjson.get_int(raw, "opt_start_seq", unsigned=True),
@@ -355,6 +383,7 @@ def _source(raw: dict[str, Any]) -> StreamSource:
         filter_subject=jsjson.get_str(raw, "filter_subject"),
         subject_transforms=_transforms(raw, "subject_transforms"),
         external=external,
+        consumer=consumer,
     )
 
 
@@ -442,7 +471,7 @@ def _from_json(obj: dict[str, Any]) -> StreamConfig:
             if republish_raw is not None
             else None
         ),
-        allow_direct=g.get_bool(obj, "allow_direct"),
+        allow_direct=g.get_bool(obj, "allow_direct") if obj.get("allow_direct") is not None else None,
         mirror_direct=g.get_bool(obj, "mirror_direct"),
         discard_new_per_subject=g.get_bool(obj, "discard_new_per_subject"),
         sealed=g.get_bool(obj, "sealed"),
@@ -476,6 +505,7 @@ __all__ = [
     "ApiError",
     "Compression",
     "ConsumerLimits",
+    "ConsumerSource",
     "Discard",
     "ExternalStream",
     "PersistMode",

@@ -4,14 +4,18 @@ The rules and their order follow nats-server 2.15's stream config check, so
 clients get the same error for the same mistake, with three deliberate
 differences:
 
-- ADR-31: `allow_direct` is forced true when `max_msgs_per_subject` > 0
-  (nats-server does not); configs are compared after this adjustment, so an
-  identical re-create still succeeds.
+- ADR-31: `allow_direct` defaults to true when `max_msgs_per_subject` > 0
+  and the request leaves it out (nats-server defaults it to false); an
+  explicit false is kept. Configs are compared after this adjustment, so an
+  identical re-create still succeeds (see ../shared/spec/NOTES.md).
 - Limits below -1 (-1 means unlimited) are rejected instead of being quietly
   turned into -1.
 - Features jetraft does not implement (counters, atomic and fast batch
-  publish, message schedules, async persistence) are refused with a clear
-  error rather than accepted and ignored.
+  publish, message schedules, async persistence, external sources and
+  mirrors, copying through a durable consumer) are refused with a clear
+  error (10052) rather than accepted and ignored, once nats-server's own
+  checks of them passed: a config nats-server would refuse gets
+  nats-server's error. docs/config-fields.md has every field's status.
 
 There is no pedantic mode: as nats-server without it, subject delete markers
 turn on `allow_msg_ttl` and roll-ups (and off `deny_purge`) by themselves.
@@ -33,6 +37,7 @@ from cluster.stream.config import (
     Discard,
     PersistMode,
     Retention,
+    StorageType,
     StreamConfig,
     StreamSource,
 )
@@ -43,7 +48,7 @@ from subjects.grammar import (
     is_valid_filter,
     is_valid_subject,
 )
-from subjects.transform import SubjectTransform, TransformError, UnsupportedMappingError
+from subjects.transform import TransformError, new_transform, validate_mapping
 
 MAX_REPLICAS = 5
 MAX_NAME_LEN = 255
@@ -56,19 +61,15 @@ _FORBIDDEN_NAME_CHARS = frozenset(" \t\r\n\f.*>\\/")
 _API_NAMESPACES = ("$JS.>", "$JSC.>", "$NRG.>")
 
 
-
 def _republish_mapping_ok(src: str, dest: str) -> bool:
-    """As nats-server decides: a mapping it would refuse is invalid; one using a mapping function it
-    knows but jetraft does not implement is accepted (and logged when the leader would use it)."""
-    if not dest or not is_valid_filter(src):
-        return False
+    """As nats-server decides: a pair its NewSubjectTransform refuses is invalid (an empty `dest`,
+    which republishes nothing, is not)."""
     try:
-        SubjectTransform.compile(src, dest)
-    except UnsupportedMappingError:
-        return True
+        new_transform(src, dest)
     except TransformError:
         return False
     return True
+
 
 def is_valid_stream_name(name: str) -> bool:
     """nats-server's asset name rule: non-empty, no whitespace, `.`, `*`, `>`, `\\` or `/`."""
@@ -84,6 +85,11 @@ def _go_quote(text: str) -> str:
 
 
 def _unsupported(cfg: StreamConfig) -> str | None:
+    copies = ([cfg.mirror] if cfg.mirror is not None else []) + list(cfg.sources)
+    if any(copy.external is not None for copy in copies):
+        return "sources and mirrors in another account or domain (external) are not supported by jetraft"
+    if any(copy.consumer is not None for copy in copies):
+        return "sources and mirrors through a durable consumer are not supported by jetraft"
     if cfg.allow_msg_counter:
         return "message counters are not supported by jetraft"
     if cfg.allow_atomic:
@@ -128,9 +134,6 @@ def normalize_stream_config(
         raise _invalid(f"stream description is too long, maximum allowed is {MAX_DESCRIPTION_LEN}")
     if sum(len(k) + len(v) for k, v in cfg.metadata.items()) > MAX_METADATA_LEN:
         raise _invalid(f"stream metadata exceeds maximum size of {MAX_METADATA_LEN} bytes")
-    unsupported = _unsupported(cfg)
-    if unsupported:
-        raise _invalid(unsupported)
 
     replicas = cfg.num_replicas or 1
     if replicas > MAX_REPLICAS:
@@ -160,6 +163,7 @@ def normalize_stream_config(
         raise _invalid("duplicates window needs to be >= 100ms")
     if cfg.deny_purge and cfg.allow_rollup_hdrs:
         raise _invalid("roll-ups require the purge permission")
+    _check_counters(cfg)
     if cfg.discard_new_per_subject:
         if cfg.discard is not Discard.NEW:
             raise _invalid("discard new per subject requires discard new policy to be set")
@@ -176,13 +180,17 @@ def normalize_stream_config(
             allow_rollup, deny_purge = True, False
     elif marker_ttl < 0:
         raise _invalid("subject delete marker TTL must not be negative")
+    _check_schedules_and_persistence(cfg, replicas)
     if cfg.mirror_direct and cfg.mirror is None:
         raise _invalid("stream has no mirror but does have mirror direct")
 
     mirror_direct = cfg.mirror_direct
     if cfg.mirror is not None:
         mirror_direct = _check_mirror(cfg, max_msg_size, others)
+    if cfg.sources and cfg.allow_msg_schedules:
+        raise JSErrors.SOURCE_WITH_MSG_SCHEDULES()
     _check_sources(cfg.sources, max_msg_size, others)
+    _check_externals(cfg, others)
     _check_cycles(cfg, others)
 
     subjects = cfg.subjects
@@ -200,19 +208,32 @@ def normalize_stream_config(
     if republish is not None:
         if not republish.src:
             republish = dataclasses.replace(republish, src=">")
+        transform = cfg.subject_transform
+        if (
+            republish.src == ">"
+            and republish.dest == ">"
+            and transform is not None
+            and len(subjects) == 1
+            and transform.src == subjects[0]
+        ):
+            # nats-server's implicit republish: `>` to `>` republishes what the transform produced
+            republish = dataclasses.replace(republish, src=transform.dest, dest=transform.dest)
+        if any(filters_overlap(republish.dest, subject) for subject in subjects):
+            raise _invalid("stream configuration for republish destination forms a cycle")
         if not _republish_mapping_ok(republish.src, republish.dest):
             raise _invalid(
                 f"stream configuration for republish with transform from '{republish.src}' "
                 f"to '{republish.dest}' not valid"
             )
-        if any(filters_overlap(republish.dest, subject) for subject in subjects):
-            raise _invalid("stream configuration for republish destination forms a cycle")
 
     placement = cfg.placement
     if placement is not None and placement.is_empty:
         placement = None
     if placement is not None and placement.preferred:
         raise _invalid("preferred server not permitted in placement")
+    unsupported = _unsupported(cfg)
+    if unsupported:
+        raise _invalid(unsupported)
 
     normalized = dataclasses.replace(
         cfg,
@@ -227,8 +248,8 @@ def normalize_stream_config(
         mirror_direct=mirror_direct,
         republish=republish,
         placement=placement,
-        # ADR-31: a per-subject limit marks a KV-like stream, which is always direct-readable
-        allow_direct=cfg.allow_direct or max_per_subject > 0,
+        # ADR-31: a per-subject limit marks a KV-like stream, direct-readable unless the request says no
+        allow_direct=cfg.allow_direct if cfg.allow_direct is not None else max_per_subject > 0,
         allow_msg_ttl=allow_msg_ttl,
         allow_rollup_hdrs=allow_rollup,
         deny_purge=deny_purge,
@@ -246,6 +267,16 @@ def _check_mirror(cfg: StreamConfig, max_msg_size: int, others: Mapping[str, Str
         raise JSErrors.MIRROR_WITH_SUBJECTS()
     if cfg.sources:
         raise JSErrors.MIRROR_WITH_SOURCES()
+    if cfg.allow_msg_counter:
+        raise JSErrors.MIRROR_WITH_COUNTERS()
+    if cfg.allow_atomic:
+        raise JSErrors.MIRROR_WITH_ATOMIC_PUBLISH()
+    if cfg.allow_batched:
+        raise JSErrors.MIRROR_WITH_BATCH_PUBLISH()
+    if cfg.allow_msg_schedules:
+        raise JSErrors.MIRROR_WITH_MSG_SCHEDULES()
+    if mirror.consumer is not None and not _consumer_source_ok(mirror):
+        raise JSErrors.MIRROR_DURABLE_CONSUMER_CFG_INVALID()
     if mirror.filter_subject and mirror.subject_transforms:
         raise JSErrors.MIRROR_MULTIPLE_FILTERS_NOT_ALLOWED()
     if cfg.subject_delete_marker_ttl > 0:
@@ -254,8 +285,9 @@ def _check_mirror(cfg: StreamConfig, max_msg_size: int, others: Mapping[str, Str
     for i, transform in enumerate(mirror.subject_transforms):
         if transform.src and not is_valid_filter(transform.src):
             raise JSErrors.MIRROR_INVALID_SUBJECT_FILTER(err=f"invalid subject {transform.src}")
-        if not _valid_destination(transform.dest):
-            raise JSErrors.MIRROR_INVALID_TRANSFORM_DESTINATION(err=f"invalid destination {transform.dest!r}")
+        error = _mapping_error(transform.src, transform.dest)
+        if error is not None:
+            raise JSErrors.MIRROR_INVALID_TRANSFORM_DESTINATION(err=error)
         for j, other in enumerate(mirror.subject_transforms):
             if i != j and filters_overlap(transform.src or ">", other.src or ">"):
                 raise JSErrors.MIRROR_OVERLAPPING_SUBJECT_FILTERS()
@@ -272,10 +304,82 @@ def _check_mirror(cfg: StreamConfig, max_msg_size: int, others: Mapping[str, Str
     return origin.allow_direct
 
 
+def _check_counters(cfg: StreamConfig) -> None:
+    if not cfg.allow_msg_counter:
+        return
+    if cfg.discard is Discard.NEW:
+        raise _invalid("counter stream cannot use discard new")
+    if cfg.allow_msg_ttl:
+        raise _invalid("counter stream cannot use message TTLs")
+    if cfg.allow_msg_schedules:
+        raise _invalid("counter stream cannot use message schedules")
+    if cfg.retention is not Retention.LIMITS:
+        raise _invalid("counter stream can only use limits retention")
+
+
+def _check_schedules_and_persistence(cfg: StreamConfig, replicas: int) -> None:
+    """nats-server's checks of settings jetraft then refuses (`_unsupported`), for its errors first."""
+    if cfg.allow_msg_schedules and cfg.discard is Discard.NEW:
+        raise _invalid("message scheduling cannot use discard new")
+    if cfg.persist_mode is PersistMode.ASYNC:
+        if cfg.storage is not StorageType.FILE:
+            raise _invalid("async persist mode is only supported on file storage")
+        if replicas > 1:
+            raise _invalid("async persist mode is not supported on replicated streams")
+        if cfg.allow_atomic:
+            raise _invalid("async persist mode is not supported with atomic batch publish")
+
+
+def _consumer_source_ok(source: StreamSource) -> bool:
+    """nats-server's check of a mirror's or source's durable consumer (jetraft then refuses it)."""
+    consumer = source.consumer
+    assert consumer is not None
+    deliver = consumer.deliver_subject
+    return (
+        is_valid_stream_name(consumer.name)
+        and is_valid_subject(deliver)
+        and not source.opt_start_seq
+        and source.opt_start_time_ns is None
+        and not source.filter_subject
+    )
+
+
+def _check_externals(cfg: StreamConfig, others: Mapping[str, StreamConfig]) -> None:
+    """nats-server's checks of external prefixes (jetraft then refuses external sources and mirrors)."""
+    copies = ([cfg.mirror] if cfg.mirror is not None else []) + list(cfg.sources)
+    origin_subjects = [
+        subject
+        for copy in copies
+        if copy.external is None and copy.name in others
+        for subject in others[copy.name].subjects
+    ]
+    externals = [copy.external for copy in copies if copy.external is not None]
+    for external in externals:
+        prefix = external.deliver
+        if not prefix:
+            continue
+        if not is_valid_subject(prefix):
+            raise JSErrors.STREAM_INVALID_EXTERNAL_DELIVERY_SUBJ(prefix=prefix)
+        for subject in origin_subjects:
+            if filters_overlap(subject, f"{prefix}.{subject}"):
+                raise JSErrors.STREAM_EXTERNAL_DEL_PREFIX_OVERLAPS(prefix=prefix, subject=subject)
+    for external in externals:
+        api = external.api
+        if not api:
+            continue
+        if not is_valid_subject(api):
+            raise _invalid(
+                f"stream external api prefix {_go_quote(api)} must be a valid subject without wildcards"
+            )
+        if filters_overlap(api, "$JS.API"):
+            raise JSErrors.STREAM_EXTERNAL_API_OVERLAP(prefix=api, subject="$JS.API")
+
+
 def _check_sources(
     sources: Iterable[StreamSource], max_msg_size: int, others: Mapping[str, StreamConfig]
 ) -> None:
     seen: set[str] = set()
+    consumers: set[str] = set()
     for source in sources:
         if not is_valid_stream_name(source.name):
             raise JSErrors.SOURCE_INVALID_STREAM_NAME()
@@ -288,14 +392,20 @@ def _check_sources(
         for transform in source.subject_transforms:
             if transform.src and not is_valid_filter(transform.src):
                 raise JSErrors.SOURCE_INVALID_SUBJECT_FILTER(err=f"invalid subject {transform.src}")
-            if not _valid_destination(transform.dest):
-                raise JSErrors.SOURCE_INVALID_TRANSFORM_DESTINATION(
-                    err=f"invalid destination {transform.dest!r}"
-                )
+            error = _mapping_error(transform.src, transform.dest)
+            if error is not None:
+                raise JSErrors.SOURCE_INVALID_TRANSFORM_DESTINATION(err=error)
         for i, transform in enumerate(source.subject_transforms):
             for j, other in enumerate(source.subject_transforms):
                 if i != j and is_subset_filter(transform.src or ">", other.src or ">"):
                     raise JSErrors.SOURCE_OVERLAPPING_SUBJECT_FILTERS()
+        if source.consumer is not None:
+            if not _consumer_source_ok(source):
+                raise JSErrors.SOURCE_DURABLE_CONSUMER_CFG_INVALID()
+            consumer_key = f"{source.name} {source.consumer.name}"
+            if consumer_key in consumers:
+                raise JSErrors.SOURCE_DURABLE_CONSUMER_DUPLICATE_DETECTED()
+            consumers.add(consumer_key)
         if source.external is None:
             origin = others.get(source.name)
             if (
@@ -307,18 +417,21 @@ def _check_sources(
                 raise JSErrors.SOURCE_MAX_MESSAGE_SIZE_TOO_BIG()
 
 
-def _valid_destination(dest: str) -> bool:
-    """A transform destination: empty (keep the subject) or tokens that may hold `$N` / `{{...}}` markers."""
-    if not dest:
-        return True
-    return all(token for token in dest.split(".")) and not any(ch in dest for ch in " \t\r\n")
+def _mapping_error(src: str, dest: str) -> str | None:
+    """nats-server's ValidateMapping verdict on a transform: None, or its error text."""
+    try:
+        validate_mapping(src, dest)
+    except TransformError as exc:
+        return str(exc)
+    return None
 
 
 def _check_transform(src: str, dest: str) -> None:
     if src and not is_valid_filter(src):
         raise JSErrors.STREAM_TRANSFORM_INVALID_SOURCE(err=f"invalid subject {src}")
-    if not dest or not _valid_destination(dest):
-        raise JSErrors.STREAM_TRANSFORM_INVALID_DESTINATION(err=f"invalid destination {dest!r}")
+    error = _mapping_error(src, dest)
+    if error is not None:
+        raise JSErrors.STREAM_TRANSFORM_INVALID_DESTINATION(err=error)
 
 
 def _check_cycles(cfg: StreamConfig, others: Mapping[str, StreamConfig]) -> None:
@@ -441,6 +554,9 @@ def decide_update(
         raise JSErrors.STREAM_MIRROR_NOT_UPDATABLE()
     if old.allow_msg_ttl and not cfg.allow_msg_ttl:
         raise _invalid("message TTL status can not be disabled")
+    if cfg.placement != old.placement:
+        # nats-server moves the stream to peers matching the new placement; jetraft does not move streams
+        raise _invalid("stream placement can not be changed: jetraft does not move streams")
     if cfg.sealed:
         cfg = dataclasses.replace(
             cfg, max_age=0, discard=Discard.NEW, deny_delete=True, deny_purge=True, allow_rollup_hdrs=False
@@ -449,9 +565,11 @@ def decide_update(
     return cfg
 
 
-def check_replicas_placeable(cfg: StreamConfig, cluster_size: int) -> None:
-    """ApiError 10005 as a clustered nats-server answers R5 on three nodes."""
-    if cfg.num_replicas > cluster_size:
+def check_replicas_placeable(cfg: StreamConfig, cluster_size: int, cluster_name: str = "") -> None:
+    """ApiError 10005 as a clustered nats-server answers R5 on three nodes, or a placement in a cluster
+    other than this one (jetraft nodes form one cluster)."""
+    elsewhere = cfg.placement is not None and cfg.placement.cluster not in ("", cluster_name)
+    if cfg.num_replicas > cluster_size or elsewhere:
         raise JSErrors.CLUSTER_NO_PEERS(err="no suitable peers for placement")
 
 

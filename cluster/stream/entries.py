@@ -33,6 +33,8 @@ class EntryOp(enum.IntEnum):
     SKIP_MSGS = 6
     # expiry (max_age, per-message TTL, delete markers) as of the leader's clock, so replicas agree
     EXPIRE = 7
+    # RePublish progress: the leader republished every stored message up to this sequence
+    REPUBLISHED = 8
 
 
 class Rollup(enum.IntEnum):
@@ -193,7 +195,17 @@ class Expire:
         return _json_entry(EntryOp.EXPIRE, body)
 
 
-StreamEntry = StoreMsg | StoreAtSeq | Purge | DeleteMsg | UpdateConfig | SkipMsgs | Expire
+@dataclass(frozen=True, slots=True)
+class Republished:
+    """The proposing leader has republished every stored message up to `seq` (cluster/stream/republish.py)."""
+
+    seq: int
+
+    def encode(self) -> bytes:
+        return _json_entry(EntryOp.REPUBLISHED, {"seq": self.seq})
+
+
+StreamEntry = StoreMsg | StoreAtSeq | Purge | DeleteMsg | UpdateConfig | SkipMsgs | Expire | Republished
 
 
 def _short(text: str) -> bytes:
@@ -300,6 +312,8 @@ def decode_entry(data: bytes) -> StreamEntry:
             return UpdateConfig(stream_config_from_json(body))
         if op is EntryOp.EXPIRE:
             return Expire(now_ns=int(body["now"]), limit=int(body.get("max", 0)))
+        if op is EntryOp.REPUBLISHED:
+            return Republished(seq=int(body["seq"]))
         return SkipMsgs(count=int(body["count"]))
     except EntryDecodeError:
         raise

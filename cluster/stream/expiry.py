@@ -47,13 +47,12 @@ class ExpiryTimer:
         next_expiry_ns: Callable[[], int | None],
         propose: Callable[[bytes], asyncio.Future[Any]],
         clock_ns: Callable[[], int] = time.time_ns,
-        on_expired: Callable[[Expired], None] | None = None,
     ) -> None:
         """`next_expiry_ns`: when the store next has something to expire (None: nothing can);
-        `propose`: put an entry in the stream's log (may raise, as RaftHost.propose_nowait does);
-        `on_expired`: told what each applied entry did (the leader republishes markers)."""
+        `propose`: put an entry in the stream's log (may raise, as RaftHost.propose_nowait does).
+        The leader republishes the delete markers an applied entry stored with everything else it
+        applied (StreamLeader.applied), in log order."""
         self._stream = stream
-        self._on_expired = on_expired
         self._next_expiry_ns = next_expiry_ns
         self._propose = propose
         self._clock_ns = clock_ns
@@ -121,6 +120,4 @@ class ExpiryTimer:
             result = future.result()
             more = isinstance(result, Expired) and result.more
             self._not_before_ns = now if more else now + MIN_GAP_NS
-            if isinstance(result, Expired) and self._on_expired is not None:
-                self._on_expired(result)
         self.poke()

@@ -37,17 +37,28 @@ class FetchRequest:
     max_bytes: int = DEFAULT_MAX_BYTES
     wait_ms: int = 0
     filter: str = ""
+    # several filters (a copy's subject_transforms): messages matching any; `filter` when empty
+    filters: tuple[str, ...] = ()
+    # a copy's first request with opt_start_time: start at the first message stored at or after it
+    start_time_ns: int | None = None
+
+    @property
+    def all_filters(self) -> tuple[str, ...]:
+        return self.filters or (self.filter or ">",)
 
     def encode(self) -> bytes:
-        return orjson.dumps(
-            {
-                "seq": self.seq,
-                "batch": self.batch,
-                "max_bytes": self.max_bytes,
-                "wait_ms": self.wait_ms,
-                "filter": self.filter,
-            }
-        )
+        body: dict[str, object] = {
+            "seq": self.seq,
+            "batch": self.batch,
+            "max_bytes": self.max_bytes,
+            "wait_ms": self.wait_ms,
+            "filter": self.filter,
+        }
+        if self.filters:
+            body["filters"] = list(self.filters)
+        if self.start_time_ns is not None:
+            body["start_time"] = self.start_time_ns
+        return orjson.dumps(body)
 
 
 def parse_fetch_request(payload: bytes) -> FetchRequest:
@@ -59,6 +70,8 @@ def parse_fetch_request(payload: bytes) -> FetchRequest:
             max_bytes=min(max(int(body.get("max_bytes", DEFAULT_MAX_BYTES)), 1), 16 << 20),
             wait_ms=min(max(int(body.get("wait_ms", 0)), 0), MAX_WAIT_MS),
             filter=str(body.get("filter", "")),
+            filters=tuple(str(f) for f in body.get("filters", ())),
+            start_time_ns=int(body["start_time"]) if body.get("start_time") is not None else None,
         )
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         raise JSErrors.BAD_REQUEST() from None

@@ -33,7 +33,6 @@ from cluster.stream.config_check import subjects_match_stream
 from cluster.stream.entries import DeleteMsg, Purge
 from storage.model import StreamState
 from storage.nats_time import format_optional_ts
-from subjects.grammar import is_valid_filter
 
 NAMES_LIMIT = 1024
 LIST_LIMIT = 256
@@ -96,13 +95,20 @@ class SourceInfo:
     error: ApiError | None = None
     filter_subject: str = ""
     subject_transforms: tuple[SubjectTransformConfig, ...] = ()
+    # a source's last origin sequence copied (nats-server 2.15 shows it for sources, not mirrors; 0: none)
+    seq: int = 0
 
     @classmethod
-    def for_source(cls, source: StreamSource, lag: int = 0, active_ns: int = -1) -> SourceInfo:
-        return cls(source.name, lag, active_ns, None, source.filter_subject, source.subject_transforms)
+    def for_source(
+        cls, source: StreamSource, lag: int = 0, active_ns: int = -1, seq: int = 0
+    ) -> SourceInfo:
+        return cls(source.name, lag, active_ns, None, source.filter_subject, source.subject_transforms, seq)
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "lag": self.lag, "active": self.active_ns}
+        out: dict[str, Any] = {"name": self.name, "lag": self.lag}
+        if self.seq:
+            out["seq"] = self.seq
+        out["active"] = self.active_ns
         if self.error is not None:
             out["error"] = self.error.to_json()
         if self.filter_subject:
@@ -215,8 +221,7 @@ def parse_info_request(payload: bytes) -> InfoRequest:
         )
     except jsjson.RequestJSONError as exc:
         raise JSErrors.INVALID_JSON(err=str(exc)) from None
-    if request.subjects_filter and not is_valid_filter(request.subjects_filter):
-        raise JSErrors.BAD_REQUEST()
+    # a subjects_filter that is no valid filter selects no subject, as in nats-server
     return request
 
 
@@ -236,13 +241,12 @@ def parse_list_request(payload: bytes) -> ListRequest:
         )
     except jsjson.RequestJSONError as exc:
         raise JSErrors.INVALID_JSON(err=str(exc)) from None
-    if request.subject and not is_valid_filter(request.subject):
-        raise JSErrors.BAD_REQUEST()
+    # any subject is compared token by token, as nats-server's SubjectsCollide does (`a..b` too)
     return request
 
 
 def parse_purge_request(payload: bytes, config: StreamConfig) -> Purge:
-    """The PURGE entry to propose, or ApiError (sealed, deny_purge, seq with keep, bad filter)."""
+    """The PURGE entry to propose, or ApiError (sealed, deny_purge, seq with keep)."""
     obj = _request_object(payload)
     try:
         purge = Purge(
@@ -254,8 +258,7 @@ def parse_purge_request(payload: bytes, config: StreamConfig) -> Purge:
         raise JSErrors.INVALID_JSON(err=str(exc)) from None
     if purge.seq and purge.keep:
         raise JSErrors.BAD_REQUEST()
-    if purge.filter and not is_valid_filter(purge.filter):
-        raise JSErrors.BAD_REQUEST()
+    # a filter that is no valid filter purges nothing (cluster/stream/machine.py), as in nats-server
     if config.sealed:
         raise JSErrors.STREAM_SEALED()
     if config.deny_purge:

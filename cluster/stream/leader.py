@@ -10,14 +10,17 @@ duplicates and failed expectations), proposed, and acknowledged with the
 result of applying it: the PubAck leaves only after the entry is committed
 on a majority and applied here. STREAM.MSG.GET waits for a ReadIndex, so a
 deposed leader that has not noticed yet cannot answer from a stale store.
+With RePublish set, the leader republishes what it applies, and what earlier
+leaders had not recorded as republished when it took over (the guarantee is
+in cluster/stream/republish.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
@@ -32,9 +35,9 @@ from cluster.runtime.context import CLUSTER_NAME
 from cluster.runtime.group_membership import converge_membership
 from cluster.runtime.meta_progress import meta_index_of
 from cluster.runtime.metrics import LabelledChildren
-from cluster.stream.config import stream_config_from_json
+from cluster.stream.config import stream_config_from_bytes, stream_config_from_json
 from cluster.stream.config_check import same_config
-from cluster.stream.entries import UpdateConfig
+from cluster.stream.entries import Republished, UpdateConfig
 from cluster.stream.expiry import ExpiryTimer
 from cluster.stream.fetch import FetchedMsg, encode_batch, parse_fetch_request
 from cluster.stream.info import (
@@ -54,7 +57,15 @@ from cluster.stream.info import (
     stream_update_response,
     subjects_page,
 )
-from cluster.stream.machine import ConfigApplied, Deleted, Expired, Purged, Stored
+from cluster.stream.machine import (
+    ConfigApplied,
+    Deleted,
+    EntryResult,
+    Expired,
+    Purged,
+    Stored,
+    last_subject_seq,
+)
 from cluster.stream.msg_get import answer_msg_get, msg_get_error
 from cluster.stream.publish import (
     Accepted,
@@ -65,10 +76,16 @@ from cluster.stream.publish import (
     prepare_publish,
     pub_ack,
 )
-from cluster.stream.republish import Republisher, republisher_for
+from cluster.stream.republish import (
+    Outgoing,
+    Republisher,
+    StoredForRepublish,
+    republish_subject,
+    republish_transform,
+)
 from gateway.router import Message, Subscription
 from raft.driver import RaftHost, RaftHostError
-from storage.errors import MsgNotFoundError
+from storage.errors import InvalidSubjectError, MsgNotFoundError
 
 if TYPE_CHECKING:
     from cluster.runtime.context import NodeContext
@@ -106,10 +123,6 @@ class LedReplica(Protocol):
     def leader_staleness_ns(self) -> int: ...
 
 
-# Told of each copy a copier proposes: subject, stored header, payload, the proposal's future.
-ProposedCallback = Callable[[str, bytes, bytes, "asyncio.Future[Any]"], None]
-
-
 class Copier(Protocol):
     """Copies one origin into the stream while its replica leads: the mirror's origin, or one of its
     sources (cluster/mirror/origin_fetcher.py)."""
@@ -119,6 +132,9 @@ class Copier(Protocol):
     @property
     def lag(self) -> int:
         """How many messages the origin holds that the copy does not yet."""
+
+    def position(self) -> int:
+        """The last origin sequence copied (replicated state)."""
 
     def start(self) -> None: ...
 
@@ -132,9 +148,7 @@ class Copier(Protocol):
 class CopierFactory(Protocol):
     """Makes the copier of one origin; `mirror` selects the mirror form (else a source)."""
 
-    def __call__(
-        self, replica: LedReplica, source: StreamSource, *, mirror: bool, on_proposed: ProposedCallback
-    ) -> Copier: ...
+    def __call__(self, replica: LedReplica, source: StreamSource, *, mirror: bool) -> Copier: ...
 
 
 class StreamLeader:
@@ -155,9 +169,8 @@ class StreamLeader:
         self._publishes = LabelledChildren(metrics.publishes, replica.name, self.ctx.name)
         self._puback_latency = metrics.puback_latency.labels(replica.name, self.ctx.name)
         self._republisher: Republisher | None = None
-        self.expiry = ExpiryTimer(
-            replica.name, self._next_expiry_ns, replica.propose, on_expired=self._republish_markers
-        )
+        self.expiry = ExpiryTimer(replica.name, self._next_expiry_ns, replica.propose)
+        self._republish_catch_up: asyncio.Task[None] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -174,16 +187,12 @@ class StreamLeader:
         self.refresh_subjects()
         self.reconcile_config()
         self.reconcile_membership()
+        self._start_republishing()
         cfg = self.replica.config
         if cfg.mirror is not None:
-            self.mirror = self._copiers(
-                self.replica, cfg.mirror, mirror=True, on_proposed=self.republish_when_stored
-            )
+            self.mirror = self._copiers(self.replica, cfg.mirror, mirror=True)
             self.mirror.start()
-        self.sources = [
-            self._copiers(self.replica, source, mirror=False, on_proposed=self.republish_when_stored)
-            for source in cfg.sources
-        ]
+        self.sources = [self._copiers(self.replica, source, mirror=False) for source in cfg.sources]
         for fetcher in self.sources:
             fetcher.start()
         self._beacons = self.ctx.spawn(self._send_beacons(), f"beacons-{self.replica.name}")
@@ -191,6 +200,9 @@ class StreamLeader:
 
     def close(self) -> None:
         self._closed = True
+        self.replica.machine.report_republish = False
+        if self._republish_catch_up is not None:
+            self._republish_catch_up.cancel()
         self._beacons.cancel()
         self.expiry.close()
         if self.mirror is not None:
@@ -222,24 +234,6 @@ class StreamLeader:
         cfg = self.replica.config
         if cfg.max_age > 0 or cfg.allow_msg_ttl:
             self.expiry.poke()
-
-    def _republish_markers(self, expired: Expired) -> None:
-        """Delete markers are stored messages: republished like any other (nats-server does), with
-        the message each replaced as the subject's previous sequence."""
-        config = self.replica.config.republish
-        if not expired.markers or config is None:
-            return
-        self._republisher = republisher = republisher_for(self.replica.name, config, self._republisher)
-        if republisher is None:
-            return
-        for seq, replaced in expired.markers:
-            try:
-                marker = self.replica.store.load_msg(seq)
-            except MsgNotFoundError:
-                continue
-            out = republisher.outgoing(marker.subject, marker.headers, marker.payload, seq, marker.ts_ns, replaced)
-            if out is not None:
-                self.ctx.router.publish(out.subject, out.payload, None, out.headers)
 
     def _next_expiry_ns(self) -> int | None:
         cfg = self.replica.config
@@ -307,26 +301,104 @@ class StreamLeader:
             self._acknowledge(msg.reply, _unavailable_ack(cfg.name, exc), started, "error")
             return
         future.add_done_callback(functools.partial(self._published, msg.reply, started))
-        if cfg.republish is not None:
-            entry = decision.entry
-            self.republish_when_stored(entry.subject, entry.header, entry.payload, future)
 
-    def republish_when_stored(
-        self, subject: str, header: bytes, payload: bytes, future: asyncio.Future[Any]
-    ) -> None:
-        """Republish (cluster/stream/republish.py) a proposed message once `future` says it was stored."""
+    # -- RePublish (cluster/stream/republish.py) ----------------------------------------------
+
+    def _start_republishing(self) -> None:
+        machine = self.replica.machine
+        machine.report_republish = True
         config = self.replica.config.republish
-        self._republisher = republisher = republisher_for(self.replica.name, config, self._republisher)
-        if republisher is None:
+        if republish_transform(config) is None:
             return
-        republisher.proposing(subject, self.replica.machine.last_seq_for_subject)
+        assert config is not None
+        self._republisher = Republisher(
+            self.replica.name, config, machine.republished_through, machine.last_seq
+        )
+        if self._republisher.catching_up:
+            self._republish_catch_up = self.ctx.spawn(
+                self._catch_up_republishing(self._republisher), f"republish-catch-up-{self.replica.name}"
+            )
+
+    async def _catch_up_republishing(self, republisher: Republisher) -> None:
+        """Republish what earlier leaders applied but had not recorded as republished, from the store."""
+        store = self.replica.store
+        while republisher.catching_up and not self._closed:
+            try:
+                messages = store.load_batch(">", republisher.position + 1, 256).messages
+            except MsgNotFoundError:
+                messages = []
+            self._send_republished(
+                republisher.caught_up(messages, lambda subject, seq: last_subject_seq(store, subject, seq))
+            )
+            self._record_republished()
+            await asyncio.sleep(0)  # let publishes and other streams in between batches
+
+    def applied(self, results: list[EntryResult]) -> None:
+        """What the replica just applied, before the proposals' futures resolve: republish the stored
+        messages RePublish takes (nats-server republishes before it acknowledges too)."""
+        republisher = self._republisher
+        for result in results:
+            if type(result) is Expired and result.markers:
+                stored = self._markers_for_republish(result)
+            elif type(result) is Stored and result.republish is not None:
+                stored = [(result.seq, result.ts_ns, result.republish)]
+            else:
+                continue
+            config = self.replica.machine.config.republish
+            if config is None:
+                continue
+            for seq, ts_ns, republish in stored:
+                if republisher is None:
+                    # RePublish was just turned on: it owes nothing stored before this message
+                    republisher = self._republisher = Republisher(self.replica.name, config, seq - 1, seq - 1)
+                republisher.config = config
+                self._send_republished(republisher.applied(seq, ts_ns, republish))
+        if republisher is not None:
+            self._record_republished()
+
+    def _markers_for_republish(self, expired: Expired) -> list[tuple[int, int, StoredForRepublish]]:
+        """Delete markers are stored messages: republished like any other (nats-server does), with
+        the message each replaced as the subject's previous sequence."""
+        transform = republish_transform(self.replica.machine.config.republish)
+        if transform is None:
+            return []
+        out = []
+        for seq, replaced in expired.markers:
+            try:
+                marker = self.replica.store.load_msg(seq)
+            except MsgNotFoundError:
+                continue
+            dest = republish_subject(transform, marker.subject)
+            if dest is not None:
+                stored = StoredForRepublish(dest, marker.subject, marker.headers or b"", marker.payload, replaced)
+                out.append((seq, marker.ts_ns, stored))
+        return out
+
+    def _send_republished(self, messages: list[Outgoing]) -> None:
+        publish = self.ctx.router.publish
+        for out in messages:
+            publish(out.subject, out.payload, None, out.headers)
+
+    def _record_republished(self) -> None:
+        """Replicate the position (one `Republished` entry in flight at a time): a new leader
+        republishes only what comes after it."""
+        republisher = self._republisher
+        if republisher is None or self._closed:
+            return
+        seq = republisher.marker_to_propose()
+        if seq is None:
+            return
+        try:
+            future = self.replica.propose(Republished(seq).encode())
+        except RaftHostError:
+            republisher.marker_settled(False)
+            return
 
         def settled(done: asyncio.Future[Any]) -> None:
-            result = None if done.cancelled() or done.exception() is not None else done.result()
-            stored = (result.seq, result.ts_ns) if isinstance(result, Stored) else None
-            out = republisher.settled(subject, header, payload, stored)
-            if out is not None:
-                self.ctx.router.publish(out.subject, out.payload, None, out.headers)
+            recorded = not done.cancelled() and done.exception() is None
+            republisher.marker_settled(recorded)
+            if recorded:
+                self._record_republished()
 
         future.add_done_callback(settled)
 
@@ -391,7 +463,10 @@ class StreamLeader:
             subjects: dict[str, int] | None = None
             total = 0
             if request.subjects_filter:
-                totals = replica.store.subjects_totals(request.subjects_filter)
+                try:
+                    totals = replica.store.subjects_totals(request.subjects_filter)
+                except InvalidSubjectError:
+                    totals = {}  # a filter that is no valid filter selects nothing, as in nats-server
                 subjects, total = subjects_page(totals, request.offset)
             info = self.stream_info(subjects, request.deleted_details)
             return stream_info_response(info, version, total, request.offset)
@@ -400,7 +475,12 @@ class StreamLeader:
         if op is ApiOp.LIST_ENTRY:
             return orjson.dumps(self.stream_info().to_json(None))
         if op is ApiOp.APPLY_UPDATE:
-            wanted = stream_config_from_json(replica.assignment.config)
+            # the meta leader sends the config it committed (this node's meta replica may lag behind it)
+            wanted = (
+                stream_config_from_bytes(payload)
+                if payload
+                else stream_config_from_json(replica.assignment.config)
+            )
             if not same_config(wanted, replica.config):
                 result = await self._propose_config(wanted)
                 if isinstance(result, Rejected):
@@ -451,19 +531,28 @@ class StreamLeader:
         """A batch of committed messages for a mirror, held up to `wait_ms` when there is none yet."""
         request = parse_fetch_request(payload)
         replica = self.replica
+        if request.start_time_ns is not None:
+            start = replica.store.get_seq_from_time(max(request.start_time_ns, 0))
+            request = dataclasses.replace(request, seq=max(request.seq, start), start_time_ns=None)
         if replica.machine.last_seq < request.seq and request.wait_ms:
             await replica.wait_for_seq(request.seq, request.wait_ms / 1000)
         state = replica.store.state()
         fresh_as_of_ns = time.time_ns() - replica.leader_staleness_ns()
-        try:
-            batch = replica.store.load_batch(
-                request.filter or ">", request.seq, request.batch, request.max_bytes
-            )
-            messages = [
-                FetchedMsg(m.seq, m.ts_ns, m.subject, m.headers or b"", m.payload) for m in batch.messages
-            ]
-        except MsgNotFoundError:
-            messages = []
+        found: dict[int, FetchedMsg] = {}
+        # with several filters, a batch is whole only up to where the first of them was cut short:
+        # past that point another filter's messages may be missing
+        whole_through = state.last_seq
+        for filter_ in request.all_filters:
+            try:
+                batch = replica.store.load_batch(filter_, request.seq, request.batch, request.max_bytes)
+            except (MsgNotFoundError, InvalidSubjectError):
+                continue
+            for m in batch.messages:
+                found[m.seq] = FetchedMsg(m.seq, m.ts_ns, m.subject, m.headers or b"", m.payload)
+            if batch.num_pending and batch.messages:
+                whole_through = min(whole_through, batch.messages[-1].seq)
+        seqs = [seq for seq in sorted(found) if seq <= whole_through][: request.batch]
+        messages = [found[seq] for seq in seqs]
         return encode_batch(state.first_seq, state.last_seq, messages, fresh_as_of_ns)
 
     async def _step_down(self) -> bytes:
@@ -491,13 +580,15 @@ class StreamLeader:
         return StreamInfo(
             config=replica.config,
             created_ns=replica.assignment.created_ns,
-            state=replica.store.state(include_deleted=deleted_details),
+            state=replica.machine.stream_state(include_deleted=deleted_details),
             now_ns=now,
             consumer_count=replica.expected_consumers,
             subjects=subjects,
             cluster=self.cluster_info(),
             mirror=mirror,
-            sources=tuple(SourceInfo.for_source(f.source, f.lag, f.active_ns(now)) for f in self.sources),
+            sources=tuple(
+                SourceInfo.for_source(f.source, f.lag, f.active_ns(now), f.position()) for f in self.sources
+            ),
         )
 
     def cluster_info(self) -> ClusterInfo:

@@ -14,7 +14,10 @@ What is replicated state, and where it lives:
   same atomic write group as the entries' writes, so a crash never splits
   them (entries at or below the applied index are skipped on replay);
 - the duplicate window: derived from the store (see cluster/stream/dedup.py),
-  rebuilt on start and restore.
+  rebuilt on start and restore;
+- RePublish's position (the sequence up to which leaders have republished,
+  see cluster/stream/republish.py), and whether the stream has never had a
+  sequence (nats-server then reports first_seq 0): the metadata value.
 
 Timestamps: a message is stored at max(leader's timestamp, previous message's
 timestamp), so time never runs backwards in a stream across leader changes.
@@ -45,6 +48,7 @@ from cluster.stream.entries import (
     EntryDecodeError,
     Expire,
     Purge,
+    Republished,
     Rollup,
     SkipMsgs,
     StoreAtSeq,
@@ -58,7 +62,8 @@ from cluster.stream.markers import (
     marker_ttl_seconds,
     ttl_at_least_marker_ttl,
 )
-from cluster.stream.publish import HDR_MSG_ID, Duplicate, Rejected, check_store
+from cluster.stream.publish import HDR_MSG_ID, HDR_STREAM_SOURCE, Duplicate, Rejected, check_store
+from cluster.stream.republish import StoredForRepublish, republish_subject, republish_transform
 from gateway.headers import HeaderError, decode_headers
 from raft.types import Entry, EntryType
 from storage.config import StoreConfig
@@ -69,9 +74,11 @@ from storage.errors import (
     MsgNotFoundError,
     MsgTooBigError,
     SequenceMismatchError,
+    TooManyResultsError,
 )
 from storage.interface import StreamStore
 from storage.model import Rollup as StoreRollup
+from storage.model import StreamState
 
 log = structlog.get_logger(__name__)
 
@@ -82,11 +89,14 @@ _REBUILD_BATCH = 1024
 # Not frozen: built once per applied message (see StoreMsg).
 @dataclass(slots=True)
 class Stored:
-    """A message was stored at `seq`; `removed` are the sequences limits or a rollup took out with it."""
+    """A message was stored at `seq`; `removed` are the sequences limits or a rollup took out with it.
+
+    `republish`: on a leader (`report_republish`), what RePublish needs of it, when its mapping takes it."""
 
     seq: int
     ts_ns: int
     removed: tuple[int, ...] = ()
+    republish: StoredForRepublish | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,11 +169,24 @@ class StreamStateMachine:
         self._last_ts = 0
         self._dedup = DedupWindow(_window_for(config))
         self._config_json: dict[str, Any] = config.to_json()
+        # every stored message up to here was republished (-1 until known: a store written before
+        # this was kept counts as republished up to its last sequence)
+        self._republished = 0
+        # set while this replica leads: stored results then carry what RePublish needs (only the
+        # leader republishes; followers skip the lookups)
+        self.report_republish = False
+        # no sequence used or set yet: nats-server reports first_seq 0 for such a stream
+        self._pristine = False
         if store.metadata is not None:
             self._load_meta(store.metadata)
             self._align_store_config()
         else:
             store.update_config(store_config_for(config))
+            if config.first_seq > 0:
+                # a new stream starts at first_seq, as nats-server's stores are created
+                store.compact(config.first_seq)
+            else:
+                self._pristine = store.state().last_seq == 0
         self._reload()
 
     # -- what other parts read ----------------------------------------------------------
@@ -187,6 +210,17 @@ class StreamStateMachine:
     @property
     def dedup_window(self) -> DedupWindow:
         return self._dedup
+
+    @property
+    def republished_through(self) -> int:
+        """The replicated RePublish position (cluster/stream/republish.py)."""
+        return self._republished
+
+    def stream_state(self, include_deleted: bool = False) -> StreamState:
+        """The store's state as nats-server reports it: first_seq 0 while the stream never had a sequence
+        (nothing stored, purged or skipped, no first_seq configured), last_seq + 1 once it has."""
+        state = self.store.state(include_deleted=include_deleted)
+        return dataclasses.replace(state, first_seq=0) if self._pristine else state
 
     def source_position(self, key: str) -> int:
         """The last origin sequence copied from the source `key` (see `source_header`), 0 if none."""
@@ -259,6 +293,9 @@ class StreamStateMachine:
             return self._update_config(op.config)
         if isinstance(op, SkipMsgs):
             return self._skip(op)
+        if isinstance(op, Republished):
+            self._republished = max(self._republished, op.seq)
+            return NoOp()
         return self._expire(op)
 
     def _store_msg(self, op: StoreMsg) -> EntryResult:
@@ -273,6 +310,7 @@ class StreamStateMachine:
             header = ttl_at_least_marker_ttl(self._config, op.header)
             if header is not op.header:
                 op = dataclasses.replace(op, header=header)
+        republish = self._for_republish(op.subject, op.header, op.payload)
         try:
             result = self.store.store_msg(
                 op.subject, op.header or None, op.payload, ts, rollup=_STORE_ROLLUP[op.rollup]
@@ -282,18 +320,20 @@ class StreamStateMachine:
         except (LimitExceededError, MsgTooBigError, InvalidSubjectError, InvalidHeadersError) as exc:
             return Rejected(_store_error(exc))
         self._last_seq, self._last_ts, self._last_msg_id = result.seq, result.ts_ns, op.msg_id
+        self._pristine = False
         if op.header and _SOURCE_MARK in op.header:
             self._record_source(op.header)
         self._dedup.forget_seqs(result.removed)
         if result.seq not in result.removed:
             self._dedup.record(op.msg_id, result.seq, result.ts_ns)
         self._dedup.expire(result.ts_ns)
-        return Stored(result.seq, result.ts_ns, result.removed)
+        return Stored(result.seq, result.ts_ns, result.removed, republish)
 
     def _store_at_seq(self, op: StoreAtSeq) -> EntryResult:
         if op.seq <= self._last_seq:
             # a copy re-sent after a reconnect: already here
             return Duplicate(op.seq)
+        republish = self._for_republish(op.subject, op.header, op.payload)
         try:
             result = self.store.store_raw_msg(
                 op.subject, op.header or None, op.payload, op.seq, op.timestamp_ns
@@ -303,15 +343,39 @@ class StreamStateMachine:
         except (LimitExceededError, MsgTooBigError, InvalidSubjectError, InvalidHeadersError) as exc:
             return Rejected(_store_error(exc))
         self._last_seq, self._last_ts, self._last_msg_id = result.seq, result.ts_ns, ""
+        self._pristine = False
         self._dedup.forget_seqs(result.removed)
-        return Stored(result.seq, result.ts_ns, result.removed)
+        return Stored(result.seq, result.ts_ns, result.removed, republish)
+
+    def _for_republish(self, subject: str, header: bytes, payload: bytes) -> StoredForRepublish | None:
+        """On a leader, before storing: where RePublish sends the message, and the subject's
+        previous sequence (Nats-Last-Sequence), which limits may remove as the message is stored."""
+        if not self.report_republish:
+            return None
+        transform = republish_transform(self._config.republish)
+        dest = None if transform is None else republish_subject(transform, subject)
+        if dest is None:
+            return None
+        return StoredForRepublish(dest, subject, header, payload, last_subject_seq(self.store, subject))
 
     def _purge(self, op: Purge) -> EntryResult:
         if self._config.sealed:
             return Rejected(JSErrors.STREAM_SEALED())
         if self._config.deny_purge:
             return Rejected(JSErrors.STREAM_PURGE_FAILED(err="stream purge not permitted"))
-        count = self.store.purge_ex(op.filter, op.seq, op.keep)
+        try:
+            count = self.store.purge_ex(op.filter, op.seq, op.keep)
+        except InvalidSubjectError:
+            count = 0  # a filter that is no valid filter matches nothing, as in nats-server
+        if (
+            op.filter in ("", ">")
+            and op.keep == 0
+            and (op.seq > 1 or (op.seq == 0 and self._config.num_replicas <= 1))
+        ):
+            # As nats-server 2.15.1 reports it after a purge of an unused stream: below a sequence sets
+            # first_seq there; everything sets it to 1 on R1 only (a replicated stream stays unused);
+            # by subject, with keep or below sequence 1 leaves it unused.
+            self._pristine = False
         self._forget_missing()
         self._last_seq = self.store.state().last_seq
         return Purged(count)
@@ -329,6 +393,9 @@ class StreamStateMachine:
 
     def _update_config(self, config: StreamConfig) -> EntryResult:
         previous_window = _window_for(self._config)
+        if republish_transform(self._config.republish) is None:
+            # RePublish starts with the next message, as in nats-server: nothing before it is owed
+            self._republished = self._last_seq
         self._set_config(config)
         removed = self.store.update_config(store_config_for(config), self._last_ts or None)
         self._dedup.forget_seqs(removed)
@@ -341,6 +408,7 @@ class StreamStateMachine:
         if op.count > 0:
             self.store.skip_msgs(self._last_seq + 1, op.count)
             self._last_seq += op.count
+            self._pristine = False
         return Skipped(self._last_seq)
 
     def _expire(self, op: Expire) -> EntryResult:
@@ -407,6 +475,8 @@ class StreamStateMachine:
                 "last_msg_id": self._last_msg_id,
                 "config": self._config_json,
                 "sources": self._sources,
+                "republished": self._republished,
+                "pristine": self._pristine,
             }
         )
 
@@ -416,6 +486,12 @@ class StreamStateMachine:
         self._last_msg_id = str(body.get("last_msg_id", ""))
         self._sources = {str(k): int(v) for k, v in body.get("sources", {}).items()}
         self._set_config(stream_config_from_json(body["config"]))
+        self._republished = int(body.get("republished", -1))
+        pristine = body.get("pristine")
+        if pristine is None:  # written before this was kept: a stream that never used a sequence
+            state = self.store.state()
+            pristine = state.last_seq == 0 and state.first_seq <= 1
+        self._pristine = bool(pristine)
 
     def _align_store_config(self) -> None:
         """The store's limits are a function of the stream config; a store (or snapshot) written by a
@@ -427,6 +503,8 @@ class StreamStateMachine:
     def _reload(self) -> None:
         state = self.store.state()
         self._last_seq, self._last_ts = state.last_seq, state.last_ts_ns
+        if self._republished < 0:
+            self._republished = self._last_seq
         self._rebuild_dedup()
 
     def _forget_missing(self) -> None:
@@ -459,25 +537,36 @@ class StreamStateMachine:
             seq = batch.messages[-1].seq + 1
 
 
-HDR_STREAM_SOURCE = "Nats-Stream-Source"
 _SOURCE_MARK = HDR_STREAM_SOURCE.encode() + b":"
 
 
-def source_key(name: str, filter_subject: str) -> str:
-    return f"{name} {filter_subject or '>'} >"
-
-
-def source_header(name: str, seq: int, filter_subject: str) -> str:
-    """The `Nats-Stream-Source` value a sourced message carries: origin, its sequence, filter, destination."""
-    return f"{name} {seq} {filter_subject or '>'} >"
+def source_header(key: str, seq: int, subject: str) -> str:
+    """The `Nats-Stream-Source` value a sourced message carries, as nats-server writes it: the source's
+    index name (`StreamSource.index_name`: origin, filters, destinations) around the origin sequence,
+    then the subject the message had in the origin. (nats-server ends it with the origin stream's
+    identity, which jetraft streams do not have.)"""
+    name, _, filters_and_destinations = key.partition(" ")
+    return f"{name} {seq} {filters_and_destinations} {subject}"
 
 
 def parse_source_header(value: str) -> tuple[str, int] | None:
+    """(source key, origin sequence) of a `Nats-Stream-Source` value."""
     parts = value.split(" ")
     if len(parts) < 2 or not parts[1].isdigit():
         return None
-    rest = parts[2:] or [">", ">"]
-    return " ".join([parts[0], *rest]), int(parts[1])
+    filters_and_destinations = parts[2:4] if len(parts) >= 4 else [">", ">"]
+    return " ".join([parts[0], *filters_and_destinations]), int(parts[1])
+
+
+def last_subject_seq(store: StreamStore, subject: str, below: int = 0) -> int:
+    """The last sequence stored on literal `subject` (before `below` when given), 0 if none is left."""
+    if below == 1:
+        return 0
+    try:
+        seqs = store.multi_last_seqs([subject], below - 1 if below else 0)
+    except (InvalidSubjectError, TooManyResultsError):
+        return 0
+    return max(seqs, default=0)
 
 
 def _msg_id(headers: bytes | None) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 from cluster.api import jsjson
 from cluster.api.errors import ApiError, JSErrors, error_response
 from cluster.api.response_types import MSG_GET_TYPE
-from storage.errors import MsgNotFoundError
+from storage.errors import InvalidSubjectError, MsgNotFoundError
 from storage.interface import StreamStore
 from storage.model import StoredMsg
 from storage.nats_time import format_optional_ts, parse_request_time
@@ -70,7 +70,8 @@ def parse_msg_get(payload: bytes) -> MsgGetRequest:
 
 
 def load_for_msg_get(request: MsgGetRequest, store: StreamStore) -> StoredMsg:
-    """The message the request names; ApiError 10037 when there is none."""
+    """The message the request names; ApiError 10037 when there is none (a subject that is not a valid
+    filter names none: nats-server answers `$O.bucket.M.`, an object store's `get("")`, so)."""
     seq = request.seq
     if request.start_time_ns is not None:
         seq = store.get_seq_from_time(max(request.start_time_ns, 0))
@@ -80,7 +81,7 @@ def load_for_msg_get(request: MsgGetRequest, store: StreamStore) -> StoredMsg:
         if seq > 0:
             return store.load_msg(seq)
         return store.load_last_msg(request.last_by_subj)
-    except MsgNotFoundError:
+    except (MsgNotFoundError, InvalidSubjectError):
         raise JSErrors.NO_MESSAGE_FOUND() from None
 
 

@@ -2,12 +2,13 @@
 
 Two steps, the same rules in both:
 
-- `prepare_publish` runs on the leader when a message arrives: it reads the
-  `Nats-*` headers once, rejects what the config forbids (size, rollup,
-  sealed, mirror, a `Nats-TTL` the stream does not allow or cannot parse),
-  and, given a view of the applied state, fails fast on duplicates and
-  expected-header mismatches. What passes becomes a `StoreMsg` entry to
-  propose.
+- `prepare_publish` runs on the leader when a message arrives: it maps the
+  subject with the stream's `subject_transform`, reads the `Nats-*` headers
+  once, rejects what the config forbids (size, rollup, sealed, mirror, a
+  `Nats-TTL` the stream does not allow or cannot parse), and, given a view
+  of the applied state, fails fast on duplicates and expected-header
+  mismatches. What passes becomes a `StoreMsg` entry to propose, with the
+  subject it is stored under.
 - `check_store` runs again when the entry is applied, on every replica,
   against the stream as it is at that point of the log. This is the
   authoritative decision: two publishes racing with the same msg id or the
@@ -21,6 +22,7 @@ Nothing here does I/O; the caller passes the clock.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -30,6 +32,7 @@ from cluster.stream.config import StreamConfig
 from cluster.stream.entries import Rollup, StoreMsg
 from gateway.headers import HeaderError, decode_headers
 from storage.msg_ttl import InvalidTTLError, header_ttl
+from subjects.transform import SubjectTransform, TransformError, new_transform
 
 HDR_MSG_ID = "Nats-Msg-Id"
 HDR_EXPECTED_STREAM = "Nats-Expected-Stream"
@@ -38,6 +41,8 @@ HDR_EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
 HDR_EXPECTED_LAST_SUBJECT_SEQ_SUBJECT = "Nats-Expected-Last-Subject-Sequence-Subject"
 HDR_EXPECTED_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
 HDR_ROLLUP = "Nats-Rollup"
+# what a copy from a source is tagged with (cluster/mirror/origin_fetcher.py): never a client's to send
+HDR_STREAM_SOURCE = "Nats-Stream-Source"
 
 MAX_HEADER_BYTES = 0xFFFF
 # what Go's parse of a non-numeric expected sequence yields (uint64 of -1): it never matches
@@ -80,6 +85,27 @@ class Accepted:
 
 
 PublishDecision = Rejected | Duplicate | Accepted
+
+
+@functools.lru_cache(maxsize=256)
+def _input_transform(src: str, dest: str) -> SubjectTransform | None:
+    try:
+        return new_transform(src, dest)
+    except TransformError:  # refused by the config check: only a config from an older version holds one
+        return None
+
+
+def stored_subject(cfg: StreamConfig, subject: str) -> str:
+    """The subject a message arriving on `subject` is stored under: the stream's `subject_transform`
+    applied, as nats-server applies it to publishes, sourced and mirrored messages alike (a subject
+    its source does not match is stored as it came). The leader maps once and replicates the result:
+    `{{random(n)}}` could not give every replica the same answer."""
+    transform = cfg.subject_transform
+    if transform is None:
+        return subject
+    compiled = _input_transform(transform.src, transform.dest)
+    mapped = None if compiled is None else compiled.apply(subject)
+    return subject if mapped is None else mapped
 
 
 def _parse_seq(raw: str | None) -> int | None:
@@ -178,6 +204,8 @@ def prepare_publish(
             headers = decode_headers(header)
         except HeaderError:
             return Rejected(JSErrors.BAD_REQUEST())
+        if headers.get(HDR_STREAM_SOURCE) is not None:
+            return Rejected(JSErrors.MESSAGE_SOURCE_HDR_NOT_ALLOWED())
         msg_id = headers.get(HDR_MSG_ID) or ""
         for name in (
             HDR_EXPECTED_STREAM,
@@ -195,7 +223,7 @@ def prepare_publish(
     if expected_subject is not None and expected_subject_seq is None:
         return Rejected(JSErrors.STREAM_EXPECTED_LAST_SEQ_PER_SUBJECT_INVALID())
     entry = StoreMsg(
-        subject=subject,
+        subject=stored_subject(cfg, subject),
         header=bytes(header),
         payload=bytes(payload),
         timestamp_ns=now_ns,

@@ -133,6 +133,8 @@ class StreamReplica:
 
     def apply(self, entries: Sequence[Entry]) -> Sequence[Any]:
         results = self.machine.apply(entries)
+        if self._leader is not None:
+            self._leader.applied(results)
         self._after_apply()
         return results
 

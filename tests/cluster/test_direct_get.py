@@ -254,3 +254,21 @@ def test_times_past_the_64_bit_range_are_answered_not_raised() -> None:
     everything = parse_direct_get(b'{"multi_last":["far.>"],"up_to_time":"2999-01-01T00:00:00Z"}')
     assert isinstance(everything, DirectGetRequest)
     assert answer_direct_get(everything, store, responder, 1)[0][1] == b"1"
+
+
+@pytest.mark.parametrize(
+    ("subject", "payload", "status"),
+    # as a real nats-server 2.15.1 answered each
+    [
+        ("$JS.API.DIRECT.GET.DGET", b'{"last_by_subj":"a..b"}', b"NATS/1.0 404 Message Not Found"),
+        ("$JS.API.DIRECT.GET.DGET", b'{"next_by_subj":"a.>.b"}', b"NATS/1.0 404 Message Not Found"),
+        ("$JS.API.DIRECT.GET.DGET", b'{"next_by_subj":"a.","batch":2}', b"NATS/1.0 404 Message Not Found"),
+        ("$JS.API.DIRECT.GET.DGET", b'{"multi_last":["a b"]}', b"NATS/1.0 404 No Results"),
+        ("$JS.API.DIRECT.GET.DGET.a.>.b", b"", b"NATS/1.0 404 Message Not Found"),
+    ],
+)
+def test_subjects_that_are_no_valid_filter_find_nothing(
+    dget: MemoryStreamStore, subject: str, payload: bytes, status: bytes
+) -> None:
+    [reply] = _answer(dget, subject, payload)
+    assert reply.header is not None and reply.header.startswith(status + b"\r\n")

@@ -87,3 +87,14 @@ def test_a_start_time_past_the_64_bit_range_finds_no_message(gets: MemoryStreamS
     assert b'"err_code":10037' in body
     body = answer_msg_get(b'{"start_time":"1000-01-01T00:00:00Z"}', gets)
     assert b'"seq":1,' in body
+
+
+@pytest.mark.parametrize(
+    "payload", [b'{"last_by_subj":"$O.B1.M."}', b'{"last_by_subj":"a..b"}', b'{"next_by_subj":"gets.>.x"}']
+)
+def test_a_subject_that_is_no_valid_filter_finds_no_message(gets: MemoryStreamStore, payload: bytes) -> None:
+    # nats-py's object store get("") asks for `$O.<bucket>.M.`: nats-server 2.15.1 answers 10037
+    assert answer_msg_get(payload, gets) == (
+        b'{"type":"io.nats.jetstream.api.v1.stream_msg_get_response",'
+        b'"error":{"code":404,"err_code":10037,"description":"no message found"}}'
+    )

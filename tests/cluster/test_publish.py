@@ -3,7 +3,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from cluster.api.errors import JSErrors
-from cluster.stream.config import StreamConfig, StreamSource
+from cluster.stream.config import StreamConfig, StreamSource, SubjectTransformConfig
 from cluster.stream.config_check import normalize_stream_config
 from cluster.stream.dedup import DedupWindow
 from cluster.stream.entries import Rollup
@@ -241,3 +241,21 @@ def test_a_ttl_error_comes_before_duplicate_detection() -> None:
     view.store(first)
     again = prepare_publish(PUBS, "pubs.a", _hdr(Nats_Msg_Id="m", Nats_TTL="5"), b"x", NOW, view)
     assert isinstance(again, Rejected) and again.error == JSErrors.MESSAGE_TTL_DISABLED()
+
+
+def test_subject_transform_maps_the_stored_subject_and_expectations_use_it() -> None:
+    # as a real nats-server 2.15.1 stored them (tests/test_subject_transform.py has the full set)
+    cfg = normalize_stream_config(
+        StreamConfig(
+            name="T", subjects=("in.>",), subject_transform=SubjectTransformConfig("in.*.*", "out.$2.$1")
+        )
+    )
+    decision = prepare_publish(cfg, "in.a.b", b"", b"x", NOW)
+    assert isinstance(decision, Accepted) and decision.entry.subject == "out.b.a"
+    for unmapped in ("in.a", "in.a.b.c", "in.*.b"):  # the source takes neither: stored as published
+        decision = prepare_publish(cfg, unmapped, b"", b"x", NOW)
+        assert isinstance(decision, Accepted) and decision.entry.subject == unmapped
+    # Nats-Expected-Last-Subject-Sequence is about the subject the message is stored under
+    view = FakeView(last_seq=4, per_subject={"out.b.a": 4})
+    headers = encode_headers([("Nats-Expected-Last-Subject-Sequence", "4")])
+    assert isinstance(prepare_publish(cfg, "in.a.b", headers, b"x", NOW, view), Accepted)

@@ -5,7 +5,16 @@ from __future__ import annotations
 import pytest
 
 from cluster.stream.config import RePublish
-from cluster.stream.republish import Republisher, republish_headers
+from cluster.stream.republish import (
+    Outgoing,
+    Republisher,
+    StoredForRepublish,
+    republish_headers,
+    republish_subject,
+    republish_transform,
+)
+from gateway.headers import decode_headers
+from storage.model import StoredMsg
 from storage.nats_time import parse_rfc3339_nano
 from subjects.transform import SubjectTransform, TransformError
 
@@ -76,49 +85,90 @@ def test_subject_transform_as_the_server_maps(src: str, dest: str, subject: str,
         ("e2.a", "rp.>"),  # and dest's `>` one in src
         ("e1.*", "rp.e1.$2"),  # no second wildcard
         ("e6.a", "rp.e6.$1"),  # no wildcard at all
-        ("e4.*", "rp.e4.{{partition(3,1)}}"),  # accepted by the server, not implemented here
     ],
 )
-def test_transforms_the_server_rejects_or_we_do_not_implement(src: str, dest: str) -> None:
+def test_transforms_the_server_rejects(src: str, dest: str) -> None:
     with pytest.raises(TransformError):
         SubjectTransform.compile(src, dest)
 
 
-def test_last_sequence_follows_publishes_in_flight_even_when_limits_removed_the_previous() -> None:
-    republisher = Republisher("P", RePublish(dest="rp.>"))
-    store_lookups: list[str] = []
-
-    def last_in_store(subject: str) -> int:
-        store_lookups.append(subject)
-        return 7
-
-    for _ in range(3):
-        republisher.proposing("p.x", last_in_store)
-    first = republisher.settled("p.x", None, b"a", (8, 1))
-    duplicate = republisher.settled("p.x", None, b"b", None)
-    third = republisher.settled("p.x", None, b"c", (9, 2))
-    assert store_lookups == ["p.x"]  # read once, when the first publish went in flight
-    assert first is not None and third is not None and duplicate is None
-    assert first.subject == "rp.p.x" and b"Nats-Last-Sequence: 7\r\n" in first.headers
-    assert b"Nats-Sequence: 9\r\nNats-Time-Stamp: 1970-01-01T00:00:00.000000002Z\r\n" in third.headers
-    assert b"Nats-Last-Sequence: 8\r\n" in third.headers and third.payload == b"c"
-    # nothing in flight any more: the next publish reads the store again
-    republisher.proposing("p.x", last_in_store)
-    assert store_lookups == ["p.x", "p.x"]
+def _stored(subject: str, seq: int, payload: bytes = b"x") -> StoredMsg:
+    return StoredMsg(subject=subject, headers=None, payload=payload, seq=seq, ts_ns=seq)
 
 
-def test_headers_only_and_unmatched_subjects() -> None:
-    republisher = Republisher("S", RePublish(dest="rp.only", src="s.a", headers_only=True))
-    republisher.proposing("s.b", lambda _subject: pytest.fail("an unmatched subject needs no lookup"))
-    assert republisher.settled("s.b", None, b"x", (1, 1)) is None
-    republisher.proposing("s.a", lambda _subject: 0)
-    out = republisher.settled("s.a", None, b"hello", (2, 1_000_000_000))
-    assert out is not None and out.subject == "rp.only" and out.payload == b""
-    assert out.headers.endswith(b"Nats-Last-Sequence: 0\r\nNats-Msg-Size: 5\r\n\r\n")
-    assert b"Nats-Time-Stamp: 1970-01-01T00:00:01Z\r\n" in out.headers
+def _stored_for(subject: str, previous: int, payload: bytes = b"x") -> StoredForRepublish:
+    transform = republish_transform(RePublish(dest="rp.>"))
+    assert transform is not None
+    dest = republish_subject(transform, subject)
+    assert dest is not None
+    return StoredForRepublish(dest, subject, b"", payload, previous)
 
 
-def test_an_unsupported_mapping_republishes_nothing() -> None:
-    republisher = Republisher("S", RePublish(dest="rp.{{partition(3,1)}}", src="s.*"))
-    republisher.proposing("s.a", lambda _subject: 0)
-    assert republisher.settled("s.a", None, b"x", (1, 1)) is None
+def _seqs(out: list[Outgoing]) -> list[int]:
+    return [int(decode_headers(o.headers).get("Nats-Sequence") or 0) for o in out]
+
+
+def test_a_live_leader_republishes_what_it_applies_and_records_its_position_one_marker_at_a_time() -> None:
+    republisher = Republisher("P", RePublish(dest="rp.>"), recorded=4, last_seq=4)
+    assert not republisher.catching_up
+    [first] = republisher.applied(5, 50, _stored_for("p.x", 3, b"a"))
+    assert first.subject == "rp.p.x" and first.payload == b"a"
+    assert b"Nats-Sequence: 5\r\n" in first.headers and b"Nats-Last-Sequence: 3\r\n" in first.headers
+    assert republisher.marker_to_propose() == 5
+    republisher.applied(6, 60, _stored_for("p.x", 5))
+    assert republisher.marker_to_propose() is None  # one in flight
+    republisher.marker_settled(True)
+    assert republisher.recorded == 5
+    assert republisher.marker_to_propose() == 6
+    republisher.marker_settled(False)  # leadership moved: the next leader starts from 5
+    assert republisher.recorded == 5
+
+
+def test_a_new_leader_republishes_what_was_not_recorded_first_then_what_it_applied_meanwhile() -> None:
+    # an earlier leader recorded 2; this node had applied up to 5 when it took over
+    republisher = Republisher("P", RePublish(dest="rp.>"), recorded=2, last_seq=5)
+    assert republisher.catching_up
+    assert republisher.applied(6, 60, _stored_for("p.y", 0)) == []  # held: 3..5 go first
+    previous = {3: 1, 4: 3, 5: 0}
+    out = republisher.caught_up(
+        [_stored("p.x", 3), _stored("p.x", 4)], lambda subject, seq: previous[seq]
+    )
+    assert _seqs(out) == [3, 4] and republisher.catching_up
+    assert b"Nats-Last-Sequence: 1\r\n" in out[0].headers
+    out = republisher.caught_up(
+        [_stored("p.z", 5), _stored("p.y", 6)], lambda subject, seq: previous[seq]
+    )
+    assert _seqs(out) == [5, 6]  # 6 from the store is skipped: the held copy goes out once
+    assert not republisher.catching_up and republisher.position == 6
+    [live] = republisher.applied(7, 70, _stored_for("p.x", 4))
+    assert _seqs([live]) == [7]
+
+
+def test_catching_up_on_a_store_that_lost_the_rest() -> None:
+    # purged or removed by limits since: nothing to read, the held messages follow at once
+    republisher = Republisher("P", RePublish(dest="rp.>"), recorded=0, last_seq=9)
+    republisher.applied(10, 1, _stored_for("p.a", 0))
+    out = republisher.caught_up([], lambda subject, seq: 0)
+    assert _seqs(out) == [10] and republisher.position == 10
+
+
+def test_headers_only_and_subjects_the_mapping_does_not_take() -> None:
+    republisher = Republisher("S", RePublish(dest="rp.only", src="s.a", headers_only=True), 0, 1)
+    out = republisher.caught_up([_stored("s.b", 1)], lambda subject, seq: 0)
+    assert out == [] and republisher.position == 1
+    transform = republish_transform(republisher.config)
+    assert transform is not None and republish_subject(transform, "s.b") is None
+    stored = StoredForRepublish("rp.only", "s.a", b"", b"hello", 0)
+    [only] = republisher.applied(2, 1_000_000_000, stored)
+    assert only.subject == "rp.only" and only.payload == b""
+    assert only.headers.endswith(b"Nats-Last-Sequence: 0\r\nNats-Msg-Size: 5\r\n\r\n")
+    assert b"Nats-Time-Stamp: 1970-01-01T00:00:01Z\r\n" in only.headers
+
+
+def test_a_mapping_function_republishes_on_its_subject_and_invalid_results_are_suppressed() -> None:
+    partition = republish_transform(RePublish(dest="rp.{{partition(3,1)}}", src="s.*"))
+    assert partition is not None and republish_subject(partition, "s.a") == "rp.1"
+    # nats-server suppresses a republish whose subject is not a valid literal subject
+    split = republish_transform(RePublish(dest="rp.{{split(1,-)}}", src="s.*"))
+    assert split is not None and republish_subject(split, "s.--") is None
+    assert republish_transform(RePublish(dest="", src="s.*")) is None  # an empty dest republishes nothing

@@ -6,6 +6,7 @@ import pytest
 from cluster.api import jsjson
 from cluster.api.errors import ApiError, JSErrors
 from cluster.stream.config import (
+    Placement,
     RePublish,
     Retention,
     StorageType,
@@ -98,7 +99,7 @@ def test_update_matches_trace_and_dynamic_metadata_is_not_stored() -> None:
     updated = decide_update(old, requested, {"ORDERS": old})
     assert "_nats.ver" not in updated.metadata and "_nats.level" not in updated.metadata
     expected = orjson.loads(server_json("05-stream-crud.txt", "cfg.max_msgs = 2000"))["config"]
-    expected["allow_direct"] = True  # ADR-31 again
+    # the request echoes nats-server's `"allow_direct": false`: explicit, so kept (no ADR-31 default)
     assert jsjson.dumps(updated.to_json(VERSION)) == jsjson.dumps(expected)
 
 
@@ -118,8 +119,22 @@ def test_create_conflict_error_matches_trace() -> None:
     assert info.value.to_json() == server_obj("05-stream-crud.txt", "name in use")["error"]
 
 
+def test_allow_direct_defaults_true_with_a_per_subject_limit_only_when_left_out() -> None:
+    # NOTES.md: ADR-31's default applies to a request without the field; an explicit false is honoured
+    kv = b'{"name":"KV_b","subjects":["$KV.b.>"],"max_msgs_per_subject":5%s}'
+    assert decide_create(parse_stream_config(kv % b""), {}).config.allow_direct is True
+    explicit = decide_create(parse_stream_config(kv % b',"allow_direct":false'), {}).config
+    assert explicit.allow_direct is False
+    assert b'"allow_direct":false' in explicit.to_bytes()
+    assert decide_create(parse_stream_config(kv % b',"allow_direct":false'), {"KV_b": explicit}).exists
+    # an update that leaves it out gets the default again, as a create does
+    assert decide_update(explicit, parse_stream_config(kv % b""), {"KV_b": explicit}).allow_direct is True
+    plain = b'{"name":"P","subjects":["p"]}'
+    assert decide_create(parse_stream_config(plain), {}).config.allow_direct is False
+
+
 def test_identical_recreate_succeeds_after_adr31_adjustment() -> None:
-    body = b'{"name":"KV_b","subjects":["$KV.b.>"],"max_msgs_per_subject":5,"allow_direct":false}'
+    body = b'{"name":"KV_b","subjects":["$KV.b.>"],"max_msgs_per_subject":5}'
     first = decide_create(parse_stream_config(body), {})
     assert first.config.allow_direct is True
     again = decide_create(parse_stream_config(body), {"KV_b": first.config})
@@ -376,3 +391,89 @@ def test_republish_mappings_nats_server_refuses(src: str, dest: str) -> None:
 def test_republish_mappings_accepted(src: str, dest: str) -> None:
     cfg = StreamConfig(name="S", subjects=("e1.*",), republish=RePublish(src=src, dest=dest))
     decide_create(cfg, {})
+
+
+ORIG = normalize_stream_config(StreamConfig(name="ORIG", subjects=("orig",)))
+
+
+@pytest.mark.parametrize(
+    ("body", "err_code", "description"),
+    # nats-server 2.15.1 (a 3-node cluster) refused these with these errors
+    [
+        (
+            {"name": "M3", "mirror": {"name": "ORIG", "consumer": {"name": "c.x", "deliver_subject": "d"}}},
+            10213,
+            "stream mirror consumer config is invalid",
+        ),
+        (
+            {"name": "S1", "sources": [{"name": "ORIG", "consumer": {"name": "c", "deliver_subject": "d.*"}}]},
+            10215,
+            "stream source consumer config is invalid",
+        ),
+        (
+            {
+                "name": "S2",
+                "sources": [{"name": "ORIG", "opt_start_seq": 2, "consumer": {"name": "c", "deliver_subject": "d"}}],
+            },
+            10215,
+            "stream source consumer config is invalid",
+        ),
+        (
+            {"name": "S3", "sources": [{"name": "ORIG", "external": {"api": "$JS.x.API", "deliver": "a.*"}}]},
+            10024,
+            "stream external delivery prefix a.* must not contain wildcards",
+        ),
+        (
+            {"name": "S4", "sources": [{"name": "ORIG", "external": {"api": "$JS.API", "deliver": ""}}]},
+            10021,
+            "stream external api prefix $JS.API must not overlap with $JS.API",
+        ),
+        (
+            {"name": "X2", "subjects": ["x2"], "persist_mode": "async", "num_replicas": 3},
+            10052,
+            "async persist mode is not supported on replicated streams",
+        ),
+        (
+            {"name": "X3", "subjects": ["x3"], "subject_delete_marker_ttl": 500000000},
+            10052,
+            "subject delete marker TTL must be at least 1 second",
+        ),
+        (
+            {"name": "X7", "subjects": ["x7"], "allow_msg_counter": True, "discard": "new"},
+            10052,
+            "counter stream cannot use discard new",
+        ),
+    ],
+)
+def test_nats_server_checks_come_before_jetraft_refusals(
+    body: dict[str, object], err_code: int, description: str
+) -> None:
+    error = _invalid(parse_stream_config(orjson.dumps(body)), {"ORIG": ORIG})
+    assert (error.err_code, error.description) == (err_code, description)
+
+
+@pytest.mark.parametrize(
+    "body",
+    # accepted by nats-server 2.15.1, not implemented by jetraft: refused rather than ignored
+    [
+        {"name": "M2", "mirror": {"name": "ORIG", "consumer": {"name": "c", "deliver_subject": "d"}}},
+        {"name": "S5", "sources": [{"name": "ORIG", "external": {"api": "$JS.x.API", "deliver": ""}}]},
+        {"name": "X1", "subjects": ["x1"], "persist_mode": "async"},
+    ],
+)
+def test_settings_jetraft_does_not_implement_are_refused(body: dict[str, object]) -> None:
+    error = _invalid(parse_stream_config(orjson.dumps(body)), {"ORIG": ORIG})
+    assert error.err_code == 10052 and "not supported by jetraft" in error.description
+
+
+def test_placement_in_another_cluster_and_placement_changes() -> None:
+    elsewhere = normalize_stream_config(StreamConfig(name="P", subjects=("p",), placement=Placement(cluster="x")))
+    with pytest.raises(ApiError) as info:
+        check_replicas_placeable(elsewhere, cluster_size=3, cluster_name="jetraft")
+    # as nats-server answers a placement in a cluster it does not know
+    assert info.value.to_json() == {"code": 400, "err_code": 10005, "description": "no suitable peers for placement"}
+    here = dataclasses.replace(elsewhere, placement=Placement(cluster="jetraft"))
+    check_replicas_placeable(here, cluster_size=3, cluster_name="jetraft")
+    with pytest.raises(ApiError) as info:
+        decide_update(here, dataclasses.replace(here, placement=Placement(tags=("a",))), {"P": here})
+    assert info.value.err_code == 10052  # nats-server would move the stream; jetraft does not move streams

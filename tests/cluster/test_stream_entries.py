@@ -10,6 +10,7 @@ from cluster.stream.entries import (
     EntryOp,
     Expire,
     Purge,
+    Republished,
     Rollup,
     SkipMsgs,
     StoreAtSeq,
@@ -68,6 +69,7 @@ def test_other_ops_round_trip() -> None:
         SkipMsgs(count=3),
         Expire(now_ns=77),
         Expire(now_ns=78, limit=4096),
+        Republished(seq=5),
         StoreAtSeq(seq=42, subject="s.x", header=b"NATS/1.0\r\n\r\n", payload=b"p", timestamp_ns=123),
     ):
         assert decode_entry(entry.encode()) == entry
@@ -88,6 +90,7 @@ def test_op_codes_are_append_only() -> None:
         "STORE_AT_SEQ": 5,
         "SKIP_MSGS": 6,
         "EXPIRE": 7,
+        "REPUBLISHED": 8,
     }
 
 

@@ -7,12 +7,13 @@ import random
 import pytest
 
 from cluster.api.errors import JSErrors
-from cluster.stream.config import Discard, StreamConfig, StreamSource
+from cluster.stream.config import Discard, RePublish, StreamConfig, StreamSource
 from cluster.stream.config_check import normalize_stream_config
 from cluster.stream.entries import (
     DeleteMsg,
     Expire,
     Purge,
+    Republished,
     SkipMsgs,
     StoreAtSeq,
     UpdateConfig,
@@ -34,6 +35,7 @@ from cluster.stream.machine import (
     StreamStateMachine,
 )
 from cluster.stream.publish import Accepted, Duplicate, Rejected, prepare_publish
+from cluster.stream.republish import StoredForRepublish
 from gateway.headers import encode_headers
 from raft.types import Entry, EntryType
 from storage.memory import MemoryStreamStore
@@ -358,3 +360,88 @@ def test_rocks_and_memory_replicas_agree_across_a_reopen(seed: int, tmp_path: pa
     copy.restore(reopened.snapshot_chunks())
     assert logical_state(copy) == logical_state(memory)
     reopened.store.close()
+
+
+def test_a_leader_gets_what_republish_needs_with_the_previous_sequence_read_before_limits_remove_it() -> None:
+    cfg = normalize_stream_config(
+        StreamConfig(name="S", subjects=("s.>",), max_msgs_per_subject=1, republish=RePublish(dest="rp.>"))
+    )
+    follower, leader, log = machine(cfg), machine(cfg), Log()
+    leader.report_republish = True
+    entries = [log(publish("s.a", b"1", T0, cfg)), log(publish("s.a", b"2", T0 + 1, cfg))]
+    assert [r.republish for r in follower.apply(entries) if isinstance(r, Stored)] == [None, None]
+    first, second = leader.apply(entries)
+    assert isinstance(first, Stored) and isinstance(second, Stored)
+    assert second.removed == (1,)  # the limit took seq 1 as seq 2 was stored
+    assert first.republish == StoredForRepublish("rp.s.a", "s.a", b"", b"1", 0)
+    assert second.republish == StoredForRepublish("rp.s.a", "s.a", b"", b"2", 1)
+
+
+def test_the_republish_position_is_replicated_and_starts_where_republish_is_turned_on() -> None:
+    m, log = machine(), Log()
+    m.apply([log(publish("s.a", b"1", T0)), log(publish("s.a", b"2", T0 + 1))])
+    assert m.republished_through == 0  # nothing is owed without RePublish...
+    with_republish = dataclasses.replace(CFG, republish=RePublish(dest="rp.>"))
+    m.apply([log(UpdateConfig(with_republish).encode())])
+    assert m.republished_through == 2  # ...nor for what was stored before it was turned on
+    m.apply([log(publish("s.a", b"3", T0 + 2)), log(Republished(seq=3).encode())])
+    assert m.republished_through == 3
+    assert m.apply([log(Republished(seq=1).encode())]) == [NoOp()]
+    assert m.republished_through == 3  # never backwards
+    copy = machine()
+    copy.restore(m.snapshot())
+    assert copy.republished_through == 3
+
+
+@pytest.mark.parametrize(
+    ("entries", "first_seq", "last_seq"),
+    # (state after those entries on a new R1 stream) as a real nats-server 2.15.1 reported them
+    [
+        ([], 0, 0),
+        ([Purge()], 1, 0),
+        ([Purge(filter=">")], 1, 0),
+        ([Purge(seq=1)], 0, 0),
+        ([Purge(seq=5)], 5, 4),
+        ([Purge(keep=1)], 0, 0),
+        ([Purge(filter="s.a")], 0, 0),
+    ],
+)
+def test_an_unused_stream_reports_first_seq_0_as_nats_server(
+    entries: list[Purge], first_seq: int, last_seq: int
+) -> None:
+    m, log = machine(), Log()
+    m.apply([log(entry.encode()) for entry in entries])
+    state = m.stream_state()
+    assert (state.first_seq, state.last_seq, state.messages) == (first_seq, last_seq, 0)
+    copy = machine()
+    copy.restore(m.snapshot())
+    assert copy.stream_state().first_seq == first_seq
+
+
+def test_purging_an_unused_replicated_stream_leaves_it_unused() -> None:
+    # a 3-node nats-server 2.15.1 cluster: first_seq stays 0 after purging a new R3 stream (1 on R1)
+    m, log = machine(dataclasses.replace(CFG, num_replicas=3)), Log()
+    m.apply([log(Purge().encode())])
+    assert (m.stream_state().first_seq, m.stream_state().last_seq) == (0, 0)
+    m.apply([log(Purge(seq=5).encode())])
+    assert (m.stream_state().first_seq, m.stream_state().last_seq) == (5, 4)
+
+
+def test_first_seq_starts_a_new_stream_there_and_messages_move_first_seq_off_0() -> None:
+    starting = machine(dataclasses.replace(CFG, first_seq=100))
+    assert (starting.stream_state().first_seq, starting.stream_state().last_seq) == (100, 99)
+    [stored] = starting.apply([Log()(publish("s.a", b"1", T0))])
+    assert isinstance(stored, Stored) and stored.seq == 100
+    m, log = machine(), Log()
+    m.apply([log(publish("s.a", b"1", T0)), log(DeleteMsg(seq=1).encode())])
+    assert (m.stream_state().first_seq, m.stream_state().last_seq) == (2, 1)  # all deleted: last + 1
+    skipped = machine()
+    skipped.apply([Log()(SkipMsgs(count=3).encode())])
+    assert skipped.stream_state().first_seq == 4
+
+
+def test_a_purge_filter_that_is_no_valid_filter_purges_nothing() -> None:
+    # as nats-server 2.15.1 answers it: success, 0 purged
+    m, log = machine(), Log()
+    results = m.apply([log(publish("s.a", b"1", T0)), log(Purge(filter="s..a").encode())])
+    assert results[1] == Purged(0) and m.stream_state().messages == 1

@@ -255,10 +255,22 @@ def test_invalid_subscriptions_are_refused(subject: str, queue: str | None) -> N
         Router().subscribe(subject, lambda _m: None, queue=queue)
 
 
-@pytest.mark.parametrize("subject", ["a..b", "", "a.>.b", "a b"])
+@pytest.mark.parametrize("subject", ["a..b", "", "a.", "a b"])
 def test_publishing_to_a_malformed_subject_is_refused(subject: str) -> None:
     with pytest.raises(InvalidSubjectError):
         Router().publish(subject)
+
+
+def test_a_request_on_an_empty_token_gets_no_responders() -> None:
+    # nats-server matches nobody on `a..b` and answers a request with its 503 (checked on 2.15.1)
+    router = Router()
+    client = FakeClient(no_responders=True)
+    router.subscribe_client(client, b"9", "_INBOX.>", None)
+    router.subscribe("a.>", lambda _m: pytest.fail("`a..b` matches nobody"))
+    with pytest.raises(InvalidSubjectError):
+        router.publish("a..b", b"req", reply="_INBOX.1", origin=client)
+    [(_sid, _subject, _reply, headers, _payload)] = client.delivered
+    assert headers is not None and decode_headers(headers).status == 503
 
 
 def test_published_wildcard_tokens_are_literal() -> None:
@@ -274,6 +286,9 @@ def test_published_wildcard_tokens_are_literal() -> None:
     assert router.publish("a.>") == 2
     assert router.publish("a.*") == 2
     assert len(wide) == 2 and len(star) == 2 and literal == []
+    # a `>` before the last token too: nats-server delivers `a.>.b` to `a.>` (and stores it)
+    assert router.publish("a.>.b") == 1
+    assert [m.subject for m in wide][-1] == "a.>.b"
 
 
 def test_interest_counts_per_filter_and_queue() -> None:

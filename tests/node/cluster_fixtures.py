@@ -52,3 +52,35 @@ async def every_replica_applied(nc: nats.NATS, stream: str, subject: str, seq: i
     request = json.dumps({"last_by_subj": subject, "min_last_seq": seq}).encode()
     for reply in await direct_get_from_every_replica(nc, stream, request):
         assert reply.headers is not None and int(reply.headers["Jetraft-Last-Sequence"]) >= seq
+
+
+async def subscribe_on_follower(
+    cluster: LocalCluster, js: nats.js.JetStreamContext, stream: str, dest: str
+) -> tuple[nats.NATS, asyncio.Queue[Msg]]:
+    """A subscriber on `dest` on a node that does not lead `stream`, once its interest reaches the leader."""
+    info = await js.stream_info(stream)
+    assert info.cluster is not None and info.cluster.leader
+    leader = info.cluster.leader
+    follower = next(spec for spec in cluster.specs if spec.name != leader)
+    sub_client = await nats.connect(follower.client_url)
+    received: asyncio.Queue[Msg] = asyncio.Queue()
+    await sub_client.subscribe(dest, cb=received.put)
+    await sub_client.flush()
+    leader_client = await nats.connect(cluster.spec(leader).client_url)
+    try:
+        probe = dest.replace(">", "probe")
+        for _ in range(100):
+            await leader_client.publish(probe, b"")
+            try:
+                first = await asyncio.wait_for(received.get(), 0.2)
+            except TimeoutError:
+                continue
+            assert first.subject == probe
+            break
+        else:
+            raise AssertionError(f"{dest} interest never reached the leader {leader}")
+    finally:
+        await leader_client.close()
+    while not received.empty():  # later probes still on their way
+        assert received.get_nowait().subject == probe
+    return sub_client, received

@@ -7,14 +7,14 @@ from collections.abc import Iterator
 
 import nats
 import pytest
-from nats.aio.msg import Msg
 from nats.js.api import RePublish, StreamConfig, StreamSource
 
 from local.cluster import LocalCluster
-from tests.node.cluster_fixtures import local_cluster
+from tests.node.cluster_fixtures import local_cluster, subscribe_on_follower
 
 PUBLISHES = 30
 RECEIVE_TIMEOUT = 10.0
+BURST = 300
 
 
 @pytest.fixture(scope="module")
@@ -23,45 +23,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         yield running
 
 
-async def _subscribe_on_follower(
-    cluster: LocalCluster, js: nats.js.JetStreamContext, stream: str, dest: str
-) -> tuple[nats.NATS, asyncio.Queue[Msg]]:
-    """A subscriber on `dest` on a node that does not lead `stream`, once its interest reaches the leader."""
-    info = await js.stream_info(stream)
-    assert info.cluster is not None and info.cluster.leader
-    leader = info.cluster.leader
-    follower = next(spec for spec in cluster.specs if spec.name != leader)
-    sub_client = await nats.connect(follower.client_url)
-    received: asyncio.Queue[Msg] = asyncio.Queue()
-    await sub_client.subscribe(dest, cb=received.put)
-    await sub_client.flush()
-    leader_client = await nats.connect(cluster.spec(leader).client_url)
-    try:
-        probe = dest.replace(">", "probe")
-        for _ in range(100):
-            await leader_client.publish(probe, b"")
-            try:
-                first = await asyncio.wait_for(received.get(), 0.2)
-            except TimeoutError:
-                continue
-            assert first.subject == probe
-            break
-        else:
-            raise AssertionError(f"{dest} interest never reached the leader {leader}")
-    finally:
-        await leader_client.close()
-    while not received.empty():  # later probes still on their way
-        assert received.get_nowait().subject == probe
-    return sub_client, received
-
-
 async def test_each_stored_message_is_republished_once_in_order(cluster: LocalCluster) -> None:
     nc = await nats.connect(cluster.client_urls[0])
     js = nc.jetstream()
     await js.add_stream(
         StreamConfig(name="RP", subjects=["rp_in.>"], num_replicas=3, republish=RePublish(dest="rp_out.>"))
     )
-    sub_client, received = await _subscribe_on_follower(cluster, js, "RP", "rp_out.>")
+    sub_client, received = await subscribe_on_follower(cluster, js, "RP", "rp_out.>")
     try:
         last_on_subject: dict[str, int] = {}
         expected = []
@@ -107,7 +75,7 @@ async def test_headers_only_republish(cluster: LocalCluster) -> None:
             republish=RePublish(src="rph_in.*", dest="rph_out.{{wildcard(1)}}", headers_only=True),
         )
     )
-    sub_client, received = await _subscribe_on_follower(cluster, js, "RPH", "rph_out.*")
+    sub_client, received = await subscribe_on_follower(cluster, js, "RPH", "rph_out.*")
     try:
         acks = [await js.publish(f"rph_in.k{i}", b"x" * (i + 1)) for i in range(5)]
         for i, ack in enumerate(acks):
@@ -134,7 +102,7 @@ async def test_mirror_republishes_what_it_copies(cluster: LocalCluster) -> None:
             name="RPM", mirror=StreamSource(name="RPO"), num_replicas=3, republish=RePublish(dest="rpm_out.>")
         )
     )
-    sub_client, received = await _subscribe_on_follower(cluster, js, "RPM", "rpm_out.>")
+    sub_client, received = await subscribe_on_follower(cluster, js, "RPM", "rpm_out.>")
     try:
         acks = [await js.publish(f"rpo.{i % 2}", b"c%d" % i) for i in range(6)]
         for i, ack in enumerate(acks):
@@ -148,3 +116,88 @@ async def test_mirror_republishes_what_it_copies(cluster: LocalCluster) -> None:
     finally:
         await sub_client.close()
         await nc.close()
+
+
+async def test_every_stored_message_is_republished_across_leader_changes(cluster: LocalCluster) -> None:
+    """Publishes stream in while leadership moves, by a stepdown and by killing the leader: whatever was
+    stored reaches the subscriber, even what the old leader had in flight and the new one committed
+    (see cluster/stream/republish.py for the guarantee)."""
+    nc = await nats.connect(cluster.client_urls[0])
+    js = nc.jetstream()
+    await js.add_stream(
+        StreamConfig(name="RPL", subjects=["rpl_in.*"], num_replicas=3, republish=RePublish(dest="rpl_out.>"))
+    )
+    sub_client, received = await subscribe_on_follower(cluster, js, "RPL", "rpl_out.>")
+    await nc.close()
+    js = sub_client.jetstream()
+    sent = 0
+
+    async def publish_burst() -> None:
+        # no waiting for acks: many proposals are in flight when leadership moves
+        nonlocal sent
+        for _ in range(BURST):
+            await sub_client.publish(f"rpl_in.{sent % 4}", b"%d" % sent)
+            sent += 1
+        await sub_client.flush()
+
+    try:
+        await publish_burst()
+        reply = await sub_client.request("$JS.API.STREAM.LEADER.STEPDOWN.RPL", b"", timeout=10)
+        assert b'"success":true' in reply.data, reply.data
+        await publish_burst()
+        leader = await _leader_elsewhere(cluster, sub_client, js, "RPL")
+        for _ in range(BURST):
+            await sub_client.publish(f"rpl_in.{sent % 4}", b"%d" % sent)
+            sent += 1
+        cluster.kill_node(leader)
+        await publish_burst()
+        info = await _stream_info_when_led(js, "RPL")
+        cluster.restart_node(leader)
+        stored = info.state.last_seq
+        assert info.state.messages == stored > 0  # nothing deleted: every sequence up to last_seq is a message
+        seen: dict[int, int] = {}
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while len(seen) < stored:
+            remaining = deadline - loop.time()
+            try:
+                msg = await asyncio.wait_for(received.get(), max(remaining, 0.01))
+            except TimeoutError:
+                missing = sorted(set(range(1, stored + 1)) - set(seen))
+                raise AssertionError(f"{len(missing)} of {stored} never republished: {missing[:20]}") from None
+            assert msg.headers is not None
+            seq = int(msg.headers["Nats-Sequence"])
+            index = int(msg.data)
+            assert msg.subject == f"rpl_out.rpl_in.{index % 4}" == "rpl_out." + msg.headers["Nats-Subject"]
+            seen[seq] = seen.get(seq, 0) + 1
+        assert sorted(seen) == list(range(1, stored + 1))
+    finally:
+        await sub_client.close()
+        cluster.wait_ready()
+
+
+async def _leader_elsewhere(
+    cluster: LocalCluster, client: nats.NATS, js: nats.js.JetStreamContext, stream: str
+) -> str:
+    """The stream's leader, once it is not the node `client` is connected to (stepping it down if so)."""
+    assert client.connected_url is not None
+    own = next(spec.name for spec in cluster.specs if spec.client_port == client.connected_url.port)
+    for _ in range(10):
+        info = await _stream_info_when_led(js, stream)
+        assert info.cluster is not None and info.cluster.leader
+        if info.cluster.leader != own:
+            return info.cluster.leader
+        await client.request(f"$JS.API.STREAM.LEADER.STEPDOWN.{stream}", b"", timeout=10)
+    raise AssertionError(f"{stream}'s leadership stays on {own}")
+
+
+async def _stream_info_when_led(js: nats.js.JetStreamContext, stream: str) -> nats.js.api.StreamInfo:
+    for _ in range(100):
+        try:
+            info = await js.stream_info(stream)
+        except (nats.js.errors.ServiceUnavailableError, TimeoutError):
+            await asyncio.sleep(0.1)  # between leaders
+            continue
+        if info.cluster is not None and info.cluster.leader:
+            return info
+    raise AssertionError(f"{stream} has no leader")

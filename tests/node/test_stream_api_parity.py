@@ -1,0 +1,388 @@
+"""The same stream API requests against a 3-node nats-server 2.15.1 cluster and a 3-node jetraft cluster:
+the answers must agree (times, creation stamps, cluster details and server metadata aside).
+
+Each scenario is one coroutine run against each cluster in turn; it returns what a client sees."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import nats
+import pytest
+from nats.js.errors import ObjectNotFoundError
+
+from local.cluster import node_available
+from tests.pipeline.servers import NATS_SERVER, JetStreamTarget, start_target
+
+pytestmark = pytest.mark.skipif(
+    not (node_available() and NATS_SERVER.exists()), reason="needs `jetraft node` and nats-server"
+)
+
+Scenario = Callable[[nats.NATS], Awaitable[list[Any]]]
+VOLATILE = {
+    "created",
+    "ts",
+    "cluster",
+    "first_ts",
+    "last_ts",
+    "time",
+    "metadata",
+    "leader_since",
+    "opt_start_time",
+}
+# A copying stream's state in its create response depends on how fast it copied; a sourced message's
+# size on the origin identity nats-server ends Nats-Stream-Source with (jetraft streams have none).
+COPYING = {"state", "bytes"}
+# and its create response's copy progress (lag, last active) too
+COPY_CREATED = {"state", "sources", "mirror"}
+REQUEST_TIMEOUT = 10.0
+
+
+@pytest.fixture(scope="module")
+def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, JetStreamTarget]]:
+    started: dict[str, JetStreamTarget] = {}
+    try:
+        for kind in ("nats-server", "jetraft"):
+            started[kind] = start_target(kind, 3, tmp_path_factory.mktemp(kind))
+        yield started
+    finally:
+        for target in started.values():
+            target.stop()
+
+
+ZERO_TIME = "0001-01-01T00:00:00Z"  # Go's zero time: what an empty stream's first_ts and last_ts show
+
+
+def _stable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _stable(v) for k, v in value.items() if k not in VOLATILE or v == ZERO_TIME}
+    if isinstance(value, list):
+        return [_stable(v) for v in value]
+    return value
+
+
+async def _request(nc: nats.NATS, subject: str, body: Any = None, timeout: float = REQUEST_TIMEOUT) -> Any:
+    payload = b"" if body is None else json.dumps(body).encode()
+    try:
+        reply = await nc.request(subject, payload, timeout=timeout)
+    except nats.errors.TimeoutError:
+        return "timeout"
+    except nats.errors.NoRespondersError:
+        return "no responders"
+    return _stable(json.loads(reply.data)) if reply.data else {"status": (reply.headers or {}).get("Status")}
+
+
+async def _create(nc: nats.NATS, config: dict[str, Any]) -> Any:
+    """Create, retrying while a new cluster's meta leader is still being elected."""
+    for _ in range(60):
+        answer = await _request(nc, f"$JS.API.STREAM.CREATE.{config['name']}", config)
+        if not (isinstance(answer, dict) and answer.get("error", {}).get("code") == 503):
+            return answer
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"no meta leader to create {config['name']}")
+
+
+async def _stored_subjects(nc: nats.NATS, stream: str, last_seq: int) -> list[Any]:
+    out = []
+    for seq in range(1, last_seq + 1):
+        answer = await _request(nc, f"$JS.API.STREAM.MSG.GET.{stream}", {"seq": seq})
+        out.append(answer.get("message", {}).get("subject") or answer.get("error"))
+    return out
+
+
+async def _source_tags(nc: nats.NATS, stream: str, last_seq: int) -> list[Any]:
+    """Each stored message's Nats-Stream-Source, without the origin identity nats-server ends it with."""
+    out = []
+    for seq in range(1, last_seq + 1):
+        reply = await nc.request(f"$JS.API.STREAM.MSG.GET.{stream}", json.dumps({"seq": seq}).encode())
+        message = json.loads(reply.data).get("message")
+        if message is None:
+            out.append(None)
+            continue
+        headers = base64.b64decode(message.get("hdrs", "")).decode()
+        tag = next((line for line in headers.split("\r\n") if line.startswith("Nats-Stream-Source:")), "")
+        out.append(" ".join(tag.split(" ")[:6]))
+    return out
+
+
+async def _copied(nc: nats.NATS, stream: str, messages: int) -> dict[str, Any]:
+    for _ in range(100):  # copies arrive on their own time
+        state = (await _request(nc, f"$JS.API.STREAM.INFO.{stream}", {"subjects_filter": ">"}))["state"]
+        if state["messages"] >= messages:
+            return {k: v for k, v in state.items() if k not in COPYING}
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{stream} never held {messages} messages")
+
+
+def _without(answer: Any, keys: set[str]) -> Any:
+    return {k: v for k, v in answer.items() if k not in keys} if isinstance(answer, dict) else answer
+
+
+def _compare(clusters: dict[str, JetStreamTarget], scenario: Scenario) -> list[Any]:
+    async def run(url: str) -> list[Any]:
+        nc = await nats.connect(url)
+        try:
+            return await scenario(nc)
+        finally:
+            await nc.close()
+
+    seen = {kind: asyncio.run(run(target.urls[0])) for kind, target in clusters.items()}
+    assert seen["jetraft"] == seen["nats-server"]
+    return seen["jetraft"]
+
+
+async def _states(nc: nats.NATS) -> list[Any]:
+    out = [await _create(nc, {"name": "NEW", "subjects": ["new"], "num_replicas": 3})]
+    out.append(await _request(nc, "$JS.API.STREAM.INFO.NEW"))
+    for name, purge in [("PA", {}), ("PS1", {"seq": 1}), ("PS5", {"seq": 5}), ("PK", {"keep": 1})]:
+        await _create(nc, {"name": name, "subjects": [name.lower()], "num_replicas": 3})
+        out.append(await _request(nc, f"$JS.API.STREAM.PURGE.{name}", purge))
+        out.append((await _request(nc, f"$JS.API.STREAM.INFO.{name}"))["state"])
+    await _create(nc, {"name": "DEL", "subjects": ["del"], "num_replicas": 3})
+    for _ in range(3):
+        await nc.request("del", b"x", timeout=REQUEST_TIMEOUT)
+    for seq in (1, 2, 3):
+        out.append(await _request(nc, "$JS.API.STREAM.MSG.DELETE.DEL", {"seq": seq}))
+    out.append((await _request(nc, "$JS.API.STREAM.INFO.DEL", {"deleted_details": True}))["state"])
+    out.append(
+        await _create(nc, {"name": "FIRST", "subjects": ["first"], "num_replicas": 3, "first_seq": 100})
+    )
+    out.append(json.loads((await nc.request("first", b"x", timeout=REQUEST_TIMEOUT)).data))
+    return out
+
+
+def test_empty_purged_and_first_seq_states(clusters: dict[str, JetStreamTarget]) -> None:
+    seen = _compare(clusters, _states)
+    assert seen[0]["state"]["first_seq"] == 0 and seen[-1]["seq"] == 100
+
+
+async def _transforms(nc: nats.NATS) -> list[Any]:
+    out = [
+        await _create(
+            nc,
+            {
+                "name": "TIN",
+                "subjects": ["tin.>"],
+                "num_replicas": 3,
+                "subject_transform": {"src": "tin.*.*", "dest": "tout.{{partition(4,1,2)}}.$2.$1"},
+            },
+        )
+    ]
+    for subject in ("tin.a.b", "tin.foo.bar", "tin.a", "tin.x.y"):
+        out.append(json.loads((await nc.request(subject, b"x", timeout=REQUEST_TIMEOUT)).data))
+    out.append(await _stored_subjects(nc, "TIN", 4))
+    transform = {"src": "tin.>", "dest": "copy.>"}
+    src = await _create(nc, {"name": "TSRC", "sources": [{"name": "TIN"}], "subject_transform": transform})
+    out.append(_without(src, COPY_CREATED))
+    mirror = await _create(nc, {"name": "TMIR", "mirror": {"name": "TIN"}, "subject_transform": transform})
+    out.append(_without(mirror, COPY_CREATED))
+    for stream in ("TSRC", "TMIR"):
+        out.append(await _copied(nc, stream, 4))
+        out.append(await _stored_subjects(nc, stream, 4))
+    out.append(await _source_tags(nc, "TSRC", 4))
+    # the copies' own transforms: the first that takes a subject maps it, an empty dest only filters
+    copy_transforms = [{"src": "tout.*.b.a", "dest": "B.$1"}, {"src": "tin.a", "dest": ""}]
+    out.append(
+        _without(
+            await _create(
+                nc, {"name": "TSRC2", "sources": [{"name": "TIN", "subject_transforms": copy_transforms}]}
+            ),
+            COPY_CREATED,
+        )
+    )
+    mirror_transforms = [
+        {"src": "tout.*.b.a", "dest": "M.$1"},
+        {"src": "tout.*.y.x", "dest": "Y.{{wildcard(1)}}"},
+    ]
+    out.append(
+        _without(
+            await _create(
+                nc, {"name": "TMIR2", "mirror": {"name": "TIN", "subject_transforms": mirror_transforms}}
+            ),
+            COPY_CREATED,
+        )
+    )
+    out.append(await _copied(nc, "TSRC2", 2))
+    out.append(await _stored_subjects(nc, "TSRC2", 2))
+    out.append(await _source_tags(nc, "TSRC2", 2))
+    out.append(await _copied(nc, "TMIR2", 2))
+    out.append(await _stored_subjects(nc, "TMIR2", 4))
+    bad = {
+        "name": "TBAD",
+        "subjects": ["tbad"],
+        "subject_transform": {"src": "tbad", "dest": "x.{{nope(1)}}"},
+    }
+    out.append(await _create(nc, bad))
+    return out
+
+
+def test_subject_transform_on_publishes_sources_and_mirrors(clusters: dict[str, JetStreamTarget]) -> None:
+    seen = _compare(clusters, _transforms)
+    assert seen[5][0].startswith("tout.") and seen[5][0].endswith(".b.a")
+    mirrored = seen[-2]  # at the origin's sequences; what the filters left out reads as deleted
+    assert mirrored[0].startswith("M.") and mirrored[3].startswith("Y.") and mirrored[1]["err_code"] == 10037
+
+
+async def _wildcard_tokens(nc: nats.NATS) -> list[Any]:
+    out = [await _create(nc, {"name": "KV_w", "subjects": ["$KV.w.>"], "num_replicas": 3})]
+    # keys nats-py's key check would refuse, written around it as nats-py's own tests do
+    for key in ("a.*", "a.>", "*", "a.>.b"):
+        out.append(json.loads((await nc.request(f"$KV.w.{key}", b"v", timeout=REQUEST_TIMEOUT)).data))
+    out.append(await _stored_subjects(nc, "KV_w", 4))
+    out.append(await _request(nc, "$JS.API.STREAM.MSG.GET.KV_w", {"last_by_subj": "$KV.w.a.*"}))
+    return out
+
+
+def test_published_wildcard_tokens_are_stored(clusters: dict[str, JetStreamTarget]) -> None:
+    seen = _compare(clusters, _wildcard_tokens)
+    assert seen[5] == ["$KV.w.a.*", "$KV.w.a.>", "$KV.w.*", "$KV.w.a.>.b"]
+
+
+async def _direct_and_bad_filters(nc: nats.NATS) -> list[Any]:
+    kv = {"name": "KV_d", "subjects": ["$KV.d.>"], "num_replicas": 3, "max_msgs_per_subject": 1}
+    out = [await _create(nc, {**kv, "allow_direct": False})]
+    out.append(await _create(nc, {**kv, "allow_direct": False}))  # the same again: no change
+    js = nc.jetstream()
+    store = await js.create_object_store("OB")
+    await store.put("a", b"hello")
+    try:
+        await store.get("")
+        out.append("found")
+    except ObjectNotFoundError:
+        out.append("not found")
+    for body in ({"last_by_subj": "$O.OB.M."}, {"next_by_subj": "a..b"}):
+        out.append(await _request(nc, "$JS.API.STREAM.MSG.GET.OBJ_OB", body))
+    out.append(await _request(nc, "$JS.API.STREAM.PURGE.OBJ_OB", {"filter": "a..b"}))
+    return out
+
+
+def test_explicit_allow_direct_false_and_subjects_that_are_no_filter(
+    clusters: dict[str, JetStreamTarget],
+) -> None:
+    seen = _compare(clusters, _direct_and_bad_filters)
+    assert seen[0]["config"]["allow_direct"] is False and seen[2] == "not found"
+
+
+async def _unimplemented(nc: nats.NATS) -> list[Any]:
+    out = [await _create(nc, {"name": "UN", "subjects": ["un"], "num_replicas": 3})]
+    for subject, body in [
+        ("$JS.API.STREAM.SNAPSHOT.UN", None),
+        ("$JS.API.STREAM.RESTORE.UN", None),
+        ("$JS.API.STREAM.PEER.EVACUATE.UN", None),
+        ("$JS.API.STREAM.CANCEL_MOVE.UN", None),
+    ]:
+        out.append(await _request(nc, subject, body))
+    for subject in ("$JS.API.FOO", "$JS.API.SERVER.REMOVE", "$JS.API.STREAM.TEMPLATE.NAMES"):
+        out.append(await _request(nc, subject, timeout=1.0))  # nats-server leaves these unanswered
+    return out
+
+
+def test_api_requests_jetraft_does_not_implement(clusters: dict[str, JetStreamTarget]) -> None:
+    seen = _compare(clusters, _unimplemented)
+    assert seen[-3:] == ["timeout"] * 3
+
+
+async def _start_time(nc: nats.NATS) -> list[Any]:
+    out = [await _create(nc, {"name": "ST", "subjects": ["st.*"], "num_replicas": 3})]
+    stamps = []
+    for i in range(4):
+        await nc.request(f"st.{i}", b"%d" % i, timeout=REQUEST_TIMEOUT)
+        reply = await nc.request("$JS.API.STREAM.MSG.GET.ST", json.dumps({"seq": i + 1}).encode())
+        stamps.append(json.loads(reply.data)["message"]["time"])
+    source = {"name": "ST", "opt_start_time": stamps[2]}
+    out.append(
+        _without(await _create(nc, {"name": "STS", "sources": [source], "num_replicas": 3}), COPY_CREATED)
+    )
+    await nc.request("st.4", b"4", timeout=REQUEST_TIMEOUT)
+    out.append(await _copied(nc, "STS", 3))
+    out.append(await _stored_subjects(nc, "STS", 3))
+    return out
+
+
+def test_a_source_starts_at_its_opt_start_time(clusters: dict[str, JetStreamTarget]) -> None:
+    seen = _compare(clusters, _start_time)
+    assert seen[-1] == ["st.2", "st.3", "st.4"]
+
+
+async def _copy_progress(nc: nats.NATS) -> list[Any]:
+    out = [await _create(nc, {"name": "MO", "subjects": ["mo.*"], "num_replicas": 3})]
+    for i in range(4):
+        await nc.request(f"mo.{i}", b"x", timeout=REQUEST_TIMEOUT)
+    copies = {
+        "MM": ({"mirror": {"name": "MO", "opt_start_seq": 3}}, 2),
+        "MS": ({"sources": [{"name": "MO", "opt_start_seq": 3}]}, 2),
+        "MF": ({"mirror": {"name": "MO", "filter_subject": "mo.1"}}, 1),
+    }
+    for name, (config, _) in copies.items():
+        out.append(_without(await _create(nc, {"name": name, **config}), COPY_CREATED))
+    for name, (_, messages) in copies.items():
+        out.append(await _copied(nc, name, messages))
+        for _ in range(100):  # the lag shown catches up with the copy on the next answer from the origin
+            info = await _request(nc, f"$JS.API.STREAM.INFO.{name}")
+            progress = [info["mirror"]] if "mirror" in info else info["sources"]
+            if all(p["lag"] == 0 for p in progress):
+                break
+            await asyncio.sleep(0.1)
+        out.append([{k: v for k, v in p.items() if k != "active"} for p in progress])
+    return out
+
+
+def test_where_copies_start_and_what_their_progress_shows(clusters: dict[str, JetStreamTarget]) -> None:
+    seen = _compare(clusters, _copy_progress)
+    assert seen[7] == [{"name": "MO", "lag": 0, "seq": 4}]  # a source shows its last origin sequence
+
+
+async def _max_consumers(nc: nats.NATS) -> list[Any]:
+    out = [await _create(nc, {"name": "MC", "subjects": ["mc"], "num_replicas": 3, "max_consumers": 1})]
+    for durable in ("a", "b", "a"):
+        body = {"stream_name": "MC", "config": {"durable_name": durable, "ack_policy": "explicit"}}
+        answer = await _request(nc, f"$JS.API.CONSUMER.DURABLE.CREATE.MC.{durable}", body)
+        out.append(answer.get("error") or answer.get("name"))
+    return out
+
+
+def test_max_consumers_is_enforced(clusters: dict[str, JetStreamTarget]) -> None:
+    seen = _compare(clusters, _max_consumers)
+    assert seen[1:] == [
+        "a",
+        {"code": 400, "err_code": 10026, "description": "maximum consumers limit reached"},
+        "a",
+    ]
+
+
+async def _republish_mappings(nc: nats.NATS) -> list[Any]:
+    republish = {"src": "rpm.*.*", "dest": "rpo.{{partition(3,1)}}.{{split(2,-)}}.{{right(1,2)}}"}
+    out = [
+        await _create(nc, {"name": "RPM", "subjects": ["rpm.>"], "num_replicas": 3, "republish": republish})
+    ]
+    received: asyncio.Queue[Any] = asyncio.Queue()
+    await nc.subscribe("rpo.>", cb=received.put)
+    await nc.flush()
+    # "--" splits into nothing: `rpo.N..xy` is no valid subject, so nats-server republishes nothing for it
+    subjects = ["rpm.abc.x-y", "rpm.foo.a-b-c", "rpm.xy.--", "rpm.q", "rpm.hello.world"]
+    for subject in subjects:
+        out.append(json.loads((await nc.request(subject, b"x", timeout=REQUEST_TIMEOUT)).data))
+    sentinel = json.loads((await nc.request("rpm.end.end", b"x", timeout=REQUEST_TIMEOUT)).data)
+    republished = []
+    while True:  # in order, up to the sentinel's
+        msg = await asyncio.wait_for(received.get(), REQUEST_TIMEOUT)
+        republished.append((msg.subject, msg.headers["Nats-Sequence"], msg.headers["Nats-Last-Sequence"]))
+        if int(msg.headers["Nats-Sequence"]) == sentinel["seq"]:
+            break
+    out.append(republished)
+    return out
+
+
+def test_republish_with_mapping_functions(clusters: dict[str, JetStreamTarget]) -> None:
+    seen = _compare(clusters, _republish_mappings)
+    # seq 3 maps to no valid subject and seq 4 is not taken by src: neither is republished
+    assert [(subject, seq) for subject, seq, _ in seen[-1]] == [
+        ("rpo.2.x.y.bc", "1"),
+        ("rpo.0.a.b.c.oo", "2"),
+        ("rpo.0.world.lo", "5"),
+        ("rpo.1.end.nd", "6"),
+    ]
