@@ -209,6 +209,26 @@ def median_of(rows: list[dict[str, object]], server: str, workload: str, key: st
     return statistics.median(values) if values else None
 
 
+def server_cpu_us_per_op(row: dict[str, object]) -> float | None:
+    """CPU the cluster's processes spent per operation (all nodes, from /proc through jsbench --pids)."""
+    per_pid = row.get("server_cpu_pct")
+    ops = row.get("ops_per_s")
+    if not isinstance(per_pid, dict) or not per_pid or not ops:
+        return None
+    return sum(float(pct) for pct in per_pid.values()) / 100 * 1e6 / float(ops)  # type: ignore[arg-type]
+
+
+def median_cpu_per_op(rows: list[dict[str, object]], server: str, workload: str) -> float | None:
+    values = [
+        cost
+        for row in rows
+        if row["server"] == server and row["workload"] == workload
+        for cost in [server_cpu_us_per_op(row)]
+        if cost is not None
+    ]
+    return statistics.median(values) if values else None
+
+
 def _num(value: float | None, digits: int = 0) -> str:
     return "—" if value is None else f"{value:,.{digits}f}"
 
@@ -218,20 +238,25 @@ def _ratio(top: float | None, bottom: float | None) -> str:
 
 
 def format_table(rows: list[dict[str, object]], workloads: list[str]) -> str:
-    """Markdown: ops/s per server, jetraft / nats-server ratios, p50 ms per server (medians over rounds)."""
+    """Markdown: ops/s per server, jetraft / nats-server ratios, p50 ms per server, and the servers' CPU
+    per operation (all nodes), each the median over the rounds."""
     header = (
         "| workload | nats-server ops/s | nats-server (sync always) ops/s | jetraft ops/s "
-        "| jetraft/nats ops | jetraft/nats-sync ops | p50 ms nats / sync / jetraft | jetraft/nats p50 |"
+        "| jetraft/nats ops | jetraft/nats-sync ops | p50 ms nats / sync / jetraft | jetraft/nats p50 "
+        "| server CPU us/op nats / sync / jetraft | jetraft/nats CPU |"
     )
-    lines = [header, "|" + "---|" * 8]
+    lines = [header, "|" + "---|" * 10]
     for workload in workloads:
         ops = {server: median_of(rows, server, workload, "ops_per_s") for server in SERVERS}
         p50 = {server: median_of(rows, server, workload, "p50_ms") for server in SERVERS}
+        cpu = {server: median_cpu_per_op(rows, server, workload) for server in SERVERS}
         lines.append(
             f"| {workload} | {_num(ops[NATS_DEFAULT])} | {_num(ops[NATS_SYNC])} | {_num(ops[JETRAFT])} "
             f"| {_ratio(ops[JETRAFT], ops[NATS_DEFAULT])} | {_ratio(ops[JETRAFT], ops[NATS_SYNC])} "
             f"| {_num(p50[NATS_DEFAULT], 2)} / {_num(p50[NATS_SYNC], 2)} / {_num(p50[JETRAFT], 2)} "
-            f"| {_ratio(p50[JETRAFT], p50[NATS_DEFAULT])} |"
+            f"| {_ratio(p50[JETRAFT], p50[NATS_DEFAULT])} "
+            f"| {_num(cpu[NATS_DEFAULT])} / {_num(cpu[NATS_SYNC])} / {_num(cpu[JETRAFT])} "
+            f"| {_ratio(cpu[JETRAFT], cpu[NATS_DEFAULT])} |"
         )
     return "\n".join(lines)
 

@@ -29,7 +29,16 @@ from storage.errors import (
     TooManyResultsError,
 )
 from storage.group import WriteGroup
-from storage.model import MsgBatch, Rollup, SimpleState, StoredMsg, StoreResult, StreamState, msg_size
+from storage.model import (
+    MsgBatch,
+    Rollup,
+    SimpleState,
+    StoredMsg,
+    StoreResult,
+    StreamState,
+    msg_size,
+    rolled_up_subjects,
+)
 from storage.msg_ttl import stored_ttl
 from storage.record import decode_record, encode_record
 from storage.snapshot import SnapshotHeader, SnapshotReader, encode_snapshot
@@ -492,12 +501,16 @@ class MemoryStreamStore:
         removed: list[int] = []
         self._enforce_subject_limit(subject, removed)
         self._enforce_msg_and_byte_limits(removed)
-        if rollup is Rollup.SUBJECT and subject in self._subjects:
-            for candidate in range(self._subjects[subject].first, seq):
-                msg_at = self._msgs.get(candidate)
-                if msg_at is not None and msg_at.subject == subject:
-                    self._remove(candidate)
-                    removed.append(candidate)
+        if rollup is Rollup.SUBJECT:
+            for rolled in rolled_up_subjects(subject, self._subjects):
+                info = self._subjects.get(rolled)
+                if info is None:
+                    continue
+                for candidate in range(info.first, seq):
+                    msg_at = self._msgs.get(candidate)
+                    if msg_at is not None and msg_at.subject == rolled:
+                        self._remove(candidate)
+                        removed.append(candidate)
         elif rollup is Rollup.ALL:
             for candidate in range(self._first_seq, seq):
                 if self._remove(candidate):

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from storage.nats_time import format_optional_ts
+from subjects.grammar import has_wildcard, subject_matches
 
 # The deep dive's file-store record: length(4) + seq(8) + ts(8) + subject length(2)
 # + subject + payload + hash(8); with headers also header length(4) + headers.
@@ -27,6 +29,15 @@ class Rollup(StrEnum):
 
     SUBJECT = "sub"
     ALL = "all"
+
+
+def rolled_up_subjects(subject: str, stored: Iterable[str]) -> list[str]:
+    """The stored subjects a subject roll-up written on `subject` clears. nats-server purges by the
+    subject as a filter, so one with `*` or `>` tokens (a KV purge of `a.*`, written with key
+    validation bypassed) clears every subject it matches; a literal one clears just itself."""
+    if not has_wildcard(subject):
+        return [subject]
+    return [candidate for candidate in stored if subject_matches(subject, candidate)]
 
 
 @dataclass(frozen=True, slots=True)

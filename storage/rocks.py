@@ -64,7 +64,16 @@ from storage.index import (
     seqs_last_at_or_before,
 )
 from storage.index_snapshot import decode_index, encode_index
-from storage.model import MsgBatch, Rollup, SimpleState, StoredMsg, StoreResult, StreamState, msg_size
+from storage.model import (
+    MsgBatch,
+    Rollup,
+    SimpleState,
+    StoredMsg,
+    StoreResult,
+    StreamState,
+    msg_size,
+    rolled_up_subjects,
+)
 from storage.msg_ttl import NATS_TTL, TTL_NEVER, stored_ttl, ttl_deadline_ns
 from storage.record import decode_record, encode_record, record_header, record_ts
 from storage.seq_set import SeqSet
@@ -900,11 +909,12 @@ class RocksStreamStore:
         if config.max_msgs > 0 or config.max_bytes > 0:
             self._enforce_msg_and_byte_limits(removed)
         if rollup is Rollup.SUBJECT:
-            entry = index.subjects.get(subject)
-            if entry is not None:
-                for victim in [s for s in seqs_iter(entry) if s < seq]:
-                    self._remove(victim)
-                    removed.append(victim)
+            for rolled in rolled_up_subjects(subject, index.subjects):
+                entry = index.subjects.get(rolled)
+                if entry is not None:
+                    for victim in [s for s in seqs_iter(entry) if s < seq]:
+                        self._remove(victim)
+                        removed.append(victim)
         elif rollup is Rollup.ALL:
             for victim in list(index.live.iter_range(0, seq - 1)):
                 self._remove(victim)

@@ -357,8 +357,13 @@ class ConsumerLeader:
 
     def _serve_pulls(self, now: int, paused: bool) -> None:
         publish = self.ctx.router.publish
+        wakeup = self.queue.next_wakeup()
         # expired requests get their 408; those whose client is gone are dropped unanswered
         self._publish_frames(self.queue.prune(now, self._has_interest))
+        if wakeup is not None and wakeup <= now:
+            # a request's expiry or heartbeat fell due: as nats-server's timer does, end the no_wait
+            # requests that are done, even those max_ack_pending holds back (cluster/consumer/pull.py)
+            self._publish_frames(self.queue.out_of_messages())
         for reply in self.queue.heartbeats_due(now):
             assert self.working is not None
             publish(reply, b"", None, idle_heartbeat(self.working))

@@ -22,6 +22,11 @@ What happens to a request, as nats-server's consumer.go does it
   back), each `no_wait` request without `expires`, or one that got some
   messages already, is answered 404 No Messages; one with `expires` that got
   nothing waits for a message until it expires (408), as a plain one does.
+  The same rule runs whenever a waiting request's expiry or idle heartbeat
+  falls due (nats-server's wake-up timer), max_ack_pending or not: a
+  `no_wait` request that got some messages and is held back by
+  max_ack_pending ends with 404 at its next heartbeat instead of taking
+  messages the client no longer waits for once acks free them.
 - A request whose reply subject nobody subscribes to any more (here or on a
   peer) is dropped without an answer, before anything is delivered to it.
 - A batch completed with `max_bytes` to spare is told so: 409 Batch Completed.

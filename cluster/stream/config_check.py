@@ -98,8 +98,6 @@ def _unsupported(cfg: StreamConfig) -> str | None:
         return "batch publish is not supported by jetraft"
     if cfg.allow_msg_schedules:
         return "message schedules are not supported by jetraft"
-    if cfg.persist_mode is PersistMode.ASYNC:
-        return "async persist mode is not supported by jetraft (every write is synced)"
     return None
 
 
@@ -541,6 +539,8 @@ def decide_update(
         raise _invalid("stream configuration name must match original")
     if cfg.storage is not old.storage:
         raise _invalid("stream configuration update can not change storage type")
+    if cfg.persist_mode is not old.persist_mode:
+        raise _invalid("stream configuration update can not change persist mode")
     if cfg.retention is not old.retention and Retention.WORKQUEUE in (cfg.retention, old.retention):
         raise _invalid("stream configuration update can not change retention policy to/from workqueue")
     if old.sealed and not cfg.sealed:

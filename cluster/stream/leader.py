@@ -183,7 +183,7 @@ class StreamLeader:
             group=group,
             term=self.ctx.host.status(group).term,
         )
-        self._api_sub = self.ctx.router.subscribe(stream_subscription(self.replica.name), self._on_api)
+        self._api_opening = self.ctx.spawn(self._open_api(), f"api-{self.replica.name}")
         self.refresh_subjects()
         self.reconcile_config()
         self.reconcile_membership()
@@ -198,8 +198,26 @@ class StreamLeader:
         self._beacons = self.ctx.spawn(self._send_beacons(), f"beacons-{self.replica.name}")
         self.expiry_check()
 
+    async def _open_api(self) -> None:
+        """Take the stream's API (INFO, MSG.GET, purge, ...) once this leader has applied every entry
+        committed before its term: a leader just elected may hold entries its predecessor committed
+        (and acknowledged) that it has not applied yet, and its INFO must not show fewer messages than
+        were acknowledged. Until then requests wait for it at the API entry (up to 3 s), as between
+        leaders."""
+        host, group = self.ctx.host, self.replica.group
+        while not self._closed:
+            try:
+                await host.read_index(group, timeout=READ_INDEX_TIMEOUT)
+            except (RaftHostError, TimeoutError):
+                await asyncio.sleep(0.05)  # between terms, or a slow round: ask again while leading
+                continue
+            if not self._closed:
+                self._api_sub = self.ctx.router.subscribe(stream_subscription(self.replica.name), self._on_api)
+            return
+
     def close(self) -> None:
         self._closed = True
+        self._api_opening.cancel()
         self.replica.machine.report_republish = False
         if self._republish_catch_up is not None:
             self._republish_catch_up.cancel()

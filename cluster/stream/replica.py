@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -33,14 +34,14 @@ from cluster.direct_get.staleness import (
 )
 from cluster.runtime.context import MEMORY_STREAM_GROUP_OPTIONS, NodeContext
 from cluster.stream.assignment import StreamAssignment
-from cluster.stream.config import Retention, StorageType, StreamConfig, stream_config_from_json
+from cluster.stream.config import PersistMode, Retention, StorageType, StreamConfig, stream_config_from_json
 from cluster.stream.entries import DeleteMsg, Purge
 from cluster.stream.leader import CopierFactory, StreamLeader
 from cluster.stream.machine import StreamStateMachine, store_config_for
 from cluster.stream.retention import Interest, interest_removals, workqueue_removals
 from cluster.stream.snapshot_marker import is_store_marker, store_marker
 from gateway.router import Message, Subscription
-from raft.driver import GroupNotFoundError, NotLeaderError, RaftHostError
+from raft.driver import GroupNotFoundError, GroupOptions, NotLeaderError, RaftHostError
 from raft.types import Entry, NodeId, Role, Snapshot
 from storage.errors import MsgNotFoundError
 from storage.interface import StreamStore
@@ -51,6 +52,15 @@ log = structlog.get_logger(__name__)
 
 # How long one catch-up attempt (a ReadIndex through the leader) may take before retrying.
 CATCH_UP_ATTEMPT_TIMEOUT = 2.0
+
+
+def group_options_for(config: StreamConfig, base: GroupOptions) -> GroupOptions:
+    """The stream's Raft group options: `persist_mode: async` (an R1 file stream, as nats-server
+    allows it) acknowledges a write once it is in the OS's page cache, without waiting for an fsync,
+    as nats-server's async flushing does: a power loss can take acknowledged writes with it."""
+    if config.persist_mode is PersistMode.ASYNC:
+        return dataclasses.replace(base, sync=False)
+    return base
 
 
 class AttachedConsumer(Protocol):
@@ -212,7 +222,7 @@ class StreamReplica:
         voters = self.assignment.peers if self.assignment.epoch == 1 else ()
         host = self.ctx.host
         rocks = isinstance(self.store, RocksStreamStore)
-        options = self.ctx.stream_group_options if rocks else MEMORY_STREAM_GROUP_OPTIONS
+        options = group_options_for(self.config, self.ctx.stream_group_options if rocks else MEMORY_STREAM_GROUP_OPTIONS)
         host.add_group(self.group, self, voters=voters, options=options)
         if voters and voters[0] == self.ctx.name and host.status(self.group).last_index == 0:
             # a brand-new group: its first peer stands at once instead of waiting out an election timeout

@@ -216,3 +216,31 @@ async def test_a_waiting_request_whose_client_left_stops_counting() -> None:
         assert leader.view().num_waiting == 1
         router.unsubscribe(sub)
         assert leader.view().num_waiting == 0
+
+
+async def test_a_no_wait_request_held_back_by_max_ack_pending_ends_at_its_next_heartbeat() -> None:
+    """As nats-server's wake-up timer ends it: the client's fetch returns at the heartbeat, and
+    messages freed by its acks afterwards are not sent to a request it no longer waits on."""
+    config = ConsumerConfig(durable_name="C", ack_policy=AckPolicy.EXPLICIT, max_ack_pending=2)
+    async with leading(config, messages=4) as (_leader, router):
+        got: list[Message] = []
+        ended = asyncio.Event()
+
+        def on_reply(msg: Message) -> None:
+            got.append(msg)
+            if status(msg) == 404:
+                ended.set()
+
+        router.subscribe("_INBOX.fetch", on_reply)
+        body = json.dumps({"batch": 4, "expires": 2000 * MS, "idle_heartbeat": 100 * MS, "no_wait": True})
+        started = time.monotonic()
+        router.publish(consumer_subject("S", "C", ConsumerOp.NEXT), body.encode(), "_INBOX.fetch")
+        await asyncio.wait_for(ended.wait(), 1)
+        assert time.monotonic() - started < 0.5, "ended at the first heartbeat, not at its expiry"
+        delivered = [m for m in got if status(m) is None]
+        assert [m.payload for m in delivered] == [b"m0", b"m1"]
+        for msg in delivered:
+            assert msg.reply is not None
+            router.publish(msg.reply, b"+ACK")
+        await loop_turns(50)
+        assert [status(m) for m in got[2:]] == [404], "nothing more went to the ended request"

@@ -5,7 +5,9 @@ import pytest
 
 from cluster.api import jsjson
 from cluster.api.errors import ApiError, JSErrors
+from cluster.runtime.context import STREAM_GROUP_OPTIONS
 from cluster.stream.config import (
+    PersistMode,
     Placement,
     RePublish,
     Retention,
@@ -24,6 +26,7 @@ from cluster.stream.config_check import (
     same_config,
     subjects_match_stream,
 )
+from cluster.stream.replica import group_options_for
 from tests.cluster.trace_data import client_json, server_json, server_obj
 
 VERSION = "2.15.1"
@@ -458,7 +461,6 @@ def test_nats_server_checks_come_before_jetraft_refusals(
     [
         {"name": "M2", "mirror": {"name": "ORIG", "consumer": {"name": "c", "deliver_subject": "d"}}},
         {"name": "S5", "sources": [{"name": "ORIG", "external": {"api": "$JS.x.API", "deliver": ""}}]},
-        {"name": "X1", "subjects": ["x1"], "persist_mode": "async"},
     ],
 )
 def test_settings_jetraft_does_not_implement_are_refused(body: dict[str, object]) -> None:
@@ -477,3 +479,16 @@ def test_placement_in_another_cluster_and_placement_changes() -> None:
     with pytest.raises(ApiError) as info:
         decide_update(here, dataclasses.replace(here, placement=Placement(tags=("a",))), {"P": here})
     assert info.value.err_code == 10052  # nats-server would move the stream; jetraft does not move streams
+
+
+def test_async_persist_mode_on_an_r1_file_stream_is_kept_and_its_group_does_not_fsync() -> None:
+    cfg = decide_create(parse_stream_config(b'{"name":"A","subjects":["a"],"persist_mode":"async"}'), {}).config
+    assert cfg.persist_mode is PersistMode.ASYNC
+    assert cfg.to_json(VERSION)["persist_mode"] == "async"
+    assert group_options_for(cfg, STREAM_GROUP_OPTIONS).sync is False
+    plain = decide_create(parse_stream_config(b'{"name":"P","subjects":["p"]}'), {}).config
+    assert group_options_for(plain, STREAM_GROUP_OPTIONS) is STREAM_GROUP_OPTIONS
+    # as nats-server: the mode is chosen at creation
+    with pytest.raises(ApiError) as info:
+        decide_update(cfg, parse_stream_config(b'{"name":"A","subjects":["a"]}'), {"A": cfg})
+    assert info.value.description == "stream configuration update can not change persist mode"

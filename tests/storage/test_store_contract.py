@@ -486,6 +486,21 @@ def test_max_age_expiry_is_driven_by_the_host_and_by_writes(make_store: StoreFac
     assert store.state().messages == 1
 
 
+def test_a_subject_rollup_on_a_subject_with_wildcard_tokens_clears_every_subject_it_matches(
+    store: StreamStore,
+) -> None:
+    """As nats-server purges by it: a KV purge of `hello.*` (key validation bypassed) clears the keys
+    `hello.<anything>` and keeps only itself; other subjects stay."""
+    for i, subject in enumerate(["kv.hello", "kv.hello.1", "kv.hello.2", "kv.hello.1", "kv.other.1"], 1):
+        store.store_msg(subject, None, b"", i)
+    result = store.store_msg("kv.hello.*", None, b"", 6, rollup=Rollup.SUBJECT)
+    assert result.removed == (2, 3, 4)
+    assert [store.load_msg(seq).subject for seq in (1, 5, 6)] == ["kv.hello", "kv.other.1", "kv.hello.*"]
+    assert store.state().messages == 3
+    # a literal subject rolls up only itself
+    assert store.store_msg("kv.other.1", None, b"", 7, rollup=Rollup.SUBJECT).removed == (5,)
+
+
 def test_rollup_subject_and_all(store: StreamStore) -> None:
     for seq, subject in enumerate(["r.a", "r.b", "r.a", "r.b", "r.a"], start=1):
         store.store_msg(subject, None, b"", seq)
