@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
 import signal
 import socket
 import subprocess
@@ -18,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from local.cluster import node_available, plan_free_nodes
+from tests.process_output import read_lines_until
 
 # Top-level modules of the packages only the extras bring.
 EXTRAS_MODULES = ("nats", "toxiproxy", "matplotlib", "pyspark", "pyarrow")
@@ -45,26 +45,6 @@ def _env_without_extras(tmp_path: Path) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join([str(site), str(Path(__file__).resolve().parent.parent)])
     env["JETRAFT_TEST_BLOCKED"] = ",".join(EXTRAS_MODULES)
     return env
-
-
-def _read_until(proc: subprocess.Popen[bytes], marker: str, timeout: float) -> list[str]:
-    assert proc.stdout is not None
-    selector = selectors.DefaultSelector()
-    selector.register(proc.stdout, selectors.EVENT_READ)
-    lines: list[str] = []
-    buffered = b""
-    deadline = time.monotonic() + timeout
-    while marker not in lines:
-        remaining = deadline - time.monotonic()
-        assert remaining > 0, f"no {marker!r} after {timeout}s; said {lines}"
-        if not selector.select(remaining):
-            continue
-        data = os.read(proc.stdout.fileno(), 4096)
-        assert data, f"exited with {proc.wait()} before {marker!r}; said {lines}"
-        buffered += data
-        *complete, buffered = buffered.split(b"\n")
-        lines += [line.decode() for line in complete]
-    return lines
 
 
 def test_the_blocker_really_blocks_the_extras(tmp_path: Path) -> None:
@@ -108,7 +88,7 @@ def _stopped(proc: subprocess.Popen[bytes], timeout: float) -> int | None:
 def test_local_up_runs_a_cluster_with_a_mirror_node_without_any_extra(tmp_path: Path) -> None:
     proc = _local_up(tmp_path, 2, 1)
     try:
-        lines = _read_until(proc, "ready", timeout=90)
+        lines = read_lines_until(proc, "ready", timeout=90)
         assert [line.split(":")[0] for line in lines[:3]] == ["n1", "n2", "m1 (mirror)"]
         leaders = set()
         for line in lines[:3]:
@@ -125,7 +105,7 @@ def test_local_up_runs_a_cluster_with_a_mirror_node_without_any_extra(tmp_path: 
 def test_local_up_stops_its_nodes_when_signals_come_in_a_burst(tmp_path: Path) -> None:
     """Ctrl-C pressed again and again, or a supervisor's SIGTERM on top of the user's: it still stops."""
     proc = _local_up(tmp_path, 1, 0)
-    lines = _read_until(proc, "ready", timeout=90)
+    lines = read_lines_until(proc, "ready", timeout=90)
     client_port = int(lines[0].split()[1].rpartition(":")[2])
     # signals without pause for 3 s, or until it is gone: some land while an earlier one is being handled
     deadline = time.monotonic() + 3

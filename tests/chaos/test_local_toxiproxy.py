@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -26,6 +24,7 @@ from local.cluster import (
     plan_proxy_links,
     route_through_proxies,
 )
+from tests.process_output import read_lines_until
 
 
 def _specs() -> list[NodeSpec]:
@@ -78,27 +77,6 @@ def test_create_proxies_on_a_real_toxiproxy_server() -> None:
             create_proxies(toxiproxy.url, links[:1])
 
 
-def _read_until_ready(proc: subprocess.Popen[bytes], timeout: float) -> list[str]:
-    """The CLI's stdout lines up to `ready` (it prints the URLs first)."""
-    assert proc.stdout is not None
-    lines: list[str] = []
-    buffered = b""
-    deadline = time.monotonic() + timeout
-    with selectors.DefaultSelector() as selector:
-        selector.register(proc.stdout, selectors.EVENT_READ)
-        while "ready" not in lines:
-            remaining = deadline - time.monotonic()
-            assert remaining > 0, f"not ready after {timeout}s; said {lines}"
-            if not selector.select(remaining):
-                continue
-            data = os.read(proc.stdout.fileno(), 4096)
-            assert data, f"exited with {proc.wait()} before ready; said {lines}"
-            buffered += data
-            *complete, buffered = buffered.split(b"\n")
-            lines += [line.decode() for line in complete]
-    return lines
-
-
 @pytest.mark.skipif(not node_available(), reason="needs a runnable `jetraft node` (cluster.node.command)")
 def test_local_up_with_toxiproxy_routes_real_nodes_through_proxies_and_stops_them(tmp_path: Path) -> None:
     specs = plan_free_nodes(2, 0)
@@ -112,7 +90,7 @@ def test_local_up_with_toxiproxy_routes_real_nodes_through_proxies_and_stops_the
         command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True
     )
     try:
-        lines = _read_until_ready(proc, timeout=90)
+        lines = read_lines_until(proc, "ready", timeout=90)
         url = next(line.split()[1] for line in lines if line.startswith("toxiproxy: "))
         with urllib.request.urlopen(f"{url}/proxies", timeout=5) as resp:
             proxies = json.loads(resp.read())
