@@ -28,7 +28,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -201,10 +201,19 @@ def round_order(round_no: int) -> list[str]:
 
 
 def median_of(rows: list[dict[str, object]], server: str, workload: str, key: str) -> float | None:
+    return _median(rows, server, workload, lambda row: row.get(key))  # type: ignore[arg-type,return-value]
+
+
+def _median(
+    rows: list[dict[str, object]], server: str, workload: str, value: Callable[[dict[str, object]], float | None]
+) -> float | None:
+    """The median of `value(row)` over the rounds of one server and workload that have one."""
     values = [
-        float(row[key])  # type: ignore[arg-type]
+        float(v)
         for row in rows
-        if row["server"] == server and row["workload"] == workload and row.get(key) is not None
+        if row["server"] == server and row["workload"] == workload
+        for v in [value(row)]
+        if v is not None
     ]
     return statistics.median(values) if values else None
 
@@ -219,14 +228,7 @@ def server_cpu_us_per_op(row: dict[str, object]) -> float | None:
 
 
 def median_cpu_per_op(rows: list[dict[str, object]], server: str, workload: str) -> float | None:
-    values = [
-        cost
-        for row in rows
-        if row["server"] == server and row["workload"] == workload
-        for cost in [server_cpu_us_per_op(row)]
-        if cost is not None
-    ]
-    return statistics.median(values) if values else None
+    return _median(rows, server, workload, server_cpu_us_per_op)
 
 
 def _num(value: float | None, digits: int = 0) -> str:

@@ -241,13 +241,19 @@ class LocalCluster:
             self.stop()
             raise
 
-    def health(self, name: str) -> dict[str, object] | None:
-        """The node's /healthz body when it answers 200, else None."""
+    def health(self, name: str, timeout: float = 1.0) -> dict[str, object] | None:
+        """The node's /healthz body when it answers 200 within `timeout` seconds, else None."""
         try:
-            with urllib.request.urlopen(f"{self.spec(name).http_url}/healthz", timeout=1.0) as resp:
+            with urllib.request.urlopen(f"{self.spec(name).http_url}/healthz", timeout=timeout) as resp:
                 return json.loads(resp.read())
         except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError):
             return None
+
+    def meta_leader(self, name: str | None = None) -> str | None:
+        """The meta leader as node `name` (the first node by default) reports it on /healthz."""
+        body = self.health(name or self.specs[0].name, timeout=5.0)
+        leader = None if body is None else body.get("meta_leader")
+        return str(leader) if leader else None
 
     def wait_until(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:
         """Poll a cross-process condition (no event to await across processes) until it holds."""

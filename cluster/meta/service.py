@@ -18,7 +18,6 @@ update, delete, names, list, account info) forwarded to `$JSR.M.*`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -49,6 +48,7 @@ from cluster.meta.consumers import ConsumerAdmin, consumer_error_body, parse_met
 from cluster.meta.machine import MetaMachine, MetaOp, MetaResult, encode_meta_entry
 from cluster.meta.placement import NodeInfo, PlacementError, choose_peers, known_nodes
 from cluster.mirror.origin_fetcher import OriginFetcher
+from cluster.runtime.catch_up import caught_up
 from cluster.runtime.context import CLUSTER_NAME, GROUP_OPTIONS, META_GROUP, NodeContext
 from cluster.runtime.internal_requests import NoRespondersError
 from cluster.runtime.leader_wait import pass_on_when_served, wait_until_unserved
@@ -190,14 +190,7 @@ class MetaService:
             self.ctx.meta_progress.advance(index)
 
     async def _reconcile_loop(self) -> None:
-        host = self.ctx.host
-        while not self._stopped:
-            try:
-                await host.read_index(META_GROUP, timeout=CATCH_UP_TIMEOUT)
-                break
-            except (RaftHostError, TimeoutError):
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(host.wait_leadership_change(META_GROUP), CATCH_UP_TIMEOUT)
+        await caught_up(self.ctx.host, META_GROUP, lambda: self._stopped, CATCH_UP_TIMEOUT)
         log.info("meta_caught_up", node=self.ctx.name, streams=len(self.machine.streams))
         while not self._stopped:
             self._reconciling = True

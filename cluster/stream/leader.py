@@ -31,6 +31,7 @@ from cluster.api.errors import ApiError, JSErrors, plain_error, stream_info_erro
 from cluster.api.response_types import LEADER_STEPDOWN_TYPE, MSG_DELETE_TYPE, STREAM_UPDATE_TYPE
 from cluster.api.subjects import ApiOp, parse_stream_subject, stream_subscription
 from cluster.direct_get.staleness import FAST_INTERVAL, SLOW_INTERVAL, encode_beacon, position_subject
+from cluster.runtime.catch_up import caught_up
 from cluster.runtime.context import CLUSTER_NAME
 from cluster.runtime.group_membership import converge_membership
 from cluster.runtime.meta_progress import meta_index_of
@@ -204,16 +205,8 @@ class StreamLeader:
         (and acknowledged) that it has not applied yet, and its INFO must not show fewer messages than
         were acknowledged. Until then requests wait for it at the API entry (up to 3 s), as between
         leaders."""
-        host, group = self.ctx.host, self.replica.group
-        while not self._closed:
-            try:
-                await host.read_index(group, timeout=READ_INDEX_TIMEOUT)
-            except (RaftHostError, TimeoutError):
-                await asyncio.sleep(0.05)  # between terms, or a slow round: ask again while leading
-                continue
-            if not self._closed:
-                self._api_sub = self.ctx.router.subscribe(stream_subscription(self.replica.name), self._on_api)
-            return
+        if await caught_up(self.ctx.host, self.replica.group, lambda: self._closed, READ_INDEX_TIMEOUT) and not self._closed:
+            self._api_sub = self.ctx.router.subscribe(stream_subscription(self.replica.name), self._on_api)
 
     def close(self) -> None:
         self._closed = True

@@ -32,6 +32,7 @@ from cluster.direct_get.staleness import (
     decode_beacon,
     position_subject,
 )
+from cluster.runtime.catch_up import caught_up
 from cluster.runtime.context import MEMORY_STREAM_GROUP_OPTIONS, NodeContext
 from cluster.stream.assignment import StreamAssignment
 from cluster.stream.config import PersistMode, Retention, StorageType, StreamConfig, stream_config_from_json
@@ -308,20 +309,9 @@ class StreamReplica:
 
     async def _join_when_caught_up(self) -> None:
         """Answer Direct Gets only once this replica holds everything committed when it started."""
-        host = self.ctx.host
-        while not self.stopped:
-            try:
-                await host.read_index(self.group, timeout=CATCH_UP_ATTEMPT_TIMEOUT)
-            except (RaftHostError, TimeoutError) as exc:
-                if isinstance(exc, GroupNotFoundError):
-                    return
-                await asyncio.sleep(0)  # give a leader change a turn before asking again
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(host.wait_leadership_change(self.group), CATCH_UP_ATTEMPT_TIMEOUT)
-                continue
+        if await caught_up(self.ctx.host, self.group, lambda: self.stopped, CATCH_UP_ATTEMPT_TIMEOUT):
             self._caught_up = True
             self._update_responders()
-            return
 
     def wait_for_seq(self, seq: int, timeout: float) -> asyncio.Future[bool]:
         """A future that is True once this replica applied `seq`, False after `timeout` or on stop."""

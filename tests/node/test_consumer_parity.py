@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -290,11 +289,6 @@ async def test_consumer_counts_as_nats_server_counts_them(both: dict[str, nats.N
     assert seen["jetraft"] == seen["nats-server"] == [(0, 0), (1, 1), (2, 2), 2, (1, 1), (0, 0)]
 
 
-def meta_leader(cluster: LocalCluster) -> str:
-    with urllib.request.urlopen(cluster.specs[0].http_url + "/healthz", timeout=5) as resp:
-        return str(json.loads(resp.read())["meta_leader"])
-
-
 async def lead_elsewhere(nc: nats.NATS, info_subject: str, stepdown_subject: str, avoid: str) -> str:
     """Step the group's leader down until it is not on `avoid` (the meta leader); its name."""
     loop = asyncio.get_running_loop()
@@ -311,7 +305,8 @@ async def lead_elsewhere(nc: nats.NATS, info_subject: str, stepdown_subject: str
 
 
 async def test_a_consumer_update_answers_with_the_new_config_from_a_leader_elsewhere(cluster: LocalCluster) -> None:
-    meta = meta_leader(cluster)
+    meta = cluster.meta_leader()
+    assert meta is not None
     nc = await nats.connect(cluster.client_urls[0])
     try:
         await make_stream(nc, "UPDATED_C", 3)
@@ -328,7 +323,8 @@ async def test_a_consumer_update_answers_with_the_new_config_from_a_leader_elsew
 
 
 async def test_a_stream_update_answers_with_the_new_config_from_a_leader_elsewhere(cluster: LocalCluster) -> None:
-    meta = meta_leader(cluster)
+    meta = cluster.meta_leader()
+    assert meta is not None
     nc = await nats.connect(cluster.client_urls[0])
     try:
         await make_stream(nc, "UPDATED_S", 3)
@@ -360,7 +356,8 @@ async def test_a_push_consumer_created_before_its_subscriber_delivers_at_once(bo
 async def test_info_is_not_held_up_after_the_meta_leader_changes(cluster: LocalCluster) -> None:
     """A new meta leader's first entry changes no assignment: nodes must not wait for a reconcile of
     it before answering what the meta leader passes on (every INFO stalled 5 s, past clients' timeouts)."""
-    meta = meta_leader(cluster)
+    meta = cluster.meta_leader()
+    assert meta is not None
     survivor = next(spec for spec in cluster.specs if spec.name != meta)
     nc = await nats.connect(survivor.client_url)
     try:

@@ -98,19 +98,16 @@ def lagging_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalC
         yield running
 
 
-def _meta_leader(cluster: LocalCluster) -> str:
-    leaders = {str((cluster.health(spec.name) or {}).get("meta_leader")) for spec in cluster.specs}
-    assert len(leaders) == 1, leaders
-    return leaders.pop()
-
-
 async def test_once_an_origin_is_deleted_only_its_mirror_answers_its_direct_gets(
     lagging_cluster: LocalCluster,
 ) -> None:
     """One replica hears of the delete late: what the meta leader sends it takes 300 ms, while the
     client's node reaches it at once. The delete is acknowledged only once that replica has stopped,
     so from then on only the mirror answers the origin's Direct Gets."""
-    leader = _meta_leader(lagging_cluster)
+    leaders = {lagging_cluster.meta_leader(spec.name) for spec in lagging_cluster.specs}
+    assert len(leaders) == 1 and None not in leaders, leaders
+    leader = leaders.pop()
+    assert leader is not None
     late, client_node = [name for name in ("n1", "n2", "n3") if name != leader][:2]
     nc = await nats.connect(lagging_cluster.spec(client_node).client_url, allow_reconnect=False)
     assert lagging_cluster.toxiproxy_url is not None

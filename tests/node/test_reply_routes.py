@@ -11,8 +11,6 @@ such request timed out.
 from __future__ import annotations
 
 import asyncio
-import json
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,11 +42,6 @@ def tagged_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
         cluster.stop()
 
 
-def meta_leader(cluster: LocalCluster) -> str:
-    with urllib.request.urlopen(cluster.specs[0].http_url + "/healthz", timeout=5) as resp:
-        return str(json.loads(resp.read())["meta_leader"])
-
-
 async def info_from_fresh_clients(url: str, stream: str, consumer: str) -> list[str]:
     """Each attempt on a new connection, so its inbox interest is new too; what went wrong, if anything."""
     failures = []
@@ -68,7 +61,8 @@ async def info_from_fresh_clients(url: str, stream: str, consumer: str) -> list[
 def test_info_passed_on_by_the_meta_leader_is_answered_despite_a_lagging_link(
     tagged_cluster: LocalCluster,
 ) -> None:
-    meta = meta_leader(tagged_cluster)
+    meta = tagged_cluster.meta_leader()
+    assert meta is not None
     names = [spec.name for spec in tagged_cluster.specs]
     leader = next(name for name in names if name != meta)
     client_node = next(name for name in names if name not in (meta, leader))
