@@ -4,6 +4,7 @@ command and every process it starts), as in a plain venv without them."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -71,8 +72,10 @@ def _local_up(tmp_path: Path, nodes: int, mirror_nodes: int) -> subprocess.Popen
     )
 
 
-def _stopped(proc: subprocess.Popen[bytes], timeout: float) -> int | None:
-    """Its exit code once it exits within `timeout`; None (after killing it by PID) if it does not."""
+def _stopped(proc: subprocess.Popen[bytes], timeout: float, data_dir: Path) -> int | None:
+    """Its exit code once it exits within `timeout`; None if it does not. Either way, nothing it
+    started outlives the test: it is killed by PID if it hangs, and so are its nodes (each runs in a
+    session of its own, so killing the command does not take them along)."""
     try:
         return proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -82,6 +85,20 @@ def _stopped(proc: subprocess.Popen[bytes], timeout: float) -> int | None:
     finally:
         if proc.stdout is not None:
             proc.stdout.close()
+        for pid in _node_pids(data_dir):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _node_pids(data_dir: Path) -> list[int]:
+    """The node processes still running with their data under `data_dir`."""
+    wanted = str(data_dir).encode()
+    pids = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            if b"cluster.node.command" in (args := cmdline.read_bytes()) and wanted in args:
+                pids.append(int(cmdline.parent.name))
+    return pids
 
 
 @pytest.mark.skipif(not node_available(), reason="needs a runnable `jetraft node` (cluster.node.command)")
@@ -98,7 +115,7 @@ def test_local_up_runs_a_cluster_with_a_mirror_node_without_any_extra(tmp_path: 
         assert len(leaders) == 1 and None not in leaders, leaders
     finally:
         os.kill(proc.pid, signal.SIGTERM)
-        assert _stopped(proc, timeout=30) == 0
+        assert _stopped(proc, timeout=30, data_dir=tmp_path / "data") == 0
 
 
 @pytest.mark.skipif(not node_available(), reason="needs a runnable `jetraft node` (cluster.node.command)")
@@ -116,7 +133,7 @@ def test_local_up_stops_its_nodes_when_signals_come_in_a_burst(tmp_path: Path) -
         except ProcessLookupError:
             break
         sent += 1
-    code = _stopped(proc, timeout=30)
+    code = _stopped(proc, timeout=30, data_dir=tmp_path / "data")
     assert code is not None, f"deadlocked in its signal handler after {sent} signals"
     # a signal landing after its handlers are gone, while the interpreter exits, may end it by signal:
     # by then its node is stopped
