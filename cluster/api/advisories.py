@@ -8,7 +8,8 @@ each of the stream's consumers, in that order, as the server does), and for
 CONSUMER.CREATED and CONSUMER.DELETED, and CONSUMER.PAUSE when a consumer is
 created paused or a PAUSE request sets or clears its pause; the consumer leader
 for CONSUMER.MSG_TERMINATED, CONSUMER.MSG_NAKED, CONSUMER.MAX_DELIVERIES and the
-CONSUMER.PAUSE that says a pause ran out.
+CONSUMER.PAUSE that says a pause ran out; the stream leader for
+STREAM.BATCH_ABANDONED (an atomic batch it was staging was dropped).
 Builders are pure: the caller passes the event id and the clock.
 """
 
@@ -29,6 +30,7 @@ TERMINATED_TYPE = "io.nats.jetstream.advisory.v1.terminated"
 NAK_TYPE = "io.nats.jetstream.advisory.v1.nak"
 MAX_DELIVER_TYPE = "io.nats.jetstream.advisory.v1.max_deliver"
 PAUSE_TYPE = "io.nats.jetstream.advisory.v1.consumer_pause"
+BATCH_ABANDONED_TYPE = "io.nats.jetstream.advisory.v1.stream_batch_abandoned"
 
 _ID_ALPHABET = string.digits + string.ascii_letters
 _ID_LENGTH = 22  # as long as a NUID, which is what nats-server uses
@@ -67,6 +69,27 @@ def stream_action(stream: str, event: StreamEvent, event_id: str, now_ns: int, d
     }
     if domain:
         body["domain"] = domain
+    return jsjson.dumps(body)
+
+
+def batch_abandoned_subject(stream: str) -> str:
+    return f"{ADVISORY_PREFIX}STREAM.BATCH_ABANDONED.{stream}"
+
+
+def batch_abandoned(
+    stream: str, batch_id: str, reason: str, event_id: str, now_ns: int, domain: str = ""
+) -> bytes:
+    """STREAM.BATCH_ABANDONED: an atomic batch was dropped (`reason`: timeout, large or incomplete)."""
+    body: dict[str, Any] = {
+        "type": BATCH_ABANDONED_TYPE,
+        "id": event_id,
+        "timestamp": format_rfc3339_nano(now_ns),
+        "stream": stream,
+    }
+    if domain:
+        body["domain"] = domain
+    body["batch"] = batch_id
+    body["reason"] = reason
     return jsjson.dumps(body)
 
 

@@ -106,6 +106,7 @@ class JSErrors:
     STREAM_UPDATE = ErrorSpec(500, 10069, "{err}")
     STREAM_WRONG_LAST_MSG_ID = ErrorSpec(400, 10070, "wrong last msg ID: {id}")
     STREAM_WRONG_LAST_SEQUENCE = ErrorSpec(400, 10071, "wrong last sequence: {seq}")
+    STREAM_WRONG_LAST_SEQUENCE_CONSTANT = ErrorSpec(400, 10164, "wrong last sequence")
     STREAM_REPLICAS_NOT_SUPPORTED = ErrorSpec(500, 10074, "replicas > 1 not supported in non-clustered mode")
     NOT_ENABLED = ErrorSpec(503, 10076, "JetStream not enabled")
     STREAM_STORE_FAILED = ErrorSpec(503, 10077, "{err}")
@@ -162,6 +163,18 @@ class JSErrors:
         400, 10193, "missing sequence for expected last sequence per subject"
     )
     STREAM_MIN_LAST_SEQ = ErrorSpec(412, 10180, "min last sequence")
+    # -- atomic batch publish (ADR-50) --
+    ATOMIC_PUBLISH_DISABLED = ErrorSpec(400, 10174, "atomic publish is disabled")
+    ATOMIC_PUBLISH_MISSING_SEQ = ErrorSpec(400, 10175, "atomic publish sequence is missing")
+    ATOMIC_PUBLISH_INCOMPLETE_BATCH = ErrorSpec(400, 10176, "atomic publish batch is incomplete")
+    ATOMIC_PUBLISH_UNSUPPORTED_HEADER = ErrorSpec(400, 10177, "atomic publish unsupported header used: {header}")
+    ATOMIC_PUBLISH_INVALID_BATCH_ID = ErrorSpec(400, 10179, "atomic publish batch ID is invalid")
+    ATOMIC_PUBLISH_TOO_LARGE_BATCH = ErrorSpec(400, 10199, "atomic publish batch is too large: {size}")
+    ATOMIC_PUBLISH_INVALID_BATCH_COMMIT = ErrorSpec(400, 10200, "atomic publish batch commit is invalid")
+    ATOMIC_PUBLISH_DUPLICATE_MSG_ID = ErrorSpec(
+        400, 10201, "atomic publish batch contains duplicate message id"
+    )
+    ATOMIC_PUBLISH_TOO_MANY_INFLIGHT = ErrorSpec(429, 10210, "atomic publish too many inflight")
     # -- consumers (issue 10) --
     CONSUMER_NAME_EXIST = ErrorSpec(400, 10013, "consumer name already in use")
     CONSUMER_CREATE = ErrorSpec(500, 10012, "{err}")

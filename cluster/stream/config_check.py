@@ -10,8 +10,8 @@ differences:
   identical re-create still succeeds (see ../shared/spec/NOTES.md).
 - Limits below -1 (-1 means unlimited) are rejected instead of being quietly
   turned into -1.
-- Features jetraft does not implement (counters, atomic and fast batch
-  publish, message schedules, async persistence, external sources and
+- Features jetraft does not implement (counters, fast batch publish,
+  message schedules, external sources and
   mirrors, copying through a durable consumer) are refused with a clear
   error (10052) rather than accepted and ignored, once nats-server's own
   checks of them passed: a config nats-server would refuse gets
@@ -92,8 +92,6 @@ def _unsupported(cfg: StreamConfig) -> str | None:
         return "sources and mirrors through a durable consumer are not supported by jetraft"
     if cfg.allow_msg_counter:
         return "message counters are not supported by jetraft"
-    if cfg.allow_atomic:
-        return "atomic batch publish is not supported by jetraft"
     if cfg.allow_batched:
         return "batch publish is not supported by jetraft"
     if cfg.allow_msg_schedules:

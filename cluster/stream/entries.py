@@ -35,6 +35,8 @@ class EntryOp(enum.IntEnum):
     EXPIRE = 7
     # RePublish progress: the leader republished every stored message up to this sequence
     REPUBLISHED = 8
+    # an atomic batch (ADR-50): every message stored, or none
+    STORE_BATCH = 9
 
 
 class Rollup(enum.IntEnum):
@@ -60,6 +62,7 @@ _HAS_ROLLUP = 1 << 6
 _STORE_HEAD = struct.Struct(">BBqHII")
 _U16 = struct.Struct(">H")
 _U64 = struct.Struct(">Q")
+_U32 = struct.Struct(">I")
 # op, sequence, timestamp, subject length, header length, payload length
 _AT_SEQ_HEAD = struct.Struct(">BQqHII")
 
@@ -205,7 +208,29 @@ class Republished:
         return _json_entry(EntryOp.REPUBLISHED, {"seq": self.seq})
 
 
-StreamEntry = StoreMsg | StoreAtSeq | Purge | DeleteMsg | UpdateConfig | SkipMsgs | Expire | Republished
+@dataclass(frozen=True, slots=True)
+class StoreBatch:
+    """Store an atomic batch's messages in order, all or none (cluster/stream/atomic_batch.py).
+
+    One entry, so the log can never hold half a batch: a leader change between
+    two messages, which nats-server handles by discarding the partial batch on
+    apply, cannot happen here."""
+
+    batch_id: str
+    messages: tuple[StoreMsg, ...]
+
+    def encode(self) -> bytes:
+        parts = [bytes([EntryOp.STORE_BATCH]), _short(self.batch_id), _U32.pack(len(self.messages))]
+        for message in self.messages:
+            encoded = message.encode()
+            parts.append(_U32.pack(len(encoded)))
+            parts.append(encoded)
+        return b"".join(parts)
+
+
+StreamEntry = (
+    StoreMsg | StoreAtSeq | Purge | DeleteMsg | UpdateConfig | SkipMsgs | Expire | Republished | StoreBatch
+)
 
 
 def _short(text: str) -> bytes:
@@ -240,6 +265,9 @@ class _Reader:
 
     def u64(self) -> int:
         return int(_U64.unpack(self.take(8))[0])
+
+    def u32(self) -> int:
+        return int(_U32.unpack(self.take(4))[0])
 
 
 def _decode_store(data: bytes) -> StoreMsg:
@@ -288,6 +316,20 @@ def _decode_at_seq(data: bytes) -> StoreAtSeq:
     return StoreAtSeq(seq, subject, reader.take(header_len), reader.take(payload_len), ts)
 
 
+def _decode_batch(data: bytes) -> StoreBatch:
+    reader = _Reader(data, 1)
+    batch_id = reader.short_text()
+    messages = []
+    for _ in range(reader.u32()):
+        encoded = reader.take(reader.u32())
+        if not encoded or encoded[0] != EntryOp.STORE_MSG:
+            raise EntryDecodeError("a batch holds only stored messages")
+        messages.append(_decode_store(encoded))
+    if reader.pos != len(data):
+        raise EntryDecodeError("bytes after the batch's last message")
+    return StoreBatch(batch_id, tuple(messages))
+
+
 def decode_entry(data: bytes) -> StreamEntry:
     """Decode one replicated entry; raises EntryDecodeError for bytes we cannot read."""
     if not data:
@@ -301,6 +343,8 @@ def decode_entry(data: bytes) -> StreamEntry:
             return _decode_store(data)
         if op is EntryOp.STORE_AT_SEQ:
             return _decode_at_seq(data)
+        if op is EntryOp.STORE_BATCH:
+            return _decode_batch(data)
         body = orjson.loads(data[1:])
         if op is EntryOp.PURGE:
             return Purge(

@@ -27,6 +27,7 @@ import orjson
 import structlog
 
 from cluster.api import jsjson
+from cluster.api.advisories import batch_abandoned, batch_abandoned_subject, new_event_id
 from cluster.api.errors import ApiError, JSErrors, plain_error, stream_info_error
 from cluster.api.response_types import LEADER_STEPDOWN_TYPE, MSG_DELETE_TYPE, STREAM_UPDATE_TYPE
 from cluster.api.subjects import ApiOp, parse_stream_subject, stream_subscription
@@ -36,9 +37,21 @@ from cluster.runtime.context import CLUSTER_NAME
 from cluster.runtime.group_membership import converge_membership
 from cluster.runtime.meta_progress import meta_index_of
 from cluster.runtime.metrics import LabelledChildren
+from cluster.stream.atomic_batch import (
+    HDR_BATCH_ID,
+    HDR_BATCH_ID_BYTES,
+    AbandonReason,
+    AtomicBatches,
+    BatchChecks,
+    BatchMsg,
+    Commit,
+    Refused,
+    Staged,
+    batch_refusal,
+)
 from cluster.stream.config import stream_config_from_bytes, stream_config_from_json
 from cluster.stream.config_check import same_config
-from cluster.stream.entries import Republished, UpdateConfig
+from cluster.stream.entries import Republished, StoreBatch, UpdateConfig
 from cluster.stream.expiry import ExpiryTimer
 from cluster.stream.fetch import FetchedMsg, encode_batch, parse_fetch_request
 from cluster.stream.info import (
@@ -59,6 +72,7 @@ from cluster.stream.info import (
     subjects_page,
 )
 from cluster.stream.machine import (
+    BatchStored,
     ConfigApplied,
     Deleted,
     EntryResult,
@@ -72,6 +86,7 @@ from cluster.stream.publish import (
     Accepted,
     Duplicate,
     Rejected,
+    batch_ack,
     decision_ack,
     error_ack,
     prepare_publish,
@@ -84,6 +99,7 @@ from cluster.stream.republish import (
     republish_subject,
     republish_transform,
 )
+from gateway.headers import HeaderError, decode_headers
 from gateway.router import Message, Subscription
 from raft.driver import RaftHost, RaftHostError
 from storage.errors import InvalidSubjectError, MsgNotFoundError
@@ -172,6 +188,8 @@ class StreamLeader:
         self._republisher: Republisher | None = None
         self.expiry = ExpiryTimer(replica.name, self._next_expiry_ns, replica.propose)
         self._republish_catch_up: asyncio.Task[None] | None = None
+        self._batches = AtomicBatches()
+        self._batch_timer: asyncio.TimerHandle | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -211,6 +229,10 @@ class StreamLeader:
     def close(self) -> None:
         self._closed = True
         self._api_opening.cancel()
+        self._batches.clear()
+        if self._batch_timer is not None:
+            self._batch_timer.cancel()
+            self._batch_timer = None
         self.replica.machine.report_republish = False
         if self._republish_catch_up is not None:
             self._republish_catch_up.cancel()
@@ -296,6 +318,12 @@ class StreamLeader:
 
     def _on_publish(self, msg: Message) -> None:
         started = time.perf_counter()
+        if msg.headers and HDR_BATCH_ID_BYTES in msg.headers:
+            self._on_batch_publish(msg, started)
+            return
+        self._publish_one(msg, started)
+
+    def _publish_one(self, msg: Message, started: float) -> None:
         replica = self.replica
         cfg = replica.config
         decision = prepare_publish(
@@ -312,6 +340,84 @@ class StreamLeader:
             self._acknowledge(msg.reply, _unavailable_ack(cfg.name, exc), started, "error")
             return
         future.add_done_callback(functools.partial(self._published, msg.reply, started))
+
+    # -- atomic batches (cluster/stream/atomic_batch.py) ---------------------------------------
+
+    def _on_batch_publish(self, msg: Message, started: float) -> None:
+        cfg = self.replica.config
+        header = msg.headers or b""
+        try:
+            headers = decode_headers(header)
+        except HeaderError:
+            self._acknowledge(msg.reply, error_ack(cfg.name, JSErrors.BAD_REQUEST()), started, "rejected")
+            return
+        batch_id = headers.get(HDR_BATCH_ID) or ""
+        if not batch_id:
+            # an empty batch id is no batch: a lone publish, as nats-server takes it
+            self._publish_one(msg, started)
+            return
+        refusal = batch_refusal(cfg, header, msg.payload)
+        if refusal is not None:
+            self._acknowledge(msg.reply, error_ack(cfg.name, refusal), started, "rejected")
+            return
+        now_ns = time.time_ns()
+        outcome = self._batches.stage(cfg, batch_id, headers, BatchMsg(msg.subject, header, msg.payload), now_ns)
+        self._arm_batch_timer()
+        if isinstance(outcome, Staged):
+            if msg.reply and not cfg.no_ack:
+                self.ctx.reply(msg.reply, b"")
+            return
+        if isinstance(outcome, Refused):
+            if outcome.abandoned is not None:
+                self._advise_abandoned(batch_id, outcome.abandoned)
+            self._acknowledge(msg.reply, error_ack(cfg.name, outcome.error), started, "rejected")
+            return
+        self._commit_batch(outcome, msg.reply, started, now_ns)
+
+    def _commit_batch(self, commit: Commit, reply: str | None, started: float, now_ns: int) -> None:
+        replica = self.replica
+        cfg = replica.config
+        checks = BatchChecks(cfg, replica.machine)
+        entries = []
+        for message in commit.messages:
+            decision = prepare_publish(cfg, message.subject, message.header, message.payload, now_ns)
+            if isinstance(decision, Accepted):
+                verdict = checks.check(decision.entry)
+                if verdict is None:
+                    entries.append(decision.entry)
+                    continue
+                decision = verdict
+            assert isinstance(decision, Rejected)  # without a view, prepare_publish finds no duplicate
+            self._acknowledge(reply, error_ack(cfg.name, decision.error), started, "rejected")
+            return
+        try:
+            future = replica.propose(StoreBatch(commit.batch_id, tuple(entries)).encode())
+        except RaftHostError as exc:
+            self._acknowledge(reply, _unavailable_ack(cfg.name, exc), started, "error")
+            return
+        future.add_done_callback(functools.partial(self._published, reply, started))
+
+    def _arm_batch_timer(self) -> None:
+        """One timer for the stream's earliest batch deadline: a batch left without messages is dropped."""
+        if self._batch_timer is not None:
+            self._batch_timer.cancel()
+            self._batch_timer = None
+        deadline = self._batches.next_deadline_ns()
+        if deadline is None or self._closed:
+            return
+        delay = max(0.0, (deadline - time.time_ns()) / 1e9)
+        self._batch_timer = asyncio.get_running_loop().call_later(delay, self._expire_batches)
+
+    def _expire_batches(self) -> None:
+        self._batch_timer = None
+        for batch_id in self._batches.expire(time.time_ns()):
+            self._advise_abandoned(batch_id, AbandonReason.TIMEOUT)
+        self._arm_batch_timer()
+
+    def _advise_abandoned(self, batch_id: str, reason: AbandonReason) -> None:
+        name = self.replica.name
+        body = batch_abandoned(name, batch_id, reason, new_event_id(), time.time_ns(), self.ctx.domain)
+        self.ctx.router.publish(batch_abandoned_subject(name), body)
 
     # -- RePublish (cluster/stream/republish.py) ----------------------------------------------
 
@@ -353,7 +459,11 @@ class StreamLeader:
                 stored = self._markers_for_republish(result)
             elif type(result) is Stored and result.republish is not None:
                 stored = [(result.seq, result.ts_ns, result.republish)]
+            elif type(result) is BatchStored:
+                stored = [(one.seq, one.ts_ns, one.republish) for one in result.stored if one.republish is not None]
             else:
+                if type(result) is ConfigApplied and not result.config.allow_atomic:
+                    self._batches.clear()
                 continue
             config = self.replica.machine.config.republish
             if config is None:
@@ -425,6 +535,10 @@ class StreamLeader:
         result = future.result()
         if isinstance(result, Stored):
             self._acknowledge(reply, pub_ack(name, result.seq, self.ctx.domain), started, "ok")
+        elif isinstance(result, BatchStored):
+            last = result.stored[-1].seq
+            body = batch_ack(name, last, result.batch_id, len(result.stored), self.ctx.domain)
+            self._acknowledge(reply, body, started, "ok")
         elif isinstance(result, Duplicate | Rejected):
             self._acknowledge(reply, decision_ack(name, result, self.ctx.domain), started, _outcome(result))
         else:

@@ -41,6 +41,7 @@ import orjson
 import structlog
 
 from cluster.api.errors import ApiError, JSErrors
+from cluster.stream.atomic_batch import BatchChecks
 from cluster.stream.config import StreamConfig, stream_config_from_json
 from cluster.stream.dedup import DedupWindow
 from cluster.stream.entries import (
@@ -52,6 +53,7 @@ from cluster.stream.entries import (
     Rollup,
     SkipMsgs,
     StoreAtSeq,
+    StoreBatch,
     StoreMsg,
     UpdateConfig,
     decode_entry,
@@ -100,6 +102,14 @@ class Stored:
 
 
 @dataclass(frozen=True, slots=True)
+class BatchStored:
+    """An atomic batch was stored: one `Stored` per message, in order."""
+
+    batch_id: str
+    stored: tuple[Stored, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Purged:
     count: int
 
@@ -135,7 +145,9 @@ class NoOp:
     """An entry with nothing to do for the stream: the leader's empty entry, a membership change, a replay."""
 
 
-EntryResult = Stored | Duplicate | Rejected | Purged | Deleted | ConfigApplied | Skipped | Expired | NoOp
+EntryResult = (
+    Stored | BatchStored | Duplicate | Rejected | Purged | Deleted | ConfigApplied | Skipped | Expired | NoOp
+)
 
 
 def store_config_for(cfg: StreamConfig) -> StoreConfig:
@@ -285,6 +297,8 @@ class StreamStateMachine:
             return self._store_msg(op)
         if isinstance(op, StoreAtSeq):
             return self._store_at_seq(op)
+        if isinstance(op, StoreBatch):
+            return self._store_batch(op)
         if isinstance(op, Purge):
             return self._purge(op)
         if isinstance(op, DeleteMsg):
@@ -305,6 +319,41 @@ class StreamStateMachine:
         verdict = check_store(self._config, op, self)
         if verdict is not None:
             return verdict
+        return self._store_checked(op)
+
+    def _store_batch(self, op: StoreBatch) -> EntryResult:
+        """All of an atomic batch or none of it: every message is checked against the stream plus the
+        batch's earlier messages before the first is stored, all under one timestamp."""
+        if not self._config.allow_atomic:
+            return Rejected(JSErrors.ATOMIC_PUBLISH_DISABLED())
+        if not op.messages:
+            return Rejected(JSErrors.ATOMIC_PUBLISH_INCOMPLETE_BATCH())
+        ts = max(op.messages[0].timestamp_ns, self._last_ts)
+        messages = [m if m.timestamp_ns == ts else dataclasses.replace(m, timestamp_ns=ts) for m in op.messages]
+        checks = BatchChecks(self._config, self)
+        for message in messages:
+            verdict = checks.check(message)
+            if verdict is not None:
+                return verdict
+        stored: list[Stored] = []
+        for message in messages:
+            result = self._store_checked(message)
+            if not isinstance(result, Stored):
+                # The checks above cover every refusal a store makes (size, limits, subject): reaching
+                # this is a bug, and the batch is then only partly stored, on every replica alike.
+                log.error("atomic_batch_partly_stored", stream=self._config.name, batch=op.batch_id)
+                return result
+            stored.append(result)
+        return BatchStored(op.batch_id, tuple(stored))
+
+    def totals(self) -> tuple[int, int]:
+        state = self.store.state()
+        return state.messages, state.bytes
+
+    def subject_total(self, subject: str) -> int:
+        return self.store.subjects_totals(subject).get(subject, 0)
+
+    def _store_checked(self, op: StoreMsg) -> EntryResult:
         if op.header:
             # here, not on the leader: sourced copies get the floor too, as nats-server applies it
             header = ttl_at_least_marker_ttl(self._config, op.header)
@@ -313,7 +362,7 @@ class StreamStateMachine:
         republish = self._for_republish(op.subject, op.header, op.payload)
         try:
             result = self.store.store_msg(
-                op.subject, op.header or None, op.payload, ts, rollup=_STORE_ROLLUP[op.rollup]
+                op.subject, op.header or None, op.payload, op.timestamp_ns, rollup=_STORE_ROLLUP[op.rollup]
             )
         except ApiError as error:
             return Rejected(error)

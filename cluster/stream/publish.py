@@ -251,6 +251,11 @@ def pub_ack(stream: str, seq: int, domain: str = "") -> bytes:
     return _ack_prefix(stream, domain) + b"%d}" % seq
 
 
+def batch_ack(stream: str, seq: int, batch_id: str, count: int, domain: str = "") -> bytes:
+    """A committed atomic batch: `seq` is its last message's; `count` how many it stored."""
+    return _ack_prefix(stream, domain) + b'%d,"batch":%s,"count":%d}' % (seq, jsjson.dumps(batch_id), count)
+
+
 def duplicate_ack(stream: str, seq: int, domain: str = "") -> bytes:
     """The duplicate PubAck, byte for byte: note nats-server's space in `"duplicate": true`."""
     return _ack_prefix(stream, domain) + b'%d,"duplicate": true}' % seq

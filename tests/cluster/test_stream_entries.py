@@ -91,6 +91,7 @@ def test_op_codes_are_append_only() -> None:
         "SKIP_MSGS": 6,
         "EXPIRE": 7,
         "REPUBLISHED": 8,
+        "STORE_BATCH": 9,
     }
 
 
