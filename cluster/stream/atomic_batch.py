@@ -16,7 +16,9 @@ side in tests/node/test_atomic_batch.py):
   seen before in the batch or in the stream's duplicate window; an expected
   last sequence is counted with the batch's earlier messages and allowed only
   on the first; an expected last subject sequence only for a subject the batch
-  has not written yet; a discard-new stream's limits hold for the whole batch.
+  has not written yet; a roll-up of a subject only on its first message in
+  the batch, of the stream only on the batch's first; a discard-new stream's
+  limits hold for the whole batch.
 
 The leader runs `BatchChecks` before proposing, for a fast answer, and every
 replica runs them again when it applies the batch's one `StoreBatch` entry,
@@ -281,6 +283,10 @@ class BatchChecks:
             last = view.last_seq_for_subject(subject)
             if last != entry.expected_last_subject_seq:
                 return JSErrors.STREAM_WRONG_LAST_SEQUENCE(seq=last)
+        if entry.rollup is Rollup.SUBJECT and entry.subject in self._subjects:
+            return JSErrors.STREAM_ROLLUP_FAILED(err="batch rollup sub invalid")
+        if entry.rollup is Rollup.ALL and self._count:
+            return JSErrors.STREAM_ROLLUP_FAILED(err="batch rollup all invalid")
         return self._discard_new_error(entry)
 
     def _discard_new_error(self, entry: StoreMsg) -> ApiError | None:

@@ -21,7 +21,7 @@ from cluster.stream.atomic_batch import (
 )
 from cluster.stream.config import Discard, StreamConfig
 from cluster.stream.config_check import normalize_stream_config
-from cluster.stream.entries import EntryDecodeError, StoreBatch, StoreMsg, decode_entry
+from cluster.stream.entries import EntryDecodeError, Rollup, StoreBatch, StoreMsg, decode_entry
 from cluster.stream.machine import BatchStored, StreamStateMachine
 from cluster.stream.publish import Rejected
 from gateway.headers import decode_headers, encode_headers
@@ -31,7 +31,9 @@ from storage.memory import MemoryStreamStore
 SECOND = 1_000_000_000
 T0 = 1_800_000_000 * SECOND
 CFG = normalize_stream_config(
-    StreamConfig(name="S", subjects=("s.>",), allow_atomic=True, duplicate_window=60 * SECOND)
+    StreamConfig(
+        name="S", subjects=("s.>",), allow_atomic=True, allow_rollup_hdrs=True, duplicate_window=60 * SECOND
+    )
 )
 
 
@@ -149,6 +151,11 @@ def test_a_batch_is_stored_whole_under_one_timestamp() -> None:
         (_message("s.2", expected_last_seq=0), JSErrors.STREAM_WRONG_LAST_SEQUENCE(seq=1)),
         (_message("s.2", expected_last_seq=1), JSErrors.STREAM_WRONG_LAST_SEQUENCE_CONSTANT()),
         (_message("s.1", expected_last_subject_seq=0), JSErrors.STREAM_WRONG_LAST_SEQUENCE_CONSTANT()),
+        (
+            _message("s.1", rollup=Rollup.SUBJECT),
+            JSErrors.STREAM_ROLLUP_FAILED(err="batch rollup sub invalid"),
+        ),
+        (_message("s.2", rollup=Rollup.ALL), JSErrors.STREAM_ROLLUP_FAILED(err="batch rollup all invalid")),
         (
             _message("s.2", expected_last_msg_id="m1"),
             JSErrors.ATOMIC_PUBLISH_UNSUPPORTED_HEADER(header="Nats-Expected-Last-Msg-Id"),

@@ -91,6 +91,12 @@ SCRIPT: list[tuple[str, dict[str, str] | None]] = [
     ("full.3", batch("b23", 3, "1")),  # one more than the discard-new stream's max_msgs
     ("full.1", batch("b24", 1)),
     ("full.2", batch("b24", 2, "1")),
+    ("r.1", batch("b25", 1)),
+    ("r.1", batch("b25", 2, "1", Nats_Rollup="sub")),  # a roll-up of a subject the batch already wrote
+    ("r.1", batch("b26", 1)),
+    ("r.2", batch("b26", 2, "1", Nats_Rollup="all")),  # a roll-up of the stream after the batch's first
+    ("r.1", batch("b27", 1, Nats_Rollup="all")),
+    ("r.1", batch("b27", 2, "1")),
 ]
 
 
@@ -100,6 +106,7 @@ async def _replay(url: str) -> tuple[list[Any], list[Any]]:
         streams = [
             {"name": "A", "subjects": ["a.>"], "allow_atomic": True},
             {"name": "OFF", "subjects": ["off.>"]},
+            {"name": "R", "subjects": ["r.>"], "allow_atomic": True, "allow_rollup_hdrs": True},
             {
                 "name": "FULL",
                 "subjects": ["full.>"],
@@ -119,7 +126,7 @@ async def _replay(url: str) -> tuple[list[Any], list[Any]]:
             reply = await nc.request(subject, b"x", headers=headers, timeout=TIMEOUT)
             replies.append((subject, headers, reply.data))
         stored: list[Any] = []
-        for stream in ("A", "FULL"):
+        for stream in ("A", "FULL", "R"):
             info = json.loads((await nc.request(f"$JS.API.STREAM.INFO.{stream}", b"", timeout=TIMEOUT)).data)
             state = info["state"]
             stored.append((stream, state["messages"], state["first_seq"], state["last_seq"]))
