@@ -163,6 +163,15 @@ class JSErrors:
         400, 10193, "missing sequence for expected last sequence per subject"
     )
     STREAM_MIN_LAST_SEQ = ErrorSpec(412, 10180, "min last sequence")
+    # -- message schedules (ADR-51) --
+    MESSAGE_SCHEDULES_DISABLED = ErrorSpec(400, 10188, "message schedules is disabled")
+    MESSAGE_SCHEDULES_PATTERN_INVALID = ErrorSpec(400, 10189, "message schedules pattern is invalid")
+    MESSAGE_SCHEDULES_TARGET_INVALID = ErrorSpec(400, 10190, "message schedules target is invalid")
+    MESSAGE_SCHEDULES_TTL_INVALID = ErrorSpec(400, 10191, "message schedules invalid per-message TTL")
+    MESSAGE_SCHEDULES_ROLLUP_INVALID = ErrorSpec(400, 10192, "message schedules invalid rollup")
+    MESSAGE_SCHEDULES_SOURCE_INVALID = ErrorSpec(400, 10203, "message schedules source is invalid")
+    MESSAGE_SCHEDULES_SCHEDULER_INVALID = ErrorSpec(400, 10212, "message schedules invalid scheduler")
+    MESSAGE_SCHEDULES_TIME_ZONE_INVALID = ErrorSpec(400, 10223, "message schedules time zone is invalid")
     # -- atomic batch publish (ADR-50) --
     ATOMIC_PUBLISH_DISABLED = ErrorSpec(400, 10174, "atomic publish is disabled")
     ATOMIC_PUBLISH_MISSING_SEQ = ErrorSpec(400, 10175, "atomic publish sequence is missing")

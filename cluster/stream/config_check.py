@@ -11,14 +11,15 @@ differences:
 - Limits below -1 (-1 means unlimited) are rejected instead of being quietly
   turned into -1.
 - Features jetraft does not implement (counters, fast batch publish,
-  message schedules, external sources and
+  external sources and
   mirrors, copying through a durable consumer) are refused with a clear
   error (10052) rather than accepted and ignored, once nats-server's own
   checks of them passed: a config nats-server would refuse gets
   nats-server's error. docs/config-fields.md has every field's status.
 
 There is no pedantic mode: as nats-server without it, subject delete markers
-turn on `allow_msg_ttl` and roll-ups (and off `deny_purge`) by themselves.
+turn on `allow_msg_ttl` and roll-ups (and off `deny_purge`) by themselves, and
+message schedules turn on roll-ups.
 
 All functions are pure: the other streams' configs are passed in.
 """
@@ -94,8 +95,6 @@ def _unsupported(cfg: StreamConfig) -> str | None:
         return "message counters are not supported by jetraft"
     if cfg.allow_batched:
         return "batch publish is not supported by jetraft"
-    if cfg.allow_msg_schedules:
-        return "message schedules are not supported by jetraft"
     return None
 
 
@@ -177,6 +176,9 @@ def normalize_stream_config(
     elif marker_ttl < 0:
         raise _invalid("subject delete marker TTL must not be negative")
     _check_schedules_and_persistence(cfg, replicas)
+    if cfg.allow_msg_schedules and not allow_rollup:
+        # schedules are stored as subject roll-ups (nats-server turns them on)
+        allow_rollup, deny_purge = True, False
     if cfg.mirror_direct and cfg.mirror is None:
         raise _invalid("stream has no mirror but does have mirror direct")
 
@@ -552,6 +554,8 @@ def decide_update(
         raise JSErrors.STREAM_MIRROR_NOT_UPDATABLE()
     if old.allow_msg_ttl and not cfg.allow_msg_ttl:
         raise _invalid("message TTL status can not be disabled")
+    if old.allow_msg_schedules and not cfg.allow_msg_schedules:
+        raise _invalid("message schedules can not be disabled")
     if cfg.placement != old.placement:
         # nats-server moves the stream to peers matching the new placement; jetraft does not move streams
         raise _invalid("stream placement can not be changed: jetraft does not move streams")

@@ -99,6 +99,7 @@ from cluster.stream.republish import (
     republish_subject,
     republish_transform,
 )
+from cluster.stream.scheduler import MessageScheduler
 from gateway.headers import HeaderError, decode_headers
 from gateway.router import Message, Subscription
 from raft.driver import RaftHost, RaftHostError
@@ -189,6 +190,7 @@ class StreamLeader:
         self.expiry = ExpiryTimer(replica.name, self._next_expiry_ns, replica.propose)
         self._republish_catch_up: asyncio.Task[None] | None = None
         self._batches = AtomicBatches()
+        self.scheduler = MessageScheduler(replica.name, replica.store, replica.propose)
         self._batch_timer: asyncio.TimerHandle | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -225,11 +227,15 @@ class StreamLeader:
         leaders."""
         if await caught_up(self.ctx.host, self.replica.group, lambda: self._closed, READ_INDEX_TIMEOUT) and not self._closed:
             self._api_sub = self.ctx.router.subscribe(stream_subscription(self.replica.name), self._on_api)
+            # schedules too wait for the tail: a produced message the last leader proposed is in it
+            if self.replica.machine.config.allow_msg_schedules:
+                self.scheduler.start()
 
     def close(self) -> None:
         self._closed = True
         self._api_opening.cancel()
         self._batches.clear()
+        self.scheduler.stop()
         if self._batch_timer is not None:
             self._batch_timer.cancel()
             self._batch_timer = None
@@ -453,6 +459,8 @@ class StreamLeader:
     def applied(self, results: list[EntryResult]) -> None:
         """What the replica just applied, before the proposals' futures resolve: republish the stored
         messages RePublish takes (nats-server republishes before it acknowledges too)."""
+        if self.replica.machine.config.allow_msg_schedules:
+            self._schedules_applied(results)
         republisher = self._republisher
         for result in results:
             if type(result) is Expired and result.markers:
@@ -476,6 +484,18 @@ class StreamLeader:
                 self._send_republished(republisher.applied(seq, ts_ns, republish))
         if republisher is not None:
             self._record_republished()
+
+    def _schedules_applied(self, results: list[EntryResult]) -> None:
+        if self._api_sub is not None:
+            self.scheduler.start()  # a no-op once running; schedules may just have been allowed
+        seqs: list[int] = []
+        for result in results:
+            if type(result) is Stored:
+                seqs.append(result.seq)
+            elif type(result) is BatchStored:
+                seqs.extend(one.seq for one in result.stored)
+        if seqs:
+            self.scheduler.stored(seqs)
 
     def _markers_for_republish(self, expired: Expired) -> list[tuple[int, int, StoredForRepublish]]:
         """Delete markers are stored messages: republished like any other (nats-server does), with

@@ -66,6 +66,8 @@ from cluster.stream.markers import (
 )
 from cluster.stream.publish import HDR_MSG_ID, HDR_STREAM_SOURCE, Duplicate, Rejected, check_store
 from cluster.stream.republish import StoredForRepublish, republish_subject, republish_transform
+from cluster.stream.schedules import HDR_NEXT as _SCHEDULE_NEXT
+from cluster.stream.schedules import scheduler_to_purge
 from gateway.headers import HeaderError, decode_headers
 from raft.types import Entry, EntryType
 from storage.config import StoreConfig
@@ -247,6 +249,12 @@ class StreamStateMachine:
     def duplicate_of(self, msg_id: str, now_ns: int) -> int | None:
         return self._dedup.lookup(msg_id, now_ns)
 
+    def last_header_on(self, subject: str) -> bytes | None:
+        try:
+            return self.store.load_last_msg(subject).headers or b""
+        except MsgNotFoundError:
+            return None
+
     # -- the Raft driver's side -----------------------------------------------------------
 
     def apply(self, entries: Sequence[Entry]) -> list[EntryResult]:
@@ -354,6 +362,8 @@ class StreamStateMachine:
         return self.store.subjects_totals(subject).get(subject, 0)
 
     def _store_checked(self, op: StoreMsg) -> EntryResult:
+        if op.header and _SCHEDULE_NEXT in op.header:
+            self._stop_schedule(op.header)
         if op.header:
             # here, not on the leader: sourced copies get the floor too, as nats-server applies it
             header = ttl_at_least_marker_ttl(self._config, op.header)
@@ -377,6 +387,18 @@ class StreamStateMachine:
             self._dedup.record(op.msg_id, result.seq, result.ts_ns)
         self._dedup.expire(result.ts_ns)
         return Stored(result.seq, result.ts_ns, result.removed, republish)
+
+    def _stop_schedule(self, header: bytes) -> None:
+        """`Nats-Schedule-Next: purge` with `Nats-Scheduler`: the schedule subject is purged with the
+        write (a one-off schedule's produced message, or a client stopping a schedule), as nats-server."""
+        subject = scheduler_to_purge(header)
+        if subject is None:
+            return
+        try:
+            if self.store.purge_ex(subject):
+                self._forget_missing()
+        except InvalidSubjectError:
+            pass  # refused before proposing: only a log written by another version holds one
 
     def _store_at_seq(self, op: StoreAtSeq) -> EntryResult:
         if op.seq <= self._last_seq:

@@ -30,6 +30,7 @@ from cluster.api import jsjson
 from cluster.api.errors import ApiError, JSErrors
 from cluster.stream.config import StreamConfig
 from cluster.stream.entries import Rollup, StoreMsg
+from cluster.stream.schedules import ScheduleError, check_schedule, check_schedule_stop
 from gateway.headers import HeaderError, decode_headers
 from storage.msg_ttl import InvalidTTLError, header_ttl
 from subjects.transform import SubjectTransform, TransformError, new_transform
@@ -44,6 +45,8 @@ HDR_ROLLUP = "Nats-Rollup"
 # what a copy from a source is tagged with (cluster/mirror/origin_fetcher.py): never a client's to send
 HDR_STREAM_SOURCE = "Nats-Stream-Source"
 
+# in every header of message schedules (cluster/stream/schedules.py), Nats-Scheduler included
+_SCHEDULE_MARK = b"Nats-Schedule"
 MAX_HEADER_BYTES = 0xFFFF
 # what Go's parse of a non-numeric expected sequence yields (uint64 of -1): it never matches
 UNPARSABLE_SEQ = 2**64 - 1
@@ -66,6 +69,10 @@ class StreamView(Protocol):
 
     def duplicate_of(self, msg_id: str, now_ns: int) -> int | None:
         """Sequence already stored under `msg_id` within the duplicate window, else None."""
+        ...
+
+    def last_header_on(self, subject: str) -> bytes | None:
+        """The header block of the last message on `subject` (b"" without headers); None when none."""
         ...
 
 
@@ -240,6 +247,15 @@ def prepare_publish(
         error = check_msg_ttl(cfg, entry.header)
     if error is not None:
         return Rejected(error)
+    if header and _SCHEDULE_MARK in header:
+        try:
+            scheduled = check_schedule(cfg, entry.subject, entry.header, now_ns)
+            check_schedule_stop(cfg, entry.subject, entry.header, None if view is None else view.last_header_on)
+        except ScheduleError as exc:
+            return Rejected(exc.error)
+        if scheduled is not None:
+            # a schedule replaces its subject's previous one: stored as a subject roll-up
+            entry.header, entry.rollup = scheduled, Rollup.SUBJECT
     if view is None:
         return Accepted(entry)
     verdict = check_state(entry, view)
