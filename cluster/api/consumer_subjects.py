@@ -53,8 +53,12 @@ RESPONSE_TYPES = {
     ConsumerOp.PAUSE: "io.nats.jetstream.api.v1.consumer_pause_response",
 }
 # what Go still prints after the error in some responses (the zero values of their other fields)
+# what nats-server's response structs print after the error (fields without omitempty)
+_PAGED_NONE = {"total": 0, "offset": 0, "limit": 0, "consumers": []}
 _ERROR_TRAILERS: dict[ConsumerOp, dict[str, Any]] = {
     ConsumerOp.PAUSE: {"paused": False, "pause_until": ZERO_TIME},
+    ConsumerOp.NAMES: _PAGED_NONE,
+    ConsumerOp.LIST: _PAGED_NONE,
 }
 
 

@@ -35,6 +35,106 @@ class RequestJSONError(ValueError):
     """A request body that is not the JSON object a JetStream API expects."""
 
 
+class GoObject(dict[str, Any]):
+    """A request object read the way nats-server's strict decoder reads it (Go's encoding/json with
+    DisallowUnknownFields): it records the keys its reader looked at, so a key no reader knows is
+    refused (`reject_unknown`) rather than accepted and ignored, and it knows its Go struct path
+    (`StreamConfigRequest.placement`), which Go's type errors name."""
+
+    __slots__ = ("_nested", "_used", "path")
+
+    def __init__(self, value: dict[str, Any], path: str) -> None:
+        super().__init__(value)
+        self.path = path
+        self._used: set[str] = set()
+        self._nested: list[GoObject] = []
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        self._used.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        self._used.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key: object) -> bool:
+        if isinstance(key, str):
+            self._used.add(key)
+        return super().__contains__(key)
+
+    def nested(self, key: str, value: dict[str, Any]) -> GoObject:
+        """`value`, found under `key` (an object, or an item of an array of objects), checked likewise."""
+        child = GoObject(value, f"{self.path}.{key}")
+        self._nested.append(child)
+        return child
+
+    def first_unknown(self) -> str | None:
+        for key in dict.keys(self):
+            if key not in self._used:
+                return key
+        for child in self._nested:
+            found = child.first_unknown()
+            if found is not None:
+                return found
+        return None
+
+
+def _kind(value: Any) -> str:
+    return {bool: "bool", str: "string", int: "number", float: "number", list: "array", dict: "object"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _syntax_error(raw: bytes, exc: orjson.JSONDecodeError) -> str:
+    """Go's decoder's words for the common cases: a body cut short is `unexpected EOF`."""
+    if "unexpected end of data" in str(exc) or "EOF" in str(exc):
+        return "unexpected EOF"
+    return str(exc)
+
+
+def loads_request(payload: bytes | bytearray | memoryview | str, go_type: str) -> GoObject:
+    """Decode a JetStream API request body as nats-server decodes it into `server.<go_type>`; an empty
+    body or `null` is an empty request. Call `reject_unknown` once every field was read."""
+    raw = bytes(payload) if not isinstance(payload, str) else payload.encode()
+    if not raw.strip():
+        return GoObject({}, go_type)
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise RequestJSONError(_syntax_error(raw, exc)) from None
+    if value is None:
+        return GoObject({}, go_type)
+    if not isinstance(value, dict):
+        raise RequestJSONError(f"json: cannot unmarshal {_kind(value)} into Go value of type server.{go_type}")
+    return GoObject(value, go_type)
+
+
+def reject_unknown(obj: dict[str, Any]) -> None:
+    """nats-server refuses a request holding a field it does not know: so does jetraft, for every
+    field its readers did not look at (a request that is a plain dict is not checked)."""
+    if isinstance(obj, GoObject):
+        key = obj.first_unknown()
+        if key is not None:
+            raise RequestJSONError(f'json: unknown field "{key}"')
+
+
+def is_empty_request(payload: bytes | bytearray | memoryview) -> bool:
+    """nats-server's isEmptyRequest: nothing, or a JSON object with no field."""
+    raw = bytes(payload)
+    if not raw or raw == b"{}":
+        return True
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(value, dict) and not value
+
+
+def nested_object(obj: dict[str, Any], key: str, value: dict[str, Any]) -> dict[str, Any]:
+    """An object found under `key` of `obj` (an item of an array of objects): checked as `obj` is."""
+    return obj.nested(key, value) if isinstance(obj, GoObject) else value
+
+
 def loads_object(payload: bytes | bytearray | memoryview | str) -> dict[str, Any]:
     """Decode a request body that must be a JSON object (empty body: empty object)."""
     raw = bytes(payload) if not isinstance(payload, str) else payload.encode()
@@ -52,11 +152,10 @@ def loads_object(payload: bytes | bytearray | memoryview | str) -> dict[str, Any
     return value
 
 
-def _type_error(key: str, value: Any, wanted: str) -> RequestJSONError:
-    kind = {bool: "bool", str: "string", int: "number", float: "number", list: "array", dict: "object"}.get(
-        type(value), type(value).__name__
-    )
-    return RequestJSONError(f"json: cannot unmarshal {kind} into field {key} of type {wanted}")
+def type_error(obj: dict[str, Any], key: str, value: Any, wanted: str) -> RequestJSONError:
+    """Go's words for a field of the wrong type: `...into Go struct field <Type>.<path> of type <t>`."""
+    where = f"Go struct field {obj.path}.{key}" if isinstance(obj, GoObject) else f"field {key}"
+    return RequestJSONError(f"json: cannot unmarshal {_kind(value)} into {where} of type {wanted}")
 
 
 def get_int(obj: dict[str, Any], key: str, default: int = 0, *, unsigned: bool = False) -> int:
@@ -66,9 +165,10 @@ def get_int(obj: dict[str, Any], key: str, default: int = 0, *, unsigned: bool =
         return default
     wanted = "uint64" if unsigned else "int64"
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _type_error(key, value, wanted)
+        raise type_error(obj, key, value, wanted)
     if unsigned and value < 0:
-        raise RequestJSONError(f"json: cannot unmarshal number {value} into field {key} of type uint64")
+        where = f"Go struct field {obj.path}.{key}" if isinstance(obj, GoObject) else f"field {key}"
+        raise RequestJSONError(f"json: cannot unmarshal number {value} into {where} of type uint64")
     return value
 
 
@@ -77,7 +177,7 @@ def get_bool(obj: dict[str, Any], key: str, default: bool = False) -> bool:
     if value is None:
         return default
     if not isinstance(value, bool):
-        raise _type_error(key, value, "bool")
+        raise type_error(obj, key, value, "bool")
     return value
 
 
@@ -86,7 +186,7 @@ def get_str(obj: dict[str, Any], key: str, default: str = "") -> str:
     if value is None:
         return default
     if not isinstance(value, str):
-        raise _type_error(key, value, "string")
+        raise type_error(obj, key, value, "string")
     return value
 
 
@@ -95,10 +195,10 @@ def get_str_list(obj: dict[str, Any], key: str) -> list[str]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise _type_error(key, value, "[]string")
+        raise type_error(obj, key, value, "[]string")
     for item in value:
         if not isinstance(item, str):
-            raise _type_error(key, item, "string")
+            raise type_error(obj, key, item, "string")
     return list(value)
 
 
@@ -107,15 +207,18 @@ def get_object(obj: dict[str, Any], key: str) -> dict[str, Any] | None:
     if value is None:
         return None
     if not isinstance(value, dict):
-        raise _type_error(key, value, "object")
-    return value
+        raise type_error(obj, key, value, "object")
+    return nested_object(obj, key, value)
 
 
 def get_str_map(obj: dict[str, Any], key: str) -> dict[str, str] | None:
-    value = get_object(obj, key)
+    """A map of strings (metadata): any key is known."""
+    value = obj.get(key)
     if value is None:
         return None
+    if not isinstance(value, dict):
+        raise type_error(obj, key, value, "map[string]string")
     for item in value.values():
         if not isinstance(item, str):
-            raise _type_error(key, item, "string")
+            raise type_error(obj, key, item, "string")
     return dict(value)

@@ -94,7 +94,10 @@ def info_response(view: ConsumerView, now_ns: int) -> bytes:
 
 def parse_offset(payload: bytes) -> int:
     """The `offset` of a NAMES / LIST request (empty body: 0); raises RequestJSONError."""
-    return max(jsjson.get_int(jsjson.loads_object(payload), "offset"), 0)
+    obj = jsjson.loads_request(payload, "JSApiConsumersRequest")
+    offset = max(jsjson.get_int(obj, "offset"), 0)
+    jsjson.reject_unknown(obj)
+    return offset
 
 
 def names_response(names: list[str], offset: int) -> bytes:

@@ -90,6 +90,9 @@ class ConsumerConfig:
     metadata: Mapping[str, str] = field(default_factory=dict)
     pause_until_ns: int | None = None
     priority_groups: tuple[str, ...] = ()
+    priority_policy: str = ""
+    priority_timeout: int = 0
+    sourcing: bool = False
 
     # -- what the state machine and the leader read --------------------------------------
 
@@ -200,6 +203,12 @@ class ConsumerConfig:
             out["pause_until"] = ZERO_TIME if zero else format_optional_ts(self.pause_until_ns)
         if self.priority_groups:
             out["priority_groups"] = list(self.priority_groups)
+        if self.priority_policy:
+            out["priority_policy"] = self.priority_policy
+        if self.priority_timeout:
+            out["priority_timeout"] = self.priority_timeout
+        if self.sourcing:
+            out["sourcing"] = True
         return out
 
     def to_bytes(self) -> bytes:
@@ -309,6 +318,9 @@ def _from_json(obj: dict[str, Any]) -> ConsumerConfig:
         metadata=g.get_str_map(obj, "metadata") or {},
         pause_until_ns=_pause_until(obj),
         priority_groups=tuple(g.get_str_list(obj, "priority_groups")),
+        priority_policy=g.get_str(obj, "priority_policy"),
+        priority_timeout=g.get_int(obj, "priority_timeout"),
+        sourcing=g.get_bool(obj, "sourcing"),
     )
 
 
@@ -328,7 +340,7 @@ def consumer_config_from_bytes(data: bytes) -> ConsumerConfig:
 def parse_create_request(payload: bytes | bytearray | memoryview | str) -> CreateConsumerRequest:
     """Decode a CONSUMER.CREATE body; raises ApiError 10025 when it is not the JSON nats-server accepts."""
     try:
-        obj = jsjson.loads_object(payload)
+        obj = jsjson.loads_request(payload, "CreateConsumerRequest")
         config_obj = jsjson.get_object(obj, "config") or {}
         stream_name = jsjson.get_str(obj, "stream_name")
         action_raw = jsjson.get_str(obj, "action")
@@ -338,8 +350,12 @@ def parse_create_request(payload: bytes | bytearray | memoryview | str) -> Creat
         except ValueError:
             raise _go_unmarshal_error(action_raw) from None
         config = _from_json(config_obj)
+        jsjson.reject_unknown(obj)
     except jsjson.RequestJSONError as exc:
         raise JSErrors.INVALID_JSON(err=str(exc)) from None
+    if pedantic:
+        # nats-server's pedantic mode refuses what it would otherwise adjust; jetraft always adjusts
+        raise JSErrors.CONSUMER_CREATE(err="pedantic mode is not supported by jetraft")
     return CreateConsumerRequest(stream_name, config, action, pedantic)
 
 

@@ -8,9 +8,9 @@ the server, as NOTES.md asks:
 - `max_deliver` 0 or negative is not an error: it becomes -1 (unlimited);
 - a filter outside the stream's subjects is accepted (it matches nothing yet).
 
-Features jetraft does not implement (priority groups, direct consumers) are
-refused with a clear error instead of being accepted and ignored. All
-functions are pure.
+Features jetraft does not implement (priority groups and policies, direct and
+sourcing consumers, pedantic mode) are refused with a clear error instead of
+being accepted and ignored. All functions are pure.
 """
 
 from __future__ import annotations
@@ -192,6 +192,10 @@ def normalize_consumer_config(
         raise JSErrors.CONSUMER_CREATE(err="consumer priority groups are not supported by jetraft")
     if cfg.direct:
         raise JSErrors.CONSUMER_CREATE(err="direct consumers are not supported by jetraft")
+    if cfg.priority_policy not in ("", "none") or cfg.priority_timeout:
+        raise JSErrors.CONSUMER_CREATE(err="consumer priority policies are not supported by jetraft")
+    if cfg.sourcing:
+        raise JSErrors.CONSUMER_CREATE(err="sourcing consumers are not supported by jetraft")
 
     # defaults, in nats-server's order (the checks below see the filled-in values)
     ack_wait = cfg.ack_wait

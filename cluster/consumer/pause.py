@@ -44,7 +44,9 @@ def parse_pause_request(payload: bytes) -> int | None:
             err="json: cannot unmarshal array into Go value of type server.JSApiConsumerPauseRequest"
         )
     try:
-        raw = jsjson.loads_object(body).get("pause_until")
+        obj = jsjson.loads_request(body, "JSApiConsumerPauseRequest")
+        raw = obj.get("pause_until")
+        jsjson.reject_unknown(obj)
     except jsjson.RequestJSONError as exc:
         raise JSErrors.INVALID_JSON(err=str(exc)) from None
     if raw is None:

@@ -37,8 +37,14 @@ from cluster.api.errors import ApiError, JSErrors
 from cluster.api.lists import list_page
 from cluster.consumer.api import delete_response, names_response, parse_offset
 from cluster.consumer.assignment import ConsumerAssignment
-from cluster.consumer.config import ConsumerConfig, consumer_config_from_json, parse_create_request
+from cluster.consumer.config import (
+    ConsumerConfig,
+    CreateConsumerRequest,
+    consumer_config_from_json,
+    parse_create_request,
+)
 from cluster.consumer.config_check import (
+    CreateSubject,
     check_create_request,
     decide_create,
     generate_consumer_name,
@@ -92,18 +98,23 @@ class ConsumerAdmin:
 
     async def handle(self, request: ConsumerRequest, msg: Message) -> bytes | None:
         machine = self.meta.machine
-        # as nats-server: a pause body is read before the stream is looked up
-        pause_until = parse_pause_request(msg.payload) if request.op is ConsumerOp.PAUSE else None
+        op = request.op
+        # as nats-server: the body is read (a create's stream name checked, INFO's and DELETE's found
+        # empty) before the stream is looked up
+        if op in (ConsumerOp.INFO, ConsumerOp.DELETE) and not jsjson.is_empty_request(msg.payload):
+            raise JSErrors.NOT_EMPTY_REQUEST()
+        pause_until = parse_pause_request(msg.payload) if op is ConsumerOp.PAUSE else None
+        offset = _offset(msg.payload) if op in (ConsumerOp.NAMES, ConsumerOp.LIST) else 0
+        create = self._read_create(request, msg.payload) if op is ConsumerOp.CREATE else None
         if request.stream not in machine.streams:
             raise JSErrors.STREAM_NOT_FOUND()
         consumers = machine.consumers.get(request.stream, {})
-        op = request.op
-        if op is ConsumerOp.CREATE:
-            return await self._create(request, msg.payload)
+        if create is not None:
+            return await self._create(*create)
         if op is ConsumerOp.NAMES:
-            return names_response(list(consumers), _offset(msg.payload))
+            return names_response(list(consumers), offset)
         if op is ConsumerOp.LIST:
-            return await self._list(request.stream, sorted(consumers), _offset(msg.payload))
+            return await self._list(request.stream, sorted(consumers), offset)
         if request.consumer not in consumers:
             raise JSErrors.CONSUMER_NOT_FOUND()
         if op is ConsumerOp.DELETE:
@@ -148,12 +159,19 @@ class ConsumerAdmin:
         with contextlib.suppress(TimeoutError, NoRespondersError):
             await self.ctx.requester.request(subject, b"", PAUSE_APPLIED_TIMEOUT, headers)
 
-    async def _create(self, request: ConsumerRequest, payload: bytes) -> bytes:
+    @staticmethod
+    def _read_create(
+        request: ConsumerRequest, payload: bytes
+    ) -> tuple[CreateSubject, CreateConsumerRequest, ConsumerConfig]:
         subject = parse_create_subject(CONSUMER_API_PREFIX + request.tail)
         if subject is None:
             raise JSErrors.BAD_REQUEST()
         create = parse_create_request(payload)
-        cfg = check_create_request(subject, create)
+        return subject, create, check_create_request(subject, create)
+
+    async def _create(
+        self, subject: CreateSubject, create: CreateConsumerRequest, cfg: ConsumerConfig
+    ) -> bytes:
         stream_assignment = self.meta.machine.streams[subject.stream]
         known = self.meta.machine.consumers.get(subject.stream, {}).get(cfg.name or cfg.durable_name)
         if known is not None:

@@ -35,7 +35,7 @@ from cluster.api.advisories import (
     stream_advisory_subject,
 )
 from cluster.api.consumer_subjects import META_CONSUMER_PREFIX, ConsumerRequest
-from cluster.api.errors import ApiError, JSErrors, plain_error, stream_info_error
+from cluster.api.errors import ApiError, JSErrors, error_response, plain_error, stream_info_error
 from cluster.api.lists import list_page
 from cluster.api.response_types import PEER_REMOVE_TYPE, STREAM_DELETE_TYPE, STREAM_LIST_TYPE
 from cluster.api.subjects import META_PREFIX, ApiOp, ApiRequest, parse_meta_subject, stream_subject
@@ -58,6 +58,7 @@ from cluster.stream.config import StreamConfig, parse_stream_config, stream_conf
 from cluster.stream.config_check import (
     check_replicas_placeable,
     check_request_subject,
+    check_stream_name,
     decide_create,
     decide_update,
     subjects_match_stream,
@@ -69,6 +70,7 @@ from cluster.stream.info import (
     parse_list_request,
     stream_delete_response,
     stream_names_response,
+    stream_purge_error,
 )
 from cluster.stream.replica import StreamReplica
 from gateway.router import Message, Subscription
@@ -342,6 +344,8 @@ class MetaService:
         if op is ApiOp.STREAM_UPDATE:
             return await self._update(name, msg.payload)
         if op is ApiOp.STREAM_DELETE:
+            if not jsjson.is_empty_request(msg.payload):
+                raise JSErrors.NOT_EMPTY_REQUEST()
             return await self._delete(name)
         if op is ApiOp.STREAM_PEER_REMOVE:
             return await self._peer_remove(name, msg.payload)
@@ -402,6 +406,8 @@ class MetaService:
 
     async def _update(self, name: str, payload: bytes) -> bytes:
         requested = parse_stream_config(payload)
+        # as nats-server: the config's own checks come before the name in the subject is compared
+        check_stream_name(requested)
         check_request_subject(name, requested)
         configs = self.configs()
         old = configs.get(name)
@@ -449,9 +455,13 @@ class MetaService:
         if assignment is None:
             raise JSErrors.STREAM_NOT_FOUND()
         try:
-            peer = jsjson.get_str(jsjson.loads_object(payload), "peer")
+            request = jsjson.loads_request(payload, "JSApiStreamRemovePeerRequest")
+            peer = jsjson.get_str(request, "peer")
+            jsjson.reject_unknown(request)
         except jsjson.RequestJSONError as exc:
             raise JSErrors.INVALID_JSON(err=str(exc)) from None
+        if not peer:
+            raise JSErrors.BAD_REQUEST()
         if peer not in assignment.peers:
             raise JSErrors.CLUSTER_PEER_NOT_MEMBER()
         cfg = stream_config_from_json(assignment.config)
@@ -464,7 +474,7 @@ class MetaService:
         return jsjson.dumps({"type": PEER_REMOVE_TYPE, "success": True})
 
     async def _list(self, payload: bytes) -> bytes:
-        request = parse_list_request(payload)
+        request = parse_list_request(payload, "JSApiStreamListRequest")
         configs = self.configs()
         chosen = sorted(
             name
@@ -499,4 +509,11 @@ def _error_body(request: ApiRequest, error: ApiError) -> bytes:
         return stream_info_error(error)
     if request.op is ApiOp.STREAM_DELETE:
         return plain_error(STREAM_DELETE_TYPE, error)
+    if request.op is ApiOp.STREAM_PURGE:
+        return stream_purge_error(error)
+    if request.op in (ApiOp.STREAM_NAMES, ApiOp.STREAM_LIST):
+        # nats-server's paged responses print their (zero) paging and the list after the error: null
+        # for names, empty for the list
+        streams = None if request.op is ApiOp.STREAM_NAMES else []
+        return error_response(request.response_type, error, total=0, offset=0, limit=0, streams=streams)
     return plain_error(request.response_type, error)

@@ -359,6 +359,7 @@ def _transforms(obj: dict[str, Any], key: str) -> tuple[SubjectTransformConfig, 
             raise jsjson.RequestJSONError(
                 f"json: cannot unmarshal into field {key} of type SubjectTransformConfig"
             )
+        item = jsjson.nested_object(obj, key, item)
         out.append(SubjectTransformConfig(jsjson.get_str(item, "src"), jsjson.get_str(item, "dest")))
     return tuple(out)
 
@@ -401,7 +402,7 @@ def _sources(obj: dict[str, Any]) -> tuple[StreamSource, ...]:
             continue
         if not isinstance(item, dict):
             raise jsjson.RequestJSONError("json: cannot unmarshal into field sources of type StreamSource")
-        out.append(_source(item))
+        out.append(_source(jsjson.nested_object(obj, "sources", item)))
     return tuple(out)
 
 
@@ -414,12 +415,19 @@ def stream_config_from_json(obj: dict[str, Any]) -> StreamConfig:
 
 
 def parse_stream_config(payload: bytes | bytearray | memoryview | str) -> StreamConfig:
-    """Decode a STREAM.CREATE / STREAM.UPDATE body; raises ApiError 10025 when it is not valid JSON."""
+    """Decode a STREAM.CREATE / STREAM.UPDATE body as nats-server's strict decoder does; raises
+    ApiError 10025 when it is not valid JSON or holds a field nats-server (and jetraft) does not know."""
     try:
-        obj = jsjson.loads_object(payload)
+        obj = jsjson.loads_request(payload, "StreamConfigRequest")
+        config = _from_json(obj)
+        pedantic = jsjson.get_bool(obj, "pedantic")
+        jsjson.reject_unknown(obj)
     except jsjson.RequestJSONError as exc:
         raise JSErrors.INVALID_JSON(err=str(exc)) from None
-    return stream_config_from_json(obj)
+    if pedantic:
+        # nats-server's pedantic mode refuses what it would otherwise adjust; jetraft always adjusts
+        raise JSErrors.STREAM_INVALID_CONFIG(err="pedantic mode is not supported by jetraft")
+    return config
 
 
 def _from_json(obj: dict[str, Any]) -> StreamConfig:

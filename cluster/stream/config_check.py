@@ -121,8 +121,7 @@ def normalize_stream_config(
     """
     others = streams or {}
     cfg = requested
-    if not is_valid_stream_name(cfg.name):
-        raise _invalid("stream name is required and can not contain '.', '*', '>', '\\', '/'")
+    check_stream_name(cfg)
     if len(cfg.name) > MAX_NAME_LEN:
         raise _invalid(f"stream name is too long, maximum allowed is {MAX_NAME_LEN}")
     if len(cfg.description) > MAX_DESCRIPTION_LEN:
@@ -486,6 +485,11 @@ def check_subject_overlap(cfg: StreamConfig, streams: Mapping[str, StreamConfig]
             for ours in cfg.subjects:
                 if filters_overlap(ours, theirs):
                     raise JSErrors.STREAM_SUBJECT_OVERLAP()
+
+
+def check_stream_name(cfg: StreamConfig) -> None:
+    if not is_valid_stream_name(cfg.name):
+        raise _invalid("stream name is required and can not contain '.', '*', '>', '\\', '/'")
 
 
 def check_request_subject(stream_in_subject: str, cfg: StreamConfig) -> None:

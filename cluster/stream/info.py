@@ -204,21 +204,22 @@ class InfoRequest:
     offset: int = 0
 
 
-def _request_object(payload: bytes) -> dict[str, Any]:
+def _request_object(payload: bytes, go_type: str) -> dict[str, Any]:
     try:
-        return jsjson.loads_object(payload)
+        return jsjson.loads_request(payload, go_type)
     except jsjson.RequestJSONError as exc:
         raise JSErrors.INVALID_JSON(err=str(exc)) from None
 
 
 def parse_info_request(payload: bytes) -> InfoRequest:
-    obj = _request_object(payload)
+    obj = _request_object(payload, "JSApiStreamInfoRequest")
     try:
         request = InfoRequest(
             subjects_filter=jsjson.get_str(obj, "subjects_filter"),
             deleted_details=jsjson.get_bool(obj, "deleted_details"),
             offset=max(jsjson.get_int(obj, "offset"), 0),
         )
+        jsjson.reject_unknown(obj)
     except jsjson.RequestJSONError as exc:
         raise JSErrors.INVALID_JSON(err=str(exc)) from None
     # a subjects_filter that is no valid filter selects no subject, as in nats-server
@@ -233,12 +234,14 @@ class ListRequest:
     subject: str = ""
 
 
-def parse_list_request(payload: bytes) -> ListRequest:
-    obj = _request_object(payload)
+def parse_list_request(payload: bytes, go_type: str = "JSApiStreamNamesRequest") -> ListRequest:
+    """`go_type`: JSApiStreamNamesRequest or JSApiStreamListRequest, which Go's errors name."""
+    obj = _request_object(payload, go_type)
     try:
         request = ListRequest(
             offset=max(jsjson.get_int(obj, "offset"), 0), subject=jsjson.get_str(obj, "subject")
         )
+        jsjson.reject_unknown(obj)
     except jsjson.RequestJSONError as exc:
         raise JSErrors.INVALID_JSON(err=str(exc)) from None
     # any subject is compared token by token, as nats-server's SubjectsCollide does (`a..b` too)
@@ -247,13 +250,14 @@ def parse_list_request(payload: bytes) -> ListRequest:
 
 def parse_purge_request(payload: bytes, config: StreamConfig) -> Purge:
     """The PURGE entry to propose, or ApiError (sealed, deny_purge, seq with keep)."""
-    obj = _request_object(payload)
+    obj = _request_object(payload, "JSApiStreamPurgeRequest")
     try:
         purge = Purge(
             filter=jsjson.get_str(obj, "filter"),
             seq=jsjson.get_int(obj, "seq", unsigned=True),
             keep=jsjson.get_int(obj, "keep", unsigned=True),
         )
+        jsjson.reject_unknown(obj)
     except jsjson.RequestJSONError as exc:
         raise JSErrors.INVALID_JSON(err=str(exc)) from None
     if purge.seq and purge.keep:
@@ -270,11 +274,12 @@ def parse_msg_delete_request(payload: bytes, config: StreamConfig) -> DeleteMsg:
     """The DELETE_MSG entry to propose, or ApiError (empty request, sealed, deny_delete)."""
     if not payload.strip():
         raise JSErrors.BAD_REQUEST()
-    obj = _request_object(payload)
+    obj = _request_object(payload, "JSApiMsgDeleteRequest")
     try:
         entry = DeleteMsg(
             seq=jsjson.get_int(obj, "seq", unsigned=True), erase=not jsjson.get_bool(obj, "no_erase")
         )
+        jsjson.reject_unknown(obj)
     except jsjson.RequestJSONError as exc:
         raise JSErrors.INVALID_JSON(err=str(exc)) from None
     if config.sealed:

@@ -35,7 +35,7 @@ def parse_msg_get(payload: bytes) -> MsgGetRequest:
     if not payload.strip():
         raise JSErrors.BAD_REQUEST()
     try:
-        obj = jsjson.loads_object(payload)
+        obj = jsjson.loads_request(payload, "JSApiMsgGetRequest")
         start_raw = obj.get("start_time")
         start_ns = None
         if start_raw is not None:
@@ -52,6 +52,10 @@ def parse_msg_get(payload: bytes) -> MsgGetRequest:
         batch = jsjson.get_int(obj, "batch")
         max_bytes = jsjson.get_int(obj, "max_bytes")
         multi_last = jsjson.get_str_list(obj, "multi_last")
+        # Direct Get's batch bounds: known, and without a batch meaningless here (nats-server too)
+        jsjson.get_int(obj, "up_to_seq", unsigned=True)
+        obj.get("up_to_time")
+        jsjson.reject_unknown(obj)
     except (jsjson.RequestJSONError, ValueError) as exc:
         raise JSErrors.INVALID_JSON(err=str(exc)) from None
     # this API has no batches (those are Direct Get's)

@@ -148,13 +148,38 @@ def test_identical_recreate_succeeds_after_adr31_adjustment() -> None:
     assert same_config(first.config, normalize_stream_config(echoed))
 
 
-def test_unknown_fields_ignored_and_wrong_types_rejected() -> None:
-    cfg = parse_stream_config(b'{"name":"S","subjects":["s"],"future_field":{"x":1},"allow_msg_ttl":true}')
-    assert cfg.name == "S" and cfg.allow_msg_ttl
+@pytest.mark.parametrize(
+    ("body", "description"),
+    [
+        (b'{"name":"S","future_field":{"x":1}}', 'invalid JSON: json: unknown field "future_field"'),
+        (b'{"name":"S","placement":{"cluster":"c","zone":"z"}}', 'invalid JSON: json: unknown field "zone"'),
+        (b'{"name":"S","sources":[{"name":"O","start":1}]}', 'invalid JSON: json: unknown field "start"'),
+        (
+            b'{"name":"S","max_msgs":"lots"}',
+            "invalid JSON: json: cannot unmarshal string into Go struct field StreamConfigRequest.max_msgs"
+            " of type int64",
+        ),
+        (
+            b'{"name":"S","placement":{"cluster":5}}',
+            "invalid JSON: json: cannot unmarshal number into Go struct field"
+            " StreamConfigRequest.placement.cluster of type string",
+        ),
+        (b"[]", "invalid JSON: json: cannot unmarshal array into Go value of type server.StreamConfigRequest"),
+        (b'{"name":"S"', "invalid JSON: unexpected EOF"),
+    ],
+)
+def test_unknown_fields_and_wrong_types_are_refused_as_nats_server_refuses_them(
+    body: bytes, description: str
+) -> None:
+    # nats-server 2.15 decodes requests strictly: a field it does not know is an error, never ignored
     with pytest.raises(ApiError) as info:
-        parse_stream_config(b'{"name":"S","max_msgs":"lots"}')
-    assert (info.value.code, info.value.err_code) == (400, 10025)
-    assert info.value.description.startswith("invalid JSON: ")
+        parse_stream_config(body)
+    assert (info.value.code, info.value.err_code, info.value.description) == (400, 10025, description)
+
+
+def test_metadata_keys_are_free_and_wrong_types_rejected() -> None:
+    cfg = parse_stream_config(b'{"name":"S","subjects":["s"],"metadata":{"any.key":"v"},"allow_msg_ttl":true}')
+    assert cfg.metadata == {"any.key": "v"} and cfg.allow_msg_ttl
     with pytest.raises(ApiError) as info:
         parse_stream_config(b"{nope")
     assert info.value.err_code == 10025
