@@ -7,7 +7,11 @@ BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: install install-dev up test lint proto sim clean
+# nats.js, the second client the tests drive (tests/natsjs/), pinned by its package-lock.json
+NATSJS := tests/natsjs
+NATSJS_STAMP := $(NATSJS)/node_modules/.installed
+
+.PHONY: install install-dev natsjs up test lint proto sim clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +30,15 @@ $(DEV_STAMP): pyproject.toml | $(BIN)/python
 
 install: $(RUN_STAMP)
 
+$(NATSJS_STAMP): $(NATSJS)/package-lock.json
+	cd $(NATSJS) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+# Without npm the nats.js tests are skipped (they say so), not failed.
+natsjs:
+	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory $(NATSJS_STAMP); \
+	else echo "npm not found: tests/natsjs will be skipped"; fi
+
 install-dev: $(DEV_STAMP)
 
 up: install
@@ -35,7 +48,7 @@ lint: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 
-test: install-dev
+test: install-dev natsjs
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -p no:cacheprovider
@@ -52,4 +65,4 @@ sim: install
 	$(BIN)/jetraft sim --seeds 2000 --first-seed 1
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache build *.egg-info $(NATSJS)/node_modules
