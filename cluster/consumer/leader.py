@@ -375,7 +375,7 @@ class ConsumerLeader:
             if not self._has_interest(waiting.reply):
                 self.queue.remove(waiting)  # nobody would receive what it is sent
                 continue
-            plan = self._plan(now, waiting.batch_left, waiting.bytes_left)
+            plan = self._plan(now, self.queue.turn_size(waiting), waiting.bytes_left)
             if not plan.messages:
                 if plan.entries:
                     continue

@@ -215,7 +215,8 @@ class WaitingRequest:
 
 
 class WaitingQueue:
-    """Pull requests waiting for messages, served first come, first served."""
+    """Pull requests waiting for messages. They take turns, as in nats-server's wait queue: the
+    request at the head gets the next message and, if it wants more, goes to the back."""
 
     def __init__(self, max_waiting: int) -> None:
         self.max_waiting = max_waiting
@@ -262,7 +263,13 @@ class WaitingQueue:
         if waiting.batch_left <= 0 or (waiting.max_bytes and not waiting.bytes_left):
             self.remove(waiting)
             return True
+        if msgs and len(self._queue) > 1 and self._queue[0] is waiting:
+            self._queue.rotate(-1)  # its turn is over: to the back of the queue
         return False
+
+    def turn_size(self, waiting: WaitingRequest) -> int:
+        """How many messages `waiting` may take in one turn: all it wants when it waits alone, else one."""
+        return waiting.batch_left if len(self._queue) <= 1 else 1
 
     def remove(self, waiting: WaitingRequest) -> None:
         with contextlib.suppress(ValueError):

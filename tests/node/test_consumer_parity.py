@@ -383,3 +383,41 @@ async def test_info_is_not_held_up_after_the_meta_leader_changes(cluster: LocalC
         await nc.close()
         cluster.restart_node(meta)
         cluster.wait_ready(names=[meta])
+
+
+def _collector(into: list[str]) -> Any:
+    async def take(msg: Any) -> None:
+        if msg.data:  # status frames (408 at expiry) carry no payload
+            into.append(msg.data.decode())
+
+    return take
+
+
+async def _spread_over_waiting_pulls(nc: nats.NATS, kind: str) -> dict[str, list[str]]:
+    """Three pull requests wait on an empty stream; six messages arrive one by one: which got which."""
+    await make_stream(nc, "RR", replicas_for(kind))
+    await make_consumer(nc, "RR", "rr")
+    got: dict[str, list[str]] = {}
+    subs = []
+    for name in ("first", "second", "third"):
+        inbox = nc.new_inbox()
+        got[name] = []
+        subs.append(await nc.subscribe(inbox, cb=_collector(got[name])))
+        pull = json.dumps({"batch": 5, "expires": 5_000_000_000}).encode()
+        await nc.publish(f"{API}CONSUMER.MSG.NEXT.RR.rr", pull, reply=inbox)
+        await nc.flush()
+    for n in range(6):
+        await nc.request("rr.x", f"m{n + 1}".encode(), timeout=10)
+    for _ in range(100):  # bounded: until all six are in
+        if sum(len(v) for v in got.values()) == 6:
+            break
+        await asyncio.sleep(0.05)
+    for sub in subs:
+        await sub.unsubscribe()
+    return got
+
+
+async def test_waiting_pull_requests_take_turns_as_on_nats_server(both: dict[str, nats.NATS]) -> None:
+    seen = {kind: await _spread_over_waiting_pulls(nc, kind) for kind, nc in both.items()}
+    assert seen["nats-server"] == {"first": ["m1", "m4"], "second": ["m2", "m5"], "third": ["m3", "m6"]}
+    assert seen["jetraft"] == seen["nats-server"]
