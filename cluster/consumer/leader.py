@@ -80,6 +80,7 @@ from cluster.consumer.pull import (
     parse_pull_request,
 )
 from cluster.consumer.state import ConsumerState
+from cluster.runtime.catch_up import caught_up
 from cluster.runtime.group_membership import converge_membership
 from cluster.runtime.internal_requests import NoRespondersError
 from cluster.runtime.meta_progress import meta_index_of
@@ -226,12 +227,8 @@ class ConsumerLeader:
         # deliveries are read from then holds everything committed before this leader started,
         # so a new consumer's start position and pending count see every earlier publish.
         for group in (self.replica.group, self.replica.stream.group):
-            while not self._closed:
-                try:
-                    await host.read_index(group, timeout=CATCH_UP_TIMEOUT)
-                    break
-                except (RaftHostError, TimeoutError):
-                    await asyncio.sleep(0.05)
+            if not await caught_up(host, group, lambda: self._closed, CATCH_UP_TIMEOUT):
+                return  # stopped, or the group is gone with its stream or consumer
         self.working = self.replica.state.clone()
         if not self.working.started:
             self._propose(start_position(self.replica.config, self.replica.stream.store))
