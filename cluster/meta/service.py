@@ -72,7 +72,7 @@ from cluster.stream.info import (
     stream_names_response,
     stream_purge_error,
 )
-from cluster.stream.replica import StreamReplica
+from cluster.stream.replica import StreamReplica, open_store
 from gateway.router import Message, Subscription
 from raft.driver import RaftHostError
 from raft.types import Entry, EntryType, NodeId, Role, Snapshot
@@ -227,7 +227,10 @@ class MetaService:
         for name, assignment in wanted.items():
             if name in self.replicas:
                 continue
-            replica = StreamReplica(self.ctx, assignment, copiers=OriginFetcher)
+            # opening a store blocks for tens of ms (a RocksDB database): not on the event loop,
+            # where it would hold up every client and Raft group of this node
+            store = await asyncio.to_thread(open_store, self.ctx, assignment)
+            replica = StreamReplica(self.ctx, assignment, copiers=OriginFetcher, store=store)
             self.replicas[name] = replica
             replica.start()
             log.info("stream_replica_started", stream=name, node=self.ctx.name, peers=assignment.peers)

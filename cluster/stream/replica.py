@@ -18,6 +18,7 @@ import dataclasses
 import shutil
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 import structlog
@@ -76,8 +77,28 @@ class AttachedConsumer(Protocol):
         """Which messages it still needs, for interest retention."""
 
 
+def store_path_for(ctx: NodeContext, assignment: StreamAssignment) -> Path:
+    return ctx.data_dir / "streams" / f"{assignment.name}-{assignment.created_ns}"
+
+
+def open_store(ctx: NodeContext, assignment: StreamAssignment) -> StreamStore:
+    """The replica's store, opened (a RocksDB database for file storage: tens of ms, blocking)."""
+    config = stream_config_from_json(assignment.config)
+    store_config = store_config_for(config)
+    if config.storage is StorageType.MEMORY:
+        return MemoryStreamStore(store_config)
+    return RocksStreamStore(store_path_for(ctx, assignment), store_config)
+
+
 class StreamReplica:
-    def __init__(self, ctx: NodeContext, assignment: StreamAssignment, copiers: CopierFactory) -> None:
+    def __init__(
+        self,
+        ctx: NodeContext,
+        assignment: StreamAssignment,
+        copiers: CopierFactory,
+        store: StreamStore | None = None,
+    ) -> None:
+        """`store`: opened already by `open_store`, off the event loop (the meta service does that)."""
         self.ctx = ctx
         # what copies an origin into this stream while it leads, if it is a mirror or has sources
         self.copiers = copiers
@@ -85,8 +106,8 @@ class StreamReplica:
         self.name = assignment.name
         self.group = assignment.group
         self.config: StreamConfig = stream_config_from_json(assignment.config)
-        self.store_path = ctx.data_dir / "streams" / f"{assignment.name}-{assignment.created_ns}"
-        self.store: StreamStore = self._open_store()
+        self.store_path = store_path_for(ctx, assignment)
+        self.store: StreamStore = store if store is not None else open_store(ctx, assignment)
         # Applying needs no fsync of its own: the Raft log is durable, and a store write group
         # lost in a crash takes its applied index with it, so the entries replay. The one thing
         # that must not happen, compacting the log past what the store durably holds, is
@@ -129,12 +150,6 @@ class StreamReplica:
                 role=self.responder_role,
                 reply_stream=self.name,
             )
-
-    def _open_store(self) -> StreamStore:
-        store_config = store_config_for(self.config)
-        if self.config.storage is StorageType.MEMORY:
-            return MemoryStreamStore(store_config)
-        return RocksStreamStore(self.store_path, store_config)
 
     # -- the driver's StateMachine -------------------------------------------------------
 
@@ -303,7 +318,8 @@ class StreamReplica:
         self._seq_waiters = []
         with contextlib.suppress(GroupNotFoundError):
             await self.ctx.host.remove_group(self.group, delete_data=delete)
-        self.store.close()
+        # off the event loop: closing a RocksDB database (which saves its index) takes milliseconds
+        await asyncio.to_thread(self.store.close)
         if delete:
             await asyncio.to_thread(shutil.rmtree, self.store_path, True)
 
