@@ -293,6 +293,33 @@ class LocalCluster:
     def restart_node(self, name: str) -> None:
         self.start_node(name)
 
+    def stop_node(self, name: str, grace: float = 10.0) -> None:
+        """Stop one node by PID as a shutdown: SIGTERM, then SIGKILL if it still runs after `grace` seconds."""
+        proc = self.procs[name]
+        proc._jetraft_expected_exit = True  # type: ignore[attr-defined]
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=5)
+
+    def is_running(self, name: str) -> bool:
+        proc = self.procs.get(name)
+        return proc is not None and proc.poll() is None
+
+    def exited_unexpectedly(self) -> list[str]:
+        """Nodes that exited without being asked to; each is reported once (then counts as expected)."""
+        exited = []
+        for name, proc in self.procs.items():
+            if proc.poll() is not None and not getattr(proc, "_jetraft_expected_exit", False):
+                proc._jetraft_expected_exit = True  # type: ignore[attr-defined]
+                exited.append(name)
+        return exited
+
     @property
     def toxiproxy_url(self) -> str | None:
         return self.toxiproxy.url if self.toxiproxy is not None else None
