@@ -119,6 +119,11 @@ class RouteMesh:
         link = self._links.get(peer)
         return link is not None and link.connected
 
+    def reachable(self, peer: str) -> bool:
+        """Whether routes to and from `peer` are both up: what we forward reaches it, and its
+        interest (the streams it leads) reaches us."""
+        return self.is_connected(peer) and peer in self._inbound_sessions
+
     def peer_labels(self, peer: str) -> tuple[str, ...] | None:
         """The labels `peer` sent in its hello while our call to it is up; None while it is down."""
         return self._peer_labels.get(peer) if self.is_connected(peer) else None

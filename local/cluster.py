@@ -243,15 +243,27 @@ class LocalCluster:
 
     def health(self, name: str, timeout: float = 1.0) -> dict[str, object] | None:
         """The node's /healthz body when it answers 200 within `timeout` seconds, else None."""
+        status, body = self.health_report(name, timeout)
+        return body if status == 200 else None
+
+    def health_report(self, name: str, timeout: float = 1.0) -> tuple[int, dict[str, object] | None]:
+        """The node's /healthz status and body, healthy or not (503 lists its `problems`); (0, None)
+        when it does not answer within `timeout` seconds."""
         try:
             with urllib.request.urlopen(f"{self.spec(name).http_url}/healthz", timeout=timeout) as resp:
-                return json.loads(resp.read())
+                return resp.status, json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            try:
+                return exc.code, json.loads(exc.read())
+            except (OSError, ValueError):
+                return exc.code, None
         except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError):
-            return None
+            return 0, None
 
     def meta_leader(self, name: str | None = None) -> str | None:
-        """The meta leader as node `name` (the first node by default) reports it on /healthz."""
-        body = self.health(name or self.specs[0].name, timeout=5.0)
+        """The meta leader as node `name` (the first node by default) reports it on /healthz, even
+        while that node reports itself unhealthy for another reason."""
+        _, body = self.health_report(name or self.specs[0].name, timeout=5.0)
         leader = None if body is None else body.get("meta_leader")
         return str(leader) if leader else None
 
