@@ -1,5 +1,9 @@
 """`jetraft local up`: a local cluster of node processes on 127.0.0.1, until interrupted.
 
+A node that dies leaves the others running (said on stderr). `jetraft local stop|kill|start NAME`,
+run beside it with the same `--data-dir`, stops (SIGTERM), kills (SIGKILL) or starts one node of
+the running cluster, through files in the data directory (local/control.py), no signal to the command.
+
 With `--toxiproxy`, every node-to-node link goes through its own proxy on an
 embedded Toxiproxy server (proxy `nX-to-nY` for what nX sends to nY), whose
 API URL is printed so faults can be injected with any Toxiproxy client.
@@ -21,6 +25,7 @@ from local.cluster import (
     plan_nodes,
     start_faultable_links,
 )
+from local.control import ControlError, ControlInbox, Request, send_request
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -44,11 +49,68 @@ def _parser() -> argparse.ArgumentParser:
         "--toxiproxy", action="store_true", help="route every node-to-node link through an embedded Toxiproxy"
     )
     up.add_argument("--toxiproxy-port", type=int, default=8474, help="Toxiproxy API port (0: any free port)")
+    for action, what in (
+        ("stop", "stop one node of the running cluster (SIGTERM, a clean shutdown)"),
+        ("kill", "kill one node of the running cluster (SIGKILL, a crash)"),
+        ("start", "start a stopped node of the running cluster again, with its data"),
+    ):
+        control = sub.add_parser(action, help=what)
+        control.add_argument("node", help="the node's name (n1, n2, m1, ...)")
+        control.add_argument("--data-dir", default="./data", help="the running `local up`'s --data-dir")
+        control.add_argument("--timeout", type=float, default=90.0)
     return parser
+
+
+def _control(args: argparse.Namespace) -> int:
+    try:
+        print(send_request(args.data_dir, args.action, args.node, timeout=args.timeout), flush=True)
+    except ControlError as exc:
+        print(f"jetraft local: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _carry_out(cluster: LocalCluster, request: Request, startup_timeout: float) -> tuple[bool, str]:
+    name = request.node
+    if name not in cluster.procs:
+        return False, f"no node {name!r}; nodes: {', '.join(cluster.procs)}"
+    if request.action == "start":
+        if cluster.is_running(name):
+            return False, f"node {name} is already running"
+        cluster.restart_node(name)
+        try:
+            cluster.wait_ready(startup_timeout, names=[name])
+        except (TimeoutError, NodeProcessError) as exc:
+            return False, f"node {name} did not come back: {exc}"
+        return True, f"node {name} started"
+    if not cluster.is_running(name):
+        return False, f"node {name} is not running"
+    if request.action == "kill":
+        cluster.kill_node(name)
+        return True, f"node {name} killed"
+    cluster.stop_node(name)
+    return True, f"node {name} stopped"
+
+
+def _state(cluster: LocalCluster) -> dict[str, object]:
+    return {
+        "nodes": {
+            spec.name: {
+                "running": cluster.is_running(spec.name),
+                "pid": cluster.procs[spec.name].pid,
+                "client_url": spec.client_url,
+                "http_url": spec.http_url,
+            }
+            for spec in cluster.specs
+        },
+        "toxiproxy": cluster.toxiproxy_url,
+    }
 
 
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
+    if args.action != "up":
+        return _control(args)
     if args.nodes < 1 or args.mirror_nodes < 0:
         print("jetraft local: --nodes must be at least 1 and --mirror-nodes at least 0", file=sys.stderr)
         return 2
@@ -81,16 +143,33 @@ def main(argv: list[str]) -> int:
         print(f"{spec.name}{role}: {spec.client_url}  http {spec.http_url}", flush=True)
     if cluster.toxiproxy_url is not None:
         print(f"toxiproxy: {cluster.toxiproxy_url}  (proxies nX-to-nY for every node pair)", flush=True)
+    inbox = ControlInbox(args.data_dir)
+    inbox.publish_state(_state(cluster))
     print("ready", flush=True)
-    code = 0
     try:
-        while not stop_signals and code == 0:
+        # Runs until interrupted: a node that dies is reported and the survivors keep serving (a
+        # cluster that loses a node is what it is for); `jetraft local start NAME` brings it back.
+        while not stop_signals:
             time.sleep(0.2)
-            for name, proc in cluster.procs.items():
-                if proc.poll() is not None:
-                    print(f"jetraft local: node {name} exited with code {proc.returncode}", file=sys.stderr)
-                    code = 1
+            changed = False
+            for name in cluster.exited_unexpectedly():
+                code = cluster.procs[name].returncode
+                print(
+                    f"jetraft local: node {name} exited with code {code}; the others keep running"
+                    f" (`jetraft local start {name} --data-dir {args.data_dir}` starts it again)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                changed = True
+            for request in inbox.take():
+                ok, message = _carry_out(cluster, request, args.startup_timeout)
+                print(f"jetraft local: {message}", file=sys.stderr if not ok else sys.stdout, flush=True)
+                inbox.answer(request, ok, message)
+                changed = True
+            if changed:
+                inbox.publish_state(_state(cluster))
     finally:
         print("stopping", flush=True)
+        inbox.close()
         cluster.stop()
-    return code
+    return 0

@@ -119,6 +119,11 @@ class RouteMesh:
         link = self._links.get(peer)
         return link is not None and link.connected
 
+    def reachable(self, peer: str) -> bool:
+        """Whether routes to and from `peer` are both up: what we forward reaches it, and its
+        interest (the streams it leads) reaches us."""
+        return self.is_connected(peer) and peer in self._inbound_sessions
+
     def peer_labels(self, peer: str) -> tuple[str, ...] | None:
         """The labels `peer` sent in its hello while our call to it is up; None while it is down."""
         return self._peer_labels.get(peer) if self.is_connected(peer) else None
@@ -341,10 +346,15 @@ class _PeerLink:
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"route-to-{self.name}")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        task = self._task
+        if task is not None:
+            # Python 3.11's wait_for can swallow a cancellation that lands as its inner read
+            # completes (the hello's answer): cancel again until the task has really ended.
+            while not task.done():
+                task.cancel()
+                await asyncio.wait([task], timeout=1.0)
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+                await task
             self._task = None
         self._disconnected()
 
@@ -358,8 +368,13 @@ class _PeerLink:
                 raise
             except grpc.aio.AioRpcError as exc:
                 log.debug("route to peer failed", peer=self.name, code=exc.code().name)
-            except (TimeoutError, ConnectionError) as exc:
+            except (TimeoutError, ConnectionError, asyncio.InvalidStateError) as exc:
+                # InvalidStateError: grpc.aio's answer to a write on a call that already ended
                 log.debug("route to peer failed", peer=self.name, error=repr(exc))
+            except Exception:
+                # Whatever else ends a call, this link must redial: a dead task here would leave the
+                # peer without this node's interest for good (its clients: "no responders").
+                log.exception("route to peer failed unexpectedly", peer=self.name)
             if self.connected:
                 delay = low
             self._disconnected()
@@ -426,6 +441,9 @@ class _PeerLink:
             if loop.time() - self._last_pong > self.mesh.ping_timeout:
                 raise TimeoutError(f"no pong from {self.name} for {self.mesh.ping_timeout}s")
             while self.interest or self.messages or self._ping_due:
+                # The peer may have ended the call before our reader was scheduled to see it.
+                if call.done():
+                    raise ConnectionError("peer ended the route")
                 await call.write(self._next_frame(loop.time()))
                 if self.queued_bytes <= QUEUE_LOW_WATER:
                     self.mesh._link_drained(self.name)

@@ -243,15 +243,27 @@ class LocalCluster:
 
     def health(self, name: str, timeout: float = 1.0) -> dict[str, object] | None:
         """The node's /healthz body when it answers 200 within `timeout` seconds, else None."""
+        status, body = self.health_report(name, timeout)
+        return body if status == 200 else None
+
+    def health_report(self, name: str, timeout: float = 1.0) -> tuple[int, dict[str, object] | None]:
+        """The node's /healthz status and body, healthy or not (503 lists its `problems`); (0, None)
+        when it does not answer within `timeout` seconds."""
         try:
             with urllib.request.urlopen(f"{self.spec(name).http_url}/healthz", timeout=timeout) as resp:
-                return json.loads(resp.read())
+                return resp.status, json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            try:
+                return exc.code, json.loads(exc.read())
+            except (OSError, ValueError):
+                return exc.code, None
         except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError):
-            return None
+            return 0, None
 
     def meta_leader(self, name: str | None = None) -> str | None:
-        """The meta leader as node `name` (the first node by default) reports it on /healthz."""
-        body = self.health(name or self.specs[0].name, timeout=5.0)
+        """The meta leader as node `name` (the first node by default) reports it on /healthz, even
+        while that node reports itself unhealthy for another reason."""
+        _, body = self.health_report(name or self.specs[0].name, timeout=5.0)
         leader = None if body is None else body.get("meta_leader")
         return str(leader) if leader else None
 
@@ -292,6 +304,33 @@ class LocalCluster:
 
     def restart_node(self, name: str) -> None:
         self.start_node(name)
+
+    def stop_node(self, name: str, grace: float = 10.0) -> None:
+        """Stop one node by PID as a shutdown: SIGTERM, then SIGKILL if it still runs after `grace` seconds."""
+        proc = self.procs[name]
+        proc._jetraft_expected_exit = True  # type: ignore[attr-defined]
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=5)
+
+    def is_running(self, name: str) -> bool:
+        proc = self.procs.get(name)
+        return proc is not None and proc.poll() is None
+
+    def exited_unexpectedly(self) -> list[str]:
+        """Nodes that exited without being asked to; each is reported once (then counts as expected)."""
+        exited = []
+        for name, proc in self.procs.items():
+            if proc.poll() is not None and not getattr(proc, "_jetraft_expected_exit", False):
+                proc._jetraft_expected_exit = True  # type: ignore[attr-defined]
+                exited.append(name)
+        return exited
 
     @property
     def toxiproxy_url(self) -> str | None:

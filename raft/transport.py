@@ -294,8 +294,12 @@ class _PeerLink:
                 raise
             except grpc.aio.AioRpcError as exc:
                 log.debug("raft link to peer failed", peer=self.peer, code=exc.code().name)
-            except (ConnectionError, grpc.aio.UsageError) as exc:
+            except (ConnectionError, grpc.aio.UsageError, asyncio.InvalidStateError) as exc:
+                # InvalidStateError: grpc.aio's answer to a write on a call that already ended
                 log.debug("raft link to peer failed", peer=self.peer, error=repr(exc))
+            except Exception:
+                # whatever ends a call, the link must redial: a dead task would cut this peer off for good
+                log.exception("raft link to peer failed unexpectedly", peer=self.peer)
             if self.connected:
                 log.info("raft link to peer down", peer=self.peer)
             self.connected = False
@@ -322,6 +326,9 @@ class _PeerLink:
                     await call  # raises the call's error
                     raise ConnectionError("peer ended the raft call")
                 while self.queue:
+                    if call.done():  # ended while we were writing: the loop's top raises its error
+                        self.wake.set()
+                        break
                     frame, taken = transport._build_frame(self.queue)
                     batch = self.queue[:taken]
                     del self.queue[:taken]

@@ -165,3 +165,62 @@ def test_the_pipeline_without_its_extra_says_which_to_install(tmp_path: Path) ->
     )
     assert result.returncode != 0
     assert "pip install 'jetraft[spark]'" in result.stderr, result.stderr
+
+
+def _local_control(tmp_path: Path, action: str, node: str) -> subprocess.CompletedProcess[str]:
+    """`jetraft local <action> <node>` beside the `local up` running on tmp_path's data (no extras either)."""
+    command = [sys.executable, "-m", "cli.main", "local", action, node, "--data-dir", str(tmp_path / "data")]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(tmp_path / "blocker"), str(Path(__file__).resolve().parent.parent)]
+    )
+    env["JETRAFT_TEST_BLOCKED"] = ",".join(EXTRAS_MODULES)
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, env=env, check=False)
+
+
+def _healthy(http_url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{http_url}/healthz", timeout=5) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not node_available(), reason="needs a runnable `jetraft node` (cluster.node.command)")
+def test_local_up_keeps_the_survivors_and_stops_and_starts_one_node(tmp_path: Path) -> None:
+    proc = _local_up(tmp_path, 3, 0)
+    try:
+        lines = read_lines_until(proc, "ready", timeout=90)
+        http = {line.split(":")[0]: line.split()[-1] for line in lines[:3]}
+        state = json.loads((tmp_path / "data" / "local-control" / "cluster.json").read_text())
+        assert state["pid"] == proc.pid and sorted(state["nodes"]) == ["n1", "n2", "n3"]
+
+        killed = _local_control(tmp_path, "kill", "n2")
+        assert killed.returncode == 0 and "n2 killed" in killed.stdout, killed
+        assert _local_control(tmp_path, "kill", "n2").returncode == 1  # it is not running any more
+        assert proc.poll() is None and _healthy(http["n1"]) and _healthy(http["n3"])
+        assert not _healthy(http["n2"])
+        started = _local_control(tmp_path, "start", "n2")
+        assert started.returncode == 0 and "n2 started" in started.stdout, started
+        assert _healthy(http["n2"])
+
+        # a node dying on its own (not asked for): the command says so and keeps the others
+        n3_pid = json.loads((tmp_path / "data" / "local-control" / "cluster.json").read_text())["nodes"][
+            "n3"
+        ]["pid"]
+        os.kill(n3_pid, signal.SIGKILL)
+        stopped = _local_control(tmp_path, "stop", "n1")  # the command still answers after n3's death
+        assert stopped.returncode == 0 and "n1 stopped" in stopped.stdout, stopped
+        state = json.loads((tmp_path / "data" / "local-control" / "cluster.json").read_text())
+        running = {name: node["running"] for name, node in state["nodes"].items()}
+        assert proc.poll() is None and running == {"n1": False, "n2": True, "n3": False}, running
+        for name in ("n1", "n3"):
+            again = _local_control(tmp_path, "start", name)
+            assert again.returncode == 0, again
+        assert all(_healthy(url) for url in http.values())
+        assert _local_control(tmp_path, "start", "n9").returncode == 1
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)
+        assert _stopped(proc, timeout=30, data_dir=tmp_path / "data") == 0
+    assert not (tmp_path / "data" / "local-control" / "cluster.json").exists()
+    assert _local_control(tmp_path, "start", "n1").returncode == 1  # nothing runs there now

@@ -26,6 +26,7 @@ from cluster.api.subjects import API_QUEUE
 from cluster.direct_get.responder import DIRECT_GET_QUEUE
 from cluster.meta.service import MetaService
 from cluster.node.config import NodeConfig
+from cluster.node.health import HealthJudge, StreamView, observe
 from cluster.node.http_server import NodeHttpServer
 from cluster.runtime.context import META_GROUP, STREAM_GROUP_OPTIONS, NodeContext
 from cluster.runtime.internal_requests import InternalRequester
@@ -77,6 +78,7 @@ class Node:
         data_dir.mkdir(parents=True, exist_ok=True)
         self.engine = RocksLogEngine(data_dir / "raft")
         self.host = RaftHost(config.name, self.engine, on_leader_change=self._leader_changed)
+        self._health_judge = HealthJudge()
         self.http = NodeHttpServer(config.host, config.http_port, self.metrics.registry, self._health)
         self.ctx: NodeContext | None = None
         self.meta: MetaService | None = None
@@ -190,10 +192,30 @@ class Node:
             replica.on_leader_change(leader, role, term)
 
     def _health(self) -> tuple[bool, dict[str, Any]]:
+        """Healthy: a meta leader is known, and nothing that keeps this node's clients from being
+        served (routes to most peers down, a stream here without a reachable leader) has lasted
+        longer than the health grace (cluster/node/health.py)."""
         meta = self.meta
         leader = meta.leader_id if meta is not None else None
-        streams = sorted(meta.replicas) if meta is not None else []
-        return leader is not None, {"node": self.config.name, "meta_leader": leader, "streams": streams}
+        replicas = list(meta.replicas.values()) if meta is not None else []
+        peers = sorted(self.config.peers)
+        reachable = {peer: self.mesh.reachable(peer) for peer in peers}
+        views = [
+            StreamView(replica.name, replica.leader_id, replica.role is Role.LEADER)
+            for replica in replicas
+            if not replica.stopped
+        ]
+        problems = self._health_judge.judge(
+            observe(self.config.name, peers, reachable, views), time.monotonic()
+        )
+        body = {
+            "node": self.config.name,
+            "meta_leader": leader,
+            "streams": sorted(replica.name for replica in replicas),
+            "routes": reachable,
+            "problems": problems,
+        }
+        return leader is not None and not problems, body
 
     async def _refresh_metrics(self) -> None:
         metrics, node = self.metrics, self.config.name

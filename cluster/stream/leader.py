@@ -663,7 +663,10 @@ class StreamLeader:
         read.add_done_callback(functools.partial(self._answer_msg_get, msg))
 
     def _answer_msg_get(self, msg: Message, read: asyncio.Future[int] | None) -> None:
-        if self._closed or read is None or read.cancelled() or read.exception() is not None:
+        # the read's outcome is taken first, even when this leader closed meanwhile: a failed read
+        # (NotLeaderError as leadership moves) left unretrieved is logged as an error by asyncio
+        failed = read is None or read.cancelled() or read.exception() is not None
+        if self._closed or failed:
             body, status = msg_get_error(JSErrors.CLUSTER_NOT_AVAILABLE()), "503"
         else:
             body = answer_msg_get(msg.payload, self.replica.store)

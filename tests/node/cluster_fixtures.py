@@ -26,6 +26,18 @@ def local_cluster(
         cluster.stop()
 
 
+def log_problems(cluster: LocalCluster) -> list[str]:
+    """Lines of the nodes' logs that show an unhandled error: a traceback, an exception logged with
+    its stack, or asyncio's "never retrieved" (a failed future or task nobody looked at)."""
+    problems = []
+    for spec in cluster.specs:
+        path = cluster.log_dir / f"{spec.name}.log"
+        for line in path.read_text(errors="replace").splitlines() if path.exists() else ():
+            if "never retrieved" in line or "Traceback" in line or '"exception":' in line:
+                problems.append(f"{spec.name}: {line[:400]}")
+    return problems
+
+
 async def direct_get_from_every_replica(
     nc: nats.NATS, stream: str, request: bytes, within: float = 20.0
 ) -> list[Msg]:

@@ -12,7 +12,7 @@ import nats
 import pytest
 
 from local.cluster import LocalCluster
-from tests.node.cluster_fixtures import local_cluster
+from tests.node.cluster_fixtures import local_cluster, log_problems
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +51,9 @@ async def test_isolated_leader_answers_no_msg_get(cluster: LocalCluster) -> None
     await nc.close()
     # the next tests start from a whole cluster again: every node back, with a meta leader
     await asyncio.to_thread(cluster.wait_ready, 30.0)
+    # the reads the deposed leader had asked for failed (NotLeaderError) after it closed: each was
+    # answered and its failure taken, nothing left for asyncio to report
+    assert log_problems(cluster) == []
 
 
 async def test_leader_stepdown_moves_leadership(cluster: LocalCluster) -> None:
@@ -68,6 +71,7 @@ async def test_leader_stepdown_moves_leadership(cluster: LocalCluster) -> None:
         assert (await js.publish("step.x", b"still serving")).seq == seq
         before = after
     await nc.close()
+    assert log_problems(cluster) == []
 
 
 async def test_direct_get_responders_leave_when_allow_direct_is_turned_off(cluster: LocalCluster) -> None:

@@ -1,0 +1,156 @@
+"""The route mesh's dialler keeps redialling, whatever way a call to a peer ends.
+
+grpc.aio raises `asyncio.InvalidStateError` (not an `AioRpcError`) when a frame is
+written to a call that has already finished: the peer ended it (a superseded
+session, a silent route cut by the peer's watchdog, a keepalive failure) while
+our reader had not yet been scheduled to notice. Under load the writer is busy
+between two reads, so this happens on a heal. It used to end the link's task
+for good, with the link still marked connected: the peer never again received
+this node's interest (its clients got "no responders" for every stream this
+node leads) while Raft, on its own calls, looked healthy.
+
+These tests drive `_PeerLink` with fake gRPC calls that end exactly that way,
+so the sequence is the same on every run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+import pytest
+
+from gateway import route_pb2
+from gateway.protocol import decode_token
+from gateway.router import Router
+from gateway.routes import RouteMesh
+
+
+class _FinishedUnderfoot:
+    """A call whose peer answers the hello, then ends it: every later write raises InvalidStateError
+    (as grpc.aio does for a finished call) while the read never returns (the reader not yet scheduled)."""
+
+    def __init__(self) -> None:
+        self.writes: list[route_pb2.Frame] = []
+        self._answered = False
+        self.cancelled = False
+        # grpc.aio says done() once the status is in; a write already under way still raises
+        self.reports_running = False
+
+    async def write(self, frame: route_pb2.Frame) -> None:
+        if self.writes:
+            raise asyncio.InvalidStateError("RPC is already finished.")
+        self.writes.append(frame)
+
+    async def read(self) -> Any:
+        if not self._answered:
+            self._answered = True
+            return route_pb2.Frame(hello=route_pb2.Hello(node="n2", client_url="nats://n2", session="x"))
+        await asyncio.Event().wait()
+
+    def done(self) -> bool:
+        return bool(self.writes) and not self.reports_running
+
+    def cancel(self) -> bool:
+        self.cancelled = True
+        return True
+
+
+class _Healthy:
+    """A call that answers the hello and pongs, and records every frame written."""
+
+    def __init__(self) -> None:
+        self.writes: list[route_pb2.Frame] = []
+        self.written = asyncio.Event()
+        self._pongs: asyncio.Queue[int] = asyncio.Queue()
+        self._answered = False
+
+    async def write(self, frame: route_pb2.Frame) -> None:
+        self.writes.append(frame)
+        self.written.set()
+        if frame.ping:
+            self._pongs.put_nowait(frame.ping)
+
+    async def read(self) -> Any:
+        if not self._answered:
+            self._answered = True
+            return route_pb2.Frame(hello=route_pb2.Hello(node="n2", client_url="nats://n2", session="y"))
+        return route_pb2.Frame(pong=await self._pongs.get())
+
+    def done(self) -> bool:
+        return False
+
+    def cancel(self) -> bool:
+        return True
+
+
+class _Channel:
+    """Enough of a grpc.aio.Channel for RouteStub: each Connect() takes the next prepared call."""
+
+    def __init__(self, calls: list[Any]) -> None:
+        self.calls = calls
+        self.dialled = 0
+        self.dialled_event = asyncio.Event()
+
+    def stream_stream(self, *_args: Any, **_kwargs: Any) -> Callable[[], Any]:
+        def connect() -> Any:
+            call = self.calls[self.dialled]
+            self.dialled += 1
+            self.dialled_event.set()
+            return call
+
+        return connect
+
+
+def _subjects(frame: route_pb2.Frame) -> set[str]:
+    return {decode_token(i.subject) for i in frame.interest if i.weight > 0}
+
+
+@pytest.mark.parametrize("seen_done", [True, False], ids=["done-before-the-write", "done-during-the-write"])
+async def test_a_call_finished_under_a_write_is_redialled_and_the_interest_resent(seen_done: bool) -> None:
+    router = Router()
+    router.subscribe("orders.>", lambda _msg: None)
+    finished, healthy = _FinishedUnderfoot(), _Healthy()
+    finished.reports_running = not seen_done
+    channel = _Channel([finished, healthy])
+    mesh = RouteMesh(router, "n1", "nats://n1", ping_interval=0.05, reconnect_delay=(0.01, 0.05))
+    mesh.add_peer("n2", channel)  # type: ignore[arg-type]
+    try:
+        # the first call's hello carried the snapshot; the next write finds the call finished
+        await asyncio.wait_for(healthy.written.wait(), 5)
+        assert channel.dialled == 2 and finished.cancelled
+        hello = healthy.writes[0]
+        assert hello.hello.node == "n1" and _subjects(hello) == {"orders.>"}
+        # and the new call carries what changes after it
+        router.subscribe("$JSR.S.ORDERS.>", lambda _msg: None)
+
+        async def sent_later() -> None:
+            while not any("$JSR.S.ORDERS.>" in _subjects(f) for f in healthy.writes[1:]):
+                healthy.written.clear()
+                await healthy.written.wait()
+
+        await asyncio.wait_for(sent_later(), 5)
+        assert mesh.is_connected("n2")
+    finally:
+        await mesh.close()
+
+
+async def test_an_unexpected_error_on_a_call_is_redialled_too() -> None:
+    class _Broken(_FinishedUnderfoot):
+        async def write(self, frame: route_pb2.Frame) -> None:
+            if self.writes:
+                raise grpc.aio.InternalError("something gRPC did not expect")
+            self.writes.append(frame)
+
+    router = Router()
+    healthy = _Healthy()
+    channel = _Channel([_Broken(), healthy])
+    mesh = RouteMesh(router, "n1", "nats://n1", ping_interval=0.05, reconnect_delay=(0.01, 0.05))
+    mesh.add_peer("n2", channel)  # type: ignore[arg-type]
+    try:
+        await asyncio.wait_for(healthy.written.wait(), 5)
+        assert channel.dialled == 2
+    finally:
+        await mesh.close()
