@@ -32,6 +32,7 @@ from cluster.runtime.internal_requests import InternalRequester
 from cluster.runtime.metrics import NodeMetrics
 from cluster.stream.leader import replica_progress
 from gateway.auth import make_authenticator
+from gateway.limits import Limits
 from gateway.router import Router
 from gateway.routes import RouteMesh, add_route_servicer
 from gateway.server import GatewayServer
@@ -63,6 +64,8 @@ class Node:
             port=config.client_port,
             auth=make_authenticator(config.user, config.password, config.token),
             advertise=config.advertise,
+            limits=Limits(max_payload=config.max_payload, auth_timeout=config.auth_timeout),
+            info_extra={"cluster": config.cluster_name} if config.cluster_name else None,
         )
         self.mesh = RouteMesh(
             self.router,

@@ -1,0 +1,136 @@
+"""`jetraft node --config FILE.conf`: what a node takes from a nats-server configuration file."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from cluster.node.config import ConfigError, NodeConfig, add_node_arguments, config_from_args
+
+# nats-server's own test/configs/cluster.conf, with jetraft's named routes and one shared secret.
+CLUSTER_CONF = """# Cluster config file
+server_name: n1
+listen: 127.0.0.1:5242
+http: 8222
+
+jetstream {
+  store_dir: "/tmp/js"
+  domain: hub
+}
+
+cluster {
+  listen: 127.0.0.1:5244
+  name: xyz
+
+  authorization {
+    user: route_user
+    password: top_secret
+  }
+
+  routes = [
+    n2=nats-route://127.0.0.1:5245
+    n3=127.0.0.1:5246
+  ]
+}
+
+authorization {
+  user:     derek
+  password: monkey
+  timeout:  1
+}
+max_payload: 512KB
+"""
+
+
+def _load(tmp_path: Path, text: str, *argv: str) -> NodeConfig:
+    path = tmp_path / "node.conf"
+    path.write_text(text)
+    parser = argparse.ArgumentParser()
+    add_node_arguments(parser)
+    return config_from_args(parser.parse_args(["--config", str(path), *argv]))
+
+
+def test_a_nats_server_config_sets_the_node(tmp_path: Path) -> None:
+    config = _load(tmp_path, CLUSTER_CONF)
+    assert (config.name, config.host, config.client_port, config.http_port) == ("n1", "127.0.0.1", 5242, 8222)
+    assert (config.cluster_port, config.cluster_name) == (5244, "xyz")
+    assert config.peers == {"n2": "127.0.0.1:5245", "n3": "127.0.0.1:5246"}
+    assert (config.data_dir, config.domain) == ("/tmp/js", "hub")
+    assert (config.user, config.password, config.auth_timeout) == ("derek", "monkey", 1.0)
+    assert config.max_payload == 512 * 1024
+    assert config.cluster_secret == "route_user:top_secret"
+    assert "top_secret" not in repr(config)
+
+
+def test_flags_still_win_over_the_file(tmp_path: Path) -> None:
+    config = _load(tmp_path, CLUSTER_CONF, "--port", "4999", "--name", "other")
+    assert (config.client_port, config.name) == (4999, "other")
+
+
+def test_the_cluster_secret_comes_from_the_environment_when_the_file_has_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JETRAFT_CLUSTER_SECRET", "from-env")
+    assert _load(tmp_path, "server_name: n1\n").cluster_secret == "from-env"
+    assert _load(tmp_path, CLUSTER_CONF).cluster_secret == "route_user:top_secret"
+
+
+def test_a_token_authorizes_the_cluster(tmp_path: Path) -> None:
+    config = _load(tmp_path, "server_name: n1\ncluster { authorization { token: s3cr3t } }\n")
+    assert config.cluster_secret == "s3cr3t"
+
+
+def test_variables_used_as_variables_are_not_settings(tmp_path: Path) -> None:
+    config = _load(tmp_path, "PW: monkey\nserver_name: n1\nauthorization { user: derek, password: $PW }\n")
+    assert config.password == "monkey"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("server_name: n1\nlisten: 4222\nlisen: 4223\n", r"node.conf line 3: lisen: unknown setting"),
+        ("server_name: n1\njetstream {\n  store_dri: x\n}\n", r"line 3: jetstream.store_dri: unknown setting"),
+        ("server_name: n1\ntls {\n cert_file: a\n}\n", r"line 2: tls: nats-server's setting is not supported"),
+        ("server_name: n1\naccounts { A: {} }\n", r"line 2: accounts: nats-server's setting is not supported"),
+        (
+            "server_name: n1\njetstream { max_file_store: 1G }\n",
+            r"line 2: jetstream.max_file_store: nats-server's setting is not supported",
+        ),
+        ("server_name: n1\njetstream: disabled\n", "cannot be disabled"),
+        ("server_name: n1\ncluster { routes: [nats-route://127.0.0.1:1] }\n", "routes name their peer"),
+        ("server_name: n1\ncluster { routes: [n2=nats-route://u:p@127.0.0.1:1] }\n", "credentials in a route"),
+        ("server_name: n1\ncluster { authorization { user: a } }\n", "user and password go together"),
+        ("server_name: n1\nlisten: 127.0.0.1:4222\nhttp: 10.0.0.1:8222\n", "one address"),
+        ("server_name: n1\nlisten: 127.0.0.1:70000\n", "expected host:port"),
+        ("server_name: n1\nmax_payload: -1\n", "max_payload: expected an integer"),
+        ("server_name: n1\nauthorization { users: [] }\n", "authorization.users: nats-server's setting"),
+        ("server_name: n1\nauthorization {\n user: a\n password: $2a$11$abc\n}\n", "bcrypt"),
+        ("server_name: n1\nlisten: [\n", "missing ']'"),
+    ],
+)
+def test_what_jetraft_cannot_take_is_refused_by_name_and_line(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        _load(tmp_path, text)
+
+
+def test_a_toml_file_is_still_read_as_toml(tmp_path: Path) -> None:
+    path = tmp_path / "n1.toml"
+    path.write_text('name = "n1"\nclient_port = 4400\n')
+    parser = argparse.ArgumentParser()
+    add_node_arguments(parser)
+    assert config_from_args(parser.parse_args(["--config", str(path)])).client_port == 4400
+
+
+ADR_19_SPEC = Path(__file__).resolve().parents[2].parent / "shared" / "spec" / "adr-19-api-prefixes.txt"
+
+
+@pytest.mark.skipif(not ADR_19_SPEC.exists(), reason="shared/spec is not beside the repository")
+def test_adr_19_testing_config_parses_and_its_accounts_are_refused_by_name(tmp_path: Path) -> None:
+    lines = ADR_19_SPEC.read_text().splitlines()
+    start = lines.index("jetstream: enabled")
+    end = start + next(i for i, line in enumerate(lines[start:]) if line == "}")
+    text = "server_name: n1\n" + "\n".join(lines[start : end + 1]) + "\n"
+    with pytest.raises(ConfigError, match=r"line 3: accounts: nats-server's setting is not supported"):
+        _load(tmp_path, text)
