@@ -35,6 +35,7 @@ from gateway.events import (
     Unsub,
 )
 from gateway.limits import Limits, ServerStats
+from gateway.permissions import ConnectionPermissions
 from gateway.protocol import OK_BYTES, PING_BYTES, PONG_BYTES, ClientCommandParser, encode_err, encode_token
 from gateway.router import InvalidSubjectError, Router, Subscription
 from subjects.grammar import is_valid_subject
@@ -50,6 +51,16 @@ COMMANDS_PER_SLICE = 64
 # work side by side instead of taking turns (Direct Get, 64 in flight, answered on the client's
 # node: 4.5-5.1k -> 8.6-11.7k requests/s).
 COMMANDS_PER_WRITE = 16
+
+
+def publish_violation(subject: str) -> str:
+    return f'Permissions Violation for Publish to "{subject}"'
+
+
+def subscribe_violation(subject: str, queue: str | None) -> str:
+    if queue:
+        return f'Permissions Violation for Subscription to "{subject}" using queue "{queue}"'
+    return f'Permissions Violation for Subscription to "{subject}"'
 
 
 class ClientPort(Protocol):
@@ -84,6 +95,11 @@ class ClientConnection(asyncio.Protocol):
         self.verbose = True
         self.pedantic = True
         self.authenticated = server.auth is None
+        # None: the client may publish and subscribe to anything (no users list, or a user without limits)
+        self.permissions: ConnectionPermissions | None = None
+        # sids of subscriptions whose messages are checked against the subscribe deny list on delivery
+        self._filtered_sids: set[bytes] = set()
+        self.user = ""
         self.subs: dict[str, Subscription] = {}
         self.transport: asyncio.Transport | None = None
         self.remote_ip = ""
@@ -208,9 +224,14 @@ class ClientConnection(asyncio.Protocol):
             self.close_with_error(exc.message)
             return
         auth = self.server.auth
-        if auth is not None and not auth.check(options):
-            self.close_with_error(ERR_AUTHORIZATION)
-            return
+        if auth is not None:
+            identity = auth.check(options)
+            if identity is None:
+                self.close_with_error(ERR_AUTHORIZATION)
+                return
+            self.user = identity.user
+            if identity.permissions is not None:
+                self.permissions = ConnectionPermissions(identity.permissions)
         self.authenticated = True
         if self._auth_timer is not None:
             self._auth_timer.cancel()
@@ -229,6 +250,10 @@ class ClientConnection(asyncio.Protocol):
         if self.pedantic and not is_valid_subject(subject):
             self._write(encode_err(ERR_INVALID_PUBLISH_SUBJECT))
             return
+        if self.permissions is not None and not self.permissions.may_publish(subject):
+            # nats-server reports it and keeps the connection.
+            self._write(encode_err(publish_violation(subject)))
+            return
         if self.verbose:
             # nats-server acknowledges before it delivers, so a publisher subscribed to
             # its own subject sees +OK ahead of the MSG.
@@ -240,6 +265,13 @@ class ClientConnection(asyncio.Protocol):
     def _subscribe(self, event: Sub) -> None:
         existing = self.subs.get(event.sid)
         if existing is None:
+            permissions = self.permissions
+            if permissions is not None:
+                if not permissions.may_subscribe(event.subject):
+                    self._write(encode_err(subscribe_violation(event.subject, event.queue)))
+                    return
+                if permissions.filters_deliveries(event.subject):
+                    self._filtered_sids.add(encode_token(event.sid))
             try:
                 sub = self.router.subscribe_client(self, encode_token(event.sid), event.subject, event.queue)
             except InvalidSubjectError:
@@ -266,6 +298,12 @@ class ClientConnection(asyncio.Protocol):
     ) -> None:
         if self.closed:
             return
+        permissions = self.permissions
+        if permissions is not None:
+            if sid in self._filtered_sids and not permissions.may_receive(subject.decode()):
+                return
+            if reply:
+                permissions.delivered_request(reply.decode())
         if headers is not None and self.headers_enabled:
             hdr_len = len(headers)
             if reply:
@@ -287,6 +325,7 @@ class ClientConnection(asyncio.Protocol):
             self._slow_consumer()
 
     def subscription_closed(self, sub: Subscription) -> None:
+        self._filtered_sids.discard(sub.sid)
         sid = sub.sid.decode("utf-8", "surrogateescape")
         if self.subs.get(sid) is sub:
             del self.subs[sid]

@@ -11,6 +11,7 @@ from typing import Any
 
 from cluster.node.natsconf.parser import ConfSyntaxError, parse
 from cluster.node.natsconf.settings import ConfKeyError, node_settings
+from gateway.auth import User
 from gateway.protocol import DEFAULT_MAX_PAYLOAD
 from gateway.queue_policy import POLICY_NAMES
 
@@ -45,8 +46,11 @@ class NodeConfig:
     log_level: str | None = None  # None: $JETRAFT_LOG_LEVEL, else INFO
     log_format: str = "auto"
     user: str | None = None
-    password: str | None = None
-    token: str | None = None
+    # secrets stay out of repr, so that no log line carries them
+    password: str | None = field(default=None, repr=False)
+    token: str | None = field(default=None, repr=False)
+    # nats-server's `authorization { users = [...] }`: each user's password and permissions
+    users: list[User] = field(default_factory=list)
     # the client URL other nodes advertise for this node (INFO connect_urls)
     advertise: str | None = None
     # ADR-19: a JetStream domain ($JS.<domain>.API) and other API prefixes this cluster answers under
@@ -97,6 +101,10 @@ class NodeConfig:
             raise ConfigError("stream_snapshot_interval must be at least 1 and stream_compact_keep not negative")
         if self.token is not None and self.user is not None:
             raise ConfigError("use either a token or a user and password, not both")
+        if self.users and (self.user is not None or self.token is not None):
+            raise ConfigError("use a users list, or a single user or token, not both")
+        if len({user.name for user in self.users}) != len(self.users):
+            raise ConfigError("a user is listed twice in authorization.users")
         if self.password is not None and self.password.startswith("$2"):
             raise ConfigError("bcrypt-hashed passwords are not supported by jetraft yet")
         if self.cluster_secret is not None and not self.cluster_secret:

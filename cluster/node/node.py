@@ -25,6 +25,7 @@ from cluster.api.prefixes import PREFIX_QUEUE, PrefixMapper, domain_prefix
 from cluster.api.subjects import API_QUEUE
 from cluster.direct_get.responder import DIRECT_GET_QUEUE
 from cluster.meta.service import MetaService
+from cluster.node.cluster_auth import call_metadata, cluster_server_interceptors
 from cluster.node.config import NodeConfig
 from cluster.node.http_server import NodeHttpServer
 from cluster.runtime.context import META_GROUP, STREAM_GROUP_OPTIONS, NodeContext
@@ -62,7 +63,7 @@ class Node:
             name=config.name,
             host=config.host,
             port=config.client_port,
-            auth=make_authenticator(config.user, config.password, config.token),
+            auth=make_authenticator(config.user, config.password, config.token, config.users),
             advertise=config.advertise,
             limits=Limits(max_payload=config.max_payload, auth_timeout=config.auth_timeout),
             info_extra={"cluster": config.cluster_name} if config.cluster_name else None,
@@ -74,7 +75,9 @@ class Node:
             on_peers_changed=self._peers_changed,
             labels=config.tags,
         )
-        self.grpc_server = grpc.aio.server(options=grpc_server_options())
+        self.grpc_server = grpc.aio.server(
+            options=grpc_server_options(), interceptors=cluster_server_interceptors(config.cluster_secret)
+        )
         self.channels: dict[str, grpc.aio.Channel] = {}
         data_dir = config.node_data_dir
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -106,8 +109,9 @@ class Node:
         for peer, address in sorted(config.peers.items()):
             channel = grpc.aio.insecure_channel(address, options=grpc_channel_options())
             self.channels[peer] = channel
-            self.host.transport.add_peer(peer, channel)
-            self.mesh.add_peer(peer, channel)
+            proof = call_metadata(config.cluster_secret)
+            self.host.transport.add_peer(peer, channel, call_metadata=proof)
+            self.mesh.add_peer(peer, channel, call_metadata=proof)
         self.ctx = NodeContext(
             name=config.name,
             router=self.router,
@@ -146,6 +150,7 @@ class Node:
             cluster_port=config.cluster_port,
             http_port=self.http.port,
             peers=sorted(config.peers),
+            cluster_authenticated=config.cluster_secret is not None,
         )
 
     async def stop(self) -> None:

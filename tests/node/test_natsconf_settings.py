@@ -105,7 +105,23 @@ def test_variables_used_as_variables_are_not_settings(tmp_path: Path) -> None:
         ("server_name: n1\nlisten: 127.0.0.1:4222\nhttp: 10.0.0.1:8222\n", "one address"),
         ("server_name: n1\nlisten: 127.0.0.1:70000\n", "expected host:port"),
         ("server_name: n1\nmax_payload: -1\n", "max_payload: expected an integer"),
-        ("server_name: n1\nauthorization { users: [] }\n", "authorization.users: nats-server's setting"),
+        (
+            "server_name: n1\nauthorization { users: [ {nkey: UABC} ] }\n",
+            r"authorization.users\[0\].nkey: nats-server's setting is not supported",
+        ),
+        (
+            "server_name: n1\nauthorization { users: [ {user: a, password: b, permissions: {publish: {alow: x}}} ] }\n",
+            r"line 2: authorization.users\[0\].permissions.publish.alow: unknown setting",
+        ),
+        (
+            "server_name: n1\nauthorization { users: [ {user: a, password: b, permissions: {subscribe: 'a..b'}} ] }\n",
+            "not a valid subject",
+        ),
+        (
+            "server_name: n1\nauthorization { users: [ {user: a, password: '$2a$11$x'} ] }\n",
+            "bcrypt-hashed passwords are not supported",
+        ),
+        ("server_name: n1\nauthorization { users: [ {user: a} ] }\n", "needs a user name and a password"),
         ("server_name: n1\nauthorization {\n user: a\n password: $2a$11$abc\n}\n", "bcrypt"),
         ("server_name: n1\nlisten: [\n", "missing ']'"),
     ],
@@ -134,3 +150,25 @@ def test_adr_19_testing_config_parses_and_its_accounts_are_refused_by_name(tmp_p
     text = "server_name: n1\n" + "\n".join(lines[start : end + 1]) + "\n"
     with pytest.raises(ConfigError, match=r"line 3: accounts: nats-server's setting is not supported"):
         _load(tmp_path, text)
+
+
+def test_users_with_permissions_and_defaults(tmp_path: Path) -> None:
+    config = _load(
+        tmp_path,
+        "server_name: n1\nauthorization {\n"
+        "  default_permissions: { publish: 'public.>' }\n"
+        "  users = [\n"
+        "    {user: a, password: sekrit-a, permissions: { publish: {allow: 'x.*', deny: 'x.y'}, subscribe: ['s', 't.>'] }}\n"
+        "    {user: b, password: pb}\n"
+        "    {user: c, password: pc, permissions: { subscribe: req, allow_responses: { max: 3, ttl: '1m30s' } }}\n"
+        "  ]\n}\n",
+    )
+    a, b, c = config.users
+    assert a.permissions is not None and b.permissions is not None and c.permissions is not None
+    assert (a.permissions.publish.allow, a.permissions.publish.deny) == (("x.*",), ("x.y",))
+    assert a.permissions.subscribe.allow == ("s", "t.>")
+    assert b.permissions.publish.allow == ("public.>",)  # the defaults, for a user without its own
+    assert c.permissions.publish.allow == ()  # allow_responses turns off the blanket publish allow
+    assert c.permissions.responses is not None
+    assert (c.permissions.responses.max_msgs, c.permissions.responses.ttl) == (3, 90.0)
+    assert "sekrit-a" not in repr(config)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cluster.node.natsconf.parser import ConfMap, Place
+from cluster.node.natsconf.users import ConfPermissionError, parse_permissions, parse_users
 
 # nats-server's top-level keys (server/opts.go) that jetraft does not implement yet.
 _NATS_TOP_LEVEL_KEYS_NOT_YET = """client_advertise net debug trace trace_verbose trace_headers logtime logtime_utc mappings maps
@@ -236,7 +237,12 @@ class _Collector:
 
     def authorization(self, key: str, value: Any, place: Place) -> None:
         conf = _map("", key, value, place)
-        for sub, sub_value, sub_place in _settings(conf):
+        entries = _settings(conf)
+        default_permissions = None
+        for sub, sub_value, sub_place in entries:
+            if sub == "default_permissions":
+                default_permissions = parse_permissions("authorization.default_permissions", sub_value, sub_place)
+        for sub, sub_value, sub_place in entries:
             if sub in ("user", "username"):
                 self.fields["user"] = _string("authorization.", sub, sub_value, sub_place)
             elif sub in ("password", "pass"):
@@ -245,8 +251,12 @@ class _Collector:
                 self.fields["token"] = _string("authorization.", sub, sub_value, sub_place)
             elif sub == "timeout":
                 self.fields["auth_timeout"] = _number("authorization.", sub, sub_value, sub_place)
-            elif sub in ("users", "nkey", "permissions", "account", "proxy_required", "default_permissions",
-                         "auth_callout"):  # fmt: skip
+            elif sub == "users":
+                self.fields["users"] = parse_users(sub_value, sub_place, default_permissions)
+            elif sub == "default_permissions":
+                if "users" not in conf.values:
+                    raise _fail("authorization.", sub, sub_place, "applies to a users list; there is none")
+            elif sub in ("nkey", "permissions", "account", "proxy_required", "auth_callout"):
                 raise _not_yet("authorization.", sub, sub_place)
             else:
                 raise _unknown("authorization.", sub, sub_place)
@@ -255,5 +265,8 @@ class _Collector:
 def node_settings(conf: ConfMap) -> dict[str, Any]:
     """The NodeConfig fields a parsed configuration sets; ConfKeyError for what jetraft cannot take."""
     collector = _Collector()
-    collector.top(conf)
+    try:
+        collector.top(conf)
+    except ConfPermissionError as exc:
+        raise ConfKeyError(str(exc)) from exc
     return collector.fields
