@@ -2,12 +2,17 @@
 
 A successful check yields the client's `Identity`: its user name (empty for a token) and its
 permissions (None: everything). Accounts, when they come, belong here too: an identity will name one.
+
+A password written as a bcrypt hash (`$2a$...`, as nats-server's `nats server passwd` makes) is checked
+with the bcrypt package. That takes tens of milliseconds by design, far too long for the event loop that
+carries the node's Raft traffic, so such a check comes back as a `SlowCheck` for the connection to run on
+a worker thread.
 """
 
 from __future__ import annotations
 
 import hmac
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -21,10 +26,35 @@ class Identity:
     permissions: Permissions | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class SlowCheck:
+    """A check to run off the event loop; it returns what `check` would have."""
+
+    run: Callable[[], Identity | None]
+
+
 class Authenticator(Protocol):
-    def check(self, options: ConnectOptions) -> Identity | None:
+    def check(self, options: ConnectOptions) -> Identity | SlowCheck | None:
         """The client's identity, or None to refuse it (`Authorization Violation`)."""
         ...
+
+
+BCRYPT_PREFIXES = ("$2a$", "$2b$", "$2x$", "$2y$")
+
+
+def is_bcrypt_hash(password: str) -> bool:
+    return password.startswith(BCRYPT_PREFIXES)
+
+
+def _bcrypt_matches(given: str | None, hashed: str) -> bool:
+    import bcrypt  # only nodes configured with hashed passwords need it loaded
+
+    if given is None:
+        return False
+    try:
+        return bcrypt.checkpw(given.encode(), hashed.encode())
+    except ValueError:  # a malformed hash in the config refuses everyone, as nats-server does
+        return False
 
 
 def _same(given: str | None, expected: str) -> bool:
@@ -37,7 +67,12 @@ class UserPassword:
     user: str
     password: str
 
-    def check(self, options: ConnectOptions) -> Identity | None:
+    def check(self, options: ConnectOptions) -> Identity | SlowCheck | None:
+        if is_bcrypt_hash(self.password):
+            if not _same(options.user, self.user):
+                return None
+            given = options.password
+            return SlowCheck(lambda: Identity(self.user) if _bcrypt_matches(given, self.password) else None)
         if _same(options.user, self.user) & _same(options.password, self.password):
             return Identity(self.user)
         return None
@@ -47,7 +82,10 @@ class UserPassword:
 class Token:
     token: str
 
-    def check(self, options: ConnectOptions) -> Identity | None:
+    def check(self, options: ConnectOptions) -> Identity | SlowCheck | None:
+        if is_bcrypt_hash(self.token):
+            given = options.auth_token
+            return SlowCheck(lambda: Identity() if _bcrypt_matches(given, self.token) else None)
         return Identity() if _same(options.auth_token, self.token) else None
 
 
@@ -71,11 +109,15 @@ class Users:
                 raise ValueError(f"user {user.name!r} is listed twice")
             self._users[user.name] = user
 
-    def check(self, options: ConnectOptions) -> Identity | None:
+    def check(self, options: ConnectOptions) -> Identity | SlowCheck | None:
         user = self._users.get(options.user or "")
-        if user is None or not _same(options.password, user.password):
+        if user is None:
             return None
-        return Identity(user.name, user.permissions)
+        identity = Identity(user.name, user.permissions)
+        if is_bcrypt_hash(user.password):
+            given = options.password
+            return SlowCheck(lambda: identity if _bcrypt_matches(given, user.password) else None)
+        return identity if _same(options.password, user.password) else None
 
 
 def make_authenticator(

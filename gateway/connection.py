@@ -14,7 +14,7 @@ from typing import Protocol, cast
 
 import structlog
 
-from gateway.auth import Authenticator
+from gateway.auth import Authenticator, Identity, SlowCheck
 from gateway.connect_options import ConnectOptions
 from gateway.events import (
     ERR_AUTH_TIMEOUT,
@@ -100,6 +100,8 @@ class ClientConnection(asyncio.Protocol):
         # sids of subscriptions whose messages are checked against the subscribe deny list on delivery
         self._filtered_sids: set[bytes] = set()
         self.user = ""
+        # A password check running on a worker thread: nothing more is read or handled until it is done.
+        self._checking_credentials = False
         self.subs: dict[str, Subscription] = {}
         self.transport: asyncio.Transport | None = None
         self.remote_ip = ""
@@ -159,7 +161,7 @@ class ClientConnection(asyncio.Protocol):
 
     def _update_reading(self) -> None:
         """Read from the socket unless a peer link is backed up or commands already read wait for a slice."""
-        paused = self._waiting_for_links or self._slice_scheduled
+        paused = self._waiting_for_links or self._slice_scheduled or self._checking_credentials
         if paused is self._reading_paused or self.closed or self.transport is None:
             return
         self._reading_paused = paused
@@ -178,6 +180,8 @@ class ClientConnection(asyncio.Protocol):
         parser = self._parser
         handled = 0
         while not self.closed:
+            if self._checking_credentials:
+                return False
             if handled == budget:
                 return parser.buffered > 0
             if handled and handled % COMMANDS_PER_WRITE == 0:
@@ -226,12 +230,39 @@ class ClientConnection(asyncio.Protocol):
         auth = self.server.auth
         if auth is not None:
             identity = auth.check(options)
+            if isinstance(identity, SlowCheck):
+                self._check_credentials_off_loop(identity, options)
+                return
             if identity is None:
                 self.close_with_error(ERR_AUTHORIZATION)
                 return
-            self.user = identity.user
-            if identity.permissions is not None:
-                self.permissions = ConnectionPermissions(identity.permissions)
+            self._identified(identity)
+        self._accept(options)
+
+    def _check_credentials_off_loop(self, check: SlowCheck, options: ConnectOptions) -> None:
+        self._checking_credentials = True
+        future = self._loop.run_in_executor(None, check.run)
+
+        def done(_future: asyncio.Future[Identity | None]) -> None:
+            self._checking_credentials = False
+            if self.closed:
+                return
+            identity = None if future.cancelled() or future.exception() else future.result()
+            if identity is None:
+                self.close_with_error(ERR_AUTHORIZATION)
+                return
+            self._identified(identity)
+            self._accept(options)
+            self._drain_slice()  # what the client sent after its CONNECT
+
+        future.add_done_callback(done)
+
+    def _identified(self, identity: Identity) -> None:
+        self.user = identity.user
+        if identity.permissions is not None:
+            self.permissions = ConnectionPermissions(identity.permissions)
+
+    def _accept(self, options: ConnectOptions) -> None:
         self.authenticated = True
         if self._auth_timer is not None:
             self._auth_timer.cancel()

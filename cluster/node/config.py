@@ -105,8 +105,6 @@ class NodeConfig:
             raise ConfigError("use a users list, or a single user or token, not both")
         if len({user.name for user in self.users}) != len(self.users):
             raise ConfigError("a user is listed twice in authorization.users")
-        if self.password is not None and self.password.startswith("$2"):
-            raise ConfigError("bcrypt-hashed passwords are not supported by jetraft yet")
         if self.cluster_secret is not None and not self.cluster_secret:
             raise ConfigError("the cluster secret must not be empty")
         if self.max_payload < 1 or self.auth_timeout <= 0:

@@ -6,10 +6,15 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import bcrypt
+
 from local.ports import HOST
 from tests.node.config_file_node import node_from_config
 from tests.node.raw_client import RawClient
 from tests.node.reference_server import nats_server_from_config
+
+# The cheapest cost bcrypt allows, to keep the test quick; nats-server takes any.
+HASHED = bcrypt.hashpw(b"h4shed", bcrypt.gensalt(rounds=4)).decode()
 
 AUTHORIZATION = """
 authorization {
@@ -22,9 +27,10 @@ authorization {
     {user: bob, password: b0b}
     {user: svc, password: svc, permissions: { subscribe: "svc.req", allow_responses: true }}
     {user: old, password: old, permissions: { publish: ["a.b", "c.*"], subscribe: "x.>" }}
+    {user: hashed, password: "HASHED", permissions: { publish: "h.>" }}
   ]
 }
-"""
+""".replace("HASHED", HASHED)
 
 Scenario = Callable[[int], Awaitable[list[str]]]
 
@@ -89,7 +95,23 @@ async def wrong_password_and_unknown_user(port: int) -> list[str]:
     return lines
 
 
+async def a_bcrypt_password(port: int) -> list[str]:
+    client = await RawClient.connect(HOST, port, user="hashed", **{"pass": "h4shed"})
+    try:
+        lines = await client.exchange("SUB h.1 1\r\nPUB h.1 2\r\nok\r\nPUB nope 0\r\n\r\n")
+    finally:
+        await client.close()
+    for password in ("wrong", HASHED):  # the hash itself is not the password
+        client = await RawClient.connect(HOST, port, user="hashed", **{"pass": password})
+        try:
+            lines += await client.read_until_closed()
+        finally:
+            await client.close()
+    return lines
+
+
 SCENARIOS: list[Scenario] = [
+    a_bcrypt_password,
     alice_publishes_and_subscribes,
     deny_filters_a_wildcard_subscription,
     a_service_answers_each_request_once,
@@ -114,6 +136,12 @@ async def test_permission_errors_match_nats_server(tmp_path: Path) -> None:
         "-ERR 'Permissions Violation for Publish to \"orders.secret\"'",
         "-ERR 'Permissions Violation for Publish to \"public.x\"'",
     ], expected
+    assert expected["a_bcrypt_password"] == [
+        "MSG h.1 1 2",
+        "ok",
+        "-ERR 'Permissions Violation for Publish to \"nope\"'",
+        *(["-ERR 'Authorization Violation'", "<closed>"] * 2),
+    ]
     assert expected["deny_filters_a_wildcard_subscription"] == ["MSG orders.open 1 5", "shown"]
     assert expected["wrong_password_and_unknown_user"] == ["-ERR 'Authorization Violation'", "<closed>"] * 2
     assert got == expected

@@ -151,7 +151,5 @@ def parse_users(value: Any, place: Place, default_permissions: Permissions | Non
                 raise _fail(f"{path}.{key}", sub_place, "unknown setting")
         if name is None or password is None:
             raise _fail(path, place, "a user needs a user name and a password")
-        if password.startswith("$2"):
-            raise _fail(f"{path}.password", place, "bcrypt-hashed passwords are not supported by jetraft yet")
         users.append(User(name, password, permissions))
     return users
