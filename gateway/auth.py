@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from gateway.connect_options import ConnectOptions
+from gateway.nkey import signature_valid, user_public_key_bytes
 from gateway.permissions import Permissions
 
 
@@ -34,7 +35,10 @@ class SlowCheck:
 
 
 class Authenticator(Protocol):
-    def check(self, options: ConnectOptions) -> Identity | SlowCheck | None:
+    # Whether each client's INFO carries a nonce for it to sign (nkey users).
+    nonce_required: bool
+
+    def check(self, options: ConnectOptions, nonce: str) -> Identity | SlowCheck | None:
         """The client's identity, or None to refuse it (`Authorization Violation`)."""
         ...
 
@@ -66,8 +70,9 @@ def _same(given: str | None, expected: str) -> bool:
 class UserPassword:
     user: str
     password: str
+    nonce_required = False
 
-    def check(self, options: ConnectOptions) -> Identity | SlowCheck | None:
+    def check(self, options: ConnectOptions, nonce: str = "") -> Identity | SlowCheck | None:
         if is_bcrypt_hash(self.password):
             if not _same(options.user, self.user):
                 return None
@@ -81,8 +86,9 @@ class UserPassword:
 @dataclass(frozen=True, slots=True)
 class Token:
     token: str
+    nonce_required = False
 
-    def check(self, options: ConnectOptions) -> Identity | SlowCheck | None:
+    def check(self, options: ConnectOptions, nonce: str = "") -> Identity | SlowCheck | None:
         if is_bcrypt_hash(self.token):
             given = options.auth_token
             return SlowCheck(lambda: Identity() if _bcrypt_matches(given, self.token) else None)
@@ -99,17 +105,41 @@ class User:
         return f"User(name={self.name!r}, permissions={self.permissions!r})"
 
 
-class Users:
-    """nats-server's `authorization { users = [...] }`: each user its own password and permissions."""
+@dataclass(frozen=True, slots=True)
+class NkeyUser:
+    """A user known by its nkey public key (U...): it signs the nonce with its seed; no password."""
 
-    def __init__(self, users: Iterable[User]) -> None:
+    public_key: str
+    permissions: Permissions | None = None
+
+    def __post_init__(self) -> None:
+        user_public_key_bytes(self.public_key)  # InvalidNkey (a ValueError) for anything else
+
+
+class Users:
+    """nats-server's `authorization { users = [...] }`: each user its own password or nkey, and permissions."""
+
+    def __init__(self, users: Iterable[User | NkeyUser]) -> None:
         self._users: dict[str, User] = {}
+        self._nkeys: dict[str, tuple[bytes, NkeyUser]] = {}
         for user in users:
+            if isinstance(user, NkeyUser):
+                if user.public_key in self._nkeys:
+                    raise ValueError(f"nkey {user.public_key!r} is listed twice")
+                self._nkeys[user.public_key] = (user_public_key_bytes(user.public_key), user)
+                continue
             if user.name in self._users:
                 raise ValueError(f"user {user.name!r} is listed twice")
             self._users[user.name] = user
+        self.nonce_required = bool(self._nkeys)
 
-    def check(self, options: ConnectOptions) -> Identity | SlowCheck | None:
+    def check(self, options: ConnectOptions, nonce: str = "") -> Identity | SlowCheck | None:
+        if options.nkey:
+            # As nats-server: a client that names an nkey is that nkey's user or no one.
+            known = self._nkeys.get(options.nkey)
+            if known is None or not nonce or not signature_valid(known[0], nonce, options.sig):
+                return None
+            return Identity(options.nkey, known[1].permissions)
         user = self._users.get(options.user or "")
         if user is None:
             return None
@@ -124,7 +154,7 @@ def make_authenticator(
     user: str | None = None,
     password: str | None = None,
     token: str | None = None,
-    users: Iterable[User] = (),
+    users: Iterable[User | NkeyUser] = (),
 ) -> Authenticator | None:
     """None when no credentials are configured (every client is let in)."""
     users = list(users)

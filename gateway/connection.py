@@ -35,6 +35,7 @@ from gateway.events import (
     Unsub,
 )
 from gateway.limits import Limits, ServerStats
+from gateway.nkey import new_nonce
 from gateway.permissions import ConnectionPermissions
 from gateway.protocol import OK_BYTES, PING_BYTES, PONG_BYTES, ClientCommandParser, encode_err, encode_token
 from gateway.router import InvalidSubjectError, Router, Subscription
@@ -102,6 +103,8 @@ class ClientConnection(asyncio.Protocol):
         self.user = ""
         # A password check running on a worker thread: nothing more is read or handled until it is done.
         self._checking_credentials = False
+        # What this client must sign to prove an nkey (sent in its INFO); empty when no nkey users exist.
+        self.nonce = new_nonce() if server.auth is not None and server.auth.nonce_required else ""
         self.subs: dict[str, Subscription] = {}
         self.transport: asyncio.Transport | None = None
         self.remote_ip = ""
@@ -229,7 +232,7 @@ class ClientConnection(asyncio.Protocol):
             return
         auth = self.server.auth
         if auth is not None:
-            identity = auth.check(options)
+            identity = auth.check(options, self.nonce)
             if isinstance(identity, SlowCheck):
                 self._check_credentials_off_loop(identity, options)
                 return

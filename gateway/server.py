@@ -129,4 +129,7 @@ class GatewayServer:
         self._info = info
 
     def info_bytes(self, client: ClientConnection) -> bytes:
-        return encode_info({**self._info, "client_id": client.client_id, "client_ip": client.remote_ip})
+        info = {**self._info, "client_id": client.client_id, "client_ip": client.remote_ip}
+        if client.nonce:
+            info["nonce"] = client.nonce
+        return encode_info(info)

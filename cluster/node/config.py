@@ -11,7 +11,7 @@ from typing import Any
 
 from cluster.node.natsconf.parser import ConfSyntaxError, parse
 from cluster.node.natsconf.settings import ConfKeyError, node_settings
-from gateway.auth import User
+from gateway.auth import NkeyUser, User
 from gateway.protocol import DEFAULT_MAX_PAYLOAD
 from gateway.queue_policy import POLICY_NAMES
 
@@ -50,7 +50,7 @@ class NodeConfig:
     password: str | None = field(default=None, repr=False)
     token: str | None = field(default=None, repr=False)
     # nats-server's `authorization { users = [...] }`: each user's password and permissions
-    users: list[User] = field(default_factory=list)
+    users: list[User | NkeyUser] = field(default_factory=list)
     # the client URL other nodes advertise for this node (INFO connect_urls)
     advertise: str | None = None
     # ADR-19: a JetStream domain ($JS.<domain>.API) and other API prefixes this cluster answers under
@@ -103,8 +103,9 @@ class NodeConfig:
             raise ConfigError("use either a token or a user and password, not both")
         if self.users and (self.user is not None or self.token is not None):
             raise ConfigError("use a users list, or a single user or token, not both")
-        if len({user.name for user in self.users}) != len(self.users):
-            raise ConfigError("a user is listed twice in authorization.users")
+        names = [user.name if isinstance(user, User) else user.public_key for user in self.users]
+        if len(set(names)) != len(names):
+            raise ConfigError("a user or nkey is listed twice in authorization.users")
         if self.cluster_secret is not None and not self.cluster_secret:
             raise ConfigError("the cluster secret must not be empty")
         if self.max_payload < 1 or self.auth_timeout <= 0:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 from typing import Any
+
+import nkeys
 
 
 class RawClient:
@@ -15,12 +18,17 @@ class RawClient:
         self.info = info
 
     @classmethod
-    async def connect(cls, host: str, port: int, **options: Any) -> RawClient:
+    async def connect(cls, host: str, port: int, nkey_seed: bytes | None = None, **options: Any) -> RawClient:
+        """Connect and send CONNECT with `options`; with `nkey_seed`, sign the INFO's nonce as nats-py does."""
         reader, writer = await asyncio.open_connection(host, port)
         line = await asyncio.wait_for(reader.readline(), 10)
         assert line.startswith(b"INFO "), line
         client = cls(reader, writer, json.loads(line[5:]))
         connect = {"verbose": False, "pedantic": False, "headers": True, "protocol": 1, **options}
+        if nkey_seed is not None:
+            key = nkeys.from_seed(bytearray(nkey_seed))
+            connect["nkey"] = key.public_key.decode()
+            connect["sig"] = base64.b64encode(key.sign(client.info.get("nonce", "").encode())).decode()
         writer.write(b"CONNECT " + json.dumps(connect).encode() + b"\r\n")
         await writer.drain()
         return client

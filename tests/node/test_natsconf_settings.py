@@ -107,7 +107,7 @@ def test_variables_used_as_variables_are_not_settings(tmp_path: Path) -> None:
         ("server_name: n1\nmax_payload: -1\n", "max_payload: expected an integer"),
         (
             "server_name: n1\nauthorization { users: [ {nkey: UABC} ] }\n",
-            r"authorization.users\[0\].nkey: nats-server's setting is not supported",
+            r"authorization.users\[0\].nkey: 'UABC' is not an nkey user public key",
         ),
         (
             "server_name: n1\nauthorization { users: [ {user: a, password: b, permissions: {publish: {alow: x}}} ] }\n",
@@ -117,7 +117,7 @@ def test_variables_used_as_variables_are_not_settings(tmp_path: Path) -> None:
             "server_name: n1\nauthorization { users: [ {user: a, password: b, permissions: {subscribe: 'a..b'}} ] }\n",
             "not a valid subject",
         ),
-        ("server_name: n1\nauthorization { users: [ {user: a} ] }\n", "needs a user name and a password"),
+        ("server_name: n1\nauthorization { users: [ {user: a} ] }\n", "needs a user name and a password, or an nkey"),
         ("server_name: n1\nlisten: [\n", "missing ']'"),
     ],
 )

@@ -3,10 +3,13 @@ started from the same `authorization` block."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import bcrypt
+import nacl.signing
+import nkeys
 
 from local.ports import HOST
 from tests.node.config_file_node import node_from_config
@@ -15,6 +18,14 @@ from tests.node.reference_server import nats_server_from_config
 
 # The cheapest cost bcrypt allows, to keep the test quick; nats-server takes any.
 HASHED = bcrypt.hashpw(b"h4shed", bcrypt.gensalt(rounds=4)).decode()
+
+
+def _user_seed() -> bytes:
+    return bytes(nkeys.encode_seed(bytes(nacl.signing.SigningKey.generate()), nkeys.PREFIX_BYTE_USER))
+
+
+NKEY_SEED, STRANGER_SEED = _user_seed(), _user_seed()
+NKEY_PUBLIC = nkeys.from_seed(bytearray(NKEY_SEED)).public_key.decode()
 
 AUTHORIZATION = """
 authorization {
@@ -28,9 +39,10 @@ authorization {
     {user: svc, password: svc, permissions: { subscribe: "svc.req", allow_responses: true }}
     {user: old, password: old, permissions: { publish: ["a.b", "c.*"], subscribe: "x.>" }}
     {user: hashed, password: "HASHED", permissions: { publish: "h.>" }}
+    {nkey: NKEY, permissions: { subscribe: "n.>" }}
   ]
 }
-""".replace("HASHED", HASHED)
+""".replace("HASHED", HASHED).replace("NKEY", NKEY_PUBLIC)
 
 Scenario = Callable[[int], Awaitable[list[str]]]
 
@@ -110,7 +122,31 @@ async def a_bcrypt_password(port: int) -> list[str]:
     return lines
 
 
+async def an_nkey_user(port: int) -> list[str]:
+    client = await RawClient.connect(HOST, port, nkey_seed=NKEY_SEED)
+    try:
+        nonce = client.info.get("nonce", "")
+        lines = [f"nonce of {len(nonce)} characters"]
+        lines += await client.exchange("SUB n.1 1\r\nSUB m 2\r\nPUB n.1 1\r\nk\r\n")
+    finally:
+        await client.close()
+    # A key nobody configured, a signature by another key, and none at all.
+    stranger = nkeys.from_seed(bytearray(STRANGER_SEED))
+    for options in (
+        {"nkey_seed": STRANGER_SEED},
+        {"nkey": NKEY_PUBLIC, "sig": base64.b64encode(stranger.sign(b"not the nonce")).decode()},
+        {"nkey": NKEY_PUBLIC},
+    ):
+        client = await RawClient.connect(HOST, port, **options)
+        try:
+            lines += await client.read_until_closed()
+        finally:
+            await client.close()
+    return lines
+
+
 SCENARIOS: list[Scenario] = [
+    an_nkey_user,
     a_bcrypt_password,
     alice_publishes_and_subscribes,
     deny_filters_a_wildcard_subscription,
@@ -141,6 +177,13 @@ async def test_permission_errors_match_nats_server(tmp_path: Path) -> None:
         "ok",
         "-ERR 'Permissions Violation for Publish to \"nope\"'",
         *(["-ERR 'Authorization Violation'", "<closed>"] * 2),
+    ]
+    assert expected["an_nkey_user"] == [
+        "nonce of 15 characters",
+        "-ERR 'Permissions Violation for Subscription to \"m\"'",
+        "MSG n.1 1 1",
+        "k",
+        *(["-ERR 'Authorization Violation'", "<closed>"] * 3),
     ]
     assert expected["deny_filters_a_wildcard_subscription"] == ["MSG orders.open 1 5", "shown"]
     assert expected["wrong_password_and_unknown_user"] == ["-ERR 'Authorization Violation'", "<closed>"] * 2

@@ -6,7 +6,8 @@ import re
 from typing import Any
 
 from cluster.node.natsconf.parser import ConfMap, Place
-from gateway.auth import User
+from gateway.auth import NkeyUser, User
+from gateway.nkey import InvalidNkey
 from gateway.permissions import Permissions, ResponsePermission, SubjectRule
 from subjects.grammar import is_valid_filter
 
@@ -120,15 +121,15 @@ def parse_permissions(path: str, value: Any, place: Place) -> Permissions:
     return Permissions(publish=publish, subscribe=subscribe, responses=responses)
 
 
-def parse_users(value: Any, place: Place, default_permissions: Permissions | None) -> list[User]:
+def parse_users(value: Any, place: Place, default_permissions: Permissions | None) -> list[User | NkeyUser]:
     if not isinstance(value, list):
         raise _fail("authorization.users", place, f"expected a list of users, got {value!r}")
-    users = []
+    users: list[User | NkeyUser] = []
     for index, entry in enumerate(value):
         path = f"authorization.users[{index}]"
         if not isinstance(entry, ConfMap):
             raise _fail(path, place, f"expected a user block {{ user, password }}, got {entry!r}")
-        name = password = None
+        name = password = nkey = None
         permissions = default_permissions
         for key, sub_value in entry.values.items():
             if key in entry.used_as_variable:
@@ -144,12 +145,24 @@ def parse_users(value: Any, place: Place, default_permissions: Permissions | Non
                     password = sub_value
             elif lowered in ("permission", "permissions", "authorization"):
                 permissions = parse_permissions(f"{path}.{key}", sub_value, sub_place)
-            elif lowered in ("nkey", "account", "allowed_connection_types", "connection_types", "clients",
+            elif lowered == "nkey":
+                if not isinstance(sub_value, str):
+                    raise _fail(f"{path}.{key}", sub_place, "expected an nkey user public key (U...)")
+                nkey = sub_value
+            elif lowered in ("account", "allowed_connection_types", "connection_types", "clients",
                              "proxy_required"):  # fmt: skip
                 raise _fail(f"{path}.{key}", sub_place, "nats-server's setting is not supported by jetraft yet")
             else:
                 raise _fail(f"{path}.{key}", sub_place, "unknown setting")
+        if nkey is not None:
+            if name is not None or password is not None:
+                raise _fail(path, place, "an nkey user has no user name or password")
+            try:
+                users.append(NkeyUser(nkey, permissions))
+            except InvalidNkey as exc:
+                raise _fail(f"{path}.nkey", place, str(exc)) from exc
+            continue
         if name is None or password is None:
-            raise _fail(path, place, "a user needs a user name and a password")
+            raise _fail(path, place, "a user needs a user name and a password, or an nkey")
         users.append(User(name, password, permissions))
     return users
