@@ -22,6 +22,8 @@ from gateway.events import (
     ERR_HEADERS_NOT_SUPPORTED,
     ERR_INVALID_PUBLISH_SUBJECT,
     ERR_INVALID_SUBJECT,
+    ERR_MAX_CONNECTIONS,
+    ERR_MAX_SUBSCRIPTIONS,
     ERR_STALE_CONNECTION,
     NEED_DATA,
     Connect,
@@ -71,6 +73,9 @@ class ClientPort(Protocol):
     limits: Limits
     auth: Authenticator | None
     stats: ServerStats
+
+    @property
+    def connection_count(self) -> int: ...
 
     def register(self, conn: ClientConnection) -> None: ...
 
@@ -129,9 +134,14 @@ class ClientConnection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.remote_ip = peer[0] if peer else ""
+        limits = self.server.limits
+        if limits.max_connections < 0 or 0 < limits.max_connections <= self.server.connection_count:
+            # As nats-server: INFO, the error, then the connection closes.
+            self._write(self.server.info_bytes(self))
+            self.close_with_error(ERR_MAX_CONNECTIONS)
+            return
         self.server.register(self)
         self._write(self.server.info_bytes(self))
-        limits = self.server.limits
         if not self.authenticated:
             self._auth_timer = self._loop.call_later(limits.auth_timeout, self._auth_timed_out)
         self._ping_timer = self._loop.call_later(limits.ping_interval, self._ping_tick)
@@ -299,6 +309,11 @@ class ClientConnection(asyncio.Protocol):
     def _subscribe(self, event: Sub) -> None:
         existing = self.subs.get(event.sid)
         if existing is None:
+            max_subscriptions = self.server.limits.max_subscriptions
+            if 0 < max_subscriptions <= len(self.subs):
+                # nats-server reports it and keeps the connection.
+                self._write(encode_err(ERR_MAX_SUBSCRIPTIONS))
+                return
             permissions = self.permissions
             if permissions is not None:
                 if not permissions.may_subscribe(event.subject):

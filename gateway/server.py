@@ -84,6 +84,10 @@ class GatewayServer:
         return self._advertise or f"nats://{self.host}:{self.port}"
 
     @property
+    def connection_count(self) -> int:
+        return len(self._clients)
+
+    @property
     def clients(self) -> list[ClientConnection]:
         return list(self._clients.values())
 

@@ -68,6 +68,9 @@ class NodeConfig:
     max_payload: int = DEFAULT_MAX_PAYLOAD
     # seconds a client has to send CONNECT when authentication is required (authorization.timeout)
     auth_timeout: float = 2.0
+    # nats-server's max_connections (0: no limit, below 0: none) and max_subscriptions per connection
+    max_connections: int = 0
+    max_subscriptions: int = 0
 
     def validate(self) -> None:
         if not self.name or any(ch in self.name for ch in " .*>"):

@@ -65,7 +65,12 @@ class Node:
             port=config.client_port,
             auth=make_authenticator(config.user, config.password, config.token, config.users),
             advertise=config.advertise,
-            limits=Limits(max_payload=config.max_payload, auth_timeout=config.auth_timeout),
+            limits=Limits(
+                max_payload=config.max_payload,
+                auth_timeout=config.auth_timeout,
+                max_connections=config.max_connections,
+                max_subscriptions=config.max_subscriptions,
+            ),
             info_extra={"cluster": config.cluster_name} if config.cluster_name else None,
         )
         self.mesh = RouteMesh(

@@ -167,3 +167,10 @@ def test_users_with_permissions_and_defaults(tmp_path: Path) -> None:
     assert c.permissions.responses is not None
     assert (c.permissions.responses.max_msgs, c.permissions.responses.ttl) == (3, 90.0)
     assert "sekrit-a" not in repr(config)
+
+
+def test_connection_and_subscription_limits_and_their_aliases(tmp_path: Path) -> None:
+    config = _load(tmp_path, "server_name: n1\nmax_connections: 5\nmax_subscriptions: 3\n")
+    assert (config.max_connections, config.max_subscriptions) == (5, 3)
+    config = _load(tmp_path, "server_name: n1\nmax_conn: 7\nmax_subs: 2\n")
+    assert (config.max_connections, config.max_subscriptions) == (7, 2)

@@ -3,6 +3,7 @@ started from the same `authorization` block."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -188,3 +189,43 @@ async def test_permission_errors_match_nats_server(tmp_path: Path) -> None:
     assert expected["deny_filters_a_wildcard_subscription"] == ["MSG orders.open 1 5", "shown"]
     assert expected["wrong_password_and_unknown_user"] == ["-ERR 'Authorization Violation'", "<closed>"] * 2
     assert got == expected
+
+
+LIMITS = "max_connections: 2\nmax_subscriptions: 2\nmax_payload: 16\n"
+
+
+async def limits_scenario(port: int) -> list[str]:
+    first = await RawClient.connect(HOST, port)
+    second = await RawClient.connect(HOST, port)
+    try:
+        lines = [f"max_payload {first.info['max_payload']}"]
+        lines += await first.exchange("SUB a 1\r\nSUB b 2\r\nSUB c 3\r\nUNSUB 1\r\nSUB c 4\r\n")
+        # A third client gets INFO, then the error, and is closed.
+        reader, writer = await asyncio.open_connection(HOST, port)
+        while line := await asyncio.wait_for(reader.readline(), 10):
+            lines.append("INFO" if line.startswith(b"INFO ") else line.decode().rstrip("\r\n"))
+        lines.append("<closed>")
+        writer.close()
+        lines += await second.exchange("PUB x 17\r\n" + "y" * 17 + "\r\n")
+        return lines
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def test_connection_subscription_and_payload_limits_match_nats_server(tmp_path: Path) -> None:
+    (tmp_path / "ref").mkdir()
+    (tmp_path / "jetraft").mkdir()
+    async with nats_server_from_config(tmp_path / "ref", LIMITS) as port:
+        expected = await limits_scenario(port)
+    assert expected == [
+        "max_payload 16",
+        "-ERR 'maximum subscriptions exceeded'",
+        "INFO",
+        "-ERR 'maximum connections exceeded'",
+        "<closed>",
+        "-ERR 'Maximum Payload Violation'",
+        "<closed>",
+    ]
+    async with node_from_config(tmp_path / "jetraft", LIMITS) as node:
+        assert await limits_scenario(node.client_port) == expected

@@ -19,8 +19,7 @@ _NATS_TOP_LEVEL_KEYS_NOT_YET = """client_advertise net debug trace trace_verbose
     disable_sublist_cache no_sublist_cache accounts default_sentinel https https_port http_base_path
     gateway leaf leafnodes logfile log_file logfile_size_limit log_size_limit logfile_max_num log_max_num
     syslog remote_syslog pidfile pid_file ports_file_dir prof_port prof_block_rate max_control_line
-    max_pending proxy_protocol max_connections max_conn max_traced_msg_len max_subscriptions max_subs
-    max_sub_tokens max_subscription_tokens ping_interval ping_max tls ocsp allow_non_tls write_deadline
+    max_pending proxy_protocol max_traced_msg_len max_sub_tokens max_subscription_tokens ping_interval ping_max tls ocsp allow_non_tls write_deadline
     write_timeout lame_duck_duration lame_duck_grace_period operator operators roots root root_operators
     root_operator resolver account_resolver accounts_resolver resolver_tls resolver_preload
     resolver_pinned_accounts no_auth_user system_account system no_system_account no_system no_sys_acc
@@ -125,6 +124,10 @@ class _Collector:
             "cluster": self.cluster,
             "authorization": self.authorization,
             "max_payload": lambda k, v, p: self.fields.__setitem__("max_payload", _integer("", k, v, p, minimum=1)),
+            "max_connections": self.max_connections,
+            "max_conn": self.max_connections,
+            "max_subscriptions": self.max_subscriptions,
+            "max_subs": self.max_subscriptions,
         }
         for key, value, place in _settings(conf):
             if key in handlers:
@@ -133,6 +136,13 @@ class _Collector:
                 raise _not_yet("", key, place)
             else:
                 raise _unknown("", key, place)
+
+    def max_connections(self, key: str, value: Any, place: Place) -> None:
+        # Any integer, as nats-server: 0 is no limit, below 0 refuses every client.
+        self.fields["max_connections"] = _integer("", key, value, place, minimum=-(2**63))
+
+    def max_subscriptions(self, key: str, value: Any, place: Place) -> None:
+        self.fields["max_subscriptions"] = _integer("", key, value, place, minimum=-(2**63))
 
     def listen(self, key: str, value: Any, place: Place) -> None:
         host, port = split_host_port("", key, value, place)
