@@ -12,6 +12,7 @@ a worker thread.
 from __future__ import annotations
 
 import hmac
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
@@ -43,11 +44,12 @@ class Authenticator(Protocol):
         ...
 
 
-BCRYPT_PREFIXES = ("$2a$", "$2b$", "$2x$", "$2y$")
+# nats-server's test for a hashed password or token; anything else is compared as written.
+_BCRYPT_HASH = re.compile(r"\$2[abxy]\$\d{2}\$.*", re.DOTALL)
 
 
 def is_bcrypt_hash(password: str) -> bool:
-    return password.startswith(BCRYPT_PREFIXES)
+    return _BCRYPT_HASH.match(password) is not None
 
 
 def _bcrypt_matches(given: str | None, hashed: str) -> bool:

@@ -174,3 +174,16 @@ def test_connection_and_subscription_limits_and_their_aliases(tmp_path: Path) ->
     assert (config.max_connections, config.max_subscriptions) == (5, 3)
     config = _load(tmp_path, "server_name: n1\nmax_conn: 7\nmax_subs: 2\n")
     assert (config.max_connections, config.max_subscriptions) == (7, 2)
+
+
+def test_the_example_in_docs_security_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text()
+    example = doc.split("## A full example", 1)[1].split("```", 2)[1]
+    for name in ("CLUSTER_SECRET", "ORDERS_PASSWORD", "PRICING_PASSWORD"):
+        monkeypatch.setenv(name, f"{name.lower()}-value")
+    config = _load(tmp_path, example)
+    assert (config.name, config.client_port, config.http_port, config.cluster_port) == ("n1", 4222, 8222, 6222)
+    assert config.peers == {"n2": "10.0.0.2:6222", "n3": "10.0.0.3:6222"}
+    assert config.cluster_secret == "cluster_secret-value"
+    assert (config.max_payload, config.max_connections, config.max_subscriptions) == (1024 * 1024, 10000, 1000)
+    assert len(config.users) == 5
