@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 from typing import Protocol, cast
 
 import structlog
@@ -41,6 +42,7 @@ from gateway.nkey import new_nonce
 from gateway.permissions import ConnectionPermissions
 from gateway.protocol import OK_BYTES, PING_BYTES, PONG_BYTES, ClientCommandParser, encode_err, encode_token
 from gateway.router import InvalidSubjectError, Router, Subscription
+from gateway.tls import TlsSettings
 from subjects.grammar import is_valid_subject
 
 log = structlog.get_logger(__name__)
@@ -73,6 +75,8 @@ class ClientPort(Protocol):
     limits: Limits
     auth: Authenticator | None
     stats: ServerStats
+    tls_upgrade: ssl.SSLContext | None
+    tls: TlsSettings | None
 
     @property
     def connection_count(self) -> int: ...
@@ -123,6 +127,7 @@ class ClientConnection(asyncio.Protocol):
         self._slice_scheduled = False
         self._loop = asyncio.get_running_loop()
         self._auth_timer: asyncio.TimerHandle | None = None
+        self._tls_upgrade: asyncio.Task[None] | None = None
         self._ping_timer: asyncio.TimerHandle | None = None
         self.in_msgs = 0
         self.out_msgs = 0
@@ -141,10 +146,35 @@ class ClientConnection(asyncio.Protocol):
             self.close_with_error(ERR_MAX_CONNECTIONS)
             return
         self.server.register(self)
-        self._write(self.server.info_bytes(self))
+        upgrade = self.server.tls_upgrade
+        if upgrade is not None:
+            # INFO in clear, then nothing is read until the client has started TLS on this socket.
+            self.transport.pause_reading()
+            self.transport.write(self.server.info_bytes(self))
+            self._tls_upgrade = self._loop.create_task(self._start_tls(upgrade))
+        else:
+            self._write(self.server.info_bytes(self))
         if not self.authenticated:
             self._auth_timer = self._loop.call_later(limits.auth_timeout, self._auth_timed_out)
         self._ping_timer = self._loop.call_later(limits.ping_interval, self._ping_tick)
+
+    async def _start_tls(self, context: ssl.SSLContext) -> None:
+        transport = self.transport
+        tls = self.server.tls
+        assert transport is not None and tls is not None
+        try:
+            upgraded = await self._loop.start_tls(
+                transport, self, context, server_side=True, ssl_handshake_timeout=tls.timeout
+            )
+        except (OSError, ssl.SSLError, ConnectionError, TimeoutError) as exc:
+            # A client that did not start TLS (or failed to): closed without a word, as nats-server does.
+            log.debug("client TLS handshake failed", client_id=self.client_id, error=repr(exc))
+            transport.abort()
+            self._shutdown()
+            return
+        if self.closed or upgraded is None:
+            return
+        self.transport = cast(asyncio.Transport, upgraded)
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
@@ -438,6 +468,8 @@ class ClientConnection(asyncio.Protocol):
         for timer in (self._auth_timer, self._ping_timer):
             if timer is not None:
                 timer.cancel()
+        if self._tls_upgrade is not None and not self._tls_upgrade.done():
+            self._tls_upgrade.cancel()
         subs = list(self.subs.values())
         self.subs.clear()
         for sub in subs:

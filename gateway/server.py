@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import secrets
+import ssl
 from collections.abc import Iterable
 from typing import Any
 
@@ -17,6 +18,7 @@ from gateway.connection import ClientConnection
 from gateway.limits import Limits, ServerStats
 from gateway.protocol import encode_info
 from gateway.router import Router
+from gateway.tls import TlsSettings, server_context
 
 # The nats-server release whose client protocol and JetStream API we follow;
 # clients gate features on it (nats-py uses the 2.9+ consumer create API).
@@ -46,6 +48,7 @@ class GatewayServer:
         advertise: str | None = None,
         info_extra: dict[str, Any] | None = None,
         version: str = NATS_COMPAT_VERSION,
+        tls: TlsSettings | None = None,
     ) -> None:
         self.router = router
         self.name = name
@@ -63,10 +66,26 @@ class GatewayServer:
         self._next_client_id = 0
         self._server: asyncio.Server | None = None
         self._info: dict[str, Any] = {}
+        self.tls = tls
+        # The context each connection upgrades with after its INFO (None: no TLS, or TLS before INFO).
+        self.tls_upgrade: ssl.SSLContext | None = None
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._new_connection, self.host, self.port)
+        handshake_first: ssl.SSLContext | None = None
+        if self.tls is not None:
+            context = server_context(self.tls)
+            if self.tls.handshake_first:
+                handshake_first = context
+            else:
+                self.tls_upgrade = context
+        self._server = await loop.create_server(
+            self._new_connection,
+            self.host,
+            self.port,
+            ssl=handshake_first,
+            ssl_handshake_timeout=self.tls.timeout if handshake_first is not None and self.tls else None,
+        )
         self.port = self._server.sockets[0].getsockname()[1]
         self._rebuild_info()
 
@@ -127,6 +146,10 @@ class GatewayServer:
         }
         if self.auth is not None:
             info["auth_required"] = True
+        if self.tls is not None:
+            info["tls_required"] = True
+            if self.tls.verify:
+                info["tls_verify"] = True
         if self._cluster_urls:
             info["connect_urls"] = [host_port(self.client_url), *self._cluster_urls]
         info.update(self._info_extra)

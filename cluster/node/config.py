@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import ssl
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -14,6 +15,7 @@ from cluster.node.natsconf.settings import ConfKeyError, node_settings
 from gateway.auth import NkeyUser, User
 from gateway.protocol import DEFAULT_MAX_PAYLOAD
 from gateway.queue_policy import POLICY_NAMES
+from gateway.tls import TlsSettings, server_context
 
 DIRECT_GET_POLICIES = POLICY_NAMES
 DEFAULT_DIRECT_GET_POLICY = "random"
@@ -71,6 +73,8 @@ class NodeConfig:
     # nats-server's max_connections (0: no limit, below 0: none) and max_subscriptions per connection
     max_connections: int = 0
     max_subscriptions: int = 0
+    # nats-server's `tls { ... }` for the client port
+    tls: TlsSettings | None = None
 
     def validate(self) -> None:
         if not self.name or any(ch in self.name for ch in " .*>"):
@@ -111,6 +115,14 @@ class NodeConfig:
             raise ConfigError("a user or nkey is listed twice in authorization.users")
         if self.cluster_secret is not None and not self.cluster_secret:
             raise ConfigError("the cluster secret must not be empty")
+        if self.tls is not None:
+            try:
+                server_context(self.tls)
+            except (OSError, ssl.SSLError) as exc:
+                raise ConfigError(
+                    f"tls: cannot serve with cert_file {self.tls.cert_file}, key_file {self.tls.key_file}"
+                    f"{f', ca_file {self.tls.ca_file}' if self.tls.ca_file else ''}: {exc}"
+                ) from exc
         if self.max_payload < 1 or self.auth_timeout <= 0:
             raise ConfigError("max_payload must be at least 1 and the auth timeout positive")
 

@@ -72,6 +72,7 @@ class Node:
                 max_subscriptions=config.max_subscriptions,
             ),
             info_extra={"cluster": config.cluster_name} if config.cluster_name else None,
+            tls=config.tls,
         )
         self.mesh = RouteMesh(
             self.router,

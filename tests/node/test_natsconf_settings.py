@@ -92,7 +92,10 @@ def test_variables_used_as_variables_are_not_settings(tmp_path: Path) -> None:
     [
         ("server_name: n1\nlisten: 4222\nlisen: 4223\n", r"node.conf line 3: lisen: unknown setting"),
         ("server_name: n1\njetstream {\n  store_dri: x\n}\n", r"line 3: jetstream.store_dri: unknown setting"),
-        ("server_name: n1\ntls {\n cert_file: a\n}\n", r"line 2: tls: nats-server's setting is not supported"),
+        ("server_name: n1\ntls {\n cert_file: a\n}\n", r"line 2: tls: TLS needs cert_file and key_file"),
+        ("server_name: n1\ntls {\n cert_file: a\n key_file: b\n}\n", r"tls: cannot serve with cert_file a, key_file b"),
+        ("server_name: n1\ntls {\n cipher_suites: []\n}\n", r"line 3: tls.cipher_suites: nats-server's setting is not"),
+        ("server_name: n1\ntls {\n handshake_first: 300ms\n}\n", r"line 3: tls.handshake_first: expected true or false"),
         ("server_name: n1\naccounts { A: {} }\n", r"line 2: accounts: nats-server's setting is not supported"),
         (
             "server_name: n1\njetstream { max_file_store: 1G }\n",

@@ -13,13 +13,14 @@ from typing import Any
 
 from cluster.node.natsconf.parser import ConfMap, Place
 from cluster.node.natsconf.users import ConfPermissionError, parse_permissions, parse_users
+from gateway.tls import TlsSettings
 
 # nats-server's top-level keys (server/opts.go) that jetraft does not implement yet.
 _NATS_TOP_LEVEL_KEYS_NOT_YET = """client_advertise net debug trace trace_verbose trace_headers logtime logtime_utc mappings maps
     disable_sublist_cache no_sublist_cache accounts default_sentinel https https_port http_base_path
     gateway leaf leafnodes logfile log_file logfile_size_limit log_size_limit logfile_max_num log_max_num
     syslog remote_syslog pidfile pid_file ports_file_dir prof_port prof_block_rate max_control_line
-    max_pending proxy_protocol max_traced_msg_len max_sub_tokens max_subscription_tokens ping_interval ping_max tls ocsp allow_non_tls write_deadline
+    max_pending proxy_protocol max_traced_msg_len max_sub_tokens max_subscription_tokens ping_interval ping_max ocsp allow_non_tls write_deadline
     write_timeout lame_duck_duration lame_duck_grace_period operator operators roots root root_operators
     root_operator resolver account_resolver accounts_resolver resolver_tls resolver_preload
     resolver_pinned_accounts no_auth_user system_account system no_system_account no_system no_sys_acc
@@ -124,6 +125,7 @@ class _Collector:
             "cluster": self.cluster,
             "authorization": self.authorization,
             "max_payload": lambda k, v, p: self.fields.__setitem__("max_payload", _integer("", k, v, p, minimum=1)),
+            "tls": self.tls,
             "max_connections": self.max_connections,
             "max_conn": self.max_connections,
             "max_subscriptions": self.max_subscriptions,
@@ -136,6 +138,31 @@ class _Collector:
                 raise _not_yet("", key, place)
             else:
                 raise _unknown("", key, place)
+
+    def tls(self, key: str, value: Any, place: Place) -> None:
+        conf = _map("", key, value, place)
+        found: dict[str, Any] = {}
+        for sub, sub_value, sub_place in _settings(conf):
+            if sub in ("cert_file", "key_file", "ca_file"):
+                found[sub] = _string("tls.", sub, sub_value, sub_place)
+            elif sub in ("verify", "handshake_first", "first", "immediate"):
+                if not isinstance(sub_value, bool):
+                    # nats-server also takes a duration here (a fallback to TLS after INFO): not supported.
+                    raise _fail("tls.", sub, sub_place, f"expected true or false, got {sub_value!r}")
+                found["verify" if sub == "verify" else "handshake_first"] = sub_value
+            elif sub == "timeout":
+                found["timeout"] = _number("tls.", sub, sub_value, sub_place)
+            elif sub in (
+                "cipher_suites", "curve_preferences", "insecure", "verify_and_map", "verify_cert_and_check_known_urls",
+                "connection_rate_limit", "pinned_certs", "cert_store", "cert_match", "cert_match_by",
+                "cert_match_skip_invalid", "ca_certs_match", "ocsp_peer", "certs", "min_version",
+            ):  # fmt: skip
+                raise _not_yet("tls.", sub, sub_place)
+            else:
+                raise _unknown("tls.", sub, sub_place)
+        if "cert_file" not in found or "key_file" not in found:
+            raise _fail("", key, place, "TLS needs cert_file and key_file")
+        self.fields["tls"] = TlsSettings(**found)
 
     def max_connections(self, key: str, value: Any, place: Place) -> None:
         # Any integer, as nats-server: 0 is no limit, below 0 refuses every client.
