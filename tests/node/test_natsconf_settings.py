@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from cluster.node.config import ConfigError, NodeConfig, add_node_arguments, config_from_args
+from tests.gateway.throwaway_ca import make_certificates
 
 # nats-server's own test/configs/cluster.conf, with jetraft's named routes and one shared secret.
 CLUSTER_CONF = """# Cluster config file
@@ -184,9 +185,16 @@ def test_the_example_in_docs_security_loads(tmp_path: Path, monkeypatch: pytest.
     example = doc.split("## A full example", 1)[1].split("```", 2)[1]
     for name in ("CLUSTER_SECRET", "ORDERS_PASSWORD", "PRICING_PASSWORD"):
         monkeypatch.setenv(name, f"{name.lower()}-value")
+    certs = make_certificates(tmp_path / "certs")
+    example = (
+        example.replace("/etc/jetraft/server-key.pem", str(certs.server_key))
+        .replace("/etc/jetraft/server.pem", str(certs.server_cert))
+        .replace("/etc/jetraft/ca.pem", str(certs.ca))
+    )
     config = _load(tmp_path, example)
     assert (config.name, config.client_port, config.http_port, config.cluster_port) == ("n1", 4222, 8222, 6222)
     assert config.peers == {"n2": "10.0.0.2:6222", "n3": "10.0.0.3:6222"}
     assert config.cluster_secret == "cluster_secret-value"
     assert (config.max_payload, config.max_connections, config.max_subscriptions) == (1024 * 1024, 10000, 1000)
     assert len(config.users) == 5
+    assert config.tls is not None and config.tls.verify and config.tls.ca_file == str(certs.ca)
