@@ -75,6 +75,8 @@ class NodeConfig:
     max_subscriptions: int = 0
     # nats-server's `tls { ... }` for the client port
     tls: TlsSettings | None = None
+    # `cluster { tls { ... } }`: mutual TLS between nodes (each certificate names its node)
+    cluster_tls: TlsSettings | None = None
 
     def validate(self) -> None:
         if not self.name or any(ch in self.name for ch in " .*>"):
@@ -123,6 +125,13 @@ class NodeConfig:
                     f"tls: cannot serve with cert_file {self.tls.cert_file}, key_file {self.tls.key_file}"
                     f"{f', ca_file {self.tls.ca_file}' if self.tls.ca_file else ''}: {exc}"
                 ) from exc
+        if self.cluster_tls is not None:
+            if not self.cluster_tls.ca_file:
+                raise ConfigError("cluster tls: ca_file is needed, to verify the other nodes' certificates")
+            try:
+                server_context(self.cluster_tls)
+            except (OSError, ssl.SSLError) as exc:
+                raise ConfigError(f"cluster tls: cannot use its files: {exc}") from exc
         if self.max_payload < 1 or self.auth_timeout <= 0:
             raise ConfigError("max_payload must be at least 1 and the auth timeout positive")
 

@@ -26,6 +26,7 @@ from cluster.api.subjects import API_QUEUE
 from cluster.direct_get.responder import DIRECT_GET_QUEUE
 from cluster.meta.service import MetaService
 from cluster.node.cluster_auth import call_metadata, cluster_server_interceptors
+from cluster.node.cluster_tls import peer_channel, server_credentials
 from cluster.node.config import NodeConfig
 from cluster.node.http_server import NodeHttpServer
 from cluster.runtime.context import META_GROUP, STREAM_GROUP_OPTIONS, NodeContext
@@ -108,12 +109,17 @@ class Node:
         config = self.config
         add_raft_servicer(self.grpc_server, self.host.transport)
         add_route_servicer(self.grpc_server, self.mesh)
-        if not self.grpc_server.add_insecure_port(f"{config.host}:{config.cluster_port}"):
-            raise OSError(f"cannot listen on {config.host}:{config.cluster_port}")
+        listen = f"{config.host}:{config.cluster_port}"
+        if config.cluster_tls is None:
+            bound = self.grpc_server.add_insecure_port(listen)
+        else:
+            bound = self.grpc_server.add_secure_port(listen, server_credentials(config.cluster_tls))
+        if not bound:
+            raise OSError(f"cannot listen on {listen}")
         await self.grpc_server.start()
         await self.server.start()
         for peer, address in sorted(config.peers.items()):
-            channel = grpc.aio.insecure_channel(address, options=grpc_channel_options())
+            channel = peer_channel(address, peer, grpc_channel_options(), config.cluster_tls)
             self.channels[peer] = channel
             proof = call_metadata(config.cluster_secret)
             self.host.transport.add_peer(peer, channel, call_metadata=proof)
@@ -157,6 +163,7 @@ class Node:
             http_port=self.http.port,
             peers=sorted(config.peers),
             cluster_authenticated=config.cluster_secret is not None,
+            cluster_tls=config.cluster_tls is not None,
         )
 
     async def stop(self) -> None:

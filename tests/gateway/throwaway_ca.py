@@ -47,3 +47,11 @@ def make_certificates(directory: Path) -> Certificates:
         directory / "client.pem",
         directory / "client.key",
     )
+
+
+def make_node_certificate(certs: Certificates, names: list[str]) -> tuple[Path, Path]:
+    """A certificate for cluster nodes (server and client use), naming each of `names`; (cert, key)."""
+    directory = certs.ca.parent
+    sans = ",".join(f"DNS:{name}" for name in names)
+    _signed(directory, "node", f"/CN={names[0]}", f"subjectAltName={sans}\nextendedKeyUsage=serverAuth,clientAuth\n")
+    return directory / "node.pem", directory / "node.key"

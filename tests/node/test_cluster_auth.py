@@ -75,3 +75,46 @@ async def test_a_node_from_a_nats_server_config_file_authenticates_its_cluster_p
         assert await _call(node.cluster_address, "/jetraft.raft.Raft/Send", ()) is grpc.StatusCode.UNAUTHENTICATED
         proof = (("jetraft-cluster-secret", "file-secret"),)
         assert await _call(node.cluster_address, "/no.such.Service/Call", proof) is grpc.StatusCode.UNIMPLEMENTED
+
+
+async def test_mutual_tls_between_nodes(tmp_path: Path) -> None:
+    from tests.gateway.throwaway_ca import make_certificates, make_node_certificate
+
+    certs = make_certificates(tmp_path / "certs")
+    node_cert, node_key = make_node_certificate(certs, ["n1", "n2", "n3"])
+    shared = tmp_path / "cluster-tls.conf"
+    shared.write_text(
+        f'cluster {{\n  tls {{\n    cert_file: "{node_cert}"\n    key_file: "{node_key}"\n'
+        f'    ca_file: "{certs.ca}"\n  }}\n}}\n'
+    )
+    with local_cluster(tmp_path / "data", nodes=3, extra_args=["--config", str(shared)]) as cluster:
+        nc = await nats.connect(cluster.client_urls[0])
+        try:
+            js = nc.jetstream()
+            await js.add_stream(name="MTLS", subjects=["mtls.>"], num_replicas=3)
+            assert (await js.publish("mtls.one", b"x")).seq == 1
+        finally:
+            await nc.close()
+
+        address = f"127.0.0.1:{cluster.specs[0].cluster_port}"
+        proof = (("jetraft-cluster-secret", cluster.cluster_secret),)
+        # In clear, or over TLS without a certificate of the CA: no gRPC call gets through at all.
+        assert await _call(address, "/jetraft.raft.Raft/Send", proof) is grpc.StatusCode.UNAVAILABLE
+        anonymous = grpc.ssl_channel_credentials(root_certificates=certs.ca.read_bytes())
+        assert await _secure_call(address, anonymous, proof) is grpc.StatusCode.UNAVAILABLE
+        # A certificate of the CA is not enough without the secret.
+        member = grpc.ssl_channel_credentials(certs.ca.read_bytes(), node_key.read_bytes(), node_cert.read_bytes())
+        assert await _secure_call(address, member, ()) is grpc.StatusCode.UNAUTHENTICATED
+
+
+async def _secure_call(
+    address: str, credentials: grpc.ChannelCredentials, metadata: tuple[tuple[str, str], ...]
+) -> grpc.StatusCode:
+    options = [("grpc.ssl_target_name_override", "n1")]
+    async with grpc.aio.secure_channel(address, credentials, options=options) as channel:
+        call = channel.stream_unary("/jetraft.raft.Raft/Send")
+        try:
+            await call(iter([raft_pb2.Frame().SerializeToString()]), metadata=metadata, timeout=10)
+        except grpc.aio.AioRpcError as exc:
+            return exc.code()
+        return grpc.StatusCode.OK

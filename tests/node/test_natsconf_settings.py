@@ -95,6 +95,8 @@ def test_variables_used_as_variables_are_not_settings(tmp_path: Path) -> None:
         ("server_name: n1\njetstream {\n  store_dri: x\n}\n", r"line 3: jetstream.store_dri: unknown setting"),
         ("server_name: n1\ntls {\n cert_file: a\n}\n", r"line 2: tls: TLS needs cert_file and key_file"),
         ("server_name: n1\ntls {\n cert_file: a\n key_file: b\n}\n", r"tls: cannot serve with cert_file a, key_file b"),
+        ("server_name: n1\ncluster {\n tls { cert_file: a, key_file: b }\n}\n", "mutual TLS between nodes needs ca_file"),
+        ("server_name: n1\ncluster {\n tls { cert_file: a, key_file: b, ca_file: c }\n}\n", "cluster tls: cannot use its files"),
         ("server_name: n1\ntls {\n cipher_suites: []\n}\n", r"line 3: tls.cipher_suites: nats-server's setting is not"),
         ("server_name: n1\ntls {\n handshake_first: 300ms\n}\n", r"line 3: tls.handshake_first: expected true or false"),
         ("server_name: n1\naccounts { A: {} }\n", r"line 2: accounts: nats-server's setting is not supported"),
@@ -190,6 +192,8 @@ def test_the_example_in_docs_security_loads(tmp_path: Path, monkeypatch: pytest.
         example.replace("/etc/jetraft/server-key.pem", str(certs.server_key))
         .replace("/etc/jetraft/server.pem", str(certs.server_cert))
         .replace("/etc/jetraft/ca.pem", str(certs.ca))
+        .replace("/etc/jetraft/n1-key.pem", str(certs.server_key))
+        .replace("/etc/jetraft/n1.pem", str(certs.server_cert))
     )
     config = _load(tmp_path, example)
     assert (config.name, config.client_port, config.http_port, config.cluster_port) == ("n1", 4222, 8222, 6222)
@@ -197,4 +201,5 @@ def test_the_example_in_docs_security_loads(tmp_path: Path, monkeypatch: pytest.
     assert config.cluster_secret == "cluster_secret-value"
     assert (config.max_payload, config.max_connections, config.max_subscriptions) == (1024 * 1024, 10000, 1000)
     assert len(config.users) == 5
+    assert config.cluster_tls is not None and config.cluster_tls.ca_file == str(certs.ca)
     assert config.tls is not None and config.tls.verify and config.tls.ca_file == str(certs.ca)

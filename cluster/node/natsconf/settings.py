@@ -222,14 +222,38 @@ class _Collector:
                 self.fields["peers"] = self.routes(sub_value, sub_place)
             elif sub == "authorization":
                 self.cluster_authorization(sub_value, sub_place)
+            elif sub == "tls":
+                self.fields["cluster_tls"] = self.cluster_tls(sub_value, sub_place)
             elif sub in (
-                "host", "net", "tls", "cluster_advertise", "advertise", "no_advertise", "connect_retries",
+                "host", "net", "cluster_advertise", "advertise", "no_advertise", "connect_retries",
                 "connect_backoff", "permissions", "pool_size", "accounts", "compression", "ping_interval",
                 "ping_max", "write_deadline", "write_timeout",
             ):  # fmt: skip
                 raise _not_yet("cluster.", sub, sub_place)
             else:
                 raise _unknown("cluster.", sub, sub_place)
+
+    @staticmethod
+    def cluster_tls(value: Any, place: Place) -> TlsSettings:
+        conf = _map("cluster.", "tls", value, place)
+        found: dict[str, Any] = {}
+        for sub, sub_value, sub_place in _settings(conf):
+            if sub in ("cert_file", "key_file", "ca_file"):
+                found[sub] = _string("cluster.tls.", sub, sub_value, sub_place)
+            elif sub == "timeout":
+                found["timeout"] = _number("cluster.tls.", sub, sub_value, sub_place)
+            elif sub == "verify":
+                if sub_value is not True:
+                    raise _fail("cluster.tls.", sub, sub_place, "nodes always verify each other's certificates")
+            elif sub in ("cipher_suites", "curve_preferences", "insecure", "verify_and_map", "pinned_certs",
+                         "min_version", "handshake_first", "cert_store", "cert_match", "ocsp_peer"):  # fmt: skip
+                raise _not_yet("cluster.tls.", sub, sub_place)
+            else:
+                raise _unknown("cluster.tls.", sub, sub_place)
+        for needed in ("cert_file", "key_file", "ca_file"):
+            if needed not in found:
+                raise _fail("cluster.", "tls", place, f"mutual TLS between nodes needs {needed}")
+        return TlsSettings(**found, verify=True)
 
     @staticmethod
     def routes(value: Any, place: Place) -> dict[str, str]:
