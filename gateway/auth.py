@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
+from gateway.accounts import GLOBAL_ACCOUNT
 from gateway.connect_options import ConnectOptions
 from gateway.nkey import signature_valid, user_public_key_bytes
 from gateway.permissions import Permissions
@@ -26,6 +27,7 @@ from gateway.permissions import Permissions
 class Identity:
     user: str = ""
     permissions: Permissions | None = None
+    account: str = GLOBAL_ACCOUNT
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,9 +104,10 @@ class User:
     name: str
     password: str
     permissions: Permissions | None = None
+    account: str = GLOBAL_ACCOUNT
 
     def __repr__(self) -> str:
-        return f"User(name={self.name!r}, permissions={self.permissions!r})"
+        return f"User(name={self.name!r}, permissions={self.permissions!r}, account={self.account!r})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +116,7 @@ class NkeyUser:
 
     public_key: str
     permissions: Permissions | None = None
+    account: str = GLOBAL_ACCOUNT
 
     def __post_init__(self) -> None:
         user_public_key_bytes(self.public_key)  # InvalidNkey (a ValueError) for anything else
@@ -141,11 +145,11 @@ class Users:
             known = self._nkeys.get(options.nkey)
             if known is None or not nonce or not signature_valid(known[0], nonce, options.sig):
                 return None
-            return Identity(options.nkey, known[1].permissions)
+            return Identity(options.nkey, known[1].permissions, known[1].account)
         user = self._users.get(options.user or "")
         if user is None:
             return None
-        identity = Identity(user.name, user.permissions)
+        identity = Identity(user.name, user.permissions, user.account)
         if is_bcrypt_hash(user.password):
             given = options.password
             return SlowCheck(lambda: identity if _bcrypt_matches(given, user.password) else None)

@@ -15,6 +15,7 @@ from typing import Protocol, cast
 
 import structlog
 
+from gateway.accounts import GLOBAL_ACCOUNT, Accounts, AccountSpace
 from gateway.auth import Authenticator, Identity, SlowCheck
 from gateway.connect_options import ConnectOptions
 from gateway.events import (
@@ -43,7 +44,7 @@ from gateway.permissions import ConnectionPermissions
 from gateway.protocol import OK_BYTES, PING_BYTES, PONG_BYTES, ClientCommandParser, encode_err, encode_token
 from gateway.router import InvalidSubjectError, Router, Subscription
 from gateway.tls import TlsSettings
-from subjects.grammar import is_valid_subject
+from subjects.grammar import is_valid_subject, subject_matches
 
 log = structlog.get_logger(__name__)
 
@@ -77,6 +78,7 @@ class ClientPort(Protocol):
     stats: ServerStats
     tls_upgrade: ssl.SSLContext | None
     tls: TlsSettings | None
+    accounts: Accounts | None
 
     @property
     def connection_count(self) -> int: ...
@@ -110,6 +112,12 @@ class ClientConnection(asyncio.Protocol):
         # sids of subscriptions whose messages are checked against the subscribe deny list on delivery
         self._filtered_sids: set[bytes] = set()
         self.user = ""
+        # The client's account, when there are several: its subjects are mapped to and from the router's.
+        self.space: AccountSpace | None = None
+        # Router subscriptions beyond the first that one SUB needed (stream imports), by sid.
+        self._extra_subs: dict[str, list[Subscription]] = {}
+        # sids whose import subscriptions are wider than the client's filter: deliveries are checked.
+        self._overlap_filters: dict[bytes, str] = {}
         # A password check running on a worker thread: nothing more is read or handled until it is done.
         self._checking_credentials = False
         # What this client must sign to prove an nkey (sent in its INFO); empty when no nkey users exist.
@@ -302,10 +310,15 @@ class ClientConnection(asyncio.Protocol):
 
     def _identified(self, identity: Identity) -> None:
         self.user = identity.user
+        accounts = self.server.accounts
+        if accounts is not None:
+            self.space = accounts.space(identity.account)
         if identity.permissions is not None:
             self.permissions = ConnectionPermissions(identity.permissions)
 
     def _accept(self, options: ConnectOptions) -> None:
+        if self.space is None and self.server.accounts is not None and self.server.auth is None:
+            self.space = self.server.accounts.space(GLOBAL_ACCOUNT)
         self.authenticated = True
         if self._auth_timer is not None:
             self._auth_timer.cancel()
@@ -328,6 +341,14 @@ class ClientConnection(asyncio.Protocol):
             # nats-server reports it and keeps the connection.
             self._write(encode_err(publish_violation(subject)))
             return
+        space = self.space
+        if space is not None:
+            mapped = space.publish_subject(subject)
+            mapped_reply = space.reply_subject(reply) if reply else None
+            if mapped is None or (reply and mapped_reply is None):
+                self._write(encode_err(publish_violation(subject if mapped is None else reply or "")))
+                return
+            subject, reply = mapped, mapped_reply
         if self.verbose:
             # nats-server acknowledges before it delivers, so a publisher subscribed to
             # its own subject sees +OK ahead of the MSG.
@@ -351,12 +372,22 @@ class ClientConnection(asyncio.Protocol):
                     return
                 if permissions.filters_deliveries(event.subject):
                     self._filtered_sids.add(encode_token(event.sid))
+            sid = encode_token(event.sid)
+            subjects, wider = (
+                ([event.subject], False) if self.space is None else self.space.subscription_subjects(event.subject)
+            )
             try:
-                sub = self.router.subscribe_client(self, encode_token(event.sid), event.subject, event.queue)
+                sub = self.router.subscribe_client(self, sid, subjects[0], event.queue)
             except InvalidSubjectError:
                 self._write(encode_err(ERR_INVALID_SUBJECT))
                 return
             self.subs[event.sid] = sub
+            if len(subjects) > 1:
+                self._extra_subs[event.sid] = [
+                    self.router.subscribe_client(self, sid, extra, event.queue) for extra in subjects[1:]
+                ]
+                if wider:
+                    self._overlap_filters[sid] = event.subject
         if self.verbose:
             self._write(OK_BYTES)
 
@@ -367,6 +398,7 @@ class ClientConnection(asyncio.Protocol):
                 self.router.auto_unsubscribe(sub, event.max_msgs)
             else:
                 self.router.unsubscribe(sub)
+                self._drop_extra_subs(event.sid)
         if self.verbose:
             self._write(OK_BYTES)
 
@@ -377,6 +409,18 @@ class ClientConnection(asyncio.Protocol):
     ) -> None:
         if self.closed:
             return
+        space = self.space
+        if space is not None:
+            shown, imported = space.delivered_subject(subject.decode())
+            if shown is None:
+                return  # another account's subject, matched by a wildcard in the router's space
+            if imported:
+                overlap = self._overlap_filters.get(sid)
+                if overlap is not None and not subject_matches(overlap, shown):
+                    return
+            subject = shown.encode()
+            if reply:
+                reply = space.delivered_reply(reply.decode(), shown).encode()
         permissions = self.permissions
         if permissions is not None:
             if sid in self._filtered_sids and not permissions.may_receive(subject.decode()):
@@ -404,10 +448,18 @@ class ClientConnection(asyncio.Protocol):
             self._slow_consumer()
 
     def subscription_closed(self, sub: Subscription) -> None:
-        self._filtered_sids.discard(sub.sid)
         sid = sub.sid.decode("utf-8", "surrogateescape")
         if self.subs.get(sid) is sub:
             del self.subs[sid]
+            self._filtered_sids.discard(sub.sid)
+            self._drop_extra_subs(sid)
+
+    def _drop_extra_subs(self, sid: str) -> None:
+        extras = self._extra_subs.pop(sid, None)
+        if extras:
+            self._overlap_filters.pop(encode_token(sid), None)
+            for extra in extras:
+                self.router.unsubscribe(extra)
 
     # --- output -------------------------------------------------------------------------
 
@@ -471,7 +523,10 @@ class ClientConnection(asyncio.Protocol):
         if self._tls_upgrade is not None and not self._tls_upgrade.done():
             self._tls_upgrade.cancel()
         subs = list(self.subs.values())
+        for extras in self._extra_subs.values():
+            subs += extras
         self.subs.clear()
+        self._extra_subs.clear()
         for sub in subs:
             self.router.unsubscribe(sub)
         self.server.unregister(self)

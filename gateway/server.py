@@ -13,6 +13,7 @@ import ssl
 from collections.abc import Iterable
 from typing import Any
 
+from gateway.accounts import Accounts
 from gateway.auth import Authenticator
 from gateway.connection import ClientConnection
 from gateway.limits import Limits, ServerStats
@@ -49,6 +50,7 @@ class GatewayServer:
         info_extra: dict[str, Any] | None = None,
         version: str = NATS_COMPAT_VERSION,
         tls: TlsSettings | None = None,
+        accounts: Accounts | None = None,
     ) -> None:
         self.router = router
         self.name = name
@@ -67,6 +69,8 @@ class GatewayServer:
         self._server: asyncio.Server | None = None
         self._info: dict[str, Any] = {}
         self.tls = tls
+        # Several accounts: each connection maps its client's subjects (None: one space, nothing to map).
+        self.accounts = accounts if accounts is not None and len(accounts.accounts) > 1 else None
         # The context each connection upgrades with after its INFO (None: no TLS, or TLS before INFO).
         self.tls_upgrade: ssl.SSLContext | None = None
 

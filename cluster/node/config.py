@@ -12,6 +12,7 @@ from typing import Any
 
 from cluster.node.natsconf.parser import ConfSyntaxError, parse
 from cluster.node.natsconf.settings import ConfKeyError, node_settings
+from gateway.accounts import Accounts
 from gateway.auth import NkeyUser, User
 from gateway.protocol import DEFAULT_MAX_PAYLOAD
 from gateway.queue_policy import POLICY_NAMES
@@ -77,6 +78,8 @@ class NodeConfig:
     tls: TlsSettings | None = None
     # `cluster { tls { ... } }`: mutual TLS between nodes (each certificate names its node)
     cluster_tls: TlsSettings | None = None
+    # nats-server's `accounts { ... }`: isolated subject spaces joined by exports and imports
+    accounts: Accounts | None = None
 
     def validate(self) -> None:
         if not self.name or any(ch in self.name for ch in " .*>"):
@@ -125,6 +128,10 @@ class NodeConfig:
                     f"tls: cannot serve with cert_file {self.tls.cert_file}, key_file {self.tls.key_file}"
                     f"{f', ca_file {self.tls.ca_file}' if self.tls.ca_file else ''}: {exc}"
                 ) from exc
+        if self.accounts is not None:
+            for user in self.users:
+                if user.account not in self.accounts.accounts:
+                    raise ConfigError(f"a user is in account {user.account!r}, which is not configured")
         if self.cluster_tls is not None:
             if not self.cluster_tls.ca_file:
                 raise ConfigError("cluster tls: ca_file is needed, to verify the other nodes' certificates")

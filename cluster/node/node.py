@@ -21,6 +21,7 @@ import grpc
 import structlog
 
 from cluster.api.entry import ApiEntry
+from cluster.api.no_jetstream import NoJetStreamResponder
 from cluster.api.prefixes import PREFIX_QUEUE, PrefixMapper, domain_prefix
 from cluster.api.subjects import API_QUEUE
 from cluster.direct_get.responder import DIRECT_GET_QUEUE
@@ -74,6 +75,7 @@ class Node:
             ),
             info_extra={"cluster": config.cluster_name} if config.cluster_name else None,
             tls=config.tls,
+            accounts=config.accounts,
         )
         self.mesh = RouteMesh(
             self.router,
@@ -95,6 +97,8 @@ class Node:
         self.meta: MetaService | None = None
         self.api: ApiEntry | None = None
         self.prefixes: PrefixMapper | None = None
+        # the other accounts' JetStream API, which answers that they have none
+        self.no_jetstream: NoJetStreamResponder | None = None
         self._metrics_task: asyncio.Task[Any] | None = None
         # series that exist from the start, so dashboards show 0 rather than no data
         self._slow_consumer_counter = self.metrics.slow_consumers.labels(config.name)
@@ -153,6 +157,9 @@ class Node:
         prefixes = [*([domain_prefix(config.domain)] if config.domain else []), *config.api_prefixes]
         self.prefixes = PrefixMapper(self.ctx, prefixes)
         self.prefixes.open()
+        if config.accounts is not None and len(config.accounts.accounts) > 1:
+            self.no_jetstream = NoJetStreamResponder(self.ctx)
+            self.no_jetstream.open()
         await self.http.start()
         self._metrics_task = asyncio.get_running_loop().create_task(self._refresh_metrics())
         log.info(
@@ -175,6 +182,8 @@ class Node:
             self.api.close()
         if self.prefixes is not None:
             self.prefixes.close()
+        if self.no_jetstream is not None:
+            self.no_jetstream.close()
         if self.meta is not None:
             await self.meta.stop()
         if self.ctx is not None:

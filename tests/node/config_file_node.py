@@ -38,7 +38,8 @@ def node_config_text(client_port: int, http_port: int, cluster_port: int, store_
     """The ports and store of a test node, then `body`: nats-server's own syntax."""
     return (
         f"server_name: n1\nlisten: {HOST}:{client_port}\nhttp: {HOST}:{http_port}\n"
-        f"jetstream {{ store_dir: '{store_dir}' }}\n"
+        # top-level store_dir (nats-server's other spelling), so that a body's own jetstream block keeps it
+        f"store_dir: '{store_dir}'\n"
         f"cluster {{ listen: {HOST}:{cluster_port} }}\n{body}"
     )
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from cluster.node.config import ConfigError, NodeConfig, add_node_arguments, config_from_args
+from gateway.auth import User
 from tests.gateway.throwaway_ca import make_certificates
 
 # nats-server's own test/configs/cluster.conf, with jetraft's named routes and one shared secret.
@@ -99,7 +100,6 @@ def test_variables_used_as_variables_are_not_settings(tmp_path: Path) -> None:
         ("server_name: n1\ncluster {\n tls { cert_file: a, key_file: b, ca_file: c }\n}\n", "cluster tls: cannot use its files"),
         ("server_name: n1\ntls {\n cipher_suites: []\n}\n", r"line 3: tls.cipher_suites: nats-server's setting is not"),
         ("server_name: n1\ntls {\n handshake_first: 300ms\n}\n", r"line 3: tls.handshake_first: expected true or false"),
-        ("server_name: n1\naccounts { A: {} }\n", r"line 2: accounts: nats-server's setting is not supported"),
         (
             "server_name: n1\njetstream { max_file_store: 1G }\n",
             r"line 2: jetstream.max_file_store: nats-server's setting is not supported",
@@ -144,13 +144,15 @@ ADR_19_SPEC = Path(__file__).resolve().parents[2].parent / "shared" / "spec" / "
 
 
 @pytest.mark.skipif(not ADR_19_SPEC.exists(), reason="shared/spec is not beside the repository")
-def test_adr_19_testing_config_parses_and_its_accounts_are_refused_by_name(tmp_path: Path) -> None:
+def test_adr_19_testing_config_loads_as_written(tmp_path: Path) -> None:
     lines = ADR_19_SPEC.read_text().splitlines()
     start = lines.index("jetstream: enabled")
     end = start + next(i for i, line in enumerate(lines[start:]) if line == "}")
     text = "server_name: n1\n" + "\n".join(lines[start : end + 1]) + "\n"
-    with pytest.raises(ConfigError, match=r"line 3: accounts: nats-server's setting is not supported"):
-        _load(tmp_path, text)
+    config = _load(tmp_path, text)
+    assert config.accounts is not None and config.accounts.home == "A"
+    assert sorted(config.accounts.accounts) == ["$G", "A", "I"]
+    assert sorted((u.name, u.account) for u in config.users if isinstance(u, User)) == [("a", "A"), ("i", "I")]
 
 
 def test_users_with_permissions_and_defaults(tmp_path: Path) -> None:
@@ -203,3 +205,29 @@ def test_the_example_in_docs_security_loads(tmp_path: Path, monkeypatch: pytest.
     assert len(config.users) == 5
     assert config.cluster_tls is not None and config.cluster_tls.ca_file == str(certs.ca)
     assert config.tls is not None and config.tls.verify and config.tls.ca_file == str(certs.ca)
+
+
+@pytest.mark.parametrize(
+    ("accounts", "message"),
+    [
+        ("A: { users: [ {user: a, password: a} ], limits: {} }", r"accounts.A.limits: nats-server's setting"),
+        ("A: { exports: [ {service: 'x', response_type: stream} ] }", r"accounts.A.exports\[0\].response_type"),
+        ("A: { imports: [ {service: {account: B, subject: x}} ] }", "unknown account 'B'"),
+        ("A: { jetstream: { max_mem: 1G } }", "per-account JetStream limits are not supported"),
+        ("A: { imports: [ {service: {account: A}} ] }", "needs account and subject"),
+        ("A: { bogus: 1 }", r"accounts.A.bogus: unknown setting"),
+    ],
+)
+def test_accounts_that_jetraft_cannot_take(tmp_path: Path, accounts: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        _load(tmp_path, f"server_name: n1\naccounts {{\n  {accounts}\n}}\n")
+
+
+def test_users_of_accounts_know_their_account(tmp_path: Path) -> None:
+    config = _load(
+        tmp_path,
+        "server_name: n1\naccounts {\n  A: { users: [ {user: a, password: a} ], jetstream: enabled }\n"
+        "  B: { users: [ {user: b, password: b} ] }\n}\n",
+    )
+    assert config.accounts is not None and config.accounts.home == "A"
+    assert sorted((u.name, u.account) for u in config.users if isinstance(u, User)) == [("a", "A"), ("b", "B")]

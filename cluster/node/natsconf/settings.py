@@ -11,13 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from cluster.node.natsconf.accounts import parse_accounts
 from cluster.node.natsconf.parser import ConfMap, Place
 from cluster.node.natsconf.users import ConfPermissionError, parse_permissions, parse_users
+from gateway.auth import NkeyUser, User
 from gateway.tls import TlsSettings
 
 # nats-server's top-level keys (server/opts.go) that jetraft does not implement yet.
 _NATS_TOP_LEVEL_KEYS_NOT_YET = """client_advertise net debug trace trace_verbose trace_headers logtime logtime_utc mappings maps
-    disable_sublist_cache no_sublist_cache accounts default_sentinel https https_port http_base_path
+    disable_sublist_cache no_sublist_cache default_sentinel https https_port http_base_path
     gateway leaf leafnodes logfile log_file logfile_size_limit log_size_limit logfile_max_num log_max_num
     syslog remote_syslog pidfile pid_file ports_file_dir prof_port prof_block_rate max_control_line
     max_pending proxy_protocol max_traced_msg_len max_sub_tokens max_subscription_tokens ping_interval ping_max ocsp allow_non_tls write_deadline
@@ -96,6 +98,7 @@ class _Collector:
     def __init__(self) -> None:
         self.fields: dict[str, Any] = {}
         self.host_place: Place | None = None
+        self.account_users: list[User | NkeyUser] = []
 
     def set_host(self, block: str, key: str, host: str | None, place: Place) -> None:
         # jetraft listens on one address for clients, the cluster and HTTP.
@@ -126,6 +129,7 @@ class _Collector:
             "authorization": self.authorization,
             "max_payload": lambda k, v, p: self.fields.__setitem__("max_payload", _integer("", k, v, p, minimum=1)),
             "tls": self.tls,
+            "accounts": self.accounts,
             "max_connections": self.max_connections,
             "max_conn": self.max_connections,
             "max_subscriptions": self.max_subscriptions,
@@ -138,6 +142,11 @@ class _Collector:
                 raise _not_yet("", key, place)
             else:
                 raise _unknown("", key, place)
+
+    def accounts(self, key: str, value: Any, place: Place) -> None:
+        accounts, users = parse_accounts(value, place)
+        self.fields["accounts"] = accounts
+        self.account_users = users
 
     def tls(self, key: str, value: Any, place: Place) -> None:
         conf = _map("", key, value, place)
@@ -330,4 +339,9 @@ def node_settings(conf: ConfMap) -> dict[str, Any]:
         collector.top(conf)
     except ConfPermissionError as exc:
         raise ConfKeyError(str(exc)) from exc
-    return collector.fields
+    fields = collector.fields
+    if collector.account_users:
+        if "user" in fields or "token" in fields:
+            raise ConfKeyError("accounts hold users: use authorization.users beside them, not a single user or token")
+        fields["users"] = [*fields.get("users", []), *collector.account_users]
+    return fields

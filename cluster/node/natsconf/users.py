@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from cluster.node.natsconf.parser import ConfMap, Place
+from gateway.accounts import GLOBAL_ACCOUNT
 from gateway.auth import NkeyUser, User
 from gateway.nkey import InvalidNkey
 from gateway.permissions import Permissions, ResponsePermission, SubjectRule
@@ -121,12 +122,20 @@ def parse_permissions(path: str, value: Any, place: Place) -> Permissions:
     return Permissions(publish=publish, subscribe=subscribe, responses=responses)
 
 
-def parse_users(value: Any, place: Place, default_permissions: Permissions | None) -> list[User | NkeyUser]:
+def parse_users(
+    value: Any,
+    place: Place,
+    default_permissions: Permissions | None,
+    *,
+    account: str = GLOBAL_ACCOUNT,
+    path: str = "authorization.users",
+) -> list[User | NkeyUser]:
     if not isinstance(value, list):
-        raise _fail("authorization.users", place, f"expected a list of users, got {value!r}")
+        raise _fail(path, place, f"expected a list of users, got {value!r}")
+    list_path = path
     users: list[User | NkeyUser] = []
     for index, entry in enumerate(value):
-        path = f"authorization.users[{index}]"
+        path = f"{list_path}[{index}]"
         if not isinstance(entry, ConfMap):
             raise _fail(path, place, f"expected a user block {{ user, password }}, got {entry!r}")
         name = password = nkey = None
@@ -158,11 +167,11 @@ def parse_users(value: Any, place: Place, default_permissions: Permissions | Non
             if name is not None or password is not None:
                 raise _fail(path, place, "an nkey user has no user name or password")
             try:
-                users.append(NkeyUser(nkey, permissions))
+                users.append(NkeyUser(nkey, permissions, account))
             except InvalidNkey as exc:
                 raise _fail(f"{path}.nkey", place, str(exc)) from exc
             continue
         if name is None or password is None:
             raise _fail(path, place, "a user needs a user name and a password, or an nkey")
-        users.append(User(name, password, permissions))
+        users.append(User(name, password, permissions, account))
     return users
