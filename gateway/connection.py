@@ -421,6 +421,9 @@ class ClientConnection(asyncio.Protocol):
             subject = shown.encode()
             if reply:
                 reply = space.delivered_reply(reply.decode(), shown).encode()
+            if headers is not None and space.prefix and headers.startswith(b"NATS/1.0 503"):
+                # the no-responders status names the subject as the client published it
+                headers = headers.replace(b"Nats-Subject: " + space.prefix.encode(), b"Nats-Subject: ", 1)
         permissions = self.permissions
         if permissions is not None:
             if sid in self._filtered_sids and not permissions.may_receive(subject.decode()):

@@ -128,3 +128,27 @@ def test_an_importer_cannot_answer_replies_of_another_space() -> None:
 def test_imports_that_do_not_fit_are_refused(accounts: dict[str, Account], message: str) -> None:
     with pytest.raises(AccountConfigError, match=message):
         Accounts(accounts)
+
+
+async def test_a_no_responders_status_names_the_subject_as_published() -> None:
+    import asyncio
+
+    from gateway.auth import User, make_authenticator
+    from gateway.router import Router
+    from gateway.server import GatewayServer
+    from local.ports import HOST
+    from tests.node.raw_client import RawClient
+
+    accounts = adr_19()
+    users = [User("a", "a", account="A"), User("i", "i", account="I")]
+    gateway = GatewayServer(Router(), name="acc", host=HOST, auth=make_authenticator(users=users), accounts=accounts)
+    await gateway.start()
+    try:
+        client = await RawClient.connect(HOST, gateway.port, user="i", headers=True, no_responders=True, **{"pass": "i"})
+        try:
+            lines = await asyncio.wait_for(client.exchange("SUB r 1\r\nPUB nobody.here r 0\r\n\r\n"), 10)
+        finally:
+            await client.close()
+        assert "Nats-Subject: nobody.here" in lines
+    finally:
+        await gateway.stop()

@@ -471,7 +471,13 @@ async def test_a_bcrypt_password_is_checked_off_the_event_loop() -> None:
 
     # Cost 12: a quarter of a second or more of CPU, which the loop must not spend.
     hashed = bcrypt.hashpw(b"pw", bcrypt.gensalt(rounds=12)).decode()
-    gateway = GatewayServer(Router(), name="auth", auth=make_authenticator(user="alice", password=hashed))
+    # The check must end before the auth timeout; on a loaded machine cost 12 can take seconds.
+    gateway = GatewayServer(
+        Router(),
+        name="auth",
+        auth=make_authenticator(user="alice", password=hashed),
+        limits=Limits(auth_timeout=60),
+    )
     await gateway.start()
     loop = asyncio.get_running_loop()
     ticks: list[float] = []
