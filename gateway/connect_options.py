@@ -30,6 +30,8 @@ class ConnectOptions:
     user: str | None = None
     password: str | None = None
     auth_token: str | None = None
+    nkey: str | None = None
+    sig: str | None = None
 
     @classmethod
     def from_dict(cls, options: dict[str, Any]) -> ConnectOptions:
@@ -62,4 +64,6 @@ class ConnectOptions:
             user=options.get("user"),
             password=options.get("pass"),
             auth_token=options.get("auth_token"),
+            nkey=options.get("nkey"),
+            sig=options.get("sig"),
         )

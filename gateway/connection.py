@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 from typing import Protocol, cast
 
 import structlog
 
-from gateway.auth import Authenticator
+from gateway.accounts import GLOBAL_ACCOUNT, Accounts, AccountSpace
+from gateway.auth import Authenticator, Identity, SlowCheck
 from gateway.connect_options import ConnectOptions
 from gateway.events import (
     ERR_AUTH_TIMEOUT,
@@ -22,6 +24,8 @@ from gateway.events import (
     ERR_HEADERS_NOT_SUPPORTED,
     ERR_INVALID_PUBLISH_SUBJECT,
     ERR_INVALID_SUBJECT,
+    ERR_MAX_CONNECTIONS,
+    ERR_MAX_SUBSCRIPTIONS,
     ERR_STALE_CONNECTION,
     NEED_DATA,
     Connect,
@@ -35,9 +39,12 @@ from gateway.events import (
     Unsub,
 )
 from gateway.limits import Limits, ServerStats
+from gateway.nkey import new_nonce
+from gateway.permissions import ConnectionPermissions
 from gateway.protocol import OK_BYTES, PING_BYTES, PONG_BYTES, ClientCommandParser, encode_err, encode_token
 from gateway.router import InvalidSubjectError, Router, Subscription
-from subjects.grammar import is_valid_subject
+from gateway.tls import TlsSettings
+from subjects.grammar import is_valid_subject, subject_matches
 
 log = structlog.get_logger(__name__)
 
@@ -52,6 +59,16 @@ COMMANDS_PER_SLICE = 64
 COMMANDS_PER_WRITE = 16
 
 
+def publish_violation(subject: str) -> str:
+    return f'Permissions Violation for Publish to "{subject}"'
+
+
+def subscribe_violation(subject: str, queue: str | None) -> str:
+    if queue:
+        return f'Permissions Violation for Subscription to "{subject}" using queue "{queue}"'
+    return f'Permissions Violation for Subscription to "{subject}"'
+
+
 class ClientPort(Protocol):
     """The client port a connection belongs to (`gateway/server.py`'s GatewayServer)."""
 
@@ -59,6 +76,12 @@ class ClientPort(Protocol):
     limits: Limits
     auth: Authenticator | None
     stats: ServerStats
+    tls_upgrade: ssl.SSLContext | None
+    tls: TlsSettings | None
+    accounts: Accounts | None
+
+    @property
+    def connection_count(self) -> int: ...
 
     def register(self, conn: ClientConnection) -> None: ...
 
@@ -84,6 +107,21 @@ class ClientConnection(asyncio.Protocol):
         self.verbose = True
         self.pedantic = True
         self.authenticated = server.auth is None
+        # None: the client may publish and subscribe to anything (no users list, or a user without limits)
+        self.permissions: ConnectionPermissions | None = None
+        # sids of subscriptions whose messages are checked against the subscribe deny list on delivery
+        self._filtered_sids: set[bytes] = set()
+        self.user = ""
+        # The client's account, when there are several: its subjects are mapped to and from the router's.
+        self.space: AccountSpace | None = None
+        # Router subscriptions beyond the first that one SUB needed (stream imports), by sid.
+        self._extra_subs: dict[str, list[Subscription]] = {}
+        # sids whose import subscriptions are wider than the client's filter: deliveries are checked.
+        self._overlap_filters: dict[bytes, str] = {}
+        # A password check running on a worker thread: nothing more is read or handled until it is done.
+        self._checking_credentials = False
+        # What this client must sign to prove an nkey (sent in its INFO); empty when no nkey users exist.
+        self.nonce = new_nonce() if server.auth is not None and server.auth.nonce_required else ""
         self.subs: dict[str, Subscription] = {}
         self.transport: asyncio.Transport | None = None
         self.remote_ip = ""
@@ -97,6 +135,7 @@ class ClientConnection(asyncio.Protocol):
         self._slice_scheduled = False
         self._loop = asyncio.get_running_loop()
         self._auth_timer: asyncio.TimerHandle | None = None
+        self._tls_upgrade: asyncio.Task[None] | None = None
         self._ping_timer: asyncio.TimerHandle | None = None
         self.in_msgs = 0
         self.out_msgs = 0
@@ -108,12 +147,42 @@ class ClientConnection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.remote_ip = peer[0] if peer else ""
-        self.server.register(self)
-        self._write(self.server.info_bytes(self))
         limits = self.server.limits
+        if limits.max_connections < 0 or 0 < limits.max_connections <= self.server.connection_count:
+            # As nats-server: INFO, the error, then the connection closes.
+            self._write(self.server.info_bytes(self))
+            self.close_with_error(ERR_MAX_CONNECTIONS)
+            return
+        self.server.register(self)
+        upgrade = self.server.tls_upgrade
+        if upgrade is not None:
+            # INFO in clear, then nothing is read until the client has started TLS on this socket.
+            self.transport.pause_reading()
+            self.transport.write(self.server.info_bytes(self))
+            self._tls_upgrade = self._loop.create_task(self._start_tls(upgrade))
+        else:
+            self._write(self.server.info_bytes(self))
         if not self.authenticated:
             self._auth_timer = self._loop.call_later(limits.auth_timeout, self._auth_timed_out)
         self._ping_timer = self._loop.call_later(limits.ping_interval, self._ping_tick)
+
+    async def _start_tls(self, context: ssl.SSLContext) -> None:
+        transport = self.transport
+        tls = self.server.tls
+        assert transport is not None and tls is not None
+        try:
+            upgraded = await self._loop.start_tls(
+                transport, self, context, server_side=True, ssl_handshake_timeout=tls.timeout
+            )
+        except (OSError, ssl.SSLError, ConnectionError, TimeoutError) as exc:
+            # A client that did not start TLS (or failed to): closed without a word, as nats-server does.
+            log.debug("client TLS handshake failed", client_id=self.client_id, error=repr(exc))
+            transport.abort()
+            self._shutdown()
+            return
+        if self.closed or upgraded is None:
+            return
+        self.transport = cast(asyncio.Transport, upgraded)
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
@@ -143,7 +212,7 @@ class ClientConnection(asyncio.Protocol):
 
     def _update_reading(self) -> None:
         """Read from the socket unless a peer link is backed up or commands already read wait for a slice."""
-        paused = self._waiting_for_links or self._slice_scheduled
+        paused = self._waiting_for_links or self._slice_scheduled or self._checking_credentials
         if paused is self._reading_paused or self.closed or self.transport is None:
             return
         self._reading_paused = paused
@@ -162,6 +231,8 @@ class ClientConnection(asyncio.Protocol):
         parser = self._parser
         handled = 0
         while not self.closed:
+            if self._checking_credentials:
+                return False
             if handled == budget:
                 return parser.buffered > 0
             if handled and handled % COMMANDS_PER_WRITE == 0:
@@ -208,9 +279,46 @@ class ClientConnection(asyncio.Protocol):
             self.close_with_error(exc.message)
             return
         auth = self.server.auth
-        if auth is not None and not auth.check(options):
-            self.close_with_error(ERR_AUTHORIZATION)
-            return
+        if auth is not None:
+            identity = auth.check(options, self.nonce)
+            if isinstance(identity, SlowCheck):
+                self._check_credentials_off_loop(identity, options)
+                return
+            if identity is None:
+                self.close_with_error(ERR_AUTHORIZATION)
+                return
+            self._identified(identity)
+        self._accept(options)
+
+    def _check_credentials_off_loop(self, check: SlowCheck, options: ConnectOptions) -> None:
+        self._checking_credentials = True
+        future = self._loop.run_in_executor(None, check.run)
+
+        def done(_future: asyncio.Future[Identity | None]) -> None:
+            self._checking_credentials = False
+            if self.closed:
+                return
+            identity = None if future.cancelled() or future.exception() else future.result()
+            if identity is None:
+                self.close_with_error(ERR_AUTHORIZATION)
+                return
+            self._identified(identity)
+            self._accept(options)
+            self._drain_slice()  # what the client sent after its CONNECT
+
+        future.add_done_callback(done)
+
+    def _identified(self, identity: Identity) -> None:
+        self.user = identity.user
+        accounts = self.server.accounts
+        if accounts is not None:
+            self.space = accounts.space(identity.account)
+        if identity.permissions is not None:
+            self.permissions = ConnectionPermissions(identity.permissions)
+
+    def _accept(self, options: ConnectOptions) -> None:
+        if self.space is None and self.server.accounts is not None and self.server.auth is None:
+            self.space = self.server.accounts.space(GLOBAL_ACCOUNT)
         self.authenticated = True
         if self._auth_timer is not None:
             self._auth_timer.cancel()
@@ -229,6 +337,18 @@ class ClientConnection(asyncio.Protocol):
         if self.pedantic and not is_valid_subject(subject):
             self._write(encode_err(ERR_INVALID_PUBLISH_SUBJECT))
             return
+        if self.permissions is not None and not self.permissions.may_publish(subject):
+            # nats-server reports it and keeps the connection.
+            self._write(encode_err(publish_violation(subject)))
+            return
+        space = self.space
+        if space is not None:
+            mapped = space.publish_subject(subject)
+            mapped_reply = space.reply_subject(reply) if reply else None
+            if mapped is None or (reply and mapped_reply is None):
+                self._write(encode_err(publish_violation(subject if mapped is None else reply or "")))
+                return
+            subject, reply = mapped, mapped_reply
         if self.verbose:
             # nats-server acknowledges before it delivers, so a publisher subscribed to
             # its own subject sees +OK ahead of the MSG.
@@ -240,12 +360,34 @@ class ClientConnection(asyncio.Protocol):
     def _subscribe(self, event: Sub) -> None:
         existing = self.subs.get(event.sid)
         if existing is None:
+            max_subscriptions = self.server.limits.max_subscriptions
+            if 0 < max_subscriptions <= len(self.subs):
+                # nats-server reports it and keeps the connection.
+                self._write(encode_err(ERR_MAX_SUBSCRIPTIONS))
+                return
+            permissions = self.permissions
+            if permissions is not None:
+                if not permissions.may_subscribe(event.subject):
+                    self._write(encode_err(subscribe_violation(event.subject, event.queue)))
+                    return
+                if permissions.filters_deliveries(event.subject):
+                    self._filtered_sids.add(encode_token(event.sid))
+            sid = encode_token(event.sid)
+            subjects, wider = (
+                ([event.subject], False) if self.space is None else self.space.subscription_subjects(event.subject)
+            )
             try:
-                sub = self.router.subscribe_client(self, encode_token(event.sid), event.subject, event.queue)
+                sub = self.router.subscribe_client(self, sid, subjects[0], event.queue)
             except InvalidSubjectError:
                 self._write(encode_err(ERR_INVALID_SUBJECT))
                 return
             self.subs[event.sid] = sub
+            if len(subjects) > 1:
+                self._extra_subs[event.sid] = [
+                    self.router.subscribe_client(self, sid, extra, event.queue) for extra in subjects[1:]
+                ]
+                if wider:
+                    self._overlap_filters[sid] = event.subject
         if self.verbose:
             self._write(OK_BYTES)
 
@@ -256,6 +398,7 @@ class ClientConnection(asyncio.Protocol):
                 self.router.auto_unsubscribe(sub, event.max_msgs)
             else:
                 self.router.unsubscribe(sub)
+                self._drop_extra_subs(event.sid)
         if self.verbose:
             self._write(OK_BYTES)
 
@@ -266,6 +409,27 @@ class ClientConnection(asyncio.Protocol):
     ) -> None:
         if self.closed:
             return
+        space = self.space
+        if space is not None:
+            shown, imported = space.delivered_subject(subject.decode())
+            if shown is None:
+                return  # another account's subject, matched by a wildcard in the router's space
+            if imported:
+                overlap = self._overlap_filters.get(sid)
+                if overlap is not None and not subject_matches(overlap, shown):
+                    return
+            subject = shown.encode()
+            if reply:
+                reply = space.delivered_reply(reply.decode(), shown).encode()
+            if headers is not None and space.prefix and headers.startswith(b"NATS/1.0 503"):
+                # the no-responders status names the subject as the client published it
+                headers = headers.replace(b"Nats-Subject: " + space.prefix.encode(), b"Nats-Subject: ", 1)
+        permissions = self.permissions
+        if permissions is not None:
+            if sid in self._filtered_sids and not permissions.may_receive(subject.decode()):
+                return
+            if reply:
+                permissions.delivered_request(reply.decode())
         if headers is not None and self.headers_enabled:
             hdr_len = len(headers)
             if reply:
@@ -290,6 +454,15 @@ class ClientConnection(asyncio.Protocol):
         sid = sub.sid.decode("utf-8", "surrogateescape")
         if self.subs.get(sid) is sub:
             del self.subs[sid]
+            self._filtered_sids.discard(sub.sid)
+            self._drop_extra_subs(sid)
+
+    def _drop_extra_subs(self, sid: str) -> None:
+        extras = self._extra_subs.pop(sid, None)
+        if extras:
+            self._overlap_filters.pop(encode_token(sid), None)
+            for extra in extras:
+                self.router.unsubscribe(extra)
 
     # --- output -------------------------------------------------------------------------
 
@@ -350,8 +523,13 @@ class ClientConnection(asyncio.Protocol):
         for timer in (self._auth_timer, self._ping_timer):
             if timer is not None:
                 timer.cancel()
+        if self._tls_upgrade is not None and not self._tls_upgrade.done():
+            self._tls_upgrade.cancel()
         subs = list(self.subs.values())
+        for extras in self._extra_subs.values():
+            subs += extras
         self.subs.clear()
+        self._extra_subs.clear()
         for sub in subs:
             self.router.unsubscribe(sub)
         self.server.unregister(self)

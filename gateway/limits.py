@@ -18,6 +18,10 @@ class Limits:
     ping_interval: float = 120.0
     max_pings_out: int = 2
     auth_timeout: float = 2.0
+    # nats-server's max_connections (0: no limit; below 0: none at all) and max_subscriptions per
+    # connection (0 or below: no limit)
+    max_connections: int = 0
+    max_subscriptions: int = 0
 
 
 @dataclass(slots=True)

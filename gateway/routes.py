@@ -90,13 +90,18 @@ class RouteMesh:
 
     # --- peers --------------------------------------------------------------------------
 
-    def add_peer(self, name: str, channel: grpc.aio.Channel) -> None:
-        """Start dialling `name` over `channel` (owned by the caller; never closed here)."""
+    def add_peer(
+        self, name: str, channel: grpc.aio.Channel, *, call_metadata: Sequence[tuple[str, str]] = ()
+    ) -> None:
+        """Start dialling `name` over `channel` (owned by the caller; never closed here).
+
+        `call_metadata` goes with every call to the peer: how this node proves itself on its cluster port.
+        """
         if name == self.node_name:
             raise ValueError(f"node {name!r} cannot be its own peer")
         if name in self._links:
             raise ValueError(f"peer {name!r} already added")
-        link = _PeerLink(self, name, channel)
+        link = _PeerLink(self, name, channel, tuple(call_metadata))
         self._links[name] = link
         link.start()
 
@@ -322,10 +327,13 @@ _QueuedMessage = tuple[str, str | None, bytes | None, bytes, Sequence[str], str 
 class _PeerLink:
     """Our call to one peer: dial, send batches, measure RTT, redial when it breaks."""
 
-    def __init__(self, mesh: RouteMesh, name: str, channel: grpc.aio.Channel) -> None:
+    def __init__(
+        self, mesh: RouteMesh, name: str, channel: grpc.aio.Channel, call_metadata: tuple[tuple[str, str], ...]
+    ) -> None:
         self.mesh = mesh
         self.name = name
         self.stub = route_pb2_grpc.RouteStub(channel)
+        self.call_metadata = call_metadata
         self.connected = False
         # Set from the moment the interest snapshot is taken, so no change after it is missed.
         self.session_open = False
@@ -402,7 +410,7 @@ class _PeerLink:
         mesh = self.mesh
         loop = asyncio.get_running_loop()
         session = secrets.token_hex(8)
-        call = self.stub.Connect()
+        call = self.stub.Connect(metadata=self.call_metadata)
         try:
             snapshot = [_interest_pb(s, q, c) for s, q, c in mesh.router.local_interest()]
             self.interest.clear()

@@ -9,14 +9,17 @@ from __future__ import annotations
 import asyncio
 import base64
 import secrets
+import ssl
 from collections.abc import Iterable
 from typing import Any
 
+from gateway.accounts import Accounts
 from gateway.auth import Authenticator
 from gateway.connection import ClientConnection
 from gateway.limits import Limits, ServerStats
 from gateway.protocol import encode_info
 from gateway.router import Router
+from gateway.tls import TlsSettings, server_context
 
 # The nats-server release whose client protocol and JetStream API we follow;
 # clients gate features on it (nats-py uses the 2.9+ consumer create API).
@@ -46,6 +49,8 @@ class GatewayServer:
         advertise: str | None = None,
         info_extra: dict[str, Any] | None = None,
         version: str = NATS_COMPAT_VERSION,
+        tls: TlsSettings | None = None,
+        accounts: Accounts | None = None,
     ) -> None:
         self.router = router
         self.name = name
@@ -63,10 +68,28 @@ class GatewayServer:
         self._next_client_id = 0
         self._server: asyncio.Server | None = None
         self._info: dict[str, Any] = {}
+        self.tls = tls
+        # Several accounts: each connection maps its client's subjects (None: one space, nothing to map).
+        self.accounts = accounts if accounts is not None and len(accounts.accounts) > 1 else None
+        # The context each connection upgrades with after its INFO (None: no TLS, or TLS before INFO).
+        self.tls_upgrade: ssl.SSLContext | None = None
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._new_connection, self.host, self.port)
+        handshake_first: ssl.SSLContext | None = None
+        if self.tls is not None:
+            context = server_context(self.tls)
+            if self.tls.handshake_first:
+                handshake_first = context
+            else:
+                self.tls_upgrade = context
+        self._server = await loop.create_server(
+            self._new_connection,
+            self.host,
+            self.port,
+            ssl=handshake_first,
+            ssl_handshake_timeout=self.tls.timeout if handshake_first is not None and self.tls else None,
+        )
         self.port = self._server.sockets[0].getsockname()[1]
         self._rebuild_info()
 
@@ -82,6 +105,10 @@ class GatewayServer:
     @property
     def client_url(self) -> str:
         return self._advertise or f"nats://{self.host}:{self.port}"
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._clients)
 
     @property
     def clients(self) -> list[ClientConnection]:
@@ -123,10 +150,17 @@ class GatewayServer:
         }
         if self.auth is not None:
             info["auth_required"] = True
+        if self.tls is not None:
+            info["tls_required"] = True
+            if self.tls.verify:
+                info["tls_verify"] = True
         if self._cluster_urls:
             info["connect_urls"] = [host_port(self.client_url), *self._cluster_urls]
         info.update(self._info_extra)
         self._info = info
 
     def info_bytes(self, client: ClientConnection) -> bytes:
-        return encode_info({**self._info, "client_id": client.client_id, "client_ip": client.remote_ip})
+        info = {**self._info, "client_id": client.client_id, "client_ip": client.remote_ip}
+        if client.nonce:
+            info["nonce"] = client.nonce
+        return encode_info(info)

@@ -11,6 +11,7 @@ import functools
 import http.client
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cluster.node.config import CLUSTER_SECRET_ENV
 from local.ports import HOST, free_port_base
 
 if TYPE_CHECKING:
@@ -182,8 +184,12 @@ class LocalCluster:
         extra_args: list[str] | None = None,
         log_dir: str | Path | None = None,
         toxiproxy: ToxiproxyProcess | None = None,
+        cluster_secret: str | None = None,
     ) -> None:
         self.specs = specs
+        # The nodes prove themselves to each other with it (cluster/node/cluster_auth.py); given to them in
+        # the environment, never on their command line. One is made up for each cluster unless given.
+        self.cluster_secret = cluster_secret or secrets.token_urlsafe(32)
         # stopped with the cluster when given
         self.toxiproxy = toxiproxy
         self.data_dir = Path(data_dir)
@@ -226,7 +232,7 @@ class LocalCluster:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env=os.environ.copy(),
+            env={**os.environ, CLUSTER_SECRET_ENV: self.cluster_secret},
         )
         log.close()
         self.procs[name] = proc

@@ -52,6 +52,7 @@ _ENTRY_OVERHEAD = 16
 Deliver = Callable[[str, Message], bool]
 """Hands an inbound message of `group` to the host; False if the group is unknown or full."""
 UnreachableCallback = Callable[[str, NodeId], None]
+CallMetadata = tuple[tuple[str, str], ...]  # gRPC metadata sent with every call to a peer
 SnapshotCallback = Callable[[str, NodeId, bool], None]
 
 
@@ -130,13 +131,16 @@ class RaftTransport:
 
     # --- peers ---
 
-    def add_peer(self, peer: NodeId, channel: grpc.aio.Channel) -> None:
-        """Start sending to `peer` over `channel` (owned by the caller; never closed here)."""
+    def add_peer(self, peer: NodeId, channel: grpc.aio.Channel, *, call_metadata: CallMetadata = ()) -> None:
+        """Start sending to `peer` over `channel` (owned by the caller; never closed here).
+
+        `call_metadata` goes with every call to the peer: how this node proves itself on its cluster port.
+        """
         if peer == self.node_id:
             raise ValueError(f"node {peer!r} cannot be its own peer")
         if peer in self._links:
             raise ValueError(f"peer {peer!r} already added")
-        link = _PeerLink(self, peer, channel)
+        link = _PeerLink(self, peer, channel, call_metadata)
         self._links[peer] = link
         link.start()
 
@@ -255,10 +259,13 @@ class RaftTransport:
 class _PeerLink:
     """Our call to one peer: dial, write frames, redial with backoff when it breaks."""
 
-    def __init__(self, transport: RaftTransport, peer: NodeId, channel: grpc.aio.Channel) -> None:
+    def __init__(
+        self, transport: RaftTransport, peer: NodeId, channel: grpc.aio.Channel, call_metadata: CallMetadata
+    ) -> None:
         self.transport = transport
         self.peer = peer
         self.stub = raft_pb2_grpc.RaftStub(channel)
+        self.call_metadata = call_metadata
         self.queue: list[tuple[str, Message]] = []
         self.wake = asyncio.Event()
         self.connected = False
@@ -316,7 +323,7 @@ class _PeerLink:
         """Run one Send call until it fails."""
         transport = self.transport
         stats = transport.stats
-        call = self.stub.Send()
+        call = self.stub.Send(metadata=self.call_metadata)
         call.add_done_callback(lambda _call: self.wake.set())
         try:
             while True:
@@ -361,7 +368,9 @@ class _PeerLink:
         ok = False
         try:
             chunks = snapshot_chunks(group, msg, transport.snapshot_chunk_bytes)
-            result = await self.stub.InstallSnapshot(chunks, timeout=transport.snapshot_timeout)
+            result = await self.stub.InstallSnapshot(
+                chunks, timeout=transport.snapshot_timeout, metadata=self.call_metadata
+            )
             ok = result.accepted
             if not ok:
                 log.warning("peer refused snapshot", peer=self.peer, group=group, error=result.error)

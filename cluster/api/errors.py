@@ -109,6 +109,7 @@ class JSErrors:
     STREAM_WRONG_LAST_SEQUENCE_CONSTANT = ErrorSpec(400, 10164, "wrong last sequence")
     STREAM_REPLICAS_NOT_SUPPORTED = ErrorSpec(500, 10074, "replicas > 1 not supported in non-clustered mode")
     NOT_ENABLED = ErrorSpec(503, 10076, "JetStream not enabled")
+    NOT_ENABLED_FOR_ACCOUNT = ErrorSpec(503, 10039, "JetStream not enabled for account")
     STREAM_STORE_FAILED = ErrorSpec(503, 10077, "{err}")
     STREAM_HEADER_EXCEEDS_MAXIMUM = ErrorSpec(400, 10097, "header size exceeds maximum allowed of 64k")
     STREAM_SEALED = ErrorSpec(400, 10109, "invalid operation on sealed stream")

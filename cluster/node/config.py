@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import os
+import ssl
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from cluster.node.natsconf.parser import ConfSyntaxError, parse
+from cluster.node.natsconf.settings import ConfKeyError, node_settings
+from gateway.accounts import Accounts
+from gateway.auth import NkeyUser, User
+from gateway.protocol import DEFAULT_MAX_PAYLOAD
 from gateway.queue_policy import POLICY_NAMES
+from gateway.tls import TlsSettings, server_context
 
 DIRECT_GET_POLICIES = POLICY_NAMES
 DEFAULT_DIRECT_GET_POLICY = "random"
+# The secret every node of a cluster proves itself with on the cluster port, when no config file sets one.
+CLUSTER_SECRET_ENV = "JETRAFT_CLUSTER_SECRET"
 
 
 class ConfigError(ValueError):
@@ -39,8 +49,11 @@ class NodeConfig:
     log_level: str | None = None  # None: $JETRAFT_LOG_LEVEL, else INFO
     log_format: str = "auto"
     user: str | None = None
-    password: str | None = None
-    token: str | None = None
+    # secrets stay out of repr, so that no log line carries them
+    password: str | None = field(default=None, repr=False)
+    token: str | None = field(default=None, repr=False)
+    # nats-server's `authorization { users = [...] }`: each user's password and permissions
+    users: list[User | NkeyUser] = field(default_factory=list)
     # the client URL other nodes advertise for this node (INFO connect_urls)
     advertise: str | None = None
     # ADR-19: a JetStream domain ($JS.<domain>.API) and other API prefixes this cluster answers under
@@ -50,6 +63,23 @@ class NodeConfig:
     # and keeps this many entries behind it, for followers that lag a little.
     stream_snapshot_interval: int = 20_000
     stream_compact_keep: int = 5_000
+    # nats-server's `cluster { name }`: shown to clients in INFO, as nats-server does
+    cluster_name: str | None = None
+    # The secret peers must present on the cluster port (cluster.authorization, or $JETRAFT_CLUSTER_SECRET);
+    # None lets any caller in. Kept out of repr so that it is never logged.
+    cluster_secret: str | None = field(default=None, repr=False)
+    max_payload: int = DEFAULT_MAX_PAYLOAD
+    # seconds a client has to send CONNECT when authentication is required (authorization.timeout)
+    auth_timeout: float = 2.0
+    # nats-server's max_connections (0: no limit, below 0: none) and max_subscriptions per connection
+    max_connections: int = 0
+    max_subscriptions: int = 0
+    # nats-server's `tls { ... }` for the client port
+    tls: TlsSettings | None = None
+    # `cluster { tls { ... } }`: mutual TLS between nodes (each certificate names its node)
+    cluster_tls: TlsSettings | None = None
+    # nats-server's `accounts { ... }`: isolated subject spaces joined by exports and imports
+    accounts: Accounts | None = None
 
     def validate(self) -> None:
         if not self.name or any(ch in self.name for ch in " .*>"):
@@ -83,6 +113,34 @@ class NodeConfig:
             raise ConfigError("stream_snapshot_interval must be at least 1 and stream_compact_keep not negative")
         if self.token is not None and self.user is not None:
             raise ConfigError("use either a token or a user and password, not both")
+        if self.users and (self.user is not None or self.token is not None):
+            raise ConfigError("use a users list, or a single user or token, not both")
+        names = [user.name if isinstance(user, User) else user.public_key for user in self.users]
+        if len(set(names)) != len(names):
+            raise ConfigError("a user or nkey is listed twice in authorization.users")
+        if self.cluster_secret is not None and not self.cluster_secret:
+            raise ConfigError("the cluster secret must not be empty")
+        if self.tls is not None:
+            try:
+                server_context(self.tls)
+            except (OSError, ssl.SSLError) as exc:
+                raise ConfigError(
+                    f"tls: cannot serve with cert_file {self.tls.cert_file}, key_file {self.tls.key_file}"
+                    f"{f', ca_file {self.tls.ca_file}' if self.tls.ca_file else ''}: {exc}"
+                ) from exc
+        if self.accounts is not None:
+            for user in self.users:
+                if user.account not in self.accounts.accounts:
+                    raise ConfigError(f"a user is in account {user.account!r}, which is not configured")
+        if self.cluster_tls is not None:
+            if not self.cluster_tls.ca_file:
+                raise ConfigError("cluster tls: ca_file is needed, to verify the other nodes' certificates")
+            try:
+                server_context(self.cluster_tls)
+            except (OSError, ssl.SSLError) as exc:
+                raise ConfigError(f"cluster tls: cannot use its files: {exc}") from exc
+        if self.max_payload < 1 or self.auth_timeout <= 0:
+            raise ConfigError("max_payload must be at least 1 and the auth timeout positive")
 
     @property
     def client_url(self) -> str:
@@ -115,8 +173,36 @@ def load_toml(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def load_nats_conf(path: str | Path, environment: dict[str, str] | None = None) -> dict[str, Any]:
+    """The NodeConfig fields a nats-server configuration file sets (`include`s read beside it)."""
+
+    def read_file(name: str, including: str) -> tuple[str, str]:
+        included = Path(including).parent / name
+        return str(included), included.read_text()
+
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not UTF-8 text: {exc}") from exc
+    try:
+        conf = parse(text, file=str(path), read_file=read_file, environment=environment or dict(os.environ))
+        return node_settings(conf)
+    except (ConfSyntaxError, ConfKeyError) as exc:
+        raise ConfigError(str(exc)) from exc
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """TOML for a `.toml` file, nats-server's format for any other."""
+    return load_toml(path) if str(path).endswith(".toml") else load_nats_conf(path)
+
+
 def add_node_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", help="TOML file with the same settings as the flags (flags win)")
+    parser.add_argument(
+        "--config",
+        help="nats-server configuration file, or a .toml file with the same settings as the flags (flags win)",
+    )
     parser.add_argument("--name", help="node name, e.g. n1")
     parser.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", dest="client_port", type=int, help="NATS client port (default 4222)")
@@ -154,7 +240,9 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> NodeConfig:
-    settings: dict[str, Any] = load_toml(args.config) if args.config else {}
+    settings: dict[str, Any] = load_config_file(args.config) if args.config else {}
+    if "cluster_secret" not in settings and os.environ.get(CLUSTER_SECRET_ENV):
+        settings["cluster_secret"] = os.environ[CLUSTER_SECRET_ENV]
     for key in (
         "name", "host", "client_port", "cluster_port", "http_port", "data_dir", "queue_policy",
         "direct_get_policy", "log_level", "log_format", "user", "password", "token", "advertise", "domain",

@@ -21,10 +21,13 @@ import grpc
 import structlog
 
 from cluster.api.entry import ApiEntry
+from cluster.api.no_jetstream import NoJetStreamResponder
 from cluster.api.prefixes import PREFIX_QUEUE, PrefixMapper, domain_prefix
 from cluster.api.subjects import API_QUEUE
 from cluster.direct_get.responder import DIRECT_GET_QUEUE
 from cluster.meta.service import MetaService
+from cluster.node.cluster_auth import call_metadata, cluster_server_interceptors
+from cluster.node.cluster_tls import peer_channel, server_credentials
 from cluster.node.config import NodeConfig
 from cluster.node.health import HealthJudge, StreamView, observe
 from cluster.node.http_server import NodeHttpServer
@@ -33,6 +36,7 @@ from cluster.runtime.internal_requests import InternalRequester
 from cluster.runtime.metrics import NodeMetrics
 from cluster.stream.leader import replica_progress
 from gateway.auth import make_authenticator
+from gateway.limits import Limits
 from gateway.router import Router
 from gateway.routes import RouteMesh, add_route_servicer
 from gateway.server import GatewayServer
@@ -62,8 +66,17 @@ class Node:
             name=config.name,
             host=config.host,
             port=config.client_port,
-            auth=make_authenticator(config.user, config.password, config.token),
+            auth=make_authenticator(config.user, config.password, config.token, config.users),
             advertise=config.advertise,
+            limits=Limits(
+                max_payload=config.max_payload,
+                auth_timeout=config.auth_timeout,
+                max_connections=config.max_connections,
+                max_subscriptions=config.max_subscriptions,
+            ),
+            info_extra={"cluster": config.cluster_name} if config.cluster_name else None,
+            tls=config.tls,
+            accounts=config.accounts,
         )
         self.mesh = RouteMesh(
             self.router,
@@ -72,7 +85,9 @@ class Node:
             on_peers_changed=self._peers_changed,
             labels=config.tags,
         )
-        self.grpc_server = grpc.aio.server(options=grpc_server_options())
+        self.grpc_server = grpc.aio.server(
+            options=grpc_server_options(), interceptors=cluster_server_interceptors(config.cluster_secret)
+        )
         self.channels: dict[str, grpc.aio.Channel] = {}
         data_dir = config.node_data_dir
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -84,6 +99,8 @@ class Node:
         self.meta: MetaService | None = None
         self.api: ApiEntry | None = None
         self.prefixes: PrefixMapper | None = None
+        # the other accounts' JetStream API, which answers that they have none
+        self.no_jetstream: NoJetStreamResponder | None = None
         self._metrics_task: asyncio.Task[Any] | None = None
         # series that exist from the start, so dashboards show 0 rather than no data
         self._slow_consumer_counter = self.metrics.slow_consumers.labels(config.name)
@@ -98,15 +115,21 @@ class Node:
         config = self.config
         add_raft_servicer(self.grpc_server, self.host.transport)
         add_route_servicer(self.grpc_server, self.mesh)
-        if not self.grpc_server.add_insecure_port(f"{config.host}:{config.cluster_port}"):
-            raise OSError(f"cannot listen on {config.host}:{config.cluster_port}")
+        listen = f"{config.host}:{config.cluster_port}"
+        if config.cluster_tls is None:
+            bound = self.grpc_server.add_insecure_port(listen)
+        else:
+            bound = self.grpc_server.add_secure_port(listen, server_credentials(config.cluster_tls))
+        if not bound:
+            raise OSError(f"cannot listen on {listen}")
         await self.grpc_server.start()
         await self.server.start()
         for peer, address in sorted(config.peers.items()):
-            channel = grpc.aio.insecure_channel(address, options=grpc_channel_options())
+            channel = peer_channel(address, peer, grpc_channel_options(), config.cluster_tls)
             self.channels[peer] = channel
-            self.host.transport.add_peer(peer, channel)
-            self.mesh.add_peer(peer, channel)
+            proof = call_metadata(config.cluster_secret)
+            self.host.transport.add_peer(peer, channel, call_metadata=proof)
+            self.mesh.add_peer(peer, channel, call_metadata=proof)
         self.ctx = NodeContext(
             name=config.name,
             router=self.router,
@@ -136,6 +159,9 @@ class Node:
         prefixes = [*([domain_prefix(config.domain)] if config.domain else []), *config.api_prefixes]
         self.prefixes = PrefixMapper(self.ctx, prefixes)
         self.prefixes.open()
+        if config.accounts is not None and len(config.accounts.accounts) > 1:
+            self.no_jetstream = NoJetStreamResponder(self.ctx)
+            self.no_jetstream.open()
         await self.http.start()
         self._metrics_task = asyncio.get_running_loop().create_task(self._refresh_metrics())
         log.info(
@@ -145,6 +171,8 @@ class Node:
             cluster_port=config.cluster_port,
             http_port=self.http.port,
             peers=sorted(config.peers),
+            cluster_authenticated=config.cluster_secret is not None,
+            cluster_tls=config.cluster_tls is not None,
         )
 
     async def stop(self) -> None:
@@ -156,6 +184,8 @@ class Node:
             self.api.close()
         if self.prefixes is not None:
             self.prefixes.close()
+        if self.no_jetstream is not None:
+            self.no_jetstream.close()
         if self.meta is not None:
             await self.meta.stop()
         if self.ctx is not None:

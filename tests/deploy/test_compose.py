@@ -87,6 +87,16 @@ def test_every_node_command_is_accepted_by_jetraft_node(compose: dict[str, Any])
         parse_node_command([*command, "--peer", "n1=toxiproxy:7011"])
 
 
+def test_every_node_authenticates_its_cluster_port_with_a_secret_from_the_environment(
+    compose: dict[str, Any],
+) -> None:
+    # Compose refuses to start without the operator's secret (`:?`), and no command line carries one.
+    for name, service in node_services(compose).items():
+        secret = service["environment"]["JETRAFT_CLUSTER_SECRET"]
+        assert re.fullmatch(r"\$\{JETRAFT_CLUSTER_SECRET:\?[^}]+\}", secret), (name, secret)
+        assert not any("secret" in str(arg).lower() for arg in service["command"]), name
+
+
 def test_ports_are_consistent_with_the_node_flags(compose: dict[str, Any]) -> None:
     host_ports: list[int] = []
     for name, service in compose["services"].items():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import subprocess
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -463,3 +464,41 @@ async def test_subscriber_without_headers_gets_plain_msg(any_port: int) -> None:
         )
     finally:
         writer.close()
+
+
+async def test_a_bcrypt_password_is_checked_off_the_event_loop() -> None:
+    import bcrypt
+
+    # Cost 12: a quarter of a second or more of CPU, which the loop must not spend.
+    hashed = bcrypt.hashpw(b"pw", bcrypt.gensalt(rounds=12)).decode()
+    # The check must end before the auth timeout; on a loaded machine cost 12 can take seconds.
+    gateway = GatewayServer(
+        Router(),
+        name="auth",
+        auth=make_authenticator(user="alice", password=hashed),
+        limits=Limits(auth_timeout=60),
+    )
+    await gateway.start()
+    loop = asyncio.get_running_loop()
+    ticks: list[float] = []
+
+    async def ticker() -> None:
+        while True:
+            ticks.append(loop.time())
+            await asyncio.sleep(0.01)
+
+    ticking = loop.create_task(ticker())
+    try:
+        reader, writer = await raw_connect(gateway.port)
+        started = loop.time()
+        # Everything in one write: what follows CONNECT waits for the check, then is handled in order.
+        writer.write(b'CONNECT {"verbose":false,"user":"alice","pass":"pw"}\r\nSUB x 1\r\nPUB x 2\r\nok\r\nPING\r\n')
+        await writer.drain()
+        assert await asyncio.wait_for(reader.readuntil(b"PONG\r\n"), 30) == b"MSG x 1 2\r\nok\r\nPONG\r\n"
+        took = loop.time() - started
+        gaps = [b - a for a, b in itertools.pairwise(ticks) if a >= started]
+        assert took > 0.05 and max(gaps, default=took) < took / 2, (took, gaps)
+        writer.close()
+    finally:
+        ticking.cancel()
+        await gateway.stop()

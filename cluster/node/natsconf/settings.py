@@ -1,0 +1,347 @@
+"""What a jetraft node takes from a nats-server configuration file: the NodeConfig fields it sets.
+
+Every key is one of three kinds: read (it sets something jetraft does), refused (nats-server knows it
+but jetraft does not do it yet: accepting and ignoring it would mislead the operator), or unknown (a
+typo, most likely). Refused and unknown keys are errors that name the key and where it was set. A key
+that served as a `$variable` is not a setting, as in nats-server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from cluster.node.natsconf.accounts import parse_accounts
+from cluster.node.natsconf.parser import ConfMap, Place
+from cluster.node.natsconf.users import ConfPermissionError, parse_permissions, parse_users
+from gateway.auth import NkeyUser, User
+from gateway.tls import TlsSettings
+
+# nats-server's top-level keys (server/opts.go) that jetraft does not implement yet.
+_NATS_TOP_LEVEL_KEYS_NOT_YET = """client_advertise net debug trace trace_verbose trace_headers logtime logtime_utc mappings maps
+    disable_sublist_cache no_sublist_cache default_sentinel https https_port http_base_path
+    gateway leaf leafnodes logfile log_file logfile_size_limit log_size_limit logfile_max_num log_max_num
+    syslog remote_syslog pidfile pid_file ports_file_dir prof_port prof_block_rate max_control_line
+    max_pending proxy_protocol max_traced_msg_len max_sub_tokens max_subscription_tokens ping_interval ping_max ocsp allow_non_tls write_deadline
+    write_timeout lame_duck_duration lame_duck_grace_period operator operators roots root root_operators
+    root_operator resolver account_resolver accounts_resolver resolver_tls resolver_preload
+    resolver_pinned_accounts no_auth_user system_account system no_system_account no_system no_sys_acc
+    no_header_support trusted trusted_keys connect_error_reports reconnect_error_reports websocket ws mqtt
+    server_tags server_metadata feature_flags default_js_domain ocsp_cache no_fast_producer_stall
+    max_closed_clients proxies"""
+_NATS_TOP_LEVEL_NOT_YET = frozenset(_NATS_TOP_LEVEL_KEYS_NOT_YET.split())
+
+
+class ConfKeyError(ValueError):
+    """A key jetraft cannot take; the message names the key and where it was set."""
+
+
+def _fail(block: str, key: str, place: Place, why: str) -> ConfKeyError:
+    return ConfKeyError(f"{place}: {block}{key}: {why}")
+
+
+def _not_yet(block: str, key: str, place: Place) -> ConfKeyError:
+    return _fail(block, key, place, "nats-server's setting is not supported by jetraft yet")
+
+
+def _unknown(block: str, key: str, place: Place) -> ConfKeyError:
+    return _fail(block, key, place, "unknown setting")
+
+
+def _settings(conf: ConfMap) -> list[tuple[str, Any, Place]]:
+    return [(k, v, conf.places[k]) for k, v in conf.values.items() if k not in conf.used_as_variable]
+
+
+def _string(block: str, key: str, value: Any, place: Place) -> str:
+    if not isinstance(value, str) or not value:
+        raise _fail(block, key, place, f"expected a non-empty string, got {value!r}")
+    return value
+
+
+def _integer(block: str, key: str, value: Any, place: Place, *, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise _fail(block, key, place, f"expected an integer of at least {minimum}, got {value!r}")
+    return value
+
+
+def _number(block: str, key: str, value: Any, place: Place) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise _fail(block, key, place, f"expected a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def _map(block: str, key: str, value: Any, place: Place) -> ConfMap:
+    if not isinstance(value, ConfMap):
+        raise _fail(block, key, place, f"expected a block {{ ... }}, got {value!r}")
+    return value
+
+
+def split_host_port(block: str, key: str, value: Any, place: Place) -> tuple[str | None, int]:
+    """`host:port`, `:port` or a port number, as nats-server's `listen` takes them."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        host, port_text = None, str(value)
+    elif isinstance(value, str):
+        host_text, sep, port_text = value.rpartition(":")
+        host = host_text.strip("[]") or None if sep else None
+        if not sep:
+            port_text = value
+    else:
+        raise _fail(block, key, place, f"expected host:port or a port, got {value!r}")
+    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise _fail(block, key, place, f"expected host:port or a port, got {value!r}")
+    return host, int(port_text)
+
+
+class _Collector:
+    """Builds the NodeConfig fields; one method per block."""
+
+    def __init__(self) -> None:
+        self.fields: dict[str, Any] = {}
+        self.host_place: Place | None = None
+        self.account_users: list[User | NkeyUser] = []
+
+    def set_host(self, block: str, key: str, host: str | None, place: Place) -> None:
+        # jetraft listens on one address for clients, the cluster and HTTP.
+        if host is None:
+            return
+        if "host" in self.fields and self.fields["host"] != host:
+            raise _fail(
+                block, key, place,
+                f"jetraft listens on one address for clients, cluster and HTTP; {host} differs from "
+                f"{self.fields['host']} set at {self.host_place}",
+            )  # fmt: skip
+        self.fields["host"] = host
+        self.host_place = place
+
+    def top(self, conf: ConfMap) -> None:
+        handlers: dict[str, Callable[[str, Any, Place], None]] = {
+            "listen": self.listen,
+            "host": lambda k, v, p: self.set_host("", k, _string("", k, v, p), p),
+            "port": lambda k, v, p: self.fields.__setitem__("client_port", _integer("", k, v, p)),
+            "server_name": lambda k, v, p: self.fields.__setitem__("name", _string("", k, v, p)),
+            "http": self.http,
+            "http_port": self.http,
+            "monitor_port": self.http,
+            "jetstream": self.jetstream,
+            "store_dir": lambda k, v, p: self.fields.__setitem__("data_dir", _string("", k, v, p)),
+            "storedir": lambda k, v, p: self.fields.__setitem__("data_dir", _string("", k, v, p)),
+            "cluster": self.cluster,
+            "authorization": self.authorization,
+            "max_payload": lambda k, v, p: self.fields.__setitem__("max_payload", _integer("", k, v, p, minimum=1)),
+            "tls": self.tls,
+            "accounts": self.accounts,
+            "max_connections": self.max_connections,
+            "max_conn": self.max_connections,
+            "max_subscriptions": self.max_subscriptions,
+            "max_subs": self.max_subscriptions,
+        }
+        for key, value, place in _settings(conf):
+            if key in handlers:
+                handlers[key](key, value, place)
+            elif key in _NATS_TOP_LEVEL_NOT_YET:
+                raise _not_yet("", key, place)
+            else:
+                raise _unknown("", key, place)
+
+    def accounts(self, key: str, value: Any, place: Place) -> None:
+        accounts, users = parse_accounts(value, place)
+        self.fields["accounts"] = accounts
+        self.account_users = users
+
+    def tls(self, key: str, value: Any, place: Place) -> None:
+        conf = _map("", key, value, place)
+        found: dict[str, Any] = {}
+        for sub, sub_value, sub_place in _settings(conf):
+            if sub in ("cert_file", "key_file", "ca_file"):
+                found[sub] = _string("tls.", sub, sub_value, sub_place)
+            elif sub in ("verify", "handshake_first", "first", "immediate"):
+                if not isinstance(sub_value, bool):
+                    # nats-server also takes a duration here (a fallback to TLS after INFO): not supported.
+                    raise _fail("tls.", sub, sub_place, f"expected true or false, got {sub_value!r}")
+                found["verify" if sub == "verify" else "handshake_first"] = sub_value
+            elif sub == "timeout":
+                found["timeout"] = _number("tls.", sub, sub_value, sub_place)
+            elif sub in (
+                "cipher_suites", "curve_preferences", "insecure", "verify_and_map", "verify_cert_and_check_known_urls",
+                "connection_rate_limit", "pinned_certs", "cert_store", "cert_match", "cert_match_by",
+                "cert_match_skip_invalid", "ca_certs_match", "ocsp_peer", "certs", "min_version",
+            ):  # fmt: skip
+                raise _not_yet("tls.", sub, sub_place)
+            else:
+                raise _unknown("tls.", sub, sub_place)
+        if "cert_file" not in found or "key_file" not in found:
+            raise _fail("", key, place, "TLS needs cert_file and key_file")
+        self.fields["tls"] = TlsSettings(**found)
+
+    def max_connections(self, key: str, value: Any, place: Place) -> None:
+        # Any integer, as nats-server: 0 is no limit, below 0 refuses every client.
+        self.fields["max_connections"] = _integer("", key, value, place, minimum=-(2**63))
+
+    def max_subscriptions(self, key: str, value: Any, place: Place) -> None:
+        self.fields["max_subscriptions"] = _integer("", key, value, place, minimum=-(2**63))
+
+    def listen(self, key: str, value: Any, place: Place) -> None:
+        host, port = split_host_port("", key, value, place)
+        self.set_host("", key, host, place)
+        self.fields["client_port"] = port
+
+    def http(self, key: str, value: Any, place: Place) -> None:
+        host, port = split_host_port("", key, value, place)
+        self.set_host("", key, host, place)
+        self.fields["http_port"] = port
+
+    def jetstream(self, key: str, value: Any, place: Place) -> None:
+        # jetraft always runs JetStream: `enabled` (or true) is what it does; turning it off is refused.
+        if value in (True, "enabled", "enable") or (isinstance(value, str) and value.lower() == "enabled"):
+            return
+        if value is False or (isinstance(value, str) and value.lower() in ("disabled", "disable")):
+            raise _fail("", key, place, "jetraft always runs JetStream; it cannot be disabled")
+        conf = _map("", key, value, place)
+        for sub, sub_value, sub_place in _settings(conf):
+            if sub in ("store_dir", "store", "storedir"):
+                self.fields["data_dir"] = _string("jetstream.", sub, sub_value, sub_place)
+            elif sub == "domain":
+                self.fields["domain"] = _string("jetstream.", sub, sub_value, sub_place)
+            elif sub in ("enabled", "enable"):
+                if sub_value is not True:
+                    raise _fail("jetstream.", sub, sub_place, "jetraft always runs JetStream")
+            elif sub in (
+                "max_memory_store", "max_mem_store", "max_mem", "max_file_store", "max_file", "sync",
+                "sync_interval", "key", "ek", "encryption_key", "prev_key", "cipher", "extension_hint",
+                "limits", "unique_tag", "max_outstanding_catchup", "max_buffered_size", "max_buffered_msgs",
+                "request_queue_limit", "strict", "tpm", "meta_compact", "meta_compact_size",
+                "meta_compact_sync", "max_concurrent_io", "max_ack_pending", "max_ha_assets",
+            ):  # fmt: skip
+                raise _not_yet("jetstream.", sub, sub_place)
+            else:
+                raise _unknown("jetstream.", sub, sub_place)
+
+    def cluster(self, key: str, value: Any, place: Place) -> None:
+        conf = _map("", key, value, place)
+        for sub, sub_value, sub_place in _settings(conf):
+            if sub == "name":
+                self.fields["cluster_name"] = _string("cluster.", sub, sub_value, sub_place)
+            elif sub == "listen":
+                host, port = split_host_port("cluster.", sub, sub_value, sub_place)
+                self.set_host("cluster.", sub, host, sub_place)
+                self.fields["cluster_port"] = port
+            elif sub == "port":
+                self.fields["cluster_port"] = _integer("cluster.", sub, sub_value, sub_place)
+            elif sub == "routes":
+                self.fields["peers"] = self.routes(sub_value, sub_place)
+            elif sub == "authorization":
+                self.cluster_authorization(sub_value, sub_place)
+            elif sub == "tls":
+                self.fields["cluster_tls"] = self.cluster_tls(sub_value, sub_place)
+            elif sub in (
+                "host", "net", "cluster_advertise", "advertise", "no_advertise", "connect_retries",
+                "connect_backoff", "permissions", "pool_size", "accounts", "compression", "ping_interval",
+                "ping_max", "write_deadline", "write_timeout",
+            ):  # fmt: skip
+                raise _not_yet("cluster.", sub, sub_place)
+            else:
+                raise _unknown("cluster.", sub, sub_place)
+
+    @staticmethod
+    def cluster_tls(value: Any, place: Place) -> TlsSettings:
+        conf = _map("cluster.", "tls", value, place)
+        found: dict[str, Any] = {}
+        for sub, sub_value, sub_place in _settings(conf):
+            if sub in ("cert_file", "key_file", "ca_file"):
+                found[sub] = _string("cluster.tls.", sub, sub_value, sub_place)
+            elif sub == "timeout":
+                found["timeout"] = _number("cluster.tls.", sub, sub_value, sub_place)
+            elif sub == "verify":
+                if sub_value is not True:
+                    raise _fail("cluster.tls.", sub, sub_place, "nodes always verify each other's certificates")
+            elif sub in ("cipher_suites", "curve_preferences", "insecure", "verify_and_map", "pinned_certs",
+                         "min_version", "handshake_first", "cert_store", "cert_match", "ocsp_peer"):  # fmt: skip
+                raise _not_yet("cluster.tls.", sub, sub_place)
+            else:
+                raise _unknown("cluster.tls.", sub, sub_place)
+        for needed in ("cert_file", "key_file", "ca_file"):
+            if needed not in found:
+                raise _fail("cluster.", "tls", place, f"mutual TLS between nodes needs {needed}")
+        return TlsSettings(**found, verify=True)
+
+    @staticmethod
+    def routes(value: Any, place: Place) -> dict[str, str]:
+        """jetraft names its peers: each route is `NAME=HOST:PORT` (or `NAME=nats-route://HOST:PORT`)."""
+        items = value if isinstance(value, list) else [value]
+        peers: dict[str, str] = {}
+        for item in items:
+            name, sep, address = item.partition("=") if isinstance(item, str) else ("", "", "")
+            address = address.split("://", 1)[-1]
+            if "@" in address:
+                raise _fail(
+                    "cluster.", "routes", place,
+                    f"{item!r}: credentials in a route URL are not supported; jetraft nodes prove themselves "
+                    "with cluster.authorization, shared by every node",
+                )  # fmt: skip
+            if not sep or not name or ":" not in address:
+                raise _fail(
+                    "cluster.", "routes", place, f"{item!r}: jetraft routes name their peer: NAME=HOST:PORT"
+                )
+            peers[name] = address
+        return peers
+
+    def cluster_authorization(self, value: Any, place: Place) -> None:
+        conf = _map("cluster.", "authorization", value, place)
+        found: dict[str, str] = {}
+        for sub, sub_value, sub_place in _settings(conf):
+            if sub in ("user", "username", "password", "pass", "token"):
+                found[sub] = _string("cluster.authorization.", sub, sub_value, sub_place)
+            elif sub == "timeout":
+                raise _not_yet("cluster.authorization.", sub, sub_place)
+            else:
+                raise _unknown("cluster.authorization.", sub, sub_place)
+        user = found.get("user") or found.get("username")
+        password = found.get("password") or found.get("pass")
+        token = found.get("token")
+        if token is not None and (user or password):
+            raise _fail("cluster.", "authorization", place, "use either a token or a user and password")
+        if (user is None) != (password is None):
+            raise _fail("cluster.", "authorization", place, "user and password go together")
+        # Every node holds the same secret; a user and password together make one.
+        self.fields["cluster_secret"] = token if token is not None else f"{user}:{password}"
+
+    def authorization(self, key: str, value: Any, place: Place) -> None:
+        conf = _map("", key, value, place)
+        entries = _settings(conf)
+        default_permissions = None
+        for sub, sub_value, sub_place in entries:
+            if sub == "default_permissions":
+                default_permissions = parse_permissions("authorization.default_permissions", sub_value, sub_place)
+        for sub, sub_value, sub_place in entries:
+            if sub in ("user", "username"):
+                self.fields["user"] = _string("authorization.", sub, sub_value, sub_place)
+            elif sub in ("password", "pass"):
+                self.fields["password"] = _string("authorization.", sub, sub_value, sub_place)
+            elif sub == "token":
+                self.fields["token"] = _string("authorization.", sub, sub_value, sub_place)
+            elif sub == "timeout":
+                self.fields["auth_timeout"] = _number("authorization.", sub, sub_value, sub_place)
+            elif sub == "users":
+                self.fields["users"] = parse_users(sub_value, sub_place, default_permissions)
+            elif sub == "default_permissions":
+                if "users" not in conf.values:
+                    raise _fail("authorization.", sub, sub_place, "applies to a users list; there is none")
+            elif sub in ("nkey", "permissions", "account", "proxy_required", "auth_callout"):
+                raise _not_yet("authorization.", sub, sub_place)
+            else:
+                raise _unknown("authorization.", sub, sub_place)
+
+
+def node_settings(conf: ConfMap) -> dict[str, Any]:
+    """The NodeConfig fields a parsed configuration sets; ConfKeyError for what jetraft cannot take."""
+    collector = _Collector()
+    try:
+        collector.top(conf)
+    except ConfPermissionError as exc:
+        raise ConfKeyError(str(exc)) from exc
+    fields = collector.fields
+    if collector.account_users:
+        if "user" in fields or "token" in fields:
+            raise ConfKeyError("accounts hold users: use authorization.users beside them, not a single user or token")
+        fields["users"] = [*fields.get("users", []), *collector.account_users]
+    return fields

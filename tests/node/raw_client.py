@@ -1,0 +1,67 @@
+"""A NATS client speaking the raw protocol, to compare a server's exact replies line by line."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+from typing import Any
+
+import nkeys
+
+
+class RawClient:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, info: dict[str, Any]) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.info = info
+
+    @classmethod
+    async def connect(cls, host: str, port: int, nkey_seed: bytes | None = None, **options: Any) -> RawClient:
+        """Connect and send CONNECT with `options`; with `nkey_seed`, sign the INFO's nonce as nats-py does."""
+        reader, writer = await asyncio.open_connection(host, port)
+        line = await asyncio.wait_for(reader.readline(), 10)
+        assert line.startswith(b"INFO "), line
+        client = cls(reader, writer, json.loads(line[5:]))
+        connect = {"verbose": False, "pedantic": False, "headers": True, "protocol": 1, **options}
+        if nkey_seed is not None:
+            key = nkeys.from_seed(bytearray(nkey_seed))
+            connect["nkey"] = key.public_key.decode()
+            connect["sig"] = base64.b64encode(key.sign(client.info.get("nonce", "").encode())).decode()
+        writer.write(b"CONNECT " + json.dumps(connect).encode() + b"\r\n")
+        await writer.drain()
+        return client
+
+    async def exchange(self, commands: str = "") -> list[str]:
+        """Send `commands` and a PING; the lines the server sent before its PONG (the PONG left out), or up
+        to the end of the connection if it closed it."""
+        self.writer.write(commands.encode() + b"PING\r\n")
+        await self.writer.drain()
+        lines: list[str] = []
+        while True:
+            line = await asyncio.wait_for(self.reader.readline(), 10)
+            if not line:
+                lines.append("<closed>")
+                return lines
+            text = line.decode().rstrip("\r\n")
+            if text == "PONG":
+                return lines
+            if text.startswith("INFO "):
+                continue  # an asynchronous INFO carries cluster details, not replies
+            lines.append(text)
+
+    async def read_until_closed(self) -> list[str]:
+        """What the server sends until it closes the connection, sending nothing more (a PING sent after a
+        refused CONNECT could reach a closed socket and reset the connection before the -ERR is read)."""
+        lines: list[str] = []
+        while True:
+            line = await asyncio.wait_for(self.reader.readline(), 10)
+            if not line:
+                return [*lines, "<closed>"]
+            lines.append(line.decode().rstrip("\r\n"))
+
+    async def close(self) -> None:
+        self.writer.close()
+        with contextlib.suppress(ConnectionError):
+            await self.writer.wait_closed()
