@@ -129,6 +129,11 @@ class RaftCore:
         self._read_queue = ReadIndexQueue()
         self._reads_before_first_commit: list[tuple[bytes, NodeId]] = []
         self._lead_transferee: NodeId | None = None
+        # The member the host wants leading (placement spreads leaders over nodes); a leader that is
+        # not it hands leadership over once it is caught up and answering (see `_tick_leader`).
+        self._preferred_leader: NodeId | None = None
+        self._preferred_backoff = 0  # election timeouts to wait before the next attempt
+        self._preferred_failures = 0  # attempts in a row that did not finish: the backoff doubles
         self._election_elapsed = 0
         self._ticks = config.tick_phase
         self._randomized_election_timeout = config.election_tick
@@ -196,6 +201,10 @@ class RaftCore:
     @property
     def lead_transferee(self) -> NodeId | None:
         return self._lead_transferee
+
+    @property
+    def preferred_leader(self) -> NodeId | None:
+        return self._preferred_leader
 
     @property
     def progress(self) -> dict[NodeId, Progress]:
@@ -291,6 +300,14 @@ class RaftCore:
             self._send(MessageType.TRANSFER_LEADER, self._leader_id, context=to.encode())
         else:
             raise ProposalDroppedError("no leader to transfer leadership from")
+
+    def set_preferred_leader(self, node_id: NodeId | None) -> None:
+        """Name the member that should lead (None: any). Only timing changes: a leader that is not it
+        transfers leadership to it (§3.10) at an election-timeout boundary once it has answered within
+        the last election timeout and holds the whole log; a failed attempt is retried after a backoff."""
+        if node_id != self._preferred_leader:
+            self._preferred_leader = node_id
+            self._preferred_backoff = self._preferred_failures = 0
 
     def read_index(self, ctx: bytes) -> None:
         """Request a linearizable read point; answered by a ReadState carrying `ctx`.
@@ -692,12 +709,32 @@ class RaftCore:
         self._election_elapsed += 1
         if self._election_elapsed >= self._config.election_tick:
             self._election_elapsed = 0
+            preferred_ready = self._preferred_leader_ready()
             if self._config.check_quorum and not self._quorum_recently_active():
                 self._become_follower(self._term, None)
                 return
+            if self._lead_transferee is not None and self._lead_transferee == self._preferred_leader:
+                # handing over to the preferred member took an election timeout: back off, doubling
+                self._preferred_failures += 1
+                self._preferred_backoff = min(1 << self._preferred_failures, 64)
             self._lead_transferee = None  # a transfer that took an election timeout has failed
+            if self._preferred_backoff > 0:
+                self._preferred_backoff -= 1
+            elif preferred_ready and self._preferred_leader is not None:
+                self._start_transfer(self._preferred_leader)
         if self._ticks % self._config.heartbeat_tick == 0:
             self._broadcast_heartbeat(self._read_queue.last_ctx())
+
+    def _preferred_leader_ready(self) -> bool:
+        """The preferred member is another voter that answered within this election timeout and holds
+        every entry: a transfer to it would finish at once (read before check-quorum resets activity)."""
+        preferred = self._preferred_leader
+        if preferred is None or preferred == self._id or preferred not in self._conf.voters:
+            return False
+        if self._lead_transferee is not None or self._log.term_or_zero(self._log.committed) != self._term:
+            return False
+        progress = self._progress.get(preferred)
+        return progress is not None and progress.recent_active and progress.match == self._log.last_index()
 
     def _quorum_recently_active(self) -> bool:
         active = 0

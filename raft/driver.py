@@ -532,6 +532,14 @@ class RaftHost:
         group.core.campaign()
         self._mark(group)
 
+    def set_preferred_leader(self, name: str, node_id: NodeId | None) -> None:
+        """Name the member that should lead `name` (placement's choice, to spread leaders over nodes):
+        whoever leads hands over to it by leadership transfer once it is caught up and answering, so
+        the spread comes back after a restart. Set it on every replica: any of them may come to lead."""
+        group = self._group(name)
+        group.core.set_preferred_leader(node_id)
+        self._mark(group)
+
     def snapshot_now(self, name: str) -> int:
         """Snapshot `name` at its applied index and compact its log; returns the snapshot index."""
         group = self._group(name)

@@ -83,6 +83,9 @@ class Simulation:
         self.p_partition = rng.choice((0.0, 0.005, 0.01))
         self.p_conf_change = rng.choice((0.0, 0.004, 0.01))
         self.p_transfer = rng.choice((0.0, 0.002, 0.005))
+        # A preferred leader (the host's placement choice): leaders hand over to it by transfer.
+        self.p_prefer = rng.choice((0.0, 0.0, 0.003, 0.01))
+        self.preferred: str | None = None
         # Like the asyncio host: a Ready's write takes a while, the core keeps
         # stepping meanwhile, and a leader sends its appends before writing.
         self.async_persist = rng.random() < 0.5
@@ -352,9 +355,19 @@ class Simulation:
                     self._trace(f"transfer leadership {leader.id} -> {target}")
                 except ProposalDroppedError:
                     pass
+        if self.p_prefer and rng.random() < self.p_prefer:
+            self._choose_preferred()
         for node in self._alive():
             if rng.random() < 0.02:
                 self._maybe_snapshot(node)
+
+    def _choose_preferred(self) -> None:
+        members = sorted(n.id for n in self.nodes.values() if not n.removed)
+        self.preferred = self.rng.choice([*members, None])
+        for node in self._alive():
+            node.live_core.set_preferred_leader(self.preferred)
+        self.stats["preferred_changes"] += 1
+        self._trace(f"preferred leader {self.preferred}")
 
     @staticmethod
     def _backlog(leader: SimNode) -> int:
@@ -414,6 +427,7 @@ class Simulation:
 
     def _restart(self, node: SimNode) -> None:
         node.start(self.rng.getrandbits(64))
+        node.live_core.set_preferred_leader(self.preferred)
         self.stats["restarts"] += 1
         self._trace(f"restart {node.id} (term {node.live_core.term}, commit {node.live_core.commit_index})")
 
@@ -468,6 +482,7 @@ class Simulation:
             self.nodes[new_node] = SimNode(
                 new_node, MemoryLogStorage(ConfState()), self._config, self.rng.getrandbits(64)
             )
+            self.nodes[new_node].live_core.set_preferred_leader(self.preferred)
 
     def _on_conf_change_applied(self, record: ConfChangeRecord) -> None:
         if record.change.type is not ConfChangeType.REMOVE_NODE:
@@ -517,7 +532,8 @@ class Simulation:
             node = self.nodes.get(member)
             if node is None or not node.alive or node.state_machine.index != commit:
                 return False
-        return True
+        # a preferred voter ends up leading once the faults stop (leaders spread as placement says)
+        return self.preferred is None or self.preferred not in core.voters or leader.id == self.preferred
 
 
 def run_seed(seed: int, options: SimOptions | None = None) -> SimResult:

@@ -167,7 +167,8 @@ def test_a_simulation_whose_disks_forget_on_crash_loses_acknowledged_entries(
     for seed in range(1, 31):
         result = run_seed(seed, options)
         crashes += result.stats["crashes"]
-        if result.violation is not None:
+        # a group that forgot its members may also never converge; what must show is a safety violation
+        if result.violation is not None and not result.violation.startswith("liveness"):
             violations.append(result.violation)
             break
     assert crashes > 0
