@@ -77,7 +77,9 @@ class ConsumerReplica:
         # later (its stream's peer was replaced) starts with none and waits for the leader to add it,
         # so it can never campaign on a membership the group does not have.
         voters = self.assignment.peers if self.assignment.epoch == 1 else ()
-        self.ctx.host.add_group(self.group, self, voters=voters, options=GROUP_OPTIONS)
+        self.ctx.host.add_group(
+            self.group, self, voters=voters, options=self.ctx.group_options(GROUP_OPTIONS)
+        )
         # its peers are its stream's, first the node placement chose to lead the stream: the consumer
         # is led there too, and both come back there after a restart
         self.ctx.host.set_preferred_leader(

@@ -50,6 +50,10 @@ class NodeConfig:
     # and keeps this many entries behind it, for followers that lag a little.
     stream_snapshot_interval: int = 20_000
     stream_compact_keep: int = 5_000
+    # Idle Raft groups quiesce: no heartbeats or ticks until something happens; the node's keepalive
+    # frames (one per pair of nodes) carry liveness instead (docs/architecture.md). Off by default
+    # while it is new.
+    quiesce: bool = False
 
     def validate(self) -> None:
         if not self.name or any(ch in self.name for ch in " .*>"):
@@ -151,6 +155,12 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--stream-compact-keep", type=int, help="entries a stream's log keeps behind its snapshot (5000)"
     )
+    parser.add_argument(
+        "--quiesce",
+        action="store_true",
+        default=None,
+        help="idle Raft groups stop heartbeating; node keepalives carry liveness (off by default)",
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> NodeConfig:
@@ -158,7 +168,7 @@ def config_from_args(args: argparse.Namespace) -> NodeConfig:
     for key in (
         "name", "host", "client_port", "cluster_port", "http_port", "data_dir", "queue_policy",
         "direct_get_policy", "log_level", "log_format", "user", "password", "token", "advertise", "domain",
-        "stream_snapshot_interval", "stream_compact_keep",
+        "stream_snapshot_interval", "stream_compact_keep", "quiesce",
     ):  # fmt: skip
         value = getattr(args, key)
         if value is not None:

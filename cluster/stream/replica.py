@@ -223,8 +223,10 @@ class StreamReplica:
         voters = self.assignment.peers if self.assignment.epoch == 1 else ()
         host = self.ctx.host
         rocks = isinstance(self.store, RocksStreamStore)
-        options = group_options_for(
-            self.config, self.ctx.stream_group_options if rocks else MEMORY_STREAM_GROUP_OPTIONS
+        options = self.ctx.group_options(
+            group_options_for(
+                self.config, self.ctx.stream_group_options if rocks else MEMORY_STREAM_GROUP_OPTIONS
+            )
         )
         host.add_group(self.group, self, voters=voters, options=options)
         # placement lists first the node that should lead, so leaders spread over the nodes
