@@ -85,6 +85,8 @@ class NodeConfig:
                 raise ConfigError(f"API prefix {prefix!r} must be a literal subject prefix such as JS.acc1")
         if self.stream_snapshot_interval < 1 or self.stream_compact_keep < 0:
             raise ConfigError("stream_snapshot_interval must be at least 1 and stream_compact_keep not negative")
+        if not isinstance(self.quiesce, bool):
+            raise ConfigError(f"quiesce must be true or false, not {self.quiesce!r}")
         if self.token is not None and self.user is not None:
             raise ConfigError("use either a token or a user and password, not both")
 
