@@ -25,6 +25,7 @@ from raft.raft_log import LogInvariantError, RaftLog
 from raft.read_index import ReadIndexQueue
 from raft.types import (
     CAMPAIGN_TRANSFER,
+    QUIESCE,
     ConfChange,
     ConfChangeRecord,
     ConfState,
@@ -85,6 +86,10 @@ class RaftConfig:
     # multiples of heartbeat_tick, so the leaders of all a host's groups heartbeat together and
     # their heartbeats to a peer travel in one frame.
     tick_phase: int = 0
+    # Let an idle group quiesce: a leader with nothing to send whose members all hold its whole log
+    # stops heartbeating, and its followers stop their election timers, until something happens
+    # (see `quiesced`). Needs a host that reports peers' liveness (`peer_down`, `peer_up`).
+    quiesce: bool = False
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -129,7 +134,16 @@ class RaftCore:
         self._read_queue = ReadIndexQueue()
         self._reads_before_first_commit: list[tuple[bytes, NodeId]] = []
         self._lead_transferee: NodeId | None = None
+        # The member the host wants leading (placement spreads leaders over nodes); a leader that is
+        # not it hands leadership over once it is caught up and answering (see `_tick_leader`).
+        self._preferred_leader: NodeId | None = None
+        self._preferred_backoff = 0  # election timeouts to wait before the next attempt
+        self._preferred_failures = 0  # attempts in a row that did not finish: the backoff doubles
         self._election_elapsed = 0
+        self._quiesced = False
+        # Peers the host last reported down: no quiescing with them (a late quiesce heartbeat from a
+        # leader already reported down must not put us to sleep: no report would wake us again).
+        self._peers_down: set[NodeId] = set()
         self._ticks = config.tick_phase
         self._randomized_election_timeout = config.election_tick
         self._append_pending = False
@@ -198,6 +212,19 @@ class RaftCore:
         return self._lead_transferee
 
     @property
+    def quiesced(self) -> bool:
+        """Idle: ticks do nothing. A quiesced leader sends no heartbeats and its followers run no
+        election timer. It wakes on a proposal, a read, a transfer or a new preferred leader; on a message
+        from a member (a follower only on its leader's, or any but a vote request); and on the host's
+        word that a member's node went down or came (back) up (`peer_down`, `peer_up`). A node's
+        liveness is the host's, one signal per pair of nodes for all groups."""
+        return self._quiesced
+
+    @property
+    def preferred_leader(self) -> NodeId | None:
+        return self._preferred_leader
+
+    @property
     def progress(self) -> dict[NodeId, Progress]:
         """The leader's replication progress per member (read-only use: metrics, tests)."""
         return self._progress
@@ -224,20 +251,54 @@ class RaftCore:
     def tick(self) -> None:
         """Advance the logical clock by one tick (elections, heartbeats, check-quorum)."""
         self._ticks += 1
+        if self._quiesced:
+            return
         if self._role is Role.LEADER:
             self._tick_leader()
         else:
             self._tick_election()
 
+    def sync_ticks(self, ticks: int) -> None:
+        """The host's tick count, for a host that does not tick quiesced cores: heartbeats keep to the
+        host's phase (see `RaftConfig.tick_phase`) once this one wakes."""
+        self._ticks = ticks
+
+    def peer_down(self, node_id: NodeId) -> None:
+        """The host lost `node_id`'s node (nothing heard from it within its liveness timeout). A
+        quiesced leader of a group it is in wakes (check-quorum, heartbeats for its return); a quiesced
+        follower whose leader it is wakes with the lease over, so it campaigns within an election
+        timeout, as if the heartbeats had stopped."""
+        self._peers_down.add(node_id)
+        if not self._quiesced:
+            return
+        if self._role is Role.LEADER and node_id in self._progress:
+            self._unquiesce()
+        elif self._role is not Role.LEADER and node_id == self._leader_id:
+            self._unquiesce()
+            self._election_elapsed = self._config.election_tick
+
+    def peer_up(self, node_id: NodeId) -> None:
+        """The host hears from `node_id`'s node again, or from a new incarnation of it (a restart). A
+        quiesced leader of a group it is in wakes, so its heartbeats reach it; a quiesced follower whose
+        leader it is wakes: a restarted leader leads nothing, and the group needs an election."""
+        self._peers_down.discard(node_id)
+        if not self._quiesced:
+            return
+        if (self._role is Role.LEADER and node_id in self._progress) or node_id == self._leader_id:
+            self._unquiesce()
+
     def campaign(self) -> None:
         """Start an election now (pre-vote first when enabled), as if the timer fired."""
         if self._role is not Role.LEADER:
+            self._unquiesce()
             self._hup(transfer=False)
 
     def step(self, msg: Message) -> None:
         """Feed one message from a peer. Stale messages and messages not meant for us are ignored."""
         if msg.to != self._id or msg.from_ == self._id:
             return
+        if self._quiesced and msg.term >= self._term and self._wakes(msg):
+            self._unquiesce()
         if msg.term > self._term:
             if not self._accept_higher_term(msg):
                 return
@@ -262,6 +323,7 @@ class RaftCore:
     def propose_many(self, datas: Sequence[bytes]) -> int:
         """Append commands as consecutive entries; returns the first index."""
         self._check_can_propose()
+        self._unquiesce()
         first = self._log.last_index() + 1
         term = self._term
         self._append_entries([Entry(term, first + i, EntryType.NORMAL, data) for i, data in enumerate(datas)])
@@ -270,6 +332,7 @@ class RaftCore:
     def propose_conf_change(self, change: ConfChange) -> int:
         """Append a membership change; returns its index. One change at a time."""
         self._check_can_propose()
+        self._unquiesce()
         if self._conf_history[-1][0] > self._log.committed:
             raise ConfChangeRejectedError("a membership change is still uncommitted")
         if self._log.term_or_zero(self._log.committed) != self._term:
@@ -285,12 +348,23 @@ class RaftCore:
 
     def transfer_leader(self, to: NodeId) -> None:
         """Ask leadership to move to `to` (forwarded to the leader on a follower)."""
+        self._unquiesce()
         if self._role is Role.LEADER:
             self._start_transfer(to)
         elif self._leader_id is not None:
             self._send(MessageType.TRANSFER_LEADER, self._leader_id, context=to.encode())
         else:
             raise ProposalDroppedError("no leader to transfer leadership from")
+
+    def set_preferred_leader(self, node_id: NodeId | None) -> None:
+        """Name the member that should lead (None: any). Only timing changes: a leader that is not it
+        transfers leadership to it (§3.10) at an election-timeout boundary once it has answered within
+        the last election timeout and holds the whole log; a failed attempt is retried after a backoff."""
+        if node_id != self._preferred_leader:
+            self._preferred_leader = node_id
+            self._preferred_backoff = self._preferred_failures = 0
+            if self._role is Role.LEADER:
+                self._unquiesce()
 
     def read_index(self, ctx: bytes) -> None:
         """Request a linearizable read point; answered by a ReadState carrying `ctx`.
@@ -301,6 +375,7 @@ class RaftCore:
         if not ctx:
             raise ValueError("read_index ctx must be non-empty")
         if self._role is Role.LEADER:
+            self._unquiesce()
             self._leader_read_index(ctx, self._id)
         elif self._leader_id is not None:
             self._send(MessageType.READ_INDEX, self._leader_id, context=ctx)
@@ -415,6 +490,7 @@ class RaftCore:
             self._vote = None
         self._leader_id = None
         self._election_elapsed = 0
+        self._quiesced = False
         self._randomized_election_timeout = self._config.election_tick + self._rng.randrange(
             self._config.election_tick
         )
@@ -438,6 +514,7 @@ class RaftCore:
 
     def _become_pre_candidate(self) -> None:
         # A pre-candidate changes neither term nor vote: losing costs nothing.
+        self._quiesced = False
         self._votes = {}
         self._leader_id = None
         self._role = Role.PRE_CANDIDATE
@@ -660,7 +737,15 @@ class RaftCore:
         self._send(MessageType.APPEND_RESP, msg.from_, index=last_new)
 
     def _handle_heartbeat(self, msg: Message) -> None:
-        self._log.commit_to(min(msg.commit, self._log.last_index()))
+        log = self._log
+        log.commit_to(min(msg.commit, log.last_index()))
+        if msg.context == QUIESCE:
+            # Only a log that ends with the leader's last entry, all of it committed, may stop
+            # listening for elections: nothing is on its way to it.
+            holds_all = msg.index == log.last_index() and log.match_term(msg.index, msg.log_term)
+            self._quiesced = holds_all and log.committed == msg.index and msg.from_ not in self._peers_down
+            self._send(MessageType.HEARTBEAT_RESP, msg.from_, context=QUIESCE, reject=not self._quiesced)
+            return
         self._send(MessageType.HEARTBEAT_RESP, msg.from_, context=msg.context)
 
     def _handle_snapshot(self, msg: Message) -> None:
@@ -692,12 +777,115 @@ class RaftCore:
         self._election_elapsed += 1
         if self._election_elapsed >= self._config.election_tick:
             self._election_elapsed = 0
+            preferred_ready = self._preferred_leader_ready()
             if self._config.check_quorum and not self._quorum_recently_active():
                 self._become_follower(self._term, None)
                 return
+            if self._lead_transferee is not None and self._lead_transferee == self._preferred_leader:
+                # handing over to the preferred member took an election timeout: back off, doubling
+                self._preferred_failures += 1
+                self._preferred_backoff = min(1 << self._preferred_failures, 64)
             self._lead_transferee = None  # a transfer that took an election timeout has failed
+            if self._preferred_backoff > 0:
+                self._preferred_backoff -= 1
+            elif preferred_ready and self._preferred_leader is not None:
+                self._start_transfer(self._preferred_leader)
         if self._ticks % self._config.heartbeat_tick == 0:
-            self._broadcast_heartbeat(self._read_queue.last_ctx())
+            if self._can_quiesce():
+                self._quiesce()
+            else:
+                self._broadcast_heartbeat(self._read_queue.last_ctx())
+
+    # ------------------------------------------------------------------ quiescence
+
+    def _can_quiesce(self) -> bool:
+        """Nothing to send, nothing to wait for: every entry committed, applied and durable here, held by
+        every member that answered within this election timeout, no read, transfer or hand-over
+        pending (CockroachDB's rule for a range)."""
+        if not self._config.quiesce or self._quiesced:
+            return False
+        log = self._log
+        last = log.last_index()
+        if log.committed != last or log.applied != last or log.term_or_zero(last) != self._term:
+            return False
+        if (
+            self._lead_transferee is not None
+            or len(self._read_queue)
+            or self._reads_before_first_commit
+            or self._append_pending
+            or self._commit_pending
+            or self._msgs
+            or self._outstanding is not None
+        ):
+            return False
+        preferred = self._preferred_leader
+        if preferred is not None and preferred != self._id and preferred in self._conf.voters:
+            return False  # it should lead instead: stay awake to hand over once it can
+        for node_id, progress in self._progress.items():
+            if progress.match != last or node_id in self._peers_down:
+                return False
+            if node_id != self._id and (
+                progress.state is not ProgressState.REPLICATE or not progress.recent_active
+            ):
+                return False
+        return True
+
+    def _quiesce(self) -> None:
+        log = self._log
+        last = log.last_index()
+        last_term = log.term_or_zero(last)
+        for node_id in self._progress:
+            if node_id != self._id:
+                self._msgs.append(
+                    Message(
+                        type=MessageType.HEARTBEAT,
+                        from_=self._id,
+                        to=node_id,
+                        term=self._term,
+                        index=last,
+                        log_term=last_term,
+                        commit=log.committed,
+                        context=QUIESCE,
+                    )
+                )
+        self._quiesced = True
+
+    def _unquiesce(self) -> None:
+        if not self._quiesced:
+            return
+        self._quiesced = False
+        if self._role is Role.LEADER:
+            # a full election timeout to hear from a quorum again before check-quorum judges
+            self._election_elapsed = 0
+            for node_id, progress in self._progress.items():
+                progress.recent_active = node_id == self._id
+
+    def _wakes(self, msg: Message) -> bool:
+        """Whether `msg` (of our term or later) wakes this quiesced node."""
+        mtype = msg.type
+        if self._role is Role.LEADER:
+            # Answers to heartbeats (late ones too: links may reorder) ask nothing of a leader whose
+            # members all hold its log; a follower that could not quiesce says so, and that is news.
+            return not (mtype is MessageType.HEARTBEAT_RESP and not msg.reject)
+        if msg.from_ == self._leader_id:
+            # A heartbeat is answered either way; the leader sends it because it woke (a read, a member
+            # down), which needs no election timer here, or it is a late one from before the quiesce.
+            # Anything else from the leader (entries, TimeoutNow, its own campaign) wakes us.
+            return mtype is not MessageType.HEARTBEAT
+        # A candidate elsewhere while our leader's node is alive: its vote requests go to the leader
+        # too, which wakes and brings it back; we stay in the lease and refuse it, as with heartbeats.
+        return mtype is not MessageType.VOTE and mtype is not MessageType.PRE_VOTE
+
+    def _preferred_leader_ready(self) -> bool:
+        """The preferred member is another voter that answered within this election timeout and holds
+        every entry: a transfer to it would finish at once (read before check-quorum resets activity)."""
+        preferred = self._preferred_leader
+        if preferred is None or preferred == self._id or preferred not in self._conf.voters:
+            return False
+        if self._lead_transferee is not None or self._log.term_or_zero(self._log.committed) != self._term:
+            return False
+        progress = self._progress.get(preferred)
+        return progress is not None and progress.recent_active and progress.match == self._log.last_index()
 
     def _quorum_recently_active(self) -> bool:
         active = 0

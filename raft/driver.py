@@ -39,6 +39,7 @@ from typing import Any, Protocol
 import structlog
 
 from raft.core import ConfChangeRejectedError, ProposalDroppedError, RaftConfig, RaftCore, RaftError
+from raft.liveness import NodeLiveness
 from raft.log_storage import MemoryLogStorage
 from raft.rocks_log_storage import RocksLogEngine, RocksLogStorage
 from raft.transport import RaftTransport
@@ -155,6 +156,9 @@ class GroupOptions:
     # Committed entries applied per loop iteration, in bytes (at least one entry; the rest in the next
     # iterations, a loop turn apart, so the results of one slice can leave before the next is applied).
     max_committed_size_per_ready: int = 16 << 20
+    # Let the group quiesce when idle (see `RaftCore.quiesced`): no ticks, no heartbeats; the host's
+    # node liveness (keepalive frames, one per pair of nodes for all groups) wakes it.
+    quiesce: bool = False
 
 
 LeaderChangeCallback = Callable[[str, NodeId | None, Role, int], None]
@@ -270,6 +274,8 @@ class RaftHost:
         tick_interval: float = 0.05,
         on_leader_change: LeaderChangeCallback | None = None,
         transport_options: dict[str, Any] | None = None,
+        keepalive_ticks: int = 4,
+        liveness_timeout: float = 1.0,
     ) -> None:
         self.node_id = node_id
         self.engine = engine
@@ -277,14 +283,22 @@ class RaftHost:
         # ticks fired so far: every group core starts at this phase (RaftConfig.tick_phase)
         self._ticks = 0
         self._on_leader_change = on_leader_change
+        # Every frame to a peer says this node is alive; a link with nothing to carry sends an empty
+        # one every `keepalive_ticks`, and a peer silent for `liveness_timeout` is down for every group.
+        self.keepalive_ticks = keepalive_ticks
+        self.liveness = NodeLiveness(liveness_timeout)
         self.transport = RaftTransport(
             node_id,
             self._deliver,
             on_unreachable=self._report_unreachable,
             on_snapshot_sent=self._report_snapshot,
+            on_frame=self._heard_from,
+            incarnation=secrets.randbits(64),
             **(transport_options or {}),
         )
         self._groups: dict[str, _Group] = {}
+        # the groups whose cores are ticked: a quiesced core leaves, and comes back when it wakes
+        self._awake: set[_Group] = set()
         self._dirty: set[_Group] = set()
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
@@ -356,8 +370,11 @@ class RaftHost:
             max_committed_size_per_ready=options.max_committed_size_per_ready,
             applied=applied,
             tick_phase=self._ticks,
+            quiesce=options.quiesce,
         )
         core = RaftCore(config, storage, random.Random(secrets.randbits(64)))
+        for peer in self.liveness.down():
+            core.peer_down(peer)
         group = _Group(self, name, core, storage, machine, options)
         self._groups[name] = group
         self._mark(group)
@@ -369,6 +386,7 @@ class RaftHost:
             raise GroupNotFoundError(name)
         group.stopped = True
         self._dirty.discard(group)
+        self._awake.discard(group)
         group.fail_all(lambda: GroupStoppedError(f"group {name!r} was removed"))
         if self.engine is not None:
             if delete_data:
@@ -532,6 +550,14 @@ class RaftHost:
         group.core.campaign()
         self._mark(group)
 
+    def set_preferred_leader(self, name: str, node_id: NodeId | None) -> None:
+        """Name the member that should lead `name` (placement's choice, to spread leaders over nodes):
+        whoever leads hands over to it by leadership transfer once it is caught up and answering, so
+        the spread comes back after a restart. Set it on every replica: any of them may come to lead."""
+        group = self._group(name)
+        group.core.set_preferred_leader(node_id)
+        self._mark(group)
+
     def snapshot_now(self, name: str) -> int:
         """Snapshot `name` at its applied index and compact its log; returns the snapshot index."""
         group = self._group(name)
@@ -568,8 +594,35 @@ class RaftHost:
 
     def _mark(self, group: _Group) -> None:
         self._dirty.add(group)
+        self._keep_awake(group)
         if not self._wake.is_set():
             self._wake.set()
+
+    def _keep_awake(self, group: _Group) -> None:
+        """Tick `group` again if its core woke (on the host's phase, so heartbeats share frames)."""
+        if group not in self._awake and not group.core.quiesced and not group.stopped:
+            group.core.sync_ticks(self._ticks)
+            self._awake.add(group)
+
+    def _heard_from(self, peer: NodeId, incarnation: int) -> None:
+        if self.liveness.heard(peer, incarnation, asyncio.get_running_loop().time()):
+            log.info("raft peer up", peer=peer)
+            self._tell_groups(peer, up=True)
+
+    def _tell_groups(self, peer: NodeId, up: bool) -> None:
+        for group in self._groups.values():
+            core = group.core
+            was_quiesced = core.quiesced
+            if up:
+                core.peer_up(peer)
+            else:
+                core.peer_down(peer)
+            if was_quiesced and not core.quiesced:
+                self._mark(group)
+
+    def quiesced_groups(self) -> int:
+        """How many of this node's groups are quiesced (metrics, tests)."""
+        return sum(1 for group in self._groups.values() if group.core.quiesced)
 
     async def _tick_loop(self) -> None:
         loop = asyncio.get_running_loop()
@@ -584,9 +637,19 @@ class RaftHost:
                 delay = 0
             await asyncio.sleep(delay)
             self._ticks += 1
-            for group in self._groups.values():
-                group.core.tick()
+            if self._ticks % self.keepalive_ticks == 0:
+                self.transport.keepalive()
+            for peer in self.liveness.expired(loop.time()):
+                log.info("raft peer down", peer=peer)
+                self._tell_groups(peer, up=False)
+            asleep = []
+            for group in self._awake:
+                core = group.core
+                core.tick()
                 self._dirty.add(group)
+                if core.quiesced:
+                    asleep.append(group)
+            self._awake.difference_update(asleep)
             self._wake.set()
 
     async def _run(self) -> None:
@@ -617,6 +680,7 @@ class RaftHost:
                 self._hand_proposals(group)
             if group.read_batch:
                 self._hand_reads(group)
+            self._keep_awake(group)
             core = group.core
             if core.has_ready():
                 readies.append((group, core.ready(), ()))

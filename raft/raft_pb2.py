@@ -24,33 +24,33 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0fraft/raft.proto\x12\x0cjetraft.raft\"C\n\x05\x46rame\x12\x11\n\tfrom_node\x18\x01 \x01(\t\x12\'\n\x08messages\x18\x02 \x03(\x0b\x32\x15.jetraft.raft.Message\"/\n\x0bSendSummary\x12\x0e\n\x06\x66rames\x18\x01 \x01(\x04\x12\x10\n\x08messages\x18\x02 \x01(\x04\"Y\n\x05\x45ntry\x12\x0c\n\x04term\x18\x01 \x01(\x04\x12\r\n\x05index\x18\x02 \x01(\x04\x12%\n\x04type\x18\x03 \x01(\x0e\x32\x17.jetraft.raft.EntryType\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\"\x80\x02\n\x07Message\x12\r\n\x05group\x18\x01 \x01(\t\x12\'\n\x04type\x18\x02 \x01(\x0e\x32\x19.jetraft.raft.MessageType\x12\x11\n\tfrom_node\x18\x03 \x01(\t\x12\x0f\n\x07to_node\x18\x04 \x01(\t\x12\x0c\n\x04term\x18\x05 \x01(\x04\x12\x10\n\x08log_term\x18\x06 \x01(\x04\x12\r\n\x05index\x18\x07 \x01(\x04\x12$\n\x07\x65ntries\x18\x08 \x03(\x0b\x32\x13.jetraft.raft.Entry\x12\x0e\n\x06\x63ommit\x18\t \x01(\x04\x12\x0e\n\x06reject\x18\n \x01(\x08\x12\x13\n\x0breject_hint\x18\x0b \x01(\x04\x12\x0f\n\x07\x63ontext\x18\x0c \x01(\x0c\"-\n\tConfState\x12\x0e\n\x06voters\x18\x01 \x03(\t\x12\x10\n\x08learners\x18\x02 \x03(\t\"\\\n\x10SnapshotMetadata\x12\r\n\x05index\x18\x01 \x01(\x04\x12\x0c\n\x04term\x18\x02 \x01(\x04\x12+\n\nconf_state\x18\x03 \x01(\x0b\x32\x17.jetraft.raft.ConfState\"\x8c\x01\n\rSnapshotChunk\x12&\n\x07message\x18\x01 \x01(\x0b\x32\x15.jetraft.raft.Message\x12\x30\n\x08metadata\x18\x02 \x01(\x0b\x32\x1e.jetraft.raft.SnapshotMetadata\x12\x13\n\x0btotal_bytes\x18\x03 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\"1\n\x0eSnapshotResult\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08\x12\r\n\x05\x65rror\x18\x02 \x01(\t*\xec\x01\n\x0bMessageType\x12\x0c\n\x08PRE_VOTE\x10\x00\x12\x11\n\rPRE_VOTE_RESP\x10\x01\x12\x08\n\x04VOTE\x10\x02\x12\r\n\tVOTE_RESP\x10\x03\x12\n\n\x06\x41PPEND\x10\x04\x12\x0f\n\x0b\x41PPEND_RESP\x10\x05\x12\r\n\tHEARTBEAT\x10\x06\x12\x12\n\x0eHEARTBEAT_RESP\x10\x07\x12\x0c\n\x08SNAPSHOT\x10\x08\x12\x0f\n\x0bTIMEOUT_NOW\x10\t\x12\x0e\n\nREAD_INDEX\x10\n\x12\x13\n\x0fREAD_INDEX_RESP\x10\x0b\x12\x13\n\x0fTRANSFER_LEADER\x10\x0c\x12\n\n\x06\x43OMMIT\x10\r*(\n\tEntryType\x12\n\n\x06NORMAL\x10\x00\x12\x0f\n\x0b\x43ONF_CHANGE\x10\x01\x32\x90\x01\n\x04Raft\x12\x38\n\x04Send\x12\x13.jetraft.raft.Frame\x1a\x19.jetraft.raft.SendSummary(\x01\x12N\n\x0fInstallSnapshot\x12\x1b.jetraft.raft.SnapshotChunk\x1a\x1c.jetraft.raft.SnapshotResult(\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0fraft/raft.proto\x12\x0cjetraft.raft\"X\n\x05\x46rame\x12\x11\n\tfrom_node\x18\x01 \x01(\t\x12\'\n\x08messages\x18\x02 \x03(\x0b\x32\x15.jetraft.raft.Message\x12\x13\n\x0bincarnation\x18\x03 \x01(\x06\"/\n\x0bSendSummary\x12\x0e\n\x06\x66rames\x18\x01 \x01(\x04\x12\x10\n\x08messages\x18\x02 \x01(\x04\"Y\n\x05\x45ntry\x12\x0c\n\x04term\x18\x01 \x01(\x04\x12\r\n\x05index\x18\x02 \x01(\x04\x12%\n\x04type\x18\x03 \x01(\x0e\x32\x17.jetraft.raft.EntryType\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\"\x80\x02\n\x07Message\x12\r\n\x05group\x18\x01 \x01(\t\x12\'\n\x04type\x18\x02 \x01(\x0e\x32\x19.jetraft.raft.MessageType\x12\x11\n\tfrom_node\x18\x03 \x01(\t\x12\x0f\n\x07to_node\x18\x04 \x01(\t\x12\x0c\n\x04term\x18\x05 \x01(\x04\x12\x10\n\x08log_term\x18\x06 \x01(\x04\x12\r\n\x05index\x18\x07 \x01(\x04\x12$\n\x07\x65ntries\x18\x08 \x03(\x0b\x32\x13.jetraft.raft.Entry\x12\x0e\n\x06\x63ommit\x18\t \x01(\x04\x12\x0e\n\x06reject\x18\n \x01(\x08\x12\x13\n\x0breject_hint\x18\x0b \x01(\x04\x12\x0f\n\x07\x63ontext\x18\x0c \x01(\x0c\"-\n\tConfState\x12\x0e\n\x06voters\x18\x01 \x03(\t\x12\x10\n\x08learners\x18\x02 \x03(\t\"\\\n\x10SnapshotMetadata\x12\r\n\x05index\x18\x01 \x01(\x04\x12\x0c\n\x04term\x18\x02 \x01(\x04\x12+\n\nconf_state\x18\x03 \x01(\x0b\x32\x17.jetraft.raft.ConfState\"\x8c\x01\n\rSnapshotChunk\x12&\n\x07message\x18\x01 \x01(\x0b\x32\x15.jetraft.raft.Message\x12\x30\n\x08metadata\x18\x02 \x01(\x0b\x32\x1e.jetraft.raft.SnapshotMetadata\x12\x13\n\x0btotal_bytes\x18\x03 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\"1\n\x0eSnapshotResult\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08\x12\r\n\x05\x65rror\x18\x02 \x01(\t*\xec\x01\n\x0bMessageType\x12\x0c\n\x08PRE_VOTE\x10\x00\x12\x11\n\rPRE_VOTE_RESP\x10\x01\x12\x08\n\x04VOTE\x10\x02\x12\r\n\tVOTE_RESP\x10\x03\x12\n\n\x06\x41PPEND\x10\x04\x12\x0f\n\x0b\x41PPEND_RESP\x10\x05\x12\r\n\tHEARTBEAT\x10\x06\x12\x12\n\x0eHEARTBEAT_RESP\x10\x07\x12\x0c\n\x08SNAPSHOT\x10\x08\x12\x0f\n\x0bTIMEOUT_NOW\x10\t\x12\x0e\n\nREAD_INDEX\x10\n\x12\x13\n\x0fREAD_INDEX_RESP\x10\x0b\x12\x13\n\x0fTRANSFER_LEADER\x10\x0c\x12\n\n\x06\x43OMMIT\x10\r*(\n\tEntryType\x12\n\n\x06NORMAL\x10\x00\x12\x0f\n\x0b\x43ONF_CHANGE\x10\x01\x32\x90\x01\n\x04Raft\x12\x38\n\x04Send\x12\x13.jetraft.raft.Frame\x1a\x19.jetraft.raft.SendSummary(\x01\x12N\n\x0fInstallSnapshot\x12\x1b.jetraft.raft.SnapshotChunk\x1a\x1c.jetraft.raft.SnapshotResult(\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'raft.raft_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_MESSAGETYPE']._serialized_start=837
-  _globals['_MESSAGETYPE']._serialized_end=1073
-  _globals['_ENTRYTYPE']._serialized_start=1075
-  _globals['_ENTRYTYPE']._serialized_end=1115
+  _globals['_MESSAGETYPE']._serialized_start=858
+  _globals['_MESSAGETYPE']._serialized_end=1094
+  _globals['_ENTRYTYPE']._serialized_start=1096
+  _globals['_ENTRYTYPE']._serialized_end=1136
   _globals['_FRAME']._serialized_start=33
-  _globals['_FRAME']._serialized_end=100
-  _globals['_SENDSUMMARY']._serialized_start=102
-  _globals['_SENDSUMMARY']._serialized_end=149
-  _globals['_ENTRY']._serialized_start=151
-  _globals['_ENTRY']._serialized_end=240
-  _globals['_MESSAGE']._serialized_start=243
-  _globals['_MESSAGE']._serialized_end=499
-  _globals['_CONFSTATE']._serialized_start=501
-  _globals['_CONFSTATE']._serialized_end=546
-  _globals['_SNAPSHOTMETADATA']._serialized_start=548
-  _globals['_SNAPSHOTMETADATA']._serialized_end=640
-  _globals['_SNAPSHOTCHUNK']._serialized_start=643
-  _globals['_SNAPSHOTCHUNK']._serialized_end=783
-  _globals['_SNAPSHOTRESULT']._serialized_start=785
-  _globals['_SNAPSHOTRESULT']._serialized_end=834
-  _globals['_RAFT']._serialized_start=1118
-  _globals['_RAFT']._serialized_end=1262
+  _globals['_FRAME']._serialized_end=121
+  _globals['_SENDSUMMARY']._serialized_start=123
+  _globals['_SENDSUMMARY']._serialized_end=170
+  _globals['_ENTRY']._serialized_start=172
+  _globals['_ENTRY']._serialized_end=261
+  _globals['_MESSAGE']._serialized_start=264
+  _globals['_MESSAGE']._serialized_end=520
+  _globals['_CONFSTATE']._serialized_start=522
+  _globals['_CONFSTATE']._serialized_end=567
+  _globals['_SNAPSHOTMETADATA']._serialized_start=569
+  _globals['_SNAPSHOTMETADATA']._serialized_end=661
+  _globals['_SNAPSHOTCHUNK']._serialized_start=664
+  _globals['_SNAPSHOTCHUNK']._serialized_end=804
+  _globals['_SNAPSHOTRESULT']._serialized_start=806
+  _globals['_SNAPSHOTRESULT']._serialized_end=855
+  _globals['_RAFT']._serialized_start=1139
+  _globals['_RAFT']._serialized_end=1283
 # @@protoc_insertion_point(module_scope)

@@ -46,12 +46,14 @@ NORMAL: EntryType
 CONF_CHANGE: EntryType
 
 class Frame(_message.Message):
-    __slots__ = ("from_node", "messages")
+    __slots__ = ("from_node", "messages", "incarnation")
     FROM_NODE_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
     from_node: str
     messages: _containers.RepeatedCompositeFieldContainer[Message]
-    def __init__(self, from_node: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ...) -> None: ...
+    incarnation: int
+    def __init__(self, from_node: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., incarnation: _Optional[int] = ...) -> None: ...
 
 class SendSummary(_message.Message):
     __slots__ = ("frames", "messages")

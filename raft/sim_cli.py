@@ -25,6 +25,8 @@ SUMMARY_FIELDS = (
     "transfers",
     "reads_checked",
     "snapshots_installed",
+    "quiesced_ticks",
+    "liveness_reports",
     "messages",
     "dropped",
 )

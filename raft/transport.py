@@ -54,6 +54,8 @@ Deliver = Callable[[str, Message], bool]
 UnreachableCallback = Callable[[str, NodeId], None]
 CallMetadata = tuple[tuple[str, str], ...]  # gRPC metadata sent with every call to a peer
 SnapshotCallback = Callable[[str, NodeId, bool], None]
+# (peer, its incarnation) for every frame received: the node liveness every group shares
+FrameCallback = Callable[[NodeId, int], None]
 
 
 def grpc_channel_options(max_message_bytes: int = 64 * 1024 * 1024) -> list[tuple[str, int]]:
@@ -109,6 +111,8 @@ class RaftTransport:
         *,
         on_unreachable: UnreachableCallback | None = None,
         on_snapshot_sent: SnapshotCallback | None = None,
+        on_frame: FrameCallback | None = None,
+        incarnation: int = 0,
         max_queued_messages: int = 10_000,
         max_frame_bytes: int = MAX_FRAME_BYTES,
         reconnect_delay: tuple[float, float] = (0.02, 1.0),
@@ -120,6 +124,8 @@ class RaftTransport:
         self._deliver = deliver
         self._on_unreachable = on_unreachable or (lambda group, peer: None)
         self._on_snapshot_sent = on_snapshot_sent or (lambda group, peer, ok: None)
+        self._on_frame = on_frame or (lambda peer, incarnation: None)
+        self.incarnation = incarnation
         self.max_queued_messages = max_queued_messages
         self.max_frame_bytes = max_frame_bytes
         self.reconnect_delay = reconnect_delay
@@ -163,6 +169,15 @@ class RaftTransport:
 
     # --- sending ---
 
+    def keepalive(self) -> None:
+        """Send an empty frame to each peer whose link has nothing queued: one sign of life per pair of
+        nodes for all their groups, which lets idle groups stop heartbeating (`RaftCore.quiesced`)."""
+        for link in self._links.values():
+            if not link.queue:
+                link.keepalive = True
+                if not link.wake.is_set():
+                    link.wake.set()
+
     def send(self, group: str, msg: Message) -> None:
         """Queue `msg` for its receiver; never blocks. Undeliverable messages are reported, not raised."""
         link = self._links.get(msg.to)
@@ -188,10 +203,12 @@ class RaftTransport:
         stats = self.stats
         deliver = self._deliver
         me = self.node_id
+        on_frame = self._on_frame
         async for frame in frames:
             summary.frames += 1
             stats.frames_received += 1
             sender = frame.from_node
+            on_frame(sender, frame.incarnation)
             for pb in frame.messages:
                 summary.messages += 1
                 try:
@@ -239,7 +256,7 @@ class RaftTransport:
 
     def _build_frame(self, queue: list[tuple[str, Message]]) -> tuple[raft_pb2.Frame, int]:
         """A frame of queued messages up to max_frame_bytes (at least one); returns it and how many it took."""
-        frame = raft_pb2.Frame(from_node=self.node_id)
+        frame = raft_pb2.Frame(from_node=self.node_id, incarnation=self.incarnation)
         out = frame.messages
         budget = self.max_frame_bytes
         size = 0
@@ -268,6 +285,8 @@ class _PeerLink:
         self.call_metadata = call_metadata
         self.queue: list[tuple[str, Message]] = []
         self.wake = asyncio.Event()
+        # an empty frame is due (`RaftTransport.keepalive`), unless messages go first
+        self.keepalive = False
         self.connected = False
         # Whether the current call carried a frame: a link that worked retries quickly.
         self._carried = False
@@ -332,6 +351,12 @@ class _PeerLink:
                 if call.done():
                     await call  # raises the call's error
                     raise ConnectionError("peer ended the raft call")
+                if self.keepalive and not self.queue:
+                    await call.write(
+                        raft_pb2.Frame(from_node=transport.node_id, incarnation=transport.incarnation)
+                    )
+                    stats.frames_sent += 1
+                self.keepalive = False
                 while self.queue:
                     if call.done():  # ended while we were writing: the loop's top raises its error
                         self.wake.set()

@@ -203,6 +203,11 @@ class MessageType(enum.IntEnum):
 # their leader lease, since the current leader asked for the transfer.
 CAMPAIGN_TRANSFER = b"transfer"
 
+# Context of a HEARTBEAT by which a leader with nothing left to send asks its follower to quiesce
+# (stop its election timer): `index`/`log_term` name the leader's last entry, which the follower must
+# hold. The follower's HEARTBEAT_RESP carries it back, with `reject` if it did not quiesce.
+QUIESCE = b"quiesce"
+
 
 @dataclass(frozen=True, slots=True)
 class Message:

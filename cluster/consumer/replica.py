@@ -77,7 +77,14 @@ class ConsumerReplica:
         # later (its stream's peer was replaced) starts with none and waits for the leader to add it,
         # so it can never campaign on a membership the group does not have.
         voters = self.assignment.peers if self.assignment.epoch == 1 else ()
-        self.ctx.host.add_group(self.group, self, voters=voters, options=GROUP_OPTIONS)
+        self.ctx.host.add_group(
+            self.group, self, voters=voters, options=self.ctx.group_options(GROUP_OPTIONS)
+        )
+        # its peers are its stream's, first the node placement chose to lead the stream: the consumer
+        # is led there too, and both come back there after a restart
+        self.ctx.host.set_preferred_leader(
+            self.group, self.assignment.peers[0] if self.assignment.peers else None
+        )
         if voters and voters[0] == self.ctx.name and self.ctx.host.status(self.group).last_index == 0:
             # a brand-new group: its first peer stands at once instead of waiting out an election timeout
             self.ctx.host.campaign(self.group)
@@ -92,6 +99,7 @@ class ConsumerReplica:
 
     def assignment_changed(self, assignment: ConsumerAssignment) -> None:
         self.assignment = assignment
+        self.ctx.host.set_preferred_leader(self.group, assignment.peers[0] if assignment.peers else None)
         self.config = consumer_config_from_json(assignment.config)
         if self.leader is not None:
             self.leader.config_changed()

@@ -143,7 +143,10 @@ class MetaService:
 
     def start(self) -> None:
         self.ctx.host.add_group(
-            META_GROUP, self._state_machine, voters=self.ctx.members, options=GROUP_OPTIONS
+            META_GROUP,
+            self._state_machine,
+            voters=self.ctx.members,
+            options=self.ctx.group_options(GROUP_OPTIONS),
         )
         self.ctx.spawn(self._reconcile_loop(), "meta-reconcile")
 

@@ -80,6 +80,10 @@ class NodeConfig:
     cluster_tls: TlsSettings | None = None
     # nats-server's `accounts { ... }`: isolated subject spaces joined by exports and imports
     accounts: Accounts | None = None
+    # Idle Raft groups quiesce: no heartbeats or ticks until something happens; the node's keepalive
+    # frames (one per pair of nodes) carry liveness instead (docs/architecture.md). Off by default
+    # while it is new.
+    quiesce: bool = False
 
     def validate(self) -> None:
         if not self.name or any(ch in self.name for ch in " .*>"):
@@ -111,6 +115,8 @@ class NodeConfig:
                 raise ConfigError(f"API prefix {prefix!r} must be a literal subject prefix such as JS.acc1")
         if self.stream_snapshot_interval < 1 or self.stream_compact_keep < 0:
             raise ConfigError("stream_snapshot_interval must be at least 1 and stream_compact_keep not negative")
+        if not isinstance(self.quiesce, bool):
+            raise ConfigError(f"quiesce must be true or false, not {self.quiesce!r}")
         if self.token is not None and self.user is not None:
             raise ConfigError("use either a token or a user and password, not both")
         if self.users and (self.user is not None or self.token is not None):
@@ -237,6 +243,12 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--stream-compact-keep", type=int, help="entries a stream's log keeps behind its snapshot (5000)"
     )
+    parser.add_argument(
+        "--quiesce",
+        action="store_true",
+        default=None,
+        help="idle Raft groups stop heartbeating; node keepalives carry liveness (off by default)",
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> NodeConfig:
@@ -246,7 +258,7 @@ def config_from_args(args: argparse.Namespace) -> NodeConfig:
     for key in (
         "name", "host", "client_port", "cluster_port", "http_port", "data_dir", "queue_policy",
         "direct_get_policy", "log_level", "log_format", "user", "password", "token", "advertise", "domain",
-        "stream_snapshot_interval", "stream_compact_keep",
+        "stream_snapshot_interval", "stream_compact_keep", "quiesce",
     ):  # fmt: skip
         value = getattr(args, key)
         if value is not None:

@@ -145,6 +145,7 @@ class Node:
                 snapshot_interval=config.stream_snapshot_interval,
                 compact_keep=config.stream_compact_keep,
             ),
+            quiesce=config.quiesce,
         )
         self.meta = MetaService(self.ctx)
         meta = self.meta

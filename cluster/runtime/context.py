@@ -65,10 +65,17 @@ class NodeContext:
     # A file-stored stream's snapshot is a marker after a store sync (cluster/stream/snapshot_marker.py), cheap
     # enough to take often, which keeps its Raft log short (NodeConfig.stream_snapshot_interval).
     stream_group_options: GroupOptions = STREAM_GROUP_OPTIONS
+    # Idle groups quiesce (raft/core.py `quiesced`, NodeConfig.quiesce): a thousand idle streams then
+    # cost the keepalive frames between each pair of nodes, not a thousand groups' heartbeats.
+    quiesce: bool = False
     server_version: str = NATS_COMPAT_VERSION
     # how far this node's replicas have been given the meta group's assignments (meta_progress.py)
     meta_progress: MetaProgress = field(default_factory=MetaProgress)
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+
+    def group_options(self, base: GroupOptions) -> GroupOptions:
+        """`base` with this node's quiescence setting."""
+        return replace(base, quiesce=self.quiesce) if base.quiesce != self.quiesce else base
 
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
         """Run `coro` in the background; its failure is logged, never lost, never fatal."""

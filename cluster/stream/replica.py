@@ -238,8 +238,14 @@ class StreamReplica:
         voters = self.assignment.peers if self.assignment.epoch == 1 else ()
         host = self.ctx.host
         rocks = isinstance(self.store, RocksStreamStore)
-        options = group_options_for(self.config, self.ctx.stream_group_options if rocks else MEMORY_STREAM_GROUP_OPTIONS)
+        options = self.ctx.group_options(
+            group_options_for(
+                self.config, self.ctx.stream_group_options if rocks else MEMORY_STREAM_GROUP_OPTIONS
+            )
+        )
         host.add_group(self.group, self, voters=voters, options=options)
+        # placement lists first the node that should lead, so leaders spread over the nodes
+        host.set_preferred_leader(self.group, self.assignment.peers[0] if self.assignment.peers else None)
         if voters and voters[0] == self.ctx.name and host.status(self.group).last_index == 0:
             # a brand-new group: its first peer stands at once instead of waiting out an election timeout
             host.campaign(self.group)
@@ -366,6 +372,7 @@ class StreamReplica:
     def assignment_changed(self, assignment: StreamAssignment) -> None:
         """The meta group changed this stream's config: the leader replicates it into the stream's log."""
         self.assignment = assignment
+        self.ctx.host.set_preferred_leader(self.group, assignment.peers[0] if assignment.peers else None)
         if self._leader is not None:
             self._leader.reconcile_config()
             self._leader.reconcile_membership()

@@ -13,11 +13,13 @@ from __future__ import annotations
 import random
 import traceback
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from raft.core import ConfChangeRejectedError, ProposalDroppedError, RaftConfig, RaftCore
 from raft.log_storage import MemoryLogStorage
 from raft.sim.checker import SafetyChecker, SafetyViolation
+from raft.sim.liveness import SimLiveness
 from raft.sim.network import NetworkFaults, SimNetwork
 from raft.sim.node import SimNode
 from raft.sim.state_machine import SimStateMachine
@@ -83,6 +85,18 @@ class Simulation:
         self.p_partition = rng.choice((0.0, 0.005, 0.01))
         self.p_conf_change = rng.choice((0.0, 0.004, 0.01))
         self.p_transfer = rng.choice((0.0, 0.002, 0.005))
+        # A preferred leader (the host's placement choice): leaders hand over to it by transfer.
+        self.p_prefer = rng.choice((0.0, 0.0, 0.003, 0.01))
+        self.preferred: str | None = None
+        # Quiescence: idle groups stop ticking, woken by messages and by the host's liveness reports,
+        # which come late (up to an election timeout) and sometimes falsely.
+        self.quiesce = rng.random() < 0.6
+        self.liveness = SimLiveness(
+            rng, delay=rng.choice((1, 3, ELECTION_TICK)), p_blip=rng.choice((0.0, 0.0005, 0.002))
+        )
+        self.incarnations: Counter[str] = Counter()
+        self.p_quiet = rng.choice((0.0, 0.01, 0.03)) if self.quiesce else 0.0
+        self.quiet_until = 0
         # Like the asyncio host: a Ready's write takes a while, the core keeps
         # stepping meanwhile, and a leader sends its appends before writing.
         self.async_persist = rng.random() < 0.5
@@ -146,6 +160,7 @@ class Simulation:
             max_inflight_msgs=self.max_inflight,
             max_committed_size_per_ready=self.max_committed_per_ready,
             applied=applied,
+            quiesce=self.quiesce,
         )
 
     def _trace(self, line: str) -> None:
@@ -173,6 +188,8 @@ class Simulation:
                 node.live_core.tick()
         for msg, blocked in self.network.due(self.now):
             self._deliver(msg, blocked)
+        if self.quiesce:
+            self._report_liveness()
         alive = self._alive()
         rng.shuffle(alive)
         for node in alive:
@@ -192,6 +209,25 @@ class Simulation:
                 else:
                     break
         self._check_leaders()
+
+    def _report_liveness(self) -> None:
+        observers = [node.id for node in self._alive()]
+        peers = [node.id for node in self.nodes.values() if not node.removed]
+
+        def truth(observer: str, peer: str) -> tuple[bool, int]:
+            node = self.nodes[peer]
+            return node.alive and not self.network.is_blocked(peer, observer), self.incarnations[peer]
+
+        def report(observer: str, peer: str, up: bool) -> None:
+            core = self.nodes[observer].live_core
+            if up:
+                core.peer_up(peer)
+            else:
+                core.peer_down(peer)
+            self.stats["liveness_reports"] += 1
+
+        self.liveness.step(observers, peers, truth, report)
+        self.stats["quiesced_ticks"] += sum(1 for n in self._alive() if n.live_core.quiesced)
 
     def _deliver(self, msg: Message, blocked: bool) -> None:
         target = self.nodes.get(msg.to)
@@ -318,14 +354,24 @@ class Simulation:
         leader = self._leader()
         if leader is not None and len(leader.live_core.voters) == 1 and leader.live_core.learners:
             self.stats["lone_voter_ticks"] += 1
+        # Quiet spells, in which clients send nothing: idle groups quiesce, and faults meet them so.
+        if self.now >= self.quiet_until and rng.random() < self.p_quiet:
+            self.quiet_until = self.now + rng.randint(2 * ELECTION_TICK, 30 * ELECTION_TICK)
+            self._trace(f"quiet until {self.quiet_until}")
+        quiet = self.now < self.quiet_until
         # Clients keep a bounded number of writes in flight, as real ones do.
-        if leader is not None and rng.random() < 0.3 and self._backlog(leader) < MAX_CLIENT_BACKLOG:
+        if (
+            not quiet
+            and leader is not None
+            and rng.random() < 0.3
+            and self._backlog(leader) < MAX_CLIENT_BACKLOG
+        ):
             self._propose(leader, rng.randint(1, 8))
-        if rng.random() < 0.02:
+        if not quiet and rng.random() < 0.02:
             alive = self._alive()
             if alive:
                 self._propose(rng.choice(alive), 1)  # mostly followers: must be refused
-        if rng.random() < 0.05:
+        if rng.random() < (0.005 if quiet else 0.05):
             self._request_read()
         if self.p_partition:
             if not self.network.partitioned and rng.random() < self.p_partition:
@@ -352,9 +398,19 @@ class Simulation:
                     self._trace(f"transfer leadership {leader.id} -> {target}")
                 except ProposalDroppedError:
                     pass
+        if self.p_prefer and rng.random() < self.p_prefer:
+            self._choose_preferred()
         for node in self._alive():
             if rng.random() < 0.02:
                 self._maybe_snapshot(node)
+
+    def _choose_preferred(self) -> None:
+        members = sorted(n.id for n in self.nodes.values() if not n.removed)
+        self.preferred = self.rng.choice([*members, None])
+        for node in self._alive():
+            node.live_core.set_preferred_leader(self.preferred)
+        self.stats["preferred_changes"] += 1
+        self._trace(f"preferred leader {self.preferred}")
 
     @staticmethod
     def _backlog(leader: SimNode) -> int:
@@ -414,6 +470,9 @@ class Simulation:
 
     def _restart(self, node: SimNode) -> None:
         node.start(self.rng.getrandbits(64))
+        self.incarnations[node.id] += 1
+        self.liveness.forget(node.id)
+        node.live_core.set_preferred_leader(self.preferred)
         self.stats["restarts"] += 1
         self._trace(f"restart {node.id} (term {node.live_core.term}, commit {node.live_core.commit_index})")
 
@@ -468,6 +527,7 @@ class Simulation:
             self.nodes[new_node] = SimNode(
                 new_node, MemoryLogStorage(ConfState()), self._config, self.rng.getrandbits(64)
             )
+            self.nodes[new_node].live_core.set_preferred_leader(self.preferred)
 
     def _on_conf_change_applied(self, record: ConfChangeRecord) -> None:
         if record.change.type is not ConfChangeType.REMOVE_NODE:
@@ -485,6 +545,7 @@ class Simulation:
     def _settle(self) -> None:
         self.p_crash_in_ready = 0.0
         self.p_crash_after_early_send = 0.0
+        self.liveness.p_blip = 0.0
         self.network.heal()
         self.network.faults = NetworkFaults(drop=0.0, duplicate=0.0, min_delay=1, max_delay=2)
         for node in self.nodes.values():
@@ -498,8 +559,57 @@ class Simulation:
                 self._propose(leader, 1)
             self._advance_time()
             if self._converged():
+                break
+        else:
+            raise SafetyViolation(
+                f"liveness: no convergence within {SETTLE_STEPS} ticks after faults stopped"
+            )
+        if self.quiesce:
+            self._settle_quiescent()
+
+    def _settle_quiescent(self) -> None:
+        """Idle, the group must quiesce; a write must wake it and commit; a quiesced leader's crash must
+        lead, through the others' liveness reports, to a new leader that commits."""
+        self._trace("settle: idle")
+        self._run_until(lambda: self._all_quiesced(), "the idle group did not quiesce")
+        leader = self._leader()
+        assert leader is not None
+        self._propose(leader, 1)
+        self._run_until(self._converged, "a write to the quiesced group did not commit")
+        self._run_until(lambda: self._all_quiesced(), "the group did not quiesce again")
+        self.stats["settled_quiescent"] += 1
+        leader = self._leader()
+        assert leader is not None
+        if len(leader.live_core.voters) < 3:
+            return
+        self._crash(leader, "while quiesced")
+        self._run_until(
+            lambda: (
+                (new := self._leader()) is not None and new is not leader and self._commits_after_crash(new)
+            ),
+            "no new leader committed after the quiesced leader crashed",
+        )
+        self._restart(leader)
+        self._run_until(self._converged, "no convergence after the crashed leader restarted")
+
+    def _commits_after_crash(self, leader: SimNode) -> bool:
+        core = leader.live_core
+        return core.commit_index == core.last_index and core.entry_term(core.commit_index) == core.term
+
+    def _all_quiesced(self) -> bool:
+        leader = self._leader()
+        if leader is None:
+            return False
+        members = [self.nodes.get(m) for m in leader.live_core.conf_state.members()]
+        return all(node is not None and node.alive and node.live_core.quiesced for node in members)
+
+    def _run_until(self, done: Callable[[], bool], failure: str) -> None:
+        for _ in range(SETTLE_STEPS):
+            self.now += 1
+            self._advance_time()
+            if done():
                 return
-        raise SafetyViolation(f"liveness: no convergence within {SETTLE_STEPS} ticks after faults stopped")
+        raise SafetyViolation(f"liveness: {failure} within {SETTLE_STEPS} ticks")
 
     def _converged(self) -> bool:
         leader = self._leader()
@@ -517,7 +627,8 @@ class Simulation:
             node = self.nodes.get(member)
             if node is None or not node.alive or node.state_machine.index != commit:
                 return False
-        return True
+        # a preferred voter ends up leading once the faults stop (leaders spread as placement says)
+        return self.preferred is None or self.preferred not in core.voters or leader.id == self.preferred
 
 
 def run_seed(seed: int, options: SimOptions | None = None) -> SimResult:

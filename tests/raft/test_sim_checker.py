@@ -141,9 +141,13 @@ def test_a_later_leader_missing_an_acknowledged_entry_is_caught() -> None:
     checker.verify_leader_has("n2", 2, 3, term_in_log=1, first_index=1)  # holds it: fine
     checker.verify_leader_has("n2", 2, 3, term_in_log=0, first_index=10)  # compacted into a snapshot: fine
     # a term-2 leader whose log lacks entry 3 (term 0: no entry there), or holds another one
-    with pytest.raises(SafetyViolation, match="leader completeness: n2, leader of term 2, has term 0 at index 3"):
+    with pytest.raises(
+        SafetyViolation, match="leader completeness: n2, leader of term 2, has term 0 at index 3"
+    ):
         checker.verify_leader_has("n2", 2, 3, term_in_log=0, first_index=1)
-    with pytest.raises(SafetyViolation, match="has term 2 at index 3 where the acknowledged entry has term 1"):
+    with pytest.raises(
+        SafetyViolation, match="has term 2 at index 3 where the acknowledged entry has term 1"
+    ):
         checker.verify_leader_has("n3", 2, 3, term_in_log=2, first_index=1)
 
 
@@ -156,7 +160,9 @@ def test_a_simulation_whose_disks_forget_on_crash_loses_acknowledged_entries(
 
     def crash_and_forget(node: SimNode) -> None:
         crash(node)
-        founding_voters = ConfState(voters=("n1", "n2", "n3")) if node.id in ("n1", "n2", "n3") else ConfState()
+        founding_voters = (
+            ConfState(voters=("n1", "n2", "n3")) if node.id in ("n1", "n2", "n3") else ConfState()
+        )
         node.storage = MemoryLogStorage(founding_voters)
         node.synced_hard_state = node.storage.hard_state
 
@@ -167,7 +173,8 @@ def test_a_simulation_whose_disks_forget_on_crash_loses_acknowledged_entries(
     for seed in range(1, 31):
         result = run_seed(seed, options)
         crashes += result.stats["crashes"]
-        if result.violation is not None:
+        # a group that forgot its members may also never converge; what must show is a safety violation
+        if result.violation is not None and not result.violation.startswith("liveness"):
             violations.append(result.violation)
             break
     assert crashes > 0

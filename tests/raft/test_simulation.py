@@ -18,7 +18,15 @@ CI_STEPS = 600
 def test_fixed_seed_batch_has_no_violation(nodes: int, first_seed: int, count: int) -> None:
     options = SimOptions(nodes=nodes, steps=CI_STEPS)
     failures = []
-    totals = {"committed": 0, "crashes": 0, "conf_changes": 0, "sent_early": 0}
+    totals = {
+        "committed": 0,
+        "crashes": 0,
+        "conf_changes": 0,
+        "sent_early": 0,
+        "quiesced_ticks": 0,
+        "liveness_reports": 0,
+        "settled_quiescent": 0,
+    }
     for seed in range(first_seed, first_seed + count):
         result = run_seed(seed, options)
         if result.violation is not None:
@@ -26,7 +34,8 @@ def test_fixed_seed_batch_has_no_violation(nodes: int, first_seed: int, count: i
         for name in totals:
             totals[name] += result.stats[name]
     assert not failures, "\n".join(failures)
-    # The batch must exercise what it claims to: commits, crashes, membership, early sends.
+    # The batch must exercise what it claims to: commits, crashes, membership, early sends, quiescence
+    # (groups asleep under faults, woken by liveness reports, and quiescing once the faults stop).
     assert all(value > 0 for value in totals.values()), totals
 
 
