@@ -1,0 +1,137 @@
+"""The chaos run's pure parts: the seeded schedule, fault targets, error outcomes, the run's verdict."""
+
+from __future__ import annotations
+
+import io
+import itertools
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.errors import APIError, KeyWrongLastSequenceError
+
+from chaos.check.history import OpType, pair, parse_jsonl
+from chaos.run import schedule
+from chaos.run.clients import outcome_of
+from chaos.run.recorder import HistoryRecorder
+from chaos.run.runner import FaultRecord, RunReport
+from chaos.run.schedule import FAULTS, Targets, parse_faults, plan, targets
+
+NODES = ["n1", "n2", "n3"]
+FIVE = ["n1", "n2", "n3", "n4", "n5"]
+
+
+def test_the_same_seed_plans_the_same_faults_and_another_seed_others() -> None:
+    kinds = list(FAULTS)
+    assert plan(7, kinds, 120) == plan(7, kinds, 120)
+    assert plan(7, kinds, 120) != plan(8, kinds, 120)
+
+
+@given(
+    st.integers(0, 2**32), st.floats(0, 300), st.lists(st.sampled_from(list(FAULTS)), min_size=1, unique=True)
+)
+def test_a_plan_fits_its_time_and_uses_only_the_faults_asked(
+    seed: int, total: float, kinds: list[str]
+) -> None:
+    steps = plan(seed, kinds, total)
+    assert sum(step.quiet + step.duration for step in steps) <= total
+    assert {step.kind for step in steps} <= set(kinds)
+    assert [step.index for step in steps] == list(range(len(steps)))
+    assert all(3.0 <= step.duration <= 8.0 and 1.0 <= step.quiet <= 4.0 for step in steps)
+
+
+def test_fault_groups_expand_and_unknown_faults_are_refused() -> None:
+    assert parse_faults("kill,latency") == [*schedule.GROUPS["kill"], schedule.LATENCY]
+    assert parse_faults("all") == list(FAULTS)
+    with pytest.raises(ValueError, match="unknown fault 'kill-everyone'"):
+        parse_faults("kill-everyone")
+    with pytest.raises(ValueError, match="no fault"):
+        parse_faults(" , ")
+
+
+def _reachable(cut: tuple[tuple[str, str], ...], source: str, target: str) -> bool:
+    return (source, target) not in cut
+
+
+@pytest.mark.parametrize("choice", range(20))
+def test_leader_faults_hit_the_leader_and_follower_faults_never_do(choice: int) -> None:
+    assert targets(schedule.KILL_LEADER, NODES, "n2", choice).kill == ("n2",)
+    assert targets(schedule.PAUSE_LEADER, NODES, "n2", choice).pause == ("n2",)
+    assert "n2" not in targets(schedule.KILL_FOLLOWER, NODES, "n2", choice).kill
+    assert "n2" not in targets(schedule.PAUSE_FOLLOWER, NODES, "n2", choice).pause
+    isolated = targets(schedule.ISOLATE_LEADER, NODES, "n2", choice).cut
+    assert sorted(isolated) == sorted([("n2", "n1"), ("n2", "n3"), ("n1", "n2"), ("n3", "n2")])
+    assert len(targets(schedule.KILL_MAJORITY, FIVE, None, choice).kill) == 3
+
+
+@pytest.mark.parametrize(("nodes", "choice"), list(itertools.product([NODES, FIVE], range(20))))
+def test_partitions_cut_what_their_shape_says(nodes: list[str], choice: int) -> None:
+    majority = targets(schedule.PARTITION_MAJORITY, nodes, None, choice).cut
+    # two sides: every node is cut from exactly the nodes of the other side, both ways
+    side = {node for node in nodes if _reachable(majority, nodes[0], node)}
+    assert len(side) in (len(nodes) // 2 + 1, len(nodes) - len(nodes) // 2 - 1)
+    for a, b in itertools.permutations(nodes, 2):
+        assert _reachable(majority, a, b) == ((a in side) == (b in side))
+
+    bridge = targets(schedule.PARTITION_BRIDGE, nodes, None, choice)
+    middle = bridge.notes["bridge"]
+    assert all(middle not in link for link in bridge.cut) and bridge.cut
+    for a, b in bridge.cut:
+        assert (b, a) in bridge.cut
+
+    one_way = targets(schedule.PARTITION_ONE_WAY, nodes, None, choice).cut
+    assert len(one_way) == len(nodes) - 1
+    assert all((b, a) not in one_way for a, b in one_way)
+    sources, sinks = {a for a, _ in one_way}, {b for _, b in one_way}
+    assert len(sources) == 1 or len(sinks) == 1
+
+
+def test_the_same_choice_and_leader_give_the_same_targets() -> None:
+    for kind in FAULTS:
+        assert targets(kind, NODES, "n1", 42) == targets(kind, NODES, "n1", 42)
+    lag = targets(schedule.LATENCY, NODES, None, 3)
+    assert lag.lag and lag.latency_ms > 0 and Targets().describe() == {}
+
+
+def test_only_no_responders_and_a_wrong_last_sequence_are_definite_failures() -> None:
+    assert outcome_of(NoRespondersError())[0] is OpType.FAIL
+    assert outcome_of(KeyWrongLastSequenceError(description="wrong last sequence: 4"))[0] is OpType.FAIL
+    assert outcome_of(APIError(code=400, err_code=10071, description="wrong last sequence"))[0] is OpType.FAIL
+    assert outcome_of(NatsTimeoutError())[0] is OpType.INFO
+    assert (
+        outcome_of(
+            APIError(code=503, err_code=10008, description="JetStream system temporarily unavailable")
+        )[0]
+        is OpType.INFO
+    )
+
+
+def test_the_recorder_writes_each_operation_as_a_json_line_as_it_happens() -> None:
+    out = io.StringIO()
+    recorder = HistoryRecorder(out)
+    invoke = recorder.invoke(3, "cas", (1, 2), key="r0", node="n1")
+    recorder.complete(invoke, OpType.OK, (1, 2), seq=9)
+    ops = list(parse_jsonl(out.getvalue().splitlines()))
+    assert ops == recorder.ops
+    [operation] = pair(ops)
+    assert operation.complete is not None and operation.complete.seq == 9 and operation.invoke.value == (1, 2)
+    assert operation.invoke.time <= operation.complete.time
+
+
+def _report(valid: bool | None, served: list[float | None]) -> RunReport:
+    liveness = {"ok": all(s is not None for s in served)}
+    report = RunReport(settings={}, checks={"valid": valid}, final_liveness={"ok": True})
+    report.faults.append(FaultRecord(0, "partition-one", "n1", {}, 1.0, 2.0, liveness))
+    return report
+
+
+def test_a_node_not_serving_after_a_heal_makes_the_run_invalid() -> None:
+    assert _report(True, [0.1, 0.2, 0.1]).verdict == "valid"
+    assert _report(True, [0.1, None, 0.1]).verdict == "invalid"
+    assert _report(False, [0.1, 0.2, 0.1]).verdict == "invalid"
+    assert _report(None, [0.1, 0.2, 0.1]).verdict == "unknown"
+    broken = _report(True, [0.1])
+    broken.harness_errors.append("KeyError: 'n1'")
+    assert broken.verdict == "unknown"
