@@ -13,7 +13,7 @@ from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.errors import APIError, KeyWrongLastSequenceError
 
 from chaos.check.history import OpType, pair, parse_jsonl
-from chaos.run import schedule
+from chaos.run import schedule, table
 from chaos.run.clients import outcome_of
 from chaos.run.recorder import HistoryRecorder
 from chaos.run.runner import FaultRecord, RunReport
@@ -135,3 +135,36 @@ def test_a_node_not_serving_after_a_heal_makes_the_run_invalid() -> None:
     broken = _report(True, [0.1])
     broken.harness_errors.append("KeyError: 'n1'")
     assert broken.verdict == "unknown"
+
+
+def test_a_matrix_row_says_what_was_lost_and_who_did_not_serve_again() -> None:
+    report = {
+        "verdict": "invalid",
+        "settings": {"workload": "queue", "seed": 4},
+        "operations": {"add:ok": 90, "add:info": 3, "add:fail": 2, "read:ok": 1},
+        "checks": {"valid": False, "set": {"lost_count": 1, "duplicated_count": 0}},
+        "faults": [
+            {
+                "index": 0,
+                "kind": "kill-leader",
+                "liveness": {"ok": True, "served_after_s": {"n1": 1.5, "n2": 0.1}},
+            },
+            {
+                "index": 1,
+                "kind": "isolate-leader",
+                "liveness": {
+                    "ok": False,
+                    "served_after_s": {"n1": None, "n2": 0.2},
+                    "not_serving": {"n1": "no responders"},
+                },
+            },
+        ],
+        "final_liveness": {"ok": True},
+        "node_log_problems": {"n1": {"count": 2}},
+    }
+    row = table.row(report, "kill")
+    assert (row["acked"], row["indeterminate"], row["lost"], row["faults_applied"]) == (90, 3, 1, 2)
+    assert row["not_serving"] == "#1 isolate-leader: n1" and row["slowest_recovery_s"] == 1.5
+    assert row["log_problems"] == 2
+    lines = table.markdown([row]).splitlines()
+    assert len(lines) == 3 and "| queue | kill | 4 | invalid | 90 |" in lines[2]
