@@ -35,6 +35,9 @@ class LocalControl:
     def restart(self, node: str) -> None:
         self.cluster.restart_node(node)
 
+    def data_dir(self, node: str) -> Path:
+        return self.cluster.data_dir / node
+
     def pause(self, node: str) -> None:
         os.kill(self.cluster.procs[node].pid, signal.SIGSTOP)
 

@@ -9,9 +9,12 @@ worker thread.
 from __future__ import annotations
 
 import asyncio
+import random
+from pathlib import Path
 from typing import Protocol
 
 from chaos.readafterwrite.faults import LinkFaults
+from chaos.run.corruption import flip_bits, truncate_logs
 from chaos.run.schedule import Targets
 
 
@@ -27,6 +30,9 @@ class ClusterControl(Protocol):
     def pause(self, node: str) -> None:
         """SIGSTOP."""
 
+    def data_dir(self, node: str) -> Path:
+        """Where the node keeps its Raft log and stores."""
+
     def resume(self, node: str) -> None:
         """SIGCONT."""
 
@@ -36,9 +42,14 @@ class FaultInjector:
         self.control = control
         self.links = links
 
-    async def apply(self, targets: Targets) -> None:
+    async def apply(self, targets: Targets, rng: random.Random) -> list[str]:
+        """Apply the fault; what was damaged on disk, if anything."""
+        damage: list[str] = []
         for node in targets.kill:
             await asyncio.to_thread(self.control.kill, node)
+        for node in targets.corrupt:
+            damage_files = flip_bits if targets.corrupt_mode == "bits" else truncate_logs
+            damage += await asyncio.to_thread(damage_files, self.control.data_dir(node), rng)
         for node in targets.pause:
             await asyncio.to_thread(self.control.pause, node)
         if targets.cut:

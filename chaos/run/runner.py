@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -57,6 +58,7 @@ class FaultRecord:
     healed_at_s: float
     liveness: dict[str, Any]
     error: str | None = None
+    damage: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -215,8 +217,9 @@ async def _one_fault(
     chosen = targets(step.kind, [client.node for client in clients], leader, step.choice)
     applied_at = recorder.now() / 1e9
     error = None
+    damage: list[str] = []
     try:
-        await injector.apply(chosen)
+        damage = await injector.apply(chosen, random.Random(step.choice))
         await asyncio.sleep(step.duration)
     except Exception as exc:  # recorded; the heal below still runs
         error = f"applying: {type(exc).__name__}: {exc}"
@@ -229,7 +232,7 @@ async def _one_fault(
         f"after heal: {_liveness_line(liveness)}"
     )
     return FaultRecord(step.index, step.kind, leader, chosen.describe(), round(applied_at, 3), round(healed_at, 3),
-                       liveness, error)  # fmt: skip
+                       liveness, error, damage)  # fmt: skip
 
 
 def _liveness_line(liveness: dict[str, Any]) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import itertools
+import random
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -13,7 +15,7 @@ from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.errors import APIError, KeyWrongLastSequenceError
 
 from chaos.check.history import OpType, pair, parse_jsonl
-from chaos.run import schedule, table
+from chaos.run import corruption, schedule, table
 from chaos.run.clients import outcome_of
 from chaos.run.recorder import HistoryRecorder
 from chaos.run.runner import FaultRecord, RunReport
@@ -44,7 +46,8 @@ def test_a_plan_fits_its_time_and_uses_only_the_faults_asked(
 
 def test_fault_groups_expand_and_unknown_faults_are_refused() -> None:
     assert parse_faults("kill,latency") == [*schedule.GROUPS["kill"], schedule.LATENCY]
-    assert parse_faults("all") == list(FAULTS)
+    assert parse_faults("all") == schedule.SURVIVABLE
+    assert set(parse_faults("all,corrupt")) == set(FAULTS)
     with pytest.raises(ValueError, match="unknown fault 'kill-everyone'"):
         parse_faults("kill-everyone")
     with pytest.raises(ValueError, match="no fault"):
@@ -64,6 +67,8 @@ def test_leader_faults_hit_the_leader_and_follower_faults_never_do(choice: int) 
     isolated = targets(schedule.ISOLATE_LEADER, NODES, "n2", choice).cut
     assert sorted(isolated) == sorted([("n2", "n1"), ("n2", "n3"), ("n1", "n2"), ("n3", "n2")])
     assert len(targets(schedule.KILL_MAJORITY, FIVE, None, choice).kill) == 3
+    damaged = targets(schedule.CORRUPT_BITS, NODES, "n2", choice)
+    assert damaged.corrupt == damaged.kill and "n2" not in damaged.corrupt and damaged.corrupt_mode == "bits"
 
 
 @pytest.mark.parametrize(("nodes", "choice"), list(itertools.product([NODES, FIVE], range(20))))
@@ -168,3 +173,50 @@ def test_a_matrix_row_says_what_was_lost_and_who_did_not_serve_again() -> None:
     assert row["log_problems"] == 2
     lines = table.markdown([row]).splitlines()
     assert len(lines) == 3 and "| queue | kill | 4 | invalid | 90 |" in lines[2]
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {
+        str(path.relative_to(root)): path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()
+    }
+
+
+def _node_dir(root: Path) -> Path:
+    for store in ("raft", "streams/S-1"):
+        (root / store).mkdir(parents=True)
+        (root / store / "000008.log").write_bytes(bytes(range(256)) * 8)
+        (root / store / "000004.log").write_bytes(b"older" * 100)
+        (root / store / "000009.sst").write_bytes(b"\x00" * 4096)
+        (root / store / "LOG").write_text("rocksdb's own text log, not data")
+    return root
+
+
+def test_flipped_bits_change_only_data_files_one_bit_each_and_the_same_seed_flips_the_same(
+    tmp_path: Path,
+) -> None:
+    first, second = _node_dir(tmp_path / "a"), _node_dir(tmp_path / "b")
+    before = _files(first)
+    done = corruption.flip_bits(first, random.Random(5), flips=16)
+    assert done == corruption.flip_bits(second, random.Random(5), flips=16)
+    after = _files(first)
+    assert after == _files(second)
+    changed_bits = 0
+    for name, data in before.items():
+        if name.endswith("LOG"):
+            assert after[name] == data
+        changed_bits += sum(bin(x ^ y).count("1") for x, y in zip(data, after[name], strict=True))
+    # 16 flips, a bit flipped twice flips back
+    assert 0 < changed_bits <= 16 and changed_bits % 2 == 0
+
+
+def test_truncation_cuts_each_stores_newest_write_ahead_log_only(tmp_path: Path) -> None:
+    node = _node_dir(tmp_path / "n")
+    before = _files(node)
+    done = corruption.truncate_logs(node, random.Random(9))
+    after = _files(node)
+    assert len(done) == 2
+    for name, data in before.items():
+        if name.endswith("000008.log"):
+            assert len(data) // 2 <= len(after[name]) < len(data) and data.startswith(after[name])
+        else:
+            assert after[name] == data
