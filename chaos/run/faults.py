@@ -58,6 +58,7 @@ class FaultInjector:
             await asyncio.to_thread(
                 self.links.add_latency, targets.lag, targets.latency_ms, targets.jitter_ms
             )
+        return damage
 
     async def heal(self, targets: Targets) -> None:
         if targets.lag:

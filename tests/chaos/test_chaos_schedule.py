@@ -15,8 +15,10 @@ from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.errors import APIError, KeyWrongLastSequenceError
 
 from chaos.check.history import OpType, pair, parse_jsonl
+from chaos.readafterwrite.faults import LinkFaults
 from chaos.run import corruption, schedule, table
 from chaos.run.clients import outcome_of
+from chaos.run.faults import FaultInjector
 from chaos.run.recorder import HistoryRecorder
 from chaos.run.runner import FaultRecord, RunReport
 from chaos.run.schedule import FAULTS, Targets, parse_faults, plan, targets
@@ -220,3 +222,41 @@ def test_truncation_cuts_each_stores_newest_write_ahead_log_only(tmp_path: Path)
             assert len(data) // 2 <= len(after[name]) < len(data) and data.startswith(after[name])
         else:
             assert after[name] == data
+
+
+class RecordingControl:
+    """A ClusterControl over no processes: records what the injector asked, in order."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.calls: list[tuple[str, str]] = []
+
+    def kill(self, node: str) -> None:
+        self.calls.append(("kill", node))
+
+    def restart(self, node: str) -> None:
+        self.calls.append(("restart", node))
+
+    def pause(self, node: str) -> None:
+        self.calls.append(("pause", node))
+
+    def resume(self, node: str) -> None:
+        self.calls.append(("resume", node))
+
+    def data_dir(self, node: str) -> Path:
+        return self.root / node
+
+
+async def test_a_corrupt_fault_kills_damages_then_restarts_the_node_and_says_what_it_damaged(
+    tmp_path: Path,
+) -> None:
+    _node_dir(tmp_path / "n2")
+    control = RecordingControl(tmp_path)
+    injector = FaultInjector(control, LinkFaults("http://127.0.0.1:1"))
+    chosen = targets(schedule.CORRUPT_TRUNCATE, NODES, "n1", 1)
+    assert chosen.kill == chosen.corrupt == ("n2",)  # what seed 1 picks among the followers
+    damage = await injector.apply(chosen, random.Random(3))
+    assert control.calls == [("kill", "n2")]
+    assert len(damage) == 2 and all(line.endswith("bytes") for line in damage)
+    await injector.heal(chosen)
+    assert control.calls == [("kill", "n2"), ("restart", "n2")]
