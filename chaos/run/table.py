@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+# acknowledged writes: queue adds, register puts and compare-and-sets
+WRITES_OK = ("add:ok", "write:ok", "cas:ok")
 COLUMNS = (
     ("workload", "workload"),
     ("faults", "faults"),
     ("seed", "seed"),
     ("verdict", "verdict"),
-    ("acked", "acked ops"),
+    ("acked", "acked writes"),
     ("indeterminate", "indeterminate"),
     ("lost", "lost"),
     ("duplicated", "dup"),
@@ -26,9 +28,7 @@ def row(report: dict[str, Any], faults_label: str) -> dict[str, Any]:
     settings = report.get("settings", {})
     operations: dict[str, int] = report.get("operations", {})
     checks = report.get("checks", {})
-    acked = sum(
-        count for name, count in operations.items() if name.endswith(":ok") and not name.startswith("read")
-    )
+    acked = sum(count for name, count in operations.items() if name in WRITES_OK)
     indeterminate = sum(count for name, count in operations.items() if name.endswith(":info"))
     heals = [fault["liveness"] for fault in report.get("faults", [])]
     recoveries = [s for heal in heals for s in heal.get("served_after_s", {}).values() if s is not None]
@@ -49,7 +49,7 @@ def row(report: dict[str, Any], faults_label: str) -> dict[str, Any]:
         "verdict": report.get("verdict", "?"),
         "acked": acked,
         "indeterminate": indeterminate,
-        "lost": set_check.get("lost_count", "") if set_check else "",
+        "lost": _lost(set_check),
         "duplicated": set_check.get("duplicated_count", "") if set_check else "",
         "linearizable": linearizability.get("verdict", ""),
         "stale_direct": f"{staleness['stale']}/{staleness['direct_reads']}" if staleness else "",
@@ -64,3 +64,9 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     lines = ["| " + " | ".join(title for _, title in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(str(r.get(name, "")) for name, _ in COLUMNS) + " |" for r in rows]
     return "\n".join(lines)
+
+
+def _lost(set_check: dict[str, Any]) -> object:
+    if not set_check:
+        return ""
+    return set_check.get("lost_count", "") if set_check.get("final_read") else "no final read"

@@ -148,8 +148,8 @@ def test_a_matrix_row_says_what_was_lost_and_who_did_not_serve_again() -> None:
     report = {
         "verdict": "invalid",
         "settings": {"workload": "queue", "seed": 4},
-        "operations": {"add:ok": 90, "add:info": 3, "add:fail": 2, "read:ok": 1},
-        "checks": {"valid": False, "set": {"lost_count": 1, "duplicated_count": 0}},
+        "operations": {"add:ok": 90, "add:info": 3, "add:fail": 2, "read:ok": 1, "direct-read:ok": 7},
+        "checks": {"valid": False, "set": {"final_read": True, "lost_count": 1, "duplicated_count": 0}},
         "faults": [
             {
                 "index": 0,
@@ -173,6 +173,8 @@ def test_a_matrix_row_says_what_was_lost_and_who_did_not_serve_again() -> None:
     assert (row["acked"], row["indeterminate"], row["lost"], row["faults_applied"]) == (90, 3, 1, 2)
     assert row["not_serving"] == "#1 isolate-leader: n1" and row["slowest_recovery_s"] == 1.5
     assert row["log_problems"] == 2
+    report["checks"]["set"]["final_read"] = False
+    assert table.row(report, "kill")["lost"] == "no final read"
     lines = table.markdown([row]).splitlines()
     assert len(lines) == 3 and "| queue | kill | 4 | invalid | 90 |" in lines[2]
 
