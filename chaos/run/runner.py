@@ -21,6 +21,7 @@ from chaos.readafterwrite.faults import LinkFaults
 from chaos.run.clients import PinnedClient, close_all, connect_all
 from chaos.run.faults import ClusterControl, FaultInjector
 from chaos.run.liveness import check_liveness, create_liveness_stream
+from chaos.run.membership import remove_peer, stream_placement
 from chaos.run.queue import QueueWorkload
 from chaos.run.recorder import HistoryRecorder
 from chaos.run.register import RegisterWorkload
@@ -58,7 +59,8 @@ class FaultRecord:
     healed_at_s: float
     liveness: dict[str, Any]
     error: str | None = None
-    damage: list[str] = field(default_factory=list)
+    # what the fault did beyond its targets: the files it damaged, the API's answer to a peer removal
+    effects: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -108,18 +110,6 @@ def make_workload(settings: RunSettings) -> Workload:
             keys=settings.keys, replicas=settings.replicas, op_timeout=settings.op_timeout
         )
     raise ValueError(f"unknown workload {settings.workload!r} (known: {', '.join(WORKLOADS)})")
-
-
-async def stream_leader(clients: list[PinnedClient], stream: str) -> str | None:
-    """The stream's leader as the first node that answers STREAM.INFO says, None if nobody knows."""
-    for client in clients:
-        try:
-            info = await asyncio.wait_for(client.js.stream_info(stream), 2.0)
-        except Exception:  # that node cannot say now; ask the next
-            continue
-        if info.cluster is not None and info.cluster.leader:
-            return info.cluster.leader
-    return None
 
 
 def _count(ops: list[Any]) -> dict[str, int]:
@@ -213,13 +203,15 @@ async def _one_fault(
     progress: Progress,
 ) -> FaultRecord:
     await asyncio.sleep(step.quiet)
-    leader = await stream_leader(clients, workload.stream)
-    chosen = targets(step.kind, [client.node for client in clients], leader, step.choice)
+    leader, replicas = await stream_placement(clients, workload.stream)
+    chosen = targets(step.kind, [client.node for client in clients], leader, step.choice, replicas or None)
     applied_at = recorder.now() / 1e9
     error = None
-    damage: list[str] = []
+    effects: list[str] = []
     try:
-        damage = await injector.apply(chosen, random.Random(step.choice))
+        effects = await injector.apply(chosen, random.Random(step.choice))
+        for peer in chosen.remove_peer:
+            effects.append(await remove_peer(clients, workload.stream, peer))
         await asyncio.sleep(step.duration)
     except Exception as exc:  # recorded; the heal below still runs
         error = f"applying: {type(exc).__name__}: {exc}"
@@ -232,7 +224,7 @@ async def _one_fault(
         f"after heal: {_liveness_line(liveness)}"
     )
     return FaultRecord(step.index, step.kind, leader, chosen.describe(), round(applied_at, 3), round(healed_at, 3),
-                       liveness, error, damage)  # fmt: skip
+                       liveness, error, effects)  # fmt: skip
 
 
 def _liveness_line(liveness: dict[str, Any]) -> str:

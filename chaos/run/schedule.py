@@ -28,6 +28,7 @@ PARTITION_BRIDGE = "partition-bridge"
 PARTITION_ONE_WAY = "partition-one-way"
 ISOLATE_LEADER = "isolate-leader"
 LATENCY = "latency"
+PEER_REMOVE = "peer-remove"
 CORRUPT_BITS = "corrupt-bits"
 CORRUPT_TRUNCATE = "corrupt-truncate"
 
@@ -43,16 +44,19 @@ FAULTS: dict[str, str] = {
     PARTITION_ONE_WAY: "cut one direction only: what one node sends to every other, or what it receives",
     ISOLATE_LEADER: "cut every link to and from the stream leader",
     LATENCY: "slow every link to and from one node (50-500 ms, with jitter)",
+    PEER_REMOVE: "membership change under load: STREAM.PEER.REMOVE of a follower replica (needs --nodes 4+)",
     CORRUPT_BITS: "kill -9 a follower, flip 16 random bits in its data files, restart it at heal",
     CORRUPT_TRUNCATE: "kill -9 a follower, cut its newest write-ahead logs short, restart it at heal",
 }
-# what the cluster is expected to survive today; file corruption is repaired from peers only once issue 23's
-# second half is built, so `all` leaves it out and `corrupt` asks for it
-SURVIVABLE = [name for name in FAULTS if name not in (CORRUPT_BITS, CORRUPT_TRUNCATE)]
+# what the cluster is expected to survive today, on 3 nodes: file corruption is repaired from peers only once
+# issue 23's second half is built, and a replica can only be replaced with a spare node, so `all` leaves
+# them out; `corrupt` and `membership` ask for them
+SURVIVABLE = [name for name in FAULTS if name not in (CORRUPT_BITS, CORRUPT_TRUNCATE, PEER_REMOVE)]
 # `--faults` shorthands
 GROUPS: dict[str, list[str]] = {
     "all": SURVIVABLE,
     "corrupt": [CORRUPT_BITS, CORRUPT_TRUNCATE],
+    "membership": [PEER_REMOVE],
     "kill": [KILL_LEADER, KILL_FOLLOWER, KILL_MAJORITY],
     "pause": [PAUSE_LEADER, PAUSE_FOLLOWER],
     "partition": [PARTITION_ONE, PARTITION_MAJORITY, PARTITION_BRIDGE, PARTITION_ONE_WAY, ISOLATE_LEADER],
@@ -119,6 +123,7 @@ class Targets:
     lag: tuple[str, ...] = ()
     corrupt: tuple[str, ...] = ()  # killed first (in `kill`), their files damaged while down
     corrupt_mode: str = ""
+    remove_peer: tuple[str, ...] = ()
     latency_ms: int = 0
     jitter_ms: int = 0
     notes: dict[str, str] = field(default_factory=dict)
@@ -135,6 +140,8 @@ class Targets:
             record["lag"] = list(self.lag)
             record["latency_ms"] = self.latency_ms
             record["jitter_ms"] = self.jitter_ms
+        if self.remove_peer:
+            record["remove_peer"] = list(self.remove_peer)
         if self.corrupt:
             record["corrupt"] = list(self.corrupt)
             record["corrupt_mode"] = self.corrupt_mode
@@ -147,8 +154,11 @@ def _between(group_a: list[str], group_b: list[str]) -> tuple[tuple[str, str], .
     return tuple((a, b) for a in group_a for b in group_b) + tuple((b, a) for a in group_a for b in group_b)
 
 
-def targets(kind: str, nodes: list[str], leader: str | None, choice: int) -> Targets:
-    """The nodes and links `kind` hits, given the stream leader now (None when nobody leads: any node)."""
+def targets(
+    kind: str, nodes: list[str], leader: str | None, choice: int, replicas: list[str] | None = None
+) -> Targets:
+    """The nodes and links `kind` hits, given the stream leader now (None when nobody leads: any node) and
+    its replicas (default: every node)."""
     rng = random.Random(choice)
     ordered = sorted(nodes)
     leader_now = leader if leader in ordered else rng.choice(ordered)
@@ -188,6 +198,9 @@ def targets(kind: str, nodes: list[str], leader: str | None, choice: int) -> Tar
         return Targets(
             kill=(victim,), corrupt=(victim,), corrupt_mode="bits" if kind == CORRUPT_BITS else "truncate"
         )
+    if kind == PEER_REMOVE:
+        members = sorted(replicas) if replicas else ordered
+        return Targets(remove_peer=(rng.choice([node for node in members if node != leader_now] or members),))
     if kind == LATENCY:
         return Targets(
             lag=(rng.choice(ordered),),

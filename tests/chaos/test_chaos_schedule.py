@@ -49,7 +49,7 @@ def test_a_plan_fits_its_time_and_uses_only_the_faults_asked(
 def test_fault_groups_expand_and_unknown_faults_are_refused() -> None:
     assert parse_faults("kill,latency") == [*schedule.GROUPS["kill"], schedule.LATENCY]
     assert parse_faults("all") == schedule.SURVIVABLE
-    assert set(parse_faults("all,corrupt")) == set(FAULTS)
+    assert set(parse_faults("all,corrupt,membership")) == set(FAULTS)
     with pytest.raises(ValueError, match="unknown fault 'kill-everyone'"):
         parse_faults("kill-everyone")
     with pytest.raises(ValueError, match="no fault"):
@@ -69,6 +69,8 @@ def test_leader_faults_hit_the_leader_and_follower_faults_never_do(choice: int) 
     isolated = targets(schedule.ISOLATE_LEADER, NODES, "n2", choice).cut
     assert sorted(isolated) == sorted([("n2", "n1"), ("n2", "n3"), ("n1", "n2"), ("n3", "n2")])
     assert len(targets(schedule.KILL_MAJORITY, FIVE, None, choice).kill) == 3
+    removed = targets(schedule.PEER_REMOVE, FIVE, "n2", choice, replicas=["n2", "n4", "n5"]).remove_peer
+    assert removed in (("n4",), ("n5",))
     damaged = targets(schedule.CORRUPT_BITS, NODES, "n2", choice)
     assert damaged.corrupt == damaged.kill and "n2" not in damaged.corrupt and damaged.corrupt_mode == "bits"
 
