@@ -61,7 +61,6 @@ class QueueWorkload:
     ) -> None:
         """Read the whole stream through the first node that manages it within `timeout` seconds."""
         deadline = time.monotonic() + timeout
-        errors: list[str] = []
         for client in itertools.cycle(clients):
             if time.monotonic() > deadline:
                 break
@@ -71,7 +70,6 @@ class QueueWorkload:
             except Exception as exc:  # try the next node
                 kind, why = outcome_of(exc)
                 recorder.complete(invoke, kind, error=why)
-                errors.append(f"{client.node}: {why}")
                 await asyncio.sleep(0.5)
                 continue
             recorder.complete(invoke, OpType.OK, values)
