@@ -11,7 +11,7 @@ DEV_STAMP := $(VENV)/.installed-dev
 NATSJS := tests/natsjs
 NATSJS_STAMP := $(NATSJS)/node_modules/.installed
 
-.PHONY: install install-dev natsjs up test lint proto sim clean
+.PHONY: install install-dev natsjs up test lint proto sim chaos clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -63,6 +63,15 @@ proto: install-dev
 
 sim: install
 	$(BIN)/jetraft sim --seeds 2000 --first-seed 1
+
+# The chaos matrix (docs/chaos.md): each workload under each fault set, CHAOS_SEEDS seeds, a fresh
+# 3-node cluster per run, CHAOS_TIME seconds of faults each; the table goes to chaos-runs/matrix-*/table.md.
+CHAOS_SEEDS ?= 1:5
+CHAOS_TIME ?= 60
+CHAOS_FAULT_SETS ?= kill/pause/partition/latency/all
+chaos: install-dev
+	$(BIN)/jetraft chaos matrix --workloads queue,register --fault-sets $(CHAOS_FAULT_SETS) \
+	  --seeds $(CHAOS_SEEDS) --time $(CHAOS_TIME)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info $(NATSJS)/node_modules

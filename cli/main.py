@@ -16,6 +16,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, str | None]] = {
     "local": ("cli.local", "run a local cluster of node processes on 127.0.0.1", None),
     "sim": ("raft.sim_cli", "run the deterministic Raft simulator over many seeds", None),
     "toxiproxy": ("chaos.toxiproxy_cli", "serve the Toxiproxy HTTP API with an embedded proxy", None),
+    "chaos": ("cli.chaos", "chaos runs: workloads under seeded faults, checked as Jepsen does", "demo"),
     "demo": ("cli.demo", "run a demonstration (read-after-write under injected lag)", "demo"),
 }
 

@@ -87,3 +87,16 @@ class LinkFaults:
     def heal(self, node: str) -> None:
         for proxy in self.proxies_of([node]):
             proxy.enable()
+
+    def cut(self, links: Iterable[tuple[str, str]]) -> list[str]:
+        """Disable the proxies of the given (source, target) links: one direction each."""
+        proxies = self.client.proxies()
+        names = [f"{source}-to-{target}" for source, target in links]
+        for name in names:
+            proxies[name].disable()
+        return names
+
+    def restore(self, links: Iterable[tuple[str, str]]) -> None:
+        proxies = self.client.proxies()
+        for source, target in links:
+            proxies[f"{source}-to-{target}"].enable()

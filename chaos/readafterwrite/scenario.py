@@ -102,7 +102,7 @@ class DemoResult:
 NO_SUITABLE_PEERS = 10005
 
 
-async def _add_stream(
+async def add_stream_when_placed(
     js: nats.js.JetStreamContext, config: StreamConfig, timeout: float = 30.0
 ) -> nats.js.api.StreamInfo:
     """`add_stream`, asked again while the cluster cannot place it yet.
@@ -126,7 +126,7 @@ async def create_streams(js: nats.js.JetStreamContext, settings: DemoSettings) -
     for name in (settings.mirror, settings.stream):
         with contextlib.suppress(NotFoundError):
             await js.delete_stream(name)
-    info = await _add_stream(
+    info = await add_stream_when_placed(
         js,
         StreamConfig(
             name=settings.stream,
@@ -135,7 +135,7 @@ async def create_streams(js: nats.js.JetStreamContext, settings: DemoSettings) -
             allow_direct=True,
         ),
     )
-    mirror = await _add_stream(
+    mirror = await add_stream_when_placed(
         js,
         StreamConfig(
             name=settings.mirror,

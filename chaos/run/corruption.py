@@ -1,0 +1,55 @@
+"""Damage a stopped node's files: flipped bits, or a truncated write-ahead log (RocksDB's `*.log`).
+
+Applied to a node killed a moment before and restarted at heal: the node must
+notice and repair from its peers, never serve what it damaged. Seeded: the
+same random generator and files give the same damage.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+FLIPS = 16
+
+
+def candidate_files(data_dir: Path) -> list[Path]:
+    """The node's RocksDB data files (tables and write-ahead logs), in a stable order; not its text LOG."""
+    return sorted(
+        path
+        for path in data_dir.rglob("*")
+        if path.is_file() and path.suffix in (".sst", ".log") and path.stat().st_size > 0
+    )
+
+
+def flip_bits(data_dir: Path, rng: random.Random, flips: int = FLIPS) -> list[str]:
+    """Flip `flips` random bits in random data files; what was done, one line per flip."""
+    files = candidate_files(data_dir)
+    done: list[str] = []
+    for _ in range(flips if files else 0):
+        path = rng.choice(files)
+        size = path.stat().st_size
+        offset, bit = rng.randrange(size), rng.randrange(8)
+        with open(path, "r+b") as file:
+            file.seek(offset)
+            byte = file.read(1)[0]
+            file.seek(offset)
+            file.write(bytes([byte ^ (1 << bit)]))
+        done.append(f"{path.relative_to(data_dir)}@{offset} bit {bit}")
+    return done
+
+
+def truncate_logs(data_dir: Path, rng: random.Random) -> list[str]:
+    """Cut each RocksDB directory's newest write-ahead log at a random point of its second half."""
+    done: list[str] = []
+    newest: dict[Path, Path] = {}
+    for path in candidate_files(data_dir):
+        if path.suffix == ".log" and (path.parent not in newest or path.name > newest[path.parent].name):
+            newest[path.parent] = path
+    for path in sorted(newest.values()):
+        size = path.stat().st_size
+        keep = rng.randrange(size // 2, size)
+        with open(path, "r+b") as file:
+            file.truncate(keep)
+        done.append(f"{path.relative_to(data_dir)} {size} -> {keep} bytes")
+    return done
