@@ -7,7 +7,13 @@ BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: install install-dev up test lint proto sim clean
+.PHONY: install install-dev up test lint proto sim clean nats-cli
+
+# The nats CLI (natscli), for the CLI comparison tests and bench/: built from source when Go is
+# present (v0.5.1 is skipped on purpose), into .tools/bin, which git ignores.
+NATSCLI_VERSION := v0.5.0
+GO ?= $(shell command -v go 2>/dev/null || ls /usr/local/go/bin/go 2>/dev/null)
+TOOLS_BIN := $(CURDIR)/.tools/bin
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,7 +41,15 @@ lint: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 
-test: install-dev
+$(TOOLS_BIN)/nats:
+	GOBIN=$(TOOLS_BIN) $(GO) install github.com/nats-io/natscli/nats@$(NATSCLI_VERSION)
+
+# Builds the CLI when Go is here; without Go the CLI tests skip themselves and say why.
+nats-cli:
+	@if [ -n "$(GO)" ]; then $(MAKE) --no-print-directory $(TOOLS_BIN)/nats; \
+	else echo "go not found: the nats CLI is not built, its tests will be skipped"; fi
+
+test: install-dev nats-cli
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -p no:cacheprovider
@@ -52,4 +66,4 @@ sim: install
 	$(BIN)/jetraft sim --seeds 2000 --first-seed 1
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache build *.egg-info .tools

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from typing import Protocol, cast
 
 import structlog
@@ -87,6 +88,7 @@ class ClientConnection(asyncio.Protocol):
         self.subs: dict[str, Subscription] = {}
         self.transport: asyncio.Transport | None = None
         self.remote_ip = ""
+        self.remote_port = 0
         self.closed = False
         self.pings_out = 0
         self._out: list[bytes] = []
@@ -100,6 +102,11 @@ class ClientConnection(asyncio.Protocol):
         self._ping_timer: asyncio.TimerHandle | None = None
         self.in_msgs = 0
         self.out_msgs = 0
+        # for /connz and /varz: payload and header bytes, as nats-server counts them
+        self.in_bytes = 0
+        self.out_bytes = 0
+        self.started_ns = time.time_ns()
+        self.last_activity_ns = self.started_ns
 
     # --- asyncio.Protocol -------------------------------------------------------------
 
@@ -108,6 +115,7 @@ class ClientConnection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.remote_ip = peer[0] if peer else ""
+        self.remote_port = peer[1] if peer else 0
         self.server.register(self)
         self._write(self.server.info_bytes(self))
         limits = self.server.limits
@@ -226,6 +234,8 @@ class ClientConnection(asyncio.Protocol):
 
     def _publish(self, subject: str, reply: str | None, headers: bytes | None, payload: bytes) -> None:
         self.in_msgs += 1
+        self.in_bytes += len(payload) + (len(headers) if headers else 0)
+        self.last_activity_ns = time.time_ns()
         if self.pedantic and not is_valid_subject(subject):
             self._write(encode_err(ERR_INVALID_PUBLISH_SUBJECT))
             return
@@ -278,6 +288,7 @@ class ClientConnection(asyncio.Protocol):
         else:
             data = b"MSG %s %s %d\r\n%s\r\n" % (subject, sid, len(payload), payload)
         self.out_msgs += 1
+        self.out_bytes += len(payload) + (len(headers) if headers is not None and self.headers_enabled else 0)
         self._out.append(data)
         self._out_size += len(data)
         if not self._flush_pending:
@@ -292,6 +303,11 @@ class ClientConnection(asyncio.Protocol):
             del self.subs[sid]
 
     # --- output -------------------------------------------------------------------------
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes queued for this client and not yet handed to the transport."""
+        return self._out_size
 
     def _write(self, data: bytes) -> None:
         if self.closed:

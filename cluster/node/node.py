@@ -27,6 +27,7 @@ from cluster.direct_get.responder import DIRECT_GET_QUEUE
 from cluster.meta.service import MetaService
 from cluster.node.config import NodeConfig
 from cluster.node.http_server import NodeHttpServer
+from cluster.node.monitoring import NodeMonitor
 from cluster.runtime.context import META_GROUP, STREAM_GROUP_OPTIONS, NodeContext
 from cluster.runtime.internal_requests import InternalRequester
 from cluster.runtime.metrics import NodeMetrics
@@ -77,7 +78,8 @@ class Node:
         data_dir.mkdir(parents=True, exist_ok=True)
         self.engine = RocksLogEngine(data_dir / "raft")
         self.host = RaftHost(config.name, self.engine, on_leader_change=self._leader_changed)
-        self.http = NodeHttpServer(config.host, config.http_port, self.metrics.registry, self._health)
+        self.monitor = NodeMonitor(self, lambda: self.http.port)
+        self.http = NodeHttpServer(config.host, config.http_port, self.metrics.registry, self.monitor)
         self.ctx: NodeContext | None = None
         self.meta: MetaService | None = None
         self.api: ApiEntry | None = None
@@ -188,12 +190,6 @@ class Node:
         replica = meta.stream_replica(group)
         if replica is not None:
             replica.on_leader_change(leader, role, term)
-
-    def _health(self) -> tuple[bool, dict[str, Any]]:
-        meta = self.meta
-        leader = meta.leader_id if meta is not None else None
-        streams = sorted(meta.replicas) if meta is not None else []
-        return leader is not None, {"node": self.config.name, "meta_leader": leader, "streams": streams}
 
     async def _refresh_metrics(self) -> None:
         metrics, node = self.metrics, self.config.name
