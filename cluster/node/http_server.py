@@ -119,7 +119,5 @@ def _json(request: web.Request, body: dict[str, Any], status: int) -> web.Respon
     text = json.dumps(body, indent=2, ensure_ascii=False)
     callback = request.query.get("callback")
     if callback:
-        return web.Response(
-            status=status, text=f"{callback}({text})", content_type="application/javascript"
-        )
+        return web.Response(status=status, text=f"{callback}({text})", content_type="application/javascript")
     return web.Response(status=status, text=text, content_type="application/json")

@@ -25,7 +25,7 @@ from cluster.meta.service import MetaService
 from cluster.node.config import NodeConfig
 from cluster.node.go_format import go_duration, uptime_string
 from cluster.node.http_server import QueryError
-from cluster.runtime.context import CLUSTER_NAME, META_GROUP
+from cluster.runtime.context import CLUSTER_NAME, META_GROUP, SYSTEM_ACCOUNT
 from cluster.stream.info import API_LEVEL, state_json
 from cluster.stream.replica import StreamReplica
 from gateway.connection import ClientConnection
@@ -46,7 +46,6 @@ DEFAULT_MAX_CONSUMERS = 1000
 # nats-server's "no reservation" (math.MaxUint64) for an account's reserved memory and storage
 NO_RESERVATION = 2**64 - 1
 GLOBAL_ACCOUNT = "$G"
-SYSTEM_ACCOUNT = "$SYS"
 # nats-server's sync_interval default: file stores fsync at most this often (jetraft's RocksDB
 # stores sync per Raft write batch; the figure is reported for the shape's sake)
 SYNC_INTERVAL_NS = 120_000_000_000
@@ -200,6 +199,59 @@ class NodeMonitor:
             "disk_io_wait_stats": {"waiters": 0, "waits": 0, "wait_time": 0, "max_wait_time": 0},
         }
         return body
+
+    def identity(self) -> dict[str, Any]:
+        """Who answers a `$SYS` request: the `server` object of nats-server's replies."""
+        node = self._node
+        out: dict[str, Any] = {
+            "name": node.server.name,
+            "host": node.server.host,
+            "id": node.server.server_id,
+        }
+        if node.config.peers:
+            out["cluster"] = CLUSTER_NAME
+        if node.config.domain:
+            out["domain"] = node.config.domain
+        out["ver"] = node.server.version
+        if node.config.tags:
+            out["tags"] = list(node.config.tags)
+        return out
+
+    def statsz(self) -> dict[str, Any]:
+        """`$SYS.REQ.SERVER.PING`'s statsz: what `nats server ls` tabulates."""
+        varz = self.varz()
+        links = [self._node.mesh.link_stats(peer) for peer in sorted(self._node.mesh.peers)]
+        connected = [link for link in links if link is not None and link.connected]
+        out: dict[str, Any] = {
+            "start": varz["start"],
+            "mem": varz["mem"],
+            "cores": varz["cores"],
+            "cpu": varz["cpu"],
+            "connections": varz["connections"],
+            "total_connections": varz["total_connections"],
+            "active_accounts": 1,
+            "subscriptions": varz["subscriptions"],
+            "sent": {"msgs": varz["out_msgs"], "bytes": varz["out_bytes"]},
+            "sent_to_clients": {"msgs": varz["out_client_msgs"], "bytes": varz["out_client_bytes"]},
+            "received": {"msgs": varz["in_msgs"], "bytes": varz["in_bytes"]},
+            "received_from_clients": {"msgs": varz["in_client_msgs"], "bytes": varz["in_client_bytes"]},
+            "slow_consumers": varz["slow_consumers"],
+            "active_servers": 1 + len(connected),
+        }
+        if connected:
+            out["routes"] = [
+                {
+                    "rid": index,
+                    "name": link.peer,
+                    "sent": {"msgs": link.messages_sent, "bytes": 0},
+                    "received": {"msgs": link.messages_received, "bytes": 0},
+                    "pending": link.queued_bytes,
+                }
+                for index, link in enumerate(connected, start=1)
+            ]
+        out["jetstream"] = varz["jetstream"]
+        out["gomaxprocs"] = varz["gomaxprocs"]
+        return out
 
     def _cpu_percent(self, usage: resource.struct_rusage, now_ns: int) -> float:
         """Average CPU use since start, in percent of one core (nats-server samples it; this is the mean)."""
@@ -555,7 +607,11 @@ class NodeMonitor:
             except RaftHostError:
                 status = None
             leader = status.leader_id if status is not None else None
-            info = {"name": CLUSTER_NAME, "raft_group": replica.group, **({"leader": leader} if leader else {})}
+            info = {
+                "name": CLUSTER_NAME,
+                "raft_group": replica.group,
+                **({"leader": leader} if leader else {}),
+            }
             if status is not None:
                 info["replicas"] = [
                     {"name": peer, "current": False, "active": 0, "peer": peer}
@@ -615,4 +671,3 @@ class NodeMonitor:
 
 def node_version(node: MonitoredNode) -> str:
     return node.server.version
-

@@ -28,7 +28,8 @@ from cluster.meta.service import MetaService
 from cluster.node.config import NodeConfig
 from cluster.node.http_server import NodeHttpServer
 from cluster.node.monitoring import NodeMonitor
-from cluster.runtime.context import META_GROUP, STREAM_GROUP_OPTIONS, NodeContext
+from cluster.node.sys_requests import USER_INFO_QUEUE, SystemResponder
+from cluster.runtime.context import CLUSTER_NAME, META_GROUP, STREAM_GROUP_OPTIONS, NodeContext
 from cluster.runtime.internal_requests import InternalRequester
 from cluster.runtime.metrics import NodeMetrics
 from cluster.stream.leader import replica_progress
@@ -54,7 +55,7 @@ class Node:
         # leader, on the same link as the client's reply interest (see Router.pass_on).
         self.router = Router(
             config.queue_policy,
-            local_queues=(API_QUEUE, PREFIX_QUEUE),
+            local_queues=(API_QUEUE, PREFIX_QUEUE, USER_INFO_QUEUE),
             group_policies={DIRECT_GET_QUEUE: config.direct_get_policy},
         )
         self.server = GatewayServer(
@@ -64,6 +65,8 @@ class Node:
             port=config.client_port,
             auth=make_authenticator(config.user, config.password, config.token),
             advertise=config.advertise,
+            # nats-server names its cluster in INFO when it has routes (`nats account info` shows it)
+            info_extra={"cluster": CLUSTER_NAME} if config.peers else None,
         )
         self.mesh = RouteMesh(
             self.router,
@@ -80,6 +83,9 @@ class Node:
         self.host = RaftHost(config.name, self.engine, on_leader_change=self._leader_changed)
         self.monitor = NodeMonitor(self, lambda: self.http.port)
         self.http = NodeHttpServer(config.host, config.http_port, self.metrics.registry, self.monitor)
+        self.system = SystemResponder(
+            self.router, self.monitor, self.monitor.identity, self.server.server_id, config.user or ""
+        )
         self.ctx: NodeContext | None = None
         self.meta: MetaService | None = None
         self.api: ApiEntry | None = None
@@ -137,6 +143,7 @@ class Node:
         self.prefixes = PrefixMapper(self.ctx, prefixes)
         self.prefixes.open()
         await self.http.start()
+        self.system.open()
         self._metrics_task = asyncio.get_running_loop().create_task(self._refresh_metrics())
         log.info(
             "node_started",
@@ -152,6 +159,7 @@ class Node:
         if self._metrics_task is not None:
             self._metrics_task.cancel()
         await self.server.stop()
+        self.system.close()
         if self.api is not None:
             self.api.close()
         if self.prefixes is not None:
