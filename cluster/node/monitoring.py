@@ -490,13 +490,17 @@ class NodeMonitor:
                 progress = node.host.peer_progress(META_GROUP)
             except RaftHostError:
                 progress = {}
+        try:
+            silence = node.host.peer_silence_ns(META_GROUP)
+        except RaftHostError:
+            silence = {}
         replicas = []
         for peer in status.voters:
             if peer == node.config.name:
                 continue
             match, active = progress.get(peer, (0, False))
             entry: dict[str, Any] = {"name": peer, "current": active and match >= status.last_index}
-            entry["active"] = 0
+            entry["active"] = silence.get(peer, 0)  # ns since a message from it arrived; 0: never
             entry["peer"] = peer
             replicas.append(entry)
         size = len(status.voters)
