@@ -9,6 +9,7 @@ keeps; nothing here changes it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import shutil
@@ -599,13 +600,15 @@ class NodeMonitor:
         `system_account`/`traffic_account` say where nats-server sends Raft traffic (its system
         account); jetraft's goes over the gRPC cluster port, reported as nats-server's default."""
         host, me = self._node.host, self._node.config.name
-        info: dict[str, Any]
+        info: dict[str, Any] | None = None
         stream_leader = replica.leader if isinstance(replica, StreamReplica) else None
-        if stream_leader is not None:
-            info = stream_leader.cluster_info().to_json()
-        elif isinstance(replica, ConsumerReplica) and replica.leader is not None:
-            info = dict(replica.leader.view().cluster or {})
-        else:
+        # a group being removed while this runs: described as a follower would describe it
+        with contextlib.suppress(RaftHostError):
+            if stream_leader is not None:
+                info = stream_leader.cluster_info().to_json()
+            elif isinstance(replica, ConsumerReplica) and replica.leader is not None:
+                info = dict(replica.leader.view().cluster or {})
+        if info is None:
             try:
                 status = host.status(replica.group)
             except RaftHostError:
@@ -630,9 +633,11 @@ class NodeMonitor:
         return info
 
     def _consumer_detail(self, consumer: ConsumerReplica, now_ns: int, with_config: bool) -> dict[str, Any]:
+        view: ConsumerView | None = None
         if consumer.leader is not None:
-            view = consumer.leader.view()
-        else:
+            with contextlib.suppress(RaftHostError):
+                view = consumer.leader.view()
+        if view is None:
             view = ConsumerView(
                 **consumer.info_view_args(),
                 config=consumer.config,
