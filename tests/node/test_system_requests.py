@@ -45,12 +45,18 @@ async def gather_replies(nc: nats.NATS, subject: str, body: Any, want: int, with
 async def test_server_ping_is_answered_by_every_node(cluster: LocalCluster) -> None:
     nc = await nats.connect(cluster.client_urls[0])
     try:
+        # each node's interest in the ping reaches the others over the route mesh once it is up:
+        # right after the cluster starts, ask again until all three answer (bounded)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 20
         replies = await gather_replies(nc, "$SYS.REQ.SERVER.PING", {}, want=3)
-        assert sorted(r["server"]["name"] for r in replies) == ["n1", "n2", "n3"]
+        while len(replies) < 3 and loop.time() < deadline:
+            replies = await gather_replies(nc, "$SYS.REQ.SERVER.PING", {}, want=3)
+        assert sorted(r["server"]["name"] for r in replies) == ["n1", "n2", "n3"], replies
         for reply in replies:
             assert reply["server"]["cluster"] == "jetraft" and reply["server"]["ver"] == "2.15.1"
             statsz = reply["statsz"]
-            assert statsz["active_servers"] == 3 and statsz["jetstream"]["meta"]["cluster_size"] == 3
+            assert statsz["active_servers"] == 3 and statsz["jetstream"]["meta"]["cluster_size"] == 3, statsz
         only = await gather_replies(
             nc, "$SYS.REQ.SERVER.PING", {"server_name": "n2", "exact_match": True}, want=3, within=1.0
         )
