@@ -34,6 +34,14 @@ class MonitoringEndpoints(Protocol):
 
     def jsz(self, query: Mapping[str, str]) -> dict[str, Any]: ...
 
+    def gatewayz(self) -> dict[str, Any]: ...
+
+    def leafz(self) -> dict[str, Any]: ...
+
+    def accountz(self, query: Mapping[str, str]) -> dict[str, Any]: ...
+
+    def accstatz(self, query: Mapping[str, str]) -> dict[str, Any]: ...
+
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -67,6 +75,10 @@ class NodeHttpServer:
             "/subscriptionsz": monitor.subsz,
             "/routez": lambda _query: monitor.routez(),
             "/jsz": monitor.jsz,
+            "/gatewayz": lambda _query: monitor.gatewayz(),
+            "/leafz": lambda _query: monitor.leafz(),
+            "/accountz": monitor.accountz,
+            "/accstatz": monitor.accstatz,
         }
         for path, build in endpoints.items():
             app.router.add_get(path, self._json_endpoint(path, build))
@@ -97,7 +109,19 @@ class NodeHttpServer:
 
     async def _index(self, _request: web.Request) -> web.Response:
         self._monitor.count("/")
-        paths = ["varz", "connz", "routez", "subsz", "jsz", "healthz", "metrics"]
+        paths = [
+            "varz",
+            "connz",
+            "routez",
+            "gatewayz",
+            "leafz",
+            "subsz",
+            "accountz",
+            "accstatz",
+            "jsz",
+            "healthz",
+        ]
+        paths.append("metrics")
         links = "".join(f'<a href="./{p}">{p}</a><br/>' for p in paths)
         return web.Response(text=f"<html><body>{links}</body></html>", content_type="text/html")
 

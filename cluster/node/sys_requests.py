@@ -48,6 +48,12 @@ class SystemEndpoints(Protocol):
 
     def healthz(self, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]: ...
 
+    def gatewayz(self) -> dict[str, Any]: ...
+
+    def leafz(self) -> dict[str, Any]: ...
+
+    def accountz(self, query: Mapping[str, str]) -> dict[str, Any]: ...
+
 
 def _options(payload: bytes) -> dict[str, Any]:
     """The request's options object ({} when empty or not an object)."""
@@ -76,6 +82,7 @@ def _query(options: Mapping[str, Any]) -> dict[str, str]:
         "test": "test",
         "js_enabled_only": "js-enabled-only",
         "js_server_only": "js-server-only",
+        "account": "acc",
     }
     query: dict[str, str] = {}
     for key, name in names.items():
@@ -172,6 +179,9 @@ class SystemResponder:
             "ROUTEZ": endpoints.routez,
             "JSZ": lambda: endpoints.jsz(query),
             "HEALTHZ": lambda: endpoints.healthz(query)[1],
+            "GATEWAYZ": endpoints.gatewayz,
+            "LEAFZ": endpoints.leafz,
+            "ACCOUNTZ": lambda: endpoints.accountz(query),
         }
         build = builders.get(kind)
         if build is None:

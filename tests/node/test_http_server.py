@@ -39,6 +39,18 @@ class _Endpoints:
     def jsz(self, query: Mapping[str, str]) -> dict[str, Any]:
         return {"endpoint": "jsz", **query}
 
+    def gatewayz(self) -> dict[str, Any]:
+        return {"endpoint": "gatewayz"}
+
+    def leafz(self) -> dict[str, Any]:
+        return {"endpoint": "leafz"}
+
+    def accountz(self, query: Mapping[str, str]) -> dict[str, Any]:
+        return {"endpoint": "accountz", **query}
+
+    def accstatz(self, query: Mapping[str, str]) -> dict[str, Any]:
+        return {"endpoint": "accstatz", **query}
+
 
 async def test_monitoring_endpoints_and_metrics_are_served() -> None:
     metrics = NodeMetrics("n1")
@@ -57,12 +69,14 @@ async def test_monitoring_endpoints_and_metrics_are_served() -> None:
                 assert resp.status == 200
                 body = await resp.json()
                 assert body == {"status": "ok", "node": "n1", "meta_leader": None}
-            for path in ("varz", "routez"):
+            for path in ("varz", "routez", "gatewayz", "leafz"):
                 async with session.get(f"{base}/{path}") as resp:
                     assert resp.status == 200
                     assert await resp.json() == {"endpoint": path}
             async with session.get(f"{base}/jsz?streams=true&consumers=1") as resp:
                 assert await resp.json() == {"endpoint": "jsz", "streams": "true", "consumers": "1"}
+            async with session.get(f"{base}/accstatz?unused=1") as resp:
+                assert await resp.json() == {"endpoint": "accstatz", "unused": "1"}
             async with session.get(f"{base}/subsz?subs=1") as resp:
                 assert await resp.json() == {"endpoint": "subsz", "subs": "1"}
             async with session.get(f"{base}/connz?sort=bad") as resp:

@@ -36,6 +36,15 @@ class _Bodies:
     def healthz(self, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
         return 200, {"status": "ok"}
 
+    def gatewayz(self) -> dict[str, Any]:
+        return {"kind": "gatewayz"}
+
+    def leafz(self) -> dict[str, Any]:
+        return {"kind": "leafz"}
+
+    def accountz(self, query: Mapping[str, str]) -> dict[str, Any]:
+        return {"kind": "accountz", "query": dict(query)}
+
 
 IDENTITY = {"name": "n2", "host": "127.0.0.1", "id": "NID2", "cluster": "jetraft", "ver": "2.15.1", "tags": ["az:1"]}
 
@@ -84,10 +93,12 @@ def test_kinds_answer_their_endpoint_with_the_options_as_query() -> None:
     ask(router, "$SYS.REQ.SERVER.PING.JSZ", {"streams": True, "consumer": True, "leader_only": False})
     ask(router, "$SYS.REQ.SERVER.NID2.CONNZ", {"subscriptions": True, "limit": 5})
     ask(router, "$SYS.REQ.SERVER.OTHER.VARZ")
-    ask(router, "$SYS.REQ.SERVER.PING.GATEWAYZ")  # not served: no answer, as nats-server without gateways
+    ask(router, "$SYS.REQ.SERVER.PING.ACCOUNTZ", {"account": "$G"})
+    ask(router, "$SYS.REQ.SERVER.PING.IPQUEUESZ")  # not served here: no answer
     assert [r["data"] for r in replies] == [
         {"kind": "jsz", "query": {"streams": "true", "consumers": "true"}},
         {"kind": "connz", "query": {"subs": "true", "limit": "5"}},
+        {"kind": "accountz", "query": {"acc": "$G"}},
     ]
 
 
