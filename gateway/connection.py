@@ -126,6 +126,8 @@ class ClientConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
+        # once per read rather than per message: /connz's last_activity needs no finer grain
+        self.last_activity_ns = time.time_ns()
         self._parser.receive_data(data)
         if not self._slice_scheduled:
             self._drain_slice()
@@ -235,7 +237,6 @@ class ClientConnection(asyncio.Protocol):
     def _publish(self, subject: str, reply: str | None, headers: bytes | None, payload: bytes) -> None:
         self.in_msgs += 1
         self.in_bytes += len(payload) + (len(headers) if headers else 0)
-        self.last_activity_ns = time.time_ns()
         if self.pedantic and not is_valid_subject(subject):
             self._write(encode_err(ERR_INVALID_PUBLISH_SUBJECT))
             return
