@@ -71,7 +71,7 @@ def _int_param(query: Mapping[str, str], name: str, default: int) -> int:
     try:
         return int(text)
     except ValueError as exc:
-        raise QueryError(f'strconv.Atoi: parsing "{text}": invalid syntax') from exc
+        raise QueryError(f"Error decoding int for '{name}': strconv.Atoi: parsing \"{text}\": invalid syntax") from exc
 
 
 def _bool_param(query: Mapping[str, str], name: str) -> bool:
@@ -80,7 +80,7 @@ def _bool_param(query: Mapping[str, str], name: str) -> bool:
         return False
     if text in ("1", "true", "t", "T", "TRUE", "True", "detail"):
         return True
-    raise QueryError(f'strconv.ParseBool: parsing "{text}": invalid syntax')
+    raise QueryError(f"Error decoding boolean for '{name}': strconv.ParseBool: parsing \"{text}\": invalid syntax")
 
 
 # connz's sort options, as nats-server names them, and how each orders the connections
@@ -630,7 +630,7 @@ class NodeMonitor:
         consumers = sum(len(r.consumers) for r in replicas)
         meta = self._meta_cluster()
         if leader_only and (meta is None or meta.get("leader") != node.config.name) and node.config.peers:
-            raise QueryError("not leader")
+            raise QueryError("filtered response: not leader")
         body: dict[str, Any] = {
             **self._js_stats(),
             "server_id": node.server.server_id,

@@ -169,8 +169,26 @@ async def test_healthz_answers_nats_servers_status(cluster: LocalCluster) -> Non
     assert status == 200 and body["status"] == "ok" and body["meta_leader"] in {"n1", "n2", "n3"}
 
 
-async def test_bad_queries_get_http_400(cluster: LocalCluster) -> None:
-    for endpoint in ("connz?sort=nonsense", "connz?limit=x", "jsz?streams=maybe"):
-        with pytest.raises(urllib.error.HTTPError) as caught:
-            urllib.request.urlopen(f"{cluster.specs[0].http_url}/{endpoint}", timeout=10)
-        assert caught.value.code == 400, endpoint
+def error_text(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return resp.status, ""
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+async def test_bad_queries_get_nats_servers_400(cluster: LocalCluster, reference: NatsServerProcesses) -> None:
+    ref_url = reference.target().monitor_urls[0]
+    for endpoint in ("connz?sort=nonsense", "connz?limit=x", "jsz?streams=maybe", "accountz?acc=NOPE"):
+        ours = error_text(f"{cluster.specs[0].http_url}/{endpoint}")
+        assert ours == error_text(f"{ref_url}/{endpoint}") and ours[0] == 400, endpoint
+
+
+async def test_jsz_leader_only_answers_on_the_meta_leader_alone(cluster: LocalCluster) -> None:
+    leader = cluster.meta_leader()
+    for spec in cluster.specs:
+        status, text = error_text(f"{spec.http_url}/jsz?leader-only=true")
+        if spec.name == leader:
+            assert status == 200
+        else:
+            assert (status, text) == (400, "filtered response: not leader")
