@@ -19,6 +19,31 @@ class QueryError(ValueError):
     """A query parameter nats-server would refuse; the text is what it answers (HTTP 400)."""
 
 
+def int_param(query: Mapping[str, str], name: str, default: int) -> int:
+    """An integer parameter, as nats-server decodes it (its error text when it is none)."""
+    text = query.get(name)
+    if text is None or text == "":
+        return default
+    try:
+        return int(text)
+    except ValueError as exc:
+        raise QueryError(
+            f"Error decoding int for '{name}': strconv.Atoi: parsing \"{text}\": invalid syntax"
+        ) from exc
+
+
+def bool_param(query: Mapping[str, str], name: str) -> bool:
+    """A boolean parameter, with Go's strconv.ParseBool spellings (and nats-server's `detail`)."""
+    text = query.get(name, "")
+    if text in ("", "0", "false", "f", "F", "FALSE", "False"):
+        return False
+    if text in ("1", "true", "t", "T", "TRUE", "True", "detail"):
+        return True
+    raise QueryError(
+        f"Error decoding boolean for '{name}': strconv.ParseBool: parsing \"{text}\": invalid syntax"
+    )
+
+
 class MonitoringEndpoints(Protocol):
     def count(self, path: str) -> None: ...
 

@@ -1,4 +1,5 @@
-"""nats-server's monitoring endpoints for one node: /varz, /connz, /subsz, /routez, /jsz, /healthz.
+"""nats-server's monitoring endpoints for one node: /varz, /connz, /subsz, /routez here; /jsz and
+/healthz in jetstream_monitor.py, /accountz, /accstatz, /gatewayz, /leafz in account_monitor.py.
 
 Each body has nats-server 2.15's keys and types (prometheus-nats-exporter and
 the nats CLI read them), filled with this node's own figures. Where a field
@@ -9,33 +10,21 @@ keeps; nothing here changes it.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import resource
-import shutil
 import sys
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
-from cluster.api.entry import ApiEntry
-from cluster.consumer.api import ConsumerView, consumer_info
-from cluster.consumer.delivery import num_pending
-from cluster.consumer.replica import ConsumerReplica
-from cluster.meta.service import MetaService
-from cluster.node.config import NodeConfig
+from cluster.node.account_monitor import AccountMonitor
 from cluster.node.go_format import go_duration, uptime_string
-from cluster.node.http_server import QueryError
-from cluster.runtime.context import CLUSTER_NAME, META_GROUP, SYSTEM_ACCOUNT
-from cluster.stream.info import API_LEVEL, state_json
-from cluster.stream.replica import StreamReplica
+from cluster.node.http_server import QueryError, bool_param, int_param
+from cluster.node.jetstream_monitor import DEFAULT_MAX_CONSUMERS, JetStreamMonitor
+from cluster.node.monitored_node import GLOBAL_ACCOUNT, MonitoredNode
+from cluster.runtime.context import CLUSTER_NAME, SYSTEM_ACCOUNT
 from gateway.connection import ClientConnection
-from gateway.router import Router
-from gateway.routes import RouteMesh
-from gateway.server import GatewayServer
-from raft.driver import RaftHost, RaftHostError
-from raft.types import Role
-from storage.nats_time import ZERO_TIME, format_rfc3339_nano
+from storage.nats_time import format_rfc3339_nano
 from subjects.grammar import subject_matches
 
 # nats-server's defaults for what jetraft does not configure (reported as nats-server reports them)
@@ -43,44 +32,22 @@ MAX_CONNECTIONS = 65536
 DEFAULT_LIST_LIMIT = 1024
 WRITE_DEADLINE_NS = 10_000_000_000
 TLS_TIMEOUT = 2
-DEFAULT_MAX_CONSUMERS = 1000
-# nats-server's "no reservation" (math.MaxUint64) for an account's reserved memory and storage
-NO_RESERVATION = 2**64 - 1
-GLOBAL_ACCOUNT = "$G"
-# nats-server's sync_interval default: file stores fsync at most this often (jetraft's RocksDB
-# stores sync per Raft write batch; the figure is reported for the shape's sake)
-SYNC_INTERVAL_NS = 120_000_000_000
 
 
-class MonitoredNode(Protocol):
-    """The parts of a node the endpoints read (cluster.node.node.Node)."""
-
-    config: NodeConfig
-    server: GatewayServer
-    router: Router
-    mesh: RouteMesh
-    host: RaftHost
-    meta: MetaService | None
-    api: ApiEntry | None
-
-
-def _int_param(query: Mapping[str, str], name: str, default: int) -> int:
-    text = query.get(name)
-    if text is None or text == "":
-        return default
-    try:
-        return int(text)
-    except ValueError as exc:
-        raise QueryError(f"Error decoding int for '{name}': strconv.Atoi: parsing \"{text}\": invalid syntax") from exc
-
-
-def _bool_param(query: Mapping[str, str], name: str) -> bool:
-    text = query.get(name, "")
-    if text in ("", "0", "false", "f", "F", "FALSE", "False"):
-        return False
-    if text in ("1", "true", "t", "T", "TRUE", "True", "detail"):
-        return True
-    raise QueryError(f"Error decoding boolean for '{name}': strconv.ParseBool: parsing \"{text}\": invalid syntax")
+# connz's sort options, as nats-server names them, and how each orders the connections
+_CONNZ_SORTS: dict[str, tuple[Callable[[ClientConnection], Any], bool]] = {
+    "cid": (lambda c: c.client_id, False),
+    "start": (lambda c: c.started_ns, False),
+    "subs": (lambda c: len(c.subs), True),
+    "pending": (lambda c: c.pending_bytes, True),
+    "msgs_to": (lambda c: c.out_msgs, True),
+    "msgs_from": (lambda c: c.in_msgs, True),
+    "bytes_to": (lambda c: c.out_bytes, True),
+    "bytes_from": (lambda c: c.in_bytes, True),
+    "last": (lambda c: c.last_activity_ns, True),
+    "idle": (lambda c: -c.last_activity_ns, True),
+    "uptime": (lambda c: -c.started_ns, True),
+}
 
 
 # connz's sort options, as nats-server names them, and how each orders the connections
@@ -107,6 +74,8 @@ class NodeMonitor:
         self._http_port = http_port
         self._started_ns = time.time_ns()
         self._requests: dict[str, int] = {}
+        self.jetstream = JetStreamMonitor(node)
+        self.accounts = AccountMonitor(node, self._started_ns, self._sublist_stats)
 
     def count(self, path: str) -> None:
         """An HTTP request on `path` (varz's http_req_stats)."""
@@ -153,9 +122,9 @@ class NodeMonitor:
             "mqtt": {},
             "websocket": {},
             "jetstream": {
-                "config": self._js_config(),
-                "stats": self._js_stats(),
-                **({"meta": meta} if (meta := self._meta_cluster()) is not None else {}),
+                "config": self.jetstream.config(),
+                "stats": self.jetstream.stats(),
+                **({"meta": meta} if (meta := self.jetstream.meta_cluster()) is not None else {}),
                 "limits": {"default_max_consumers": DEFAULT_MAX_CONSUMERS},
             },
             "tls_timeout": TLS_TIMEOUT,
@@ -277,15 +246,15 @@ class NodeMonitor:
 
     def connz(self, query: Mapping[str, str]) -> dict[str, Any]:
         server, now = self._node.server, time.time_ns()
-        offset = max(_int_param(query, "offset", 0), 0)
-        limit = _int_param(query, "limit", DEFAULT_LIST_LIMIT)
+        offset = max(int_param(query, "offset", 0), 0)
+        limit = int_param(query, "limit", DEFAULT_LIST_LIMIT)
         if limit <= 0:
             limit = DEFAULT_LIST_LIMIT
-        subs = _bool_param(query, "subs")
+        subs = bool_param(query, "subs")
         sort = query.get("sort", "") or "cid"
         if sort not in _CONNZ_SORTS:
             raise QueryError(f"invalid sorting option: {sort}")
-        cid = _int_param(query, "cid", 0)
+        cid = int_param(query, "cid", 0)
         key, descending = _CONNZ_SORTS[sort]
         clients = sorted(server.clients, key=key, reverse=descending)
         if cid:
@@ -346,8 +315,8 @@ class NodeMonitor:
         }
 
     def subsz(self, query: Mapping[str, str]) -> dict[str, Any]:
-        offset = max(_int_param(query, "offset", 0), 0)
-        limit = _int_param(query, "limit", DEFAULT_LIST_LIMIT)
+        offset = max(int_param(query, "offset", 0), 0)
+        limit = int_param(query, "limit", DEFAULT_LIST_LIMIT)
         if limit <= 0:
             limit = DEFAULT_LIST_LIMIT
         body: dict[str, Any] = {
@@ -358,7 +327,7 @@ class NodeMonitor:
             "offset": offset,
             "limit": limit,
         }
-        if _bool_param(query, "subs"):
+        if bool_param(query, "subs"):
             listed = [
                 {
                     "account": GLOBAL_ACCOUNT,
@@ -379,95 +348,25 @@ class NodeMonitor:
             body["subscriptions_list"] = listed[offset : offset + limit]
         return body
 
-    # -- /gatewayz, /leafz, /accountz, /accstatz -------------------------------------------------
+    # -- delegated: JetStream (jetstream_monitor.py) and accounts (account_monitor.py) -------------
+
+    def jsz(self, query: Mapping[str, str]) -> dict[str, Any]:
+        return self.jetstream.jsz(query)
+
+    def healthz(self, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
+        return self.jetstream.healthz(query)
 
     def gatewayz(self) -> dict[str, Any]:
-        """jetraft has no gateways (superclusters): nats-server's answer without any."""
-        now = format_rfc3339_nano(time.time_ns())
-        return {
-            "server_id": self._node.server.server_id,
-            "now": now,
-            "outbound_gateways": {},
-            "inbound_gateways": {},
-        }
+        return self.accounts.gatewayz()
 
     def leafz(self) -> dict[str, Any]:
-        """jetraft has no leaf node connections: nats-server's answer without any."""
-        now = format_rfc3339_nano(time.time_ns())
-        return {"server_id": self._node.server.server_id, "now": now, "leafnodes": 0, "leafs": []}
+        return self.accounts.leafz()
 
     def accountz(self, query: Mapping[str, str]) -> dict[str, Any]:
-        """One account clients use ($G) and the system account nats-server names ($SYS)."""
-        node, now = self._node, time.time_ns()
-        body: dict[str, Any] = {
-            "server_id": node.server.server_id,
-            "now": format_rfc3339_nano(now),
-            "system_account": SYSTEM_ACCOUNT,
-        }
-        account = query.get("acc", "")
-        if not account:
-            body["accounts"] = [SYSTEM_ACCOUNT, GLOBAL_ACCOUNT]
-            return body
-        if account not in (SYSTEM_ACCOUNT, GLOBAL_ACCOUNT):
-            raise QueryError(f"Account {account} does not exist")
-        clients = node.server.clients if account == GLOBAL_ACCOUNT else []
-        body["account_detail"] = {
-            "account_name": account,
-            "update_time": format_rfc3339_nano(self._started_ns),
-            "expired": False,
-            "complete": True,
-            "jetstream_enabled": account == GLOBAL_ACCOUNT,
-            "leafnode_connections": 0,
-            "client_connections": len(clients),
-            "subscriptions": sum(len(c.subs) for c in clients),
-            # nats-server wires its JetStream API and $SYS requests into each account by imports;
-            # jetraft answers them directly, in its one account: nothing is imported
-            "imports": [],
-            "name_tag": account,
-        }
-        if account == GLOBAL_ACCOUNT:
-            body["account_detail"]["sublist_stats"] = self._sublist_stats()
-        return body
+        return self.accounts.accountz(query)
 
     def accstatz(self, query: Mapping[str, str]) -> dict[str, Any]:
-        """$G's traffic (every client is in it); with `unused`, the idle $SYS too, as nats-server lists it."""
-        node = self._node
-        clients = node.server.clients
-        with_unused = _bool_param(query, "unused")
-
-        def flows(msgs: int, bytes_: int) -> dict[str, Any]:
-            nothing = {"msgs": 0, "bytes": 0}
-            return {
-                "msgs": msgs,
-                "bytes": bytes_,
-                "gateways": nothing,
-                "routes": dict(nothing),
-                "leafs": dict(nothing),
-            }
-
-        def entry(name: str, members: list[ClientConnection]) -> dict[str, Any]:
-            return {
-                "acc": name,
-                "name": name,
-                "conns": len(members),
-                "leafnodes": 0,
-                "total_conns": len(members),
-                "num_subscriptions": sum(len(c.subs) for c in members),
-                "sent": flows(sum(c.out_msgs for c in members), sum(c.out_bytes for c in members)),
-                "received": flows(sum(c.in_msgs for c in members), sum(c.in_bytes for c in members)),
-                "slow_consumers": node.server.stats.slow_consumers if members else 0,
-            }
-
-        statz = []
-        if with_unused:
-            statz.append(entry(SYSTEM_ACCOUNT, []))
-        if clients or with_unused:
-            statz.append(entry(GLOBAL_ACCOUNT, clients))
-        return {
-            "server_id": node.server.server_id,
-            "now": format_rfc3339_nano(time.time_ns()),
-            "account_statz": statz,
-        }
+        return self.accounts.accstatz(query)
 
     # -- /routez ----------------------------------------------------------------------------
 
@@ -510,268 +409,3 @@ class NodeMonitor:
             "num_routes": len(routes),
             "routes": routes,
         }
-
-    # -- /jsz -------------------------------------------------------------------------------
-
-    def _js_config(self) -> dict[str, Any]:
-        store_dir = str(self._node.config.node_data_dir)
-        try:
-            disk = shutil.disk_usage(store_dir).free
-        except OSError:
-            disk = 0
-        try:
-            memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        except (ValueError, OSError):
-            memory = 0
-        # nats-server's defaults when no limit is configured: 75% of memory and of the free disk
-        return {
-            "max_memory": memory * 3 // 4,
-            "max_storage": disk * 3 // 4,
-            "store_dir": store_dir,
-            "sync_interval": SYNC_INTERVAL_NS,
-            **({"domain": self._node.config.domain} if self._node.config.domain else {}),
-            "strict": True,
-        }
-
-    def _replicas(self) -> list[StreamReplica]:
-        meta = self._node.meta
-        return [] if meta is None else sorted(meta.replicas.values(), key=lambda r: r.name)
-
-    def _usage(self) -> tuple[int, int]:
-        """(memory, storage) bytes of the streams this node holds a replica of."""
-        memory = storage = 0
-        for replica in self._replicas():
-            size = replica.machine.store.state().bytes
-            if replica.config.storage.value == "memory":
-                memory += size
-            else:
-                storage += size
-        return memory, storage
-
-    def _js_stats(self) -> dict[str, Any]:
-        memory, storage = self._usage()
-        api = self._node.api
-        ha_assets = 0
-        for group in self._node.host.groups():
-            try:
-                if len(self._node.host.status(group).voters) > 1:
-                    ha_assets += 1
-            except RaftHostError:
-                continue
-        return {
-            "memory": memory,
-            "storage": storage,
-            "reserved_memory": 0,
-            "reserved_storage": 0,
-            "accounts": 1,
-            "ha_assets": ha_assets,
-            "api": {
-                "level": API_LEVEL,
-                "total": api.requests if api is not None else 0,
-                "errors": api.errors if api is not None else 0,
-            },
-        }
-
-    def _meta_cluster(self) -> dict[str, Any] | None:
-        node = self._node
-        if not node.config.peers:
-            return None
-        try:
-            status = node.host.status(META_GROUP)
-        except RaftHostError:
-            return None
-        progress: dict[str, tuple[int, bool]] = {}
-        if status.role is Role.LEADER:
-            try:
-                progress = node.host.peer_progress(META_GROUP)
-            except RaftHostError:
-                progress = {}
-        try:
-            silence = node.host.peer_silence_ns(META_GROUP)
-        except RaftHostError:
-            silence = {}
-        replicas = []
-        for peer in status.voters:
-            if peer == node.config.name:
-                continue
-            match, active = progress.get(peer, (0, False))
-            entry: dict[str, Any] = {"name": peer, "current": active and match >= status.last_index}
-            entry["active"] = silence.get(peer, 0)  # ns since a message from it arrived; 0: never
-            entry["peer"] = peer
-            replicas.append(entry)
-        size = len(status.voters)
-        return {
-            "name": CLUSTER_NAME,
-            **({"leader": status.leader_id} if status.leader_id else {}),
-            "peer": node.config.name,
-            **({"replicas": replicas} if replicas else {}),
-            "cluster_size": size,
-            "quorum_needed": size // 2 + 1,
-            "pending": max(status.last_index - status.applied_index, 0),
-            "pending_requests": 0,
-            "pending_infos": 0,
-            "snapshot": {
-                "pending_entries": max(status.last_index - status.snapshot_index, 0),
-                "pending_size": 0,
-                "last_time": ZERO_TIME,
-            },
-        }
-
-    def jsz(self, query: Mapping[str, str]) -> dict[str, Any]:
-        node, now = self._node, time.time_ns()
-        with_streams = _bool_param(query, "streams")
-        with_consumers = _bool_param(query, "consumers")
-        with_config = _bool_param(query, "config")
-        leader_only = _bool_param(query, "leader-only")
-        accounts = _bool_param(query, "accounts")
-        replicas = self._replicas()
-        messages = sum(r.machine.store.state().messages for r in replicas)
-        bytes_ = sum(r.machine.store.state().bytes for r in replicas)
-        consumers = sum(len(r.consumers) for r in replicas)
-        meta = self._meta_cluster()
-        if leader_only and (meta is None or meta.get("leader") != node.config.name) and node.config.peers:
-            raise QueryError("filtered response: not leader")
-        body: dict[str, Any] = {
-            **self._js_stats(),
-            "server_id": node.server.server_id,
-            "now": format_rfc3339_nano(now),
-            "config": self._js_config(),
-            "limits": {"default_max_consumers": DEFAULT_MAX_CONSUMERS},
-            "streams": len(replicas),
-            "consumers": consumers,
-            "messages": messages,
-            "bytes": bytes_,
-        }
-        if meta is not None:
-            body["meta_cluster"] = meta
-        if accounts or with_streams or with_consumers or with_config:
-            memory, storage = self._usage()
-            account: dict[str, Any] = {
-                "name": GLOBAL_ACCOUNT,
-                "id": GLOBAL_ACCOUNT,
-                "memory": memory,
-                "storage": storage,
-                "reserved_memory": NO_RESERVATION,
-                "reserved_storage": NO_RESERVATION,
-                "accounts": 0,
-                "ha_assets": 0,
-                "api": {
-                    "level": 0,
-                    "total": node.api.requests if node.api is not None else 0,
-                    "errors": node.api.errors if node.api is not None else 0,
-                },
-            }
-            if with_streams or with_consumers:
-                account["stream_detail"] = [
-                    self._stream_detail(r, now, with_config, with_consumers) for r in replicas
-                ]
-            body["account_details"] = [account]
-        body["total"] = 1
-        return body
-
-    def _stream_detail(
-        self, replica: StreamReplica, now_ns: int, with_config: bool, with_consumers: bool
-    ) -> dict[str, Any]:
-        state = replica.machine.stream_state()
-        out: dict[str, Any] = {
-            "name": replica.name,
-            "created": format_rfc3339_nano(replica.assignment.created_ns),
-            "cluster": self._group_cluster(replica),
-        }
-        if with_config:
-            out["config"] = replica.config.to_json(node_version(self._node))
-        out["state"] = state_json(state, len(replica.consumers))
-        if with_consumers and replica.consumers:
-            out["consumer_detail"] = [
-                self._consumer_detail(consumer, now_ns, with_config)
-                for _, consumer in sorted(replica.consumers.items())
-                if isinstance(consumer, ConsumerReplica)
-            ]
-        return out
-
-    def _group_cluster(self, replica: StreamReplica | ConsumerReplica) -> dict[str, Any]:
-        """A stream's or consumer's Raft group as jsz shows it from this node: the leader's view of
-        its followers' lag where this node leads, else the other voters with nothing known of them.
-        `system_account`/`traffic_account` say where nats-server sends Raft traffic (its system
-        account); jetraft's goes over the gRPC cluster port, reported as nats-server's default."""
-        host, me = self._node.host, self._node.config.name
-        info: dict[str, Any] | None = None
-        stream_leader = replica.leader if isinstance(replica, StreamReplica) else None
-        # a group being removed while this runs: described as a follower would describe it
-        with contextlib.suppress(RaftHostError):
-            if stream_leader is not None:
-                info = stream_leader.cluster_info().to_json()
-            elif isinstance(replica, ConsumerReplica) and replica.leader is not None:
-                info = dict(replica.leader.view().cluster or {})
-        if info is None:
-            try:
-                status = host.status(replica.group)
-            except RaftHostError:
-                status = None
-            leader = status.leader_id if status is not None else None
-            info = {
-                "name": CLUSTER_NAME,
-                "raft_group": replica.group,
-                **({"leader": leader} if leader else {}),
-            }
-            if status is not None:
-                info["replicas"] = [
-                    {"name": peer, "current": False, "active": 0, "peer": peer}
-                    for peer in status.voters
-                    if peer != me
-                ]
-        replicas = info.pop("replicas", None)
-        info["system_account"] = True
-        info["traffic_account"] = SYSTEM_ACCOUNT
-        if replicas:
-            info["replicas"] = replicas
-        return info
-
-    def _consumer_detail(self, consumer: ConsumerReplica, now_ns: int, with_config: bool) -> dict[str, Any]:
-        view: ConsumerView | None = None
-        if consumer.leader is not None:
-            with contextlib.suppress(RaftHostError):
-                view = consumer.leader.view()
-        if view is None:
-            view = ConsumerView(
-                **consumer.info_view_args(),
-                config=consumer.config,
-                state=consumer.state,
-                num_pending=num_pending(consumer.config, consumer.state, consumer.stream.store),
-            )
-        info = consumer_info(view, now_ns)
-        info["cluster"] = self._group_cluster(consumer)
-        if not with_config:
-            info.pop("config", None)
-        return info
-
-    # -- /healthz ---------------------------------------------------------------------------
-
-    def healthz(self, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
-        """(HTTP status, body): nats-server's `status` (and `status_code`, `error` when unhealthy),
-        plus jetraft's own `node`, `meta_leader` and `streams`, which jetraft's tools read."""
-        js_enabled_only = _bool_param(query, "js-enabled-only")
-        js_server_only = _bool_param(query, "js-server-only")
-        meta = self._node.meta
-        leader = meta.leader_id if meta is not None else None
-        details = {
-            "node": self._node.config.name,
-            "meta_leader": leader,
-            "streams": sorted(meta.replicas) if meta is not None else [],
-        }
-        if js_enabled_only:
-            # JetStream is enabled on every jetraft node; this asks nothing more
-            return 200, {"status": "ok", **details}
-        if leader is None:
-            error = "JetStream has not established contact with a meta leader"
-            return 503, {"status": "unavailable", "status_code": 503, "error": error, **details}
-        if not js_server_only and meta is not None:
-            behind = [r.name for r in meta.replicas.values() if r.role is not Role.LEADER and not r.caught_up]
-            if behind:
-                error = f"JetStream stream '{GLOBAL_ACCOUNT} > {behind[0]}' is not current"
-                return 503, {"status": "unavailable", "status_code": 503, "error": error, **details}
-        return 200, {"status": "ok", **details}
-
-
-def node_version(node: MonitoredNode) -> str:
-    return node.server.version
