@@ -251,6 +251,7 @@ class NodeMonitor:
         if limit <= 0:
             limit = DEFAULT_LIST_LIMIT
         subs = bool_param(query, "subs")
+        auth = bool_param(query, "auth")
         sort = query.get("sort", "") or "cid"
         if sort not in _CONNZ_SORTS:
             raise QueryError(f"invalid sorting option: {sort}")
@@ -267,10 +268,10 @@ class NodeMonitor:
             "total": len(clients),
             "offset": offset,
             "limit": limit,
-            "connections": [self._connection(c, now, subs) for c in page],
+            "connections": [self._connection(c, now, subs, auth) for c in page],
         }
 
-    def _connection(self, client: ClientConnection, now_ns: int, subs: bool) -> dict[str, Any]:
+    def _connection(self, client: ClientConnection, now_ns: int, subs: bool, auth: bool) -> dict[str, Any]:
         out: dict[str, Any] = {
             "cid": client.client_id,
             "kind": "Client",
@@ -294,6 +295,12 @@ class NodeMonitor:
         for key, value in (("name", options.name), ("lang", options.lang), ("version", options.version)):
             if value:
                 out[key] = value
+        if auth:
+            # nats-server names the user a client authenticated as, and the account's tag; the
+            # global account's own name it leaves out
+            if options.user:
+                out["authorized_user"] = options.user
+            out["name_tag"] = GLOBAL_ACCOUNT
         if subs and client.subs:
             out["subscriptions_list"] = sorted(sub.subject for sub in client.subs.values())
         return out

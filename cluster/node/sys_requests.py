@@ -83,6 +83,8 @@ def _query(options: Mapping[str, Any]) -> dict[str, str]:
         "js_enabled_only": "js-enabled-only",
         "js_server_only": "js-server-only",
         "account": "acc",
+        "auth": "auth",
+        "details": "details",
     }
     query: dict[str, str] = {}
     for key, name in names.items():
@@ -91,6 +93,12 @@ def _query(options: Mapping[str, Any]) -> dict[str, str]:
             continue
         query[name] = "true" if value is True else str(value)
     return query
+
+
+def _health_data(status: int, body: dict[str, Any]) -> dict[str, Any]:
+    """Over NATS, nats-server's health answer carries its HTTP status as `status_code` (`nats server
+    report health` counts a server healthy by it)."""
+    return {"status": body["status"], "status_code": status, **body}
 
 
 class SystemResponder:
@@ -178,7 +186,7 @@ class SystemResponder:
             "SUBSZ": lambda: endpoints.subsz(query),
             "ROUTEZ": endpoints.routez,
             "JSZ": lambda: endpoints.jsz(query),
-            "HEALTHZ": lambda: endpoints.healthz(query)[1],
+            "HEALTHZ": lambda: _health_data(*endpoints.healthz(query)),
             "GATEWAYZ": endpoints.gatewayz,
             "LEAFZ": endpoints.leafz,
             "ACCOUNTZ": lambda: endpoints.accountz(query),

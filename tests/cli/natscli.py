@@ -145,7 +145,8 @@ _NORMALISERS: list[tuple[re.Pattern[str], str]] = [
     # heard from a moment ago or not yet); tests/node/test_cli_shapes.py checks jetraft reports it
     (re.compile(r"(Replica: n[1-9]),.*$", re.M), r"\1, <replica-state>"),
     # which node leads or answers (placement is each server's own choice)
-    (re.compile(r"\bn[1-9]\*?"), "<node>"),
+    # (a stream report marks the leader with * and a replica not current at that moment with !)
+    (re.compile(r"\bn[1-9][*!]*"), "<node>"),
     # the account clients land in: nats-server's configured APP (user app), jetraft's only one ($G)
     (re.compile(r"Account: (APP \(APP\)|\$G \(\$G\))"), "Account: <account>"),
     (re.compile(r"(User:) (app)?$", re.M), r"\1 <user>"),

@@ -139,6 +139,7 @@ def script(workdir: Path) -> list[Step]:
         Step(["object", "rm", "FILES", "hello.txt", "-f"]),
         Step(["object", "rm", "FILES", "-f"]),
         Step(["server", "ls"], compare=same_rows, system=True),
+        Step(["server", "report", "health"], compare=same_matches(r"(ok: \d+ / err: \d+)"), system=True),
         Step(["server", "ping", "3"], compare=same_matches(r"^(.*\d+ replies)"), system=True),
     ]
 

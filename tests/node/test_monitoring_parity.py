@@ -22,6 +22,7 @@ from tests.pipeline.servers import NatsServerProcesses
 ENDPOINTS = [
     "varz",
     "connz?subs=1",
+    "connz?auth=true",
     "subsz?subs=1",
     "routez",
     "jsz?accounts=true&streams=true&consumers=true&config=true",
@@ -138,14 +139,15 @@ async def test_endpoints_have_nats_servers_shapes_and_real_figures(
             ref_status, ref_body = get(f"{ref_target.monitor_urls[0]}/{endpoint}")
             status, body = get(f"{ours_http}/{endpoint}")
             assert status == ref_status == 200, (endpoint, status, body)
-            bodies[endpoint.split("?")[0]] = body
+            bodies[endpoint] = body
             found.extend(differences(ref_body, body, endpoint.split("?")[0]))
         assert found == [], "\n".join(found)
     finally:
         for nc in clients:
             await nc.close()
 
-    varz, connz, jsz = bodies["varz"], bodies["connz"], bodies["jsz"]
+    varz, connz = bodies["varz"], bodies["connz?subs=1"]
+    jsz = bodies["jsz?accounts=true&streams=true&consumers=true&config=true"]
     assert varz["server_name"] == "n1" and varz["version"] == "2.15.1"
     assert varz["connections"] >= 1 and varz["routes"] == 2
     assert varz["jetstream"]["meta"]["cluster_size"] == 3
@@ -157,9 +159,10 @@ async def test_endpoints_have_nats_servers_shapes_and_real_figures(
     assert detail["consumer_detail"][0]["name"] == "C1" and detail["consumer_detail"][0]["num_pending"] == 3
     assert jsz["meta_cluster"]["leader"] in {"n1", "n2", "n3"}
     assert bodies["routez"]["num_routes"] == 2
-    (global_account,) = [a for a in bodies["accstatz"]["account_statz"] if a["acc"] == "$G"]
+    (global_account,) = [a for a in bodies["accstatz?unused=1"]["account_statz"] if a["acc"] == "$G"]
     assert global_account["conns"] >= 1 and global_account["received"]["msgs"] >= 3
-    assert bodies["accountz"]["account_detail"]["client_connections"] >= 1
+    assert bodies["accountz?acc=$G"]["account_detail"]["client_connections"] >= 1
+    assert all(c["name_tag"] == "$G" for c in bodies["connz?auth=true"]["connections"])
 
 
 async def test_healthz_answers_nats_servers_status(cluster: LocalCluster) -> None:

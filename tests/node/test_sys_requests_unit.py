@@ -94,11 +94,13 @@ def test_kinds_answer_their_endpoint_with_the_options_as_query() -> None:
     ask(router, "$SYS.REQ.SERVER.NID2.CONNZ", {"subscriptions": True, "limit": 5})
     ask(router, "$SYS.REQ.SERVER.OTHER.VARZ")
     ask(router, "$SYS.REQ.SERVER.PING.ACCOUNTZ", {"account": "$G"})
+    ask(router, "$SYS.REQ.SERVER.PING.HEALTHZ", {"details": True})
     ask(router, "$SYS.REQ.SERVER.PING.IPQUEUESZ")  # not served here: no answer
     assert [r["data"] for r in replies] == [
         {"kind": "jsz", "query": {"streams": "true", "consumers": "true"}},
         {"kind": "connz", "query": {"subs": "true", "limit": "5"}},
         {"kind": "accountz", "query": {"acc": "$G"}},
+        {"status": "ok", "status_code": 200},
     ]
 
 
