@@ -11,7 +11,13 @@ DEV_STAMP := $(VENV)/.installed-dev
 NATSJS := tests/natsjs
 NATSJS_STAMP := $(NATSJS)/node_modules/.installed
 
-.PHONY: install install-dev natsjs up test lint proto sim chaos clean
+.PHONY: install install-dev natsjs nats-cli up test lint proto sim chaos clean
+
+# The nats CLI (natscli), for the CLI comparison tests and bench/: built from source when Go is
+# present (v0.5.1 is skipped on purpose), into .tools/bin, which git ignores.
+NATSCLI_VERSION := v0.5.0
+GO ?= $(shell command -v go 2>/dev/null || ls /usr/local/go/bin/go 2>/dev/null)
+TOOLS_BIN := $(CURDIR)/.tools/bin
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,7 +54,15 @@ lint: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 
-test: install-dev natsjs
+$(TOOLS_BIN)/nats:
+	GOBIN=$(TOOLS_BIN) $(GO) install github.com/nats-io/natscli/nats@$(NATSCLI_VERSION)
+
+# Builds the CLI when Go is here; without Go the CLI tests skip themselves and say why.
+nats-cli:
+	@if [ -n "$(GO)" ]; then $(MAKE) --no-print-directory $(TOOLS_BIN)/nats; \
+	else echo "go not found: the nats CLI is not built, its tests will be skipped"; fi
+
+test: install-dev natsjs nats-cli
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -p no:cacheprovider
@@ -74,4 +88,4 @@ chaos: install-dev
 	  --seeds $(CHAOS_SEEDS) --time $(CHAOS_TIME)
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info $(NATSJS)/node_modules
+	rm -rf $(VENV) .pytest_cache build *.egg-info .tools $(NATSJS)/node_modules

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
+import time
 from typing import Protocol, cast
 
 import structlog
@@ -125,6 +126,7 @@ class ClientConnection(asyncio.Protocol):
         self.subs: dict[str, Subscription] = {}
         self.transport: asyncio.Transport | None = None
         self.remote_ip = ""
+        self.remote_port = 0
         self.closed = False
         self.pings_out = 0
         self._out: list[bytes] = []
@@ -139,6 +141,11 @@ class ClientConnection(asyncio.Protocol):
         self._ping_timer: asyncio.TimerHandle | None = None
         self.in_msgs = 0
         self.out_msgs = 0
+        # for /connz and /varz: payload and header bytes, as nats-server counts them
+        self.in_bytes = 0
+        self.out_bytes = 0
+        self.started_ns = time.time_ns()
+        self.last_activity_ns = self.started_ns
 
     # --- asyncio.Protocol -------------------------------------------------------------
 
@@ -147,6 +154,7 @@ class ClientConnection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.remote_ip = peer[0] if peer else ""
+        self.remote_port = peer[1] if peer else 0
         limits = self.server.limits
         if limits.max_connections < 0 or 0 < limits.max_connections <= self.server.connection_count:
             # As nats-server: INFO, the error, then the connection closes.
@@ -187,6 +195,8 @@ class ClientConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
+        # once per read rather than per message: /connz's last_activity needs no finer grain
+        self.last_activity_ns = time.time_ns()
         self._parser.receive_data(data)
         if not self._slice_scheduled:
             self._drain_slice()
@@ -334,6 +344,7 @@ class ClientConnection(asyncio.Protocol):
 
     def _publish(self, subject: str, reply: str | None, headers: bytes | None, payload: bytes) -> None:
         self.in_msgs += 1
+        self.in_bytes += len(payload) + (len(headers) if headers else 0)
         if self.pedantic and not is_valid_subject(subject):
             self._write(encode_err(ERR_INVALID_PUBLISH_SUBJECT))
             return
@@ -442,6 +453,7 @@ class ClientConnection(asyncio.Protocol):
         else:
             data = b"MSG %s %s %d\r\n%s\r\n" % (subject, sid, len(payload), payload)
         self.out_msgs += 1
+        self.out_bytes += len(payload) + (len(headers) if headers is not None and self.headers_enabled else 0)
         self._out.append(data)
         self._out_size += len(data)
         if not self._flush_pending:
@@ -465,6 +477,11 @@ class ClientConnection(asyncio.Protocol):
                 self.router.unsubscribe(extra)
 
     # --- output -------------------------------------------------------------------------
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes queued for this client and not yet handed to the transport."""
+        return self._out_size
 
     def _write(self, data: bytes) -> None:
         if self.closed:

@@ -19,6 +19,7 @@ import random
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Final, Protocol
 
 import structlog
@@ -211,6 +212,16 @@ def _build_plan(result: SublistResult[Subscription | RemoteInterest]) -> _Plan:
 def _check_queue(queue: str | None) -> None:
     if queue is not None and (not queue or any(ch in queue for ch in " \t\r\n")):
         raise InvalidSubjectError(f"invalid queue group name {queue!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class SublistStats:
+    subscriptions: int
+    cache_entries: int
+    inserts: int
+    removes: int
+    matches: int
+    cache_hits: int
 
 
 class Router:
@@ -418,6 +429,20 @@ class Router:
 
     def remote_interest(self, peer: str) -> list[tuple[str, str | None, int]]:
         return [(i.subject, i.queue, i.weight) for i in self._remote.get(peer, {}).values()]
+
+    # --- what /subsz reports ----------------------------------------------------------------
+
+    def sublist_stats(self) -> SublistStats:
+        """Counts of the subscription index: local subscriptions and peers' interest alike."""
+        sublist = self._sublist
+        return SublistStats(
+            subscriptions=len(sublist),
+            cache_entries=sublist.cache_len,
+            inserts=sublist.inserts,
+            removes=sublist.removes,
+            matches=sublist.matches,
+            cache_hits=sublist.cache_hits,
+        )
 
     # --- publishing ---------------------------------------------------------------------
 

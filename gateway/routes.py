@@ -25,6 +25,7 @@ import contextlib
 import itertools
 import secrets
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
 
 import grpc
 import structlog
@@ -49,6 +50,19 @@ QUEUE_LIMIT = 64 * 1024 * 1024
 # Weight of a new RTT sample in the running average: quick to follow a real
 # change of link latency, yet not thrown by one noisy sample.
 RTT_SMOOTHING = 0.3
+
+
+@dataclass(frozen=True, slots=True)
+class RouteLinkStats:
+    """One peer link as /routez shows it."""
+
+    peer: str
+    connected: bool
+    rtt: float | None  # seconds
+    messages_sent: int
+    messages_received: int
+    queued_bytes: int
+    interest: int  # subscriptions the peer has told us of
 
 
 class RouteMesh:
@@ -81,6 +95,8 @@ class RouteMesh:
         self._peer_urls: dict[str, str] = {}
         self._peer_labels: dict[str, tuple[str, ...]] = {}
         self.dropped_messages = 0
+        # peer -> messages received from it (for /routez)
+        self.messages_received: dict[str, int] = {}
         self._congested: set[str] = set()
         self._drain_waiters: list[Callable[[], None]] = []
         # Replaced on every change of connectivity, so waiters wake and look again.
@@ -204,6 +220,21 @@ class RouteMesh:
             for callback in waiters:
                 callback()
 
+    def link_stats(self, peer: str) -> RouteLinkStats | None:
+        """What /routez reports of our link to `peer`; None for a peer we do not dial."""
+        link = self._links.get(peer)
+        if link is None:
+            return None
+        return RouteLinkStats(
+            peer=peer,
+            connected=link.connected,
+            rtt=link.rtt if link.connected else None,
+            messages_sent=link.messages_sent,
+            messages_received=self.messages_received.get(peer, 0),
+            queued_bytes=link.queued_bytes,
+            interest=len(self.router.remote_interest(peer)),
+        )
+
     def rtt(self, peer: str) -> float | None:
         link = self._links.get(peer)
         return link.rtt if link is not None and link.connected else None
@@ -285,6 +316,8 @@ class RouteMesh:
                 )
             except InvalidSubjectError as exc:
                 log.warning("bad interest from peer", peer=peer, error=str(exc))
+        if frame.messages:
+            self.messages_received[peer] = self.messages_received.get(peer, 0) + len(frame.messages)
         for msg in frame.messages:
             try:
                 router.deliver_routed(

@@ -103,6 +103,16 @@ class GatewayServer:
             self._server = None
 
     @property
+    def connect_urls(self) -> list[str]:
+        """INFO's connect_urls: this node's client address and the other nodes' (empty alone)."""
+        return list(self._info.get("connect_urls", []))
+
+    @property
+    def version(self) -> str:
+        """The nats-server version this port announces in INFO."""
+        return self._version
+
+    @property
     def client_url(self) -> str:
         return self._advertise or f"nats://{self.host}:{self.port}"
 

@@ -70,6 +70,11 @@ class Sublist(Generic[E]):
         self._shape_count = 0
         self._cache_size = cache_size
         self._count = 0
+        # counted for /subsz, as nats-server's SublistStats
+        self.inserts = 0
+        self.removes = 0
+        self.matches = 0
+        self.cache_hits = 0
 
     def __len__(self) -> int:
         return self._count
@@ -99,6 +104,7 @@ class Sublist(Generic[E]):
                 return
             members[entry] = None
         self._count += 1
+        self.inserts += 1
         self._invalidate(filter_)
 
     def remove(self, filter_: str, entry: E) -> bool:
@@ -125,6 +131,7 @@ class Sublist(Generic[E]):
             if not members:
                 del node.queues[queue]
         self._count -= 1
+        self.removes += 1
         for parent, token, child in reversed(path):
             if not child.is_empty():
                 break
@@ -134,12 +141,18 @@ class Sublist(Generic[E]):
 
     def cached(self, subject: str) -> SublistResult[E] | None:
         """The cached result for `subject`, if any: lets a caller skip validating subjects it has seen."""
-        return self._cache.get(subject)
+        result = self._cache.get(subject)
+        if result is not None:
+            self.matches += 1
+            self.cache_hits += 1
+        return result
 
     def match(self, subject: str) -> SublistResult[E]:
         """Entries interested in literal `subject` (validated by the caller)."""
+        self.matches += 1
         result = self._cache.get(subject)
         if result is not None:
+            self.cache_hits += 1
             return result
         tokens = subject.split(".")
         count = len(tokens)

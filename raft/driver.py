@@ -32,6 +32,7 @@ import contextlib
 import itertools
 import random
 import secrets
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
@@ -198,6 +199,8 @@ class _Group:
         self.host = host
         self.name = name
         self.core = core
+        # peer -> when a message from it last arrived (monotonic ns): STREAM.INFO's replica `active`
+        self.last_heard: dict[NodeId, int] = {}
         self.storage = storage
         self.machine = machine
         self.options = options
@@ -422,6 +425,12 @@ class RaftHost:
         """peer -> (match index, recently active) as this node's core tracks them while it leads `name`."""
         return {peer: (p.match, p.recent_active) for peer, p in self._group(name).core.progress.items()}
 
+    def peer_silence_ns(self, name: str) -> dict[NodeId, int]:
+        """peer -> nanoseconds since a message from it last arrived for group `name` (peers never heard
+        from are absent)."""
+        now = time.monotonic_ns()
+        return {peer: now - at for peer, at in self._group(name).last_heard.items()}
+
     def is_leader(self, name: str) -> bool:
         return self._group(name).core.role is Role.LEADER
 
@@ -570,6 +579,7 @@ class RaftHost:
         group = self._groups.get(name)
         if group is None:
             return False
+        group.last_heard[msg.from_] = time.monotonic_ns()
         try:
             group.core.step(msg)
         except RaftError as exc:

@@ -54,6 +54,9 @@ class ApiEntry:
         self._knows_stream = knows_stream
         self._knows_consumer = knows_consumer
         self._subs: list[Subscription] = []
+        # what /jsz and /varz report as `api.total` and `api.errors` for this node
+        self.requests = 0
+        self.errors = 0
 
     def open(self) -> None:
         router = self._ctx.router
@@ -67,6 +70,7 @@ class ApiEntry:
     def _on_request(self, msg: Message) -> None:
         if not msg.reply:
             return
+        self.requests += 1
         if msg.subject.startswith(CONSUMER_API_PREFIX):
             self._on_consumer_request(msg)
             return
@@ -112,6 +116,7 @@ class ApiEntry:
             router.publish(target, msg.payload, msg.reply, msg.headers)
             return
         error = JSErrors.CLUSTER_NOT_AVAILABLE()
+        self.errors += 1
         if isinstance(request, ConsumerRequest) and request.op is ConsumerOp.NEXT:
             # a pull request gets a status, as its client waits for messages or statuses
             self._ctx.reply(msg.reply, b"", encode_headers(status=503, description="No Responders"))

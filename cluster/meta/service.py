@@ -18,6 +18,7 @@ update, delete, names, list, account info) forwarded to `$JSR.M.*`.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -54,7 +55,7 @@ from cluster.runtime.internal_requests import NoRespondersError
 from cluster.runtime.leader_wait import pass_on_when_served, wait_until_unserved
 from cluster.runtime.meta_progress import with_meta_index
 from cluster.stream.assignment import StreamAssignment
-from cluster.stream.config import StreamConfig, parse_stream_config, stream_config_from_json
+from cluster.stream.config import StorageType, StreamConfig, parse_stream_config, stream_config_from_json
 from cluster.stream.config_check import (
     check_replicas_placeable,
     check_request_subject,
@@ -81,6 +82,8 @@ log = structlog.get_logger(__name__)
 
 # How long the meta leader waits for a new stream's group to elect a leader and answer.
 STREAM_READY_TIMEOUT = 10.0
+# how long $JS.API.INFO waits for a stream's leader on another node to say how much it stores
+ACCOUNT_USAGE_TIMEOUT = 1.0
 CATCH_UP_TIMEOUT = 2.0
 # How long a placement waits for a member whose route is not up yet.
 PLACEMENT_WAIT = 2.0
@@ -338,8 +341,15 @@ class MetaService:
         op, name = request.op, request.stream
         if op is ApiOp.ACCOUNT_INFO:
             consumers = sum(len(by_name) for by_name in self.machine.consumers.values())
+            memory, storage = await self._stored_bytes()
             return account_info_response(
-                AccountUsage(streams=len(self.machine.streams), consumers=consumers, domain=self.ctx.domain)
+                AccountUsage(
+                    memory=memory,
+                    storage=storage,
+                    streams=len(self.machine.streams),
+                    consumers=consumers,
+                    domain=self.ctx.domain,
+                )
             )
         if op is ApiOp.STREAM_NAMES:
             return stream_names_response(list(self.configs().values()), parse_list_request(msg.payload))
@@ -497,6 +507,31 @@ class MetaService:
             lambda name: stream_subject(name, ApiOp.LIST_ENTRY),
             with_meta_index(None, self.applied_index),
         )
+
+    async def _stored_bytes(self) -> tuple[int, int]:
+        """(memory, storage) the account's streams take on the cluster: each stream's bytes times its
+        replicas, as nats-server adds up what every server holds. A stream with a replica here is
+        read from it (a follower may trail its leader by what it has not applied yet); another is
+        asked of its leader, and left out if that leader does not answer in time."""
+
+        async def usage(name: str, config: StreamConfig) -> tuple[bool, int]:
+            replica = self.replicas.get(name)
+            if replica is not None:
+                size = replica.machine.store.state().bytes
+            else:
+                try:
+                    reply = await self.ctx.requester.request(
+                        stream_subject(name, ApiOp.LIST_ENTRY), b"", ACCOUNT_USAGE_TIMEOUT
+                    )
+                    size = int(json.loads(reply.payload)["state"]["bytes"])
+                except (TimeoutError, NoRespondersError, ValueError, KeyError, TypeError):
+                    return False, 0
+            return config.storage is StorageType.MEMORY, size * max(config.num_replicas, 1)
+
+        sizes = await asyncio.gather(*(usage(name, config) for name, config in self.configs().items()))
+        memory = sum(size for in_memory, size in sizes if in_memory)
+        storage = sum(size for in_memory, size in sizes if not in_memory)
+        return memory, storage
 
     async def _ask_stream(self, name: str, op: ApiOp, payload: bytes) -> bytes:
         """The stream leader's answer, waiting (bounded) for a new group to elect its leader. The leader

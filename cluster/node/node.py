@@ -31,7 +31,9 @@ from cluster.node.cluster_tls import peer_channel, server_credentials
 from cluster.node.config import NodeConfig
 from cluster.node.health import HealthJudge, StreamView, observe
 from cluster.node.http_server import NodeHttpServer
-from cluster.runtime.context import META_GROUP, STREAM_GROUP_OPTIONS, NodeContext
+from cluster.node.monitoring import NodeMonitor
+from cluster.node.sys_requests import USER_INFO_QUEUE, SystemResponder
+from cluster.runtime.context import CLUSTER_NAME, META_GROUP, STREAM_GROUP_OPTIONS, NodeContext
 from cluster.runtime.internal_requests import InternalRequester
 from cluster.runtime.metrics import NodeMetrics
 from cluster.stream.leader import replica_progress
@@ -50,6 +52,13 @@ log = structlog.get_logger(__name__)
 METRICS_REFRESH_INTERVAL = 1.0
 
 
+def _cluster_info(config: NodeConfig) -> dict[str, str] | None:
+    """INFO's `cluster`: the config file's cluster name, else jetraft's, when the node has routes."""
+    if config.cluster_name:
+        return {"cluster": config.cluster_name}
+    return {"cluster": CLUSTER_NAME} if config.peers else None
+
+
 class Node:
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
@@ -58,7 +67,7 @@ class Node:
         # leader, on the same link as the client's reply interest (see Router.pass_on).
         self.router = Router(
             config.queue_policy,
-            local_queues=(API_QUEUE, PREFIX_QUEUE),
+            local_queues=(API_QUEUE, PREFIX_QUEUE, USER_INFO_QUEUE),
             group_policies={DIRECT_GET_QUEUE: config.direct_get_policy},
         )
         self.server = GatewayServer(
@@ -74,7 +83,8 @@ class Node:
                 max_connections=config.max_connections,
                 max_subscriptions=config.max_subscriptions,
             ),
-            info_extra={"cluster": config.cluster_name} if config.cluster_name else None,
+            # nats-server names its cluster in INFO when it has routes (`nats account info` shows it)
+            info_extra=_cluster_info(config),
             tls=config.tls,
             accounts=config.accounts,
         )
@@ -94,7 +104,11 @@ class Node:
         self.engine = RocksLogEngine(data_dir / "raft")
         self.host = RaftHost(config.name, self.engine, on_leader_change=self._leader_changed)
         self._health_judge = HealthJudge()
-        self.http = NodeHttpServer(config.host, config.http_port, self.metrics.registry, self._health)
+        self.monitor = NodeMonitor(self, lambda: self.http.port)
+        self.http = NodeHttpServer(config.host, config.http_port, self.metrics.registry, self.monitor)
+        self.system = SystemResponder(
+            self.router, self.monitor, self.monitor.identity, self.server.server_id, config.user or ""
+        )
         self.ctx: NodeContext | None = None
         self.meta: MetaService | None = None
         self.api: ApiEntry | None = None
@@ -164,6 +178,7 @@ class Node:
             self.no_jetstream = NoJetStreamResponder(self.ctx)
             self.no_jetstream.open()
         await self.http.start()
+        self.system.open()
         self._metrics_task = asyncio.get_running_loop().create_task(self._refresh_metrics())
         log.info(
             "node_started",
@@ -181,6 +196,7 @@ class Node:
         if self._metrics_task is not None:
             self._metrics_task.cancel()
         await self.server.stop()
+        self.system.close()
         if self.api is not None:
             self.api.close()
         if self.prefixes is not None:
@@ -222,12 +238,11 @@ class Node:
         if replica is not None:
             replica.on_leader_change(leader, role, term)
 
-    def _health(self) -> tuple[bool, dict[str, Any]]:
-        """Healthy: a meta leader is known, and nothing that keeps this node's clients from being
-        served (routes to most peers down, a stream here without a reachable leader) has lasted
-        longer than the health grace (cluster/node/health.py)."""
+    def serving_problems(self) -> tuple[list[str], dict[str, bool]]:
+        """What keeps this node's clients from being served (routes to most peers down, a stream here
+        without a reachable leader) for longer than the health grace (cluster/node/health.py), and
+        which peers the routes reach; /healthz reports them (cluster/node/jetstream_monitor.py)."""
         meta = self.meta
-        leader = meta.leader_id if meta is not None else None
         replicas = list(meta.replicas.values()) if meta is not None else []
         peers = sorted(self.config.peers)
         reachable = {peer: self.mesh.reachable(peer) for peer in peers}
@@ -239,14 +254,7 @@ class Node:
         problems = self._health_judge.judge(
             observe(self.config.name, peers, reachable, views), time.monotonic()
         )
-        body = {
-            "node": self.config.name,
-            "meta_leader": leader,
-            "streams": sorted(replica.name for replica in replicas),
-            "routes": reachable,
-            "problems": problems,
-        }
-        return leader is not None and not problems, body
+        return problems, reachable
 
     async def _refresh_metrics(self) -> None:
         metrics, node = self.metrics, self.config.name

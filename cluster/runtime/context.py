@@ -48,6 +48,8 @@ STREAM_GROUP_OPTIONS = replace(
 # so those groups snapshot and compact rarely; their logs are cheap to keep.
 MEMORY_STREAM_GROUP_OPTIONS = replace(STREAM_GROUP_OPTIONS, snapshot_interval=100_000, compact_keep=10_000)
 CLUSTER_NAME = "jetraft"
+# the account nats-server carries Raft traffic in; STREAM.INFO and /jsz name it (see ClusterInfo)
+SYSTEM_ACCOUNT = "$SYS"
 
 
 @dataclass

@@ -68,6 +68,9 @@ class ClusterInfo:
     name: str = ""
     raft_group: str = ""
     leader_since_ns: int | None = None
+    # nats-server names the account its Raft traffic travels in (its system account); jetraft's goes
+    # over the gRPC cluster port, which plays that part: reported as nats-server's default
+    traffic_account: str = ""
     replicas: tuple[PeerInfo, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
@@ -80,6 +83,9 @@ class ClusterInfo:
             out["leader"] = self.leader
         if self.leader_since_ns is not None:
             out["leader_since"] = format_optional_ts(self.leader_since_ns)
+        if self.traffic_account:
+            out["system_account"] = True
+            out["traffic_account"] = self.traffic_account
         if self.replicas:
             out["replicas"] = [r.to_json() for r in self.replicas]
         return out

@@ -33,7 +33,7 @@ from cluster.api.response_types import LEADER_STEPDOWN_TYPE, MSG_DELETE_TYPE, ST
 from cluster.api.subjects import ApiOp, parse_stream_subject, stream_subscription
 from cluster.direct_get.staleness import FAST_INTERVAL, SLOW_INTERVAL, encode_beacon, position_subject
 from cluster.runtime.catch_up import caught_up
-from cluster.runtime.context import CLUSTER_NAME
+from cluster.runtime.context import CLUSTER_NAME, SYSTEM_ACCOUNT
 from cluster.runtime.group_membership import converge_membership
 from cluster.runtime.meta_progress import meta_index_of
 from cluster.runtime.metrics import LabelledChildren
@@ -740,7 +740,9 @@ class StreamLeader:
         )
 
     def cluster_info(self) -> ClusterInfo:
-        return leader_cluster_info(self.ctx.host, self.ctx.name, self.replica.group, self._since_ns)
+        return leader_cluster_info(
+            self.ctx.host, self.ctx.name, self.replica.group, self._since_ns, SYSTEM_ACCOUNT
+        )
 
 
 def replica_progress(replica: LedReplica) -> dict[str, tuple[int, bool]]:
@@ -751,19 +753,30 @@ def replica_progress(replica: LedReplica) -> dict[str, tuple[int, bool]]:
         return {}
 
 
-def leader_cluster_info(host: RaftHost, me: str, group: str, since_ns: int) -> ClusterInfo:
+def leader_cluster_info(
+    host: RaftHost, me: str, group: str, since_ns: int, traffic_account: str = ""
+) -> ClusterInfo:
     """A group as STREAM.INFO and CONSUMER.INFO show it from its leader: each other voter with its lag."""
     status = host.status(group)
     progress = host.peer_progress(group)  # the group exists: status() above would have raised
+    silence = host.peer_silence_ns(group)
     replicas = []
     for peer in status.voters:
         if peer == me:
             continue
         match, active = progress.get(peer, (0, False))
         lag = max(status.last_index - match, 0)
-        replicas.append(PeerInfo(name=peer, current=active and lag == 0, active_ns=0, lag=lag))
+        # `active` is how long ago the peer was last heard from (0: never, shown as "not seen")
+        replicas.append(
+            PeerInfo(name=peer, current=active and lag == 0, active_ns=silence.get(peer, 0), lag=lag)
+        )
     return ClusterInfo(
-        leader=me, name=CLUSTER_NAME, raft_group=group, leader_since_ns=since_ns, replicas=tuple(replicas)
+        leader=me,
+        name=CLUSTER_NAME,
+        raft_group=group,
+        leader_since_ns=since_ns,
+        traffic_account=traffic_account,
+        replicas=tuple(replicas),
     )
 
 

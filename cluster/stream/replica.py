@@ -348,6 +348,16 @@ class StreamReplica:
 
     # -- roles -----------------------------------------------------------------------------
 
+    @property
+    def leader(self) -> StreamLeader | None:
+        """This node's leader of the stream while it leads it."""
+        return self._leader
+
+    @property
+    def caught_up(self) -> bool:
+        """Whether this replica has applied up to its group's commit index once since it started."""
+        return self._caught_up
+
     def responder_role(self) -> ResponderRole:
         if self.config.mirror is not None:
             return ResponderRole.MIRROR

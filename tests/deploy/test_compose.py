@@ -152,15 +152,22 @@ def test_prometheus_scrapes_every_node(compose: dict[str, Any]) -> None:
     service = compose["services"]["prometheus"]
     config_path = bind_mounts(service)["/etc/prometheus/prometheus.yml"]
     config = load_yaml(config_path)
-    (job,) = config["scrape_configs"]
-    assert job["job_name"] == "jetraft"  # the dashboards' up{job="jetraft"} panel depends on it
-    targets = {t for group in job["static_configs"] for t in group["targets"]}
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    assert set(jobs) == {"jetraft", "nats"}  # the dashboards' up{job="jetraft"} panel depends on the name
+    targets = {t for group in jobs["jetraft"]["static_configs"] for t in group["targets"]}
     expected = {
         f"{name}:{parse_node_command(svc['command']).http_port}"
         for name, svc in node_services(compose).items()
     }
     assert targets == expected
-    assert set(service["depends_on"]) == set(node_services(compose))
+    assert set(service["depends_on"]) == {*node_services(compose), "nats-exporter"}
+    # the exporter reads every node's monitoring endpoints and Prometheus scrapes the exporter
+    exporter = compose["services"]["nats-exporter"]
+    command = exporter["command"]
+    port = command[command.index("-port") + 1]
+    assert {t for group in jobs["nats"]["static_configs"] for t in group["targets"]} == {f"nats-exporter:{port}"}
+    assert {url for url in command if url.startswith("http://")} == {f"http://{t}" for t in expected}
+    assert {"-varz", "-connz", "-healthz", "-jsz=all"} <= set(command)
     if PROMTOOL_BINARY is None:
         pytest.skip("promtool is not installed (apt-get install -y prometheus)")
     result = subprocess.run(

@@ -1,0 +1,303 @@
+"""JetStream as nats-server's monitoring shows it from one node: /jsz, /healthz and the JetStream parts
+of /varz (config, usage, the meta group), from the replicas this node holds."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from cluster.consumer.api import ConsumerView, consumer_info
+from cluster.consumer.delivery import num_pending
+from cluster.consumer.replica import ConsumerReplica
+from cluster.node.http_server import QueryError, bool_param
+from cluster.node.monitored_node import GLOBAL_ACCOUNT, MonitoredNode
+from cluster.runtime.context import CLUSTER_NAME, META_GROUP, SYSTEM_ACCOUNT
+from cluster.stream.info import API_LEVEL, state_json
+from cluster.stream.replica import StreamReplica
+from raft.driver import RaftHostError
+from raft.types import Role
+from storage.nats_time import ZERO_TIME, format_rfc3339_nano
+
+DEFAULT_MAX_CONSUMERS = 1000
+# nats-server's "no reservation" (math.MaxUint64) for an account's reserved memory and storage
+NO_RESERVATION = 2**64 - 1
+# nats-server's sync_interval default: file stores fsync at most this often (jetraft's RocksDB
+# stores sync per Raft write batch; the figure is reported for the shape's sake)
+SYNC_INTERVAL_NS = 120_000_000_000
+
+
+class JetStreamMonitor:
+    """Builds /jsz and /healthz, and /varz's `jetstream` object, from this node's replicas and groups."""
+
+    def __init__(self, node: MonitoredNode) -> None:
+        self._node = node
+
+    def config(self) -> dict[str, Any]:
+        """The `config` object: limits, store directory, sync interval, domain."""
+        store_dir = str(self._node.config.node_data_dir)
+        try:
+            disk = shutil.disk_usage(store_dir).free
+        except OSError:
+            disk = 0
+        try:
+            memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError):
+            memory = 0
+        # nats-server's defaults when no limit is configured: 75% of memory and of the free disk
+        return {
+            "max_memory": memory * 3 // 4,
+            "max_storage": disk * 3 // 4,
+            "store_dir": store_dir,
+            "sync_interval": SYNC_INTERVAL_NS,
+            **({"domain": self._node.config.domain} if self._node.config.domain else {}),
+            "strict": True,
+        }
+
+    def _replicas(self) -> list[StreamReplica]:
+        meta = self._node.meta
+        return [] if meta is None else sorted(meta.replicas.values(), key=lambda r: r.name)
+
+    def _usage(self) -> tuple[int, int]:
+        """(memory, storage) bytes of the streams this node holds a replica of."""
+        memory = storage = 0
+        for replica in self._replicas():
+            size = replica.machine.store.state().bytes
+            if replica.config.storage.value == "memory":
+                memory += size
+            else:
+                storage += size
+        return memory, storage
+
+    def stats(self) -> dict[str, Any]:
+        memory, storage = self._usage()
+        api = self._node.api
+        ha_assets = 0
+        for group in self._node.host.groups():
+            try:
+                if len(self._node.host.status(group).voters) > 1:
+                    ha_assets += 1
+            except RaftHostError:
+                continue
+        return {
+            "memory": memory,
+            "storage": storage,
+            "reserved_memory": 0,
+            "reserved_storage": 0,
+            "accounts": 1,
+            "ha_assets": ha_assets,
+            "api": {
+                "level": API_LEVEL,
+                "total": api.requests if api is not None else 0,
+                "errors": api.errors if api is not None else 0,
+            },
+        }
+
+    def meta_cluster(self) -> dict[str, Any] | None:
+        node = self._node
+        if not node.config.peers:
+            return None
+        try:
+            status = node.host.status(META_GROUP)
+        except RaftHostError:
+            return None
+        progress: dict[str, tuple[int, bool]] = {}
+        if status.role is Role.LEADER:
+            try:
+                progress = node.host.peer_progress(META_GROUP)
+            except RaftHostError:
+                progress = {}
+        try:
+            silence = node.host.peer_silence_ns(META_GROUP)
+        except RaftHostError:
+            silence = {}
+        replicas = []
+        for peer in status.voters:
+            if peer == node.config.name:
+                continue
+            match, active = progress.get(peer, (0, False))
+            entry: dict[str, Any] = {"name": peer, "current": active and match >= status.last_index}
+            entry["active"] = silence.get(peer, 0)  # ns since a message from it arrived; 0: never
+            entry["peer"] = peer
+            replicas.append(entry)
+        size = len(status.voters)
+        return {
+            "name": CLUSTER_NAME,
+            **({"leader": status.leader_id} if status.leader_id else {}),
+            "peer": node.config.name,
+            **({"replicas": replicas} if replicas else {}),
+            "cluster_size": size,
+            "quorum_needed": size // 2 + 1,
+            "pending": max(status.last_index - status.applied_index, 0),
+            "pending_requests": 0,
+            "pending_infos": 0,
+            "snapshot": {
+                "pending_entries": max(status.last_index - status.snapshot_index, 0),
+                "pending_size": 0,
+                "last_time": ZERO_TIME,
+            },
+        }
+
+    def jsz(self, query: Mapping[str, str]) -> dict[str, Any]:
+        node, now = self._node, time.time_ns()
+        with_streams = bool_param(query, "streams")
+        with_consumers = bool_param(query, "consumers")
+        with_config = bool_param(query, "config")
+        leader_only = bool_param(query, "leader-only")
+        accounts = bool_param(query, "accounts")
+        replicas = self._replicas()
+        messages = sum(r.machine.store.state().messages for r in replicas)
+        bytes_ = sum(r.machine.store.state().bytes for r in replicas)
+        consumers = sum(len(r.consumers) for r in replicas)
+        meta = self.meta_cluster()
+        if leader_only and (meta is None or meta.get("leader") != node.config.name) and node.config.peers:
+            raise QueryError("filtered response: not leader")
+        body: dict[str, Any] = {
+            **self.stats(),
+            "server_id": node.server.server_id,
+            "now": format_rfc3339_nano(now),
+            "config": self.config(),
+            "limits": {"default_max_consumers": DEFAULT_MAX_CONSUMERS},
+            "streams": len(replicas),
+            "consumers": consumers,
+            "messages": messages,
+            "bytes": bytes_,
+        }
+        if meta is not None:
+            body["meta_cluster"] = meta
+        if accounts or with_streams or with_consumers or with_config:
+            memory, storage = self._usage()
+            account: dict[str, Any] = {
+                "name": GLOBAL_ACCOUNT,
+                "id": GLOBAL_ACCOUNT,
+                "memory": memory,
+                "storage": storage,
+                "reserved_memory": NO_RESERVATION,
+                "reserved_storage": NO_RESERVATION,
+                "accounts": 0,
+                "ha_assets": 0,
+                "api": {
+                    "level": 0,
+                    "total": node.api.requests if node.api is not None else 0,
+                    "errors": node.api.errors if node.api is not None else 0,
+                },
+            }
+            if with_streams or with_consumers:
+                account["stream_detail"] = [
+                    self._stream_detail(r, now, with_config, with_consumers) for r in replicas
+                ]
+            body["account_details"] = [account]
+        body["total"] = 1
+        return body
+
+    def _stream_detail(
+        self, replica: StreamReplica, now_ns: int, with_config: bool, with_consumers: bool
+    ) -> dict[str, Any]:
+        state = replica.machine.stream_state()
+        out: dict[str, Any] = {
+            "name": replica.name,
+            "created": format_rfc3339_nano(replica.assignment.created_ns),
+            "cluster": self._group_cluster(replica),
+        }
+        if with_config:
+            out["config"] = replica.config.to_json(self._node.server.version)
+        out["state"] = state_json(state, len(replica.consumers))
+        if with_consumers and replica.consumers:
+            out["consumer_detail"] = [
+                self._consumer_detail(consumer, now_ns, with_config)
+                for _, consumer in sorted(replica.consumers.items())
+                if isinstance(consumer, ConsumerReplica)
+            ]
+        return out
+
+    def _group_cluster(self, replica: StreamReplica | ConsumerReplica) -> dict[str, Any]:
+        """A stream's or consumer's Raft group as jsz shows it from this node: the leader's view of
+        its followers' lag where this node leads, else the other voters with nothing known of them.
+        `system_account`/`traffic_account` say where nats-server sends Raft traffic (its system
+        account); jetraft's goes over the gRPC cluster port, reported as nats-server's default."""
+        host, me = self._node.host, self._node.config.name
+        info: dict[str, Any] | None = None
+        stream_leader = replica.leader if isinstance(replica, StreamReplica) else None
+        # a group being removed while this runs: described as a follower would describe it
+        with contextlib.suppress(RaftHostError):
+            if stream_leader is not None:
+                info = stream_leader.cluster_info().to_json()
+            elif isinstance(replica, ConsumerReplica) and replica.leader is not None:
+                info = dict(replica.leader.view().cluster or {})
+        if info is None:
+            try:
+                status = host.status(replica.group)
+            except RaftHostError:
+                status = None
+            leader = status.leader_id if status is not None else None
+            info = {
+                "name": CLUSTER_NAME,
+                "raft_group": replica.group,
+                **({"leader": leader} if leader else {}),
+            }
+            if status is not None:
+                info["replicas"] = [
+                    {"name": peer, "current": False, "active": 0, "peer": peer}
+                    for peer in status.voters
+                    if peer != me
+                ]
+        replicas = info.pop("replicas", None)
+        info["system_account"] = True
+        info["traffic_account"] = SYSTEM_ACCOUNT
+        if replicas:
+            info["replicas"] = replicas
+        return info
+
+    def _consumer_detail(self, consumer: ConsumerReplica, now_ns: int, with_config: bool) -> dict[str, Any]:
+        view: ConsumerView | None = None
+        if consumer.leader is not None:
+            with contextlib.suppress(RaftHostError):
+                view = consumer.leader.view()
+        if view is None:
+            view = ConsumerView(
+                **consumer.info_view_args(),
+                config=consumer.config,
+                state=consumer.state,
+                num_pending=num_pending(consumer.config, consumer.state, consumer.stream.store),
+            )
+        info = consumer_info(view, now_ns)
+        info["cluster"] = self._group_cluster(consumer)
+        if not with_config:
+            info.pop("config", None)
+        return info
+
+    # -- /healthz ---------------------------------------------------------------------------
+
+    def healthz(self, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
+        """(HTTP status, body): nats-server's `status` (and `status_code`, `error` when unhealthy),
+        plus jetraft's own `node`, `meta_leader` and `streams`, which jetraft's tools read."""
+        js_enabled_only = bool_param(query, "js-enabled-only")
+        js_server_only = bool_param(query, "js-server-only")
+        meta = self._node.meta
+        leader = meta.leader_id if meta is not None else None
+        problems, routes = self._node.serving_problems()
+        details = {
+            "node": self._node.config.name,
+            "meta_leader": leader,
+            "streams": sorted(meta.replicas) if meta is not None else [],
+            "routes": routes,
+            "problems": problems,
+        }
+        if js_enabled_only:
+            # JetStream is enabled on every jetraft node; this asks nothing more
+            return 200, {"status": "ok", **details}
+        if leader is None:
+            error = "JetStream has not established contact with a meta leader"
+            return 503, {"status": "unavailable", "status_code": 503, "error": error, **details}
+        if problems:
+            # what keeps this node's clients from being served, for longer than the health grace
+            return 503, {"status": "unavailable", "status_code": 503, "error": problems[0], **details}
+        if not js_server_only and meta is not None:
+            behind = [r.name for r in meta.replicas.values() if r.role is not Role.LEADER and not r.caught_up]
+            if behind:
+                error = f"JetStream stream '{GLOBAL_ACCOUNT} > {behind[0]}' is not current"
+                return 503, {"status": "unavailable", "status_code": 503, "error": error, **details}
+        return 200, {"status": "ok", **details}

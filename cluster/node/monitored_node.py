@@ -1,0 +1,33 @@
+"""What the monitoring endpoints read of a node: a protocol, so the modules that build the bodies
+need not import the node that composes them."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from cluster.api.entry import ApiEntry
+from cluster.meta.service import MetaService
+from cluster.node.config import NodeConfig
+from gateway.router import Router
+from gateway.routes import RouteMesh
+from gateway.server import GatewayServer
+from raft.driver import RaftHost
+
+GLOBAL_ACCOUNT = "$G"
+
+
+class MonitoredNode(Protocol):
+    """The parts of a node the endpoints read (cluster.node.node.Node)."""
+
+    config: NodeConfig
+    server: GatewayServer
+    router: Router
+    mesh: RouteMesh
+    host: RaftHost
+    meta: MetaService | None
+    api: ApiEntry | None
+
+    def serving_problems(self) -> tuple[list[str], dict[str, bool]]:
+        """What keeps this node's clients from being served (past the health grace), and which
+        peers its routes reach (cluster/node/health.py)."""
+        ...

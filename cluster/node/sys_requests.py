@@ -1,0 +1,208 @@
+"""nats-server's `$SYS.REQ` requests that operators' tools send: server discovery and monitoring over NATS.
+
+`nats server ls`/`ping` ask `$SYS.REQ.SERVER.PING` (every server answers with its statsz),
+`nats server report jetstream` asks `$SYS.REQ.SERVER.PING.JSZ`, `nats account info` asks
+`$SYS.REQ.USER.INFO` (answered by the server the client is connected to). Each answer is
+`{"server": <who answered>, "data" or "statsz": <the monitoring endpoint's body>}`.
+
+jetraft has one account: any client may ask these (nats-server answers the SERVER requests only
+to its system account). docs/monitoring.md says so.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+import structlog
+
+from gateway.router import Message, Router, Subscription
+from storage.nats_time import format_rfc3339_nano
+
+log = structlog.get_logger(__name__)
+
+SERVER_PING = "$SYS.REQ.SERVER.PING"
+USER_INFO = "$SYS.REQ.USER.INFO"
+# USER.INFO is about the asker's own connection: the node it is connected to answers, only that one
+USER_INFO_QUEUE = "_sys_user_info"
+# nats-server's capability bit for JetStream (its other bits name features jetraft lacks)
+FLAG_JETSTREAM = 1
+
+
+class SystemEndpoints(Protocol):
+    """The bodies each request kind answers with (cluster/node/monitoring.py)."""
+
+    def statsz(self) -> dict[str, Any]: ...
+
+    def varz(self) -> dict[str, Any]: ...
+
+    def connz(self, query: Mapping[str, str]) -> dict[str, Any]: ...
+
+    def subsz(self, query: Mapping[str, str]) -> dict[str, Any]: ...
+
+    def routez(self) -> dict[str, Any]: ...
+
+    def jsz(self, query: Mapping[str, str]) -> dict[str, Any]: ...
+
+    def healthz(self, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]: ...
+
+    def gatewayz(self) -> dict[str, Any]: ...
+
+    def leafz(self) -> dict[str, Any]: ...
+
+    def accountz(self, query: Mapping[str, str]) -> dict[str, Any]: ...
+
+
+def _options(payload: bytes) -> dict[str, Any]:
+    """The request's options object ({} when empty or not an object)."""
+    if not payload.strip():
+        return {}
+    try:
+        parsed = json.loads(payload)
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def _query(options: Mapping[str, Any]) -> dict[str, str]:
+    """Request options as the endpoints' query parameters (booleans as nats-server's query text)."""
+    names = {
+        "accounts": "accounts",
+        "streams": "streams",
+        "consumer": "consumers",
+        "config": "config",
+        "leader_only": "leader-only",
+        "subscriptions": "subs",
+        "offset": "offset",
+        "limit": "limit",
+        "sort": "sort",
+        "cid": "cid",
+        "test": "test",
+        "js_enabled_only": "js-enabled-only",
+        "js_server_only": "js-server-only",
+        "account": "acc",
+        "auth": "auth",
+        "details": "details",
+    }
+    query: dict[str, str] = {}
+    for key, name in names.items():
+        value = options.get(key)
+        if value is None or value is False:
+            continue
+        query[name] = "true" if value is True else str(value)
+    return query
+
+
+def _health_data(status: int, body: dict[str, Any]) -> dict[str, Any]:
+    """Over NATS, nats-server's health answer carries its HTTP status as `status_code` (`nats server
+    report health` counts a server healthy by it)."""
+    return {"status": body["status"], "status_code": status, **body}
+
+
+class SystemResponder:
+    """Answers `$SYS.REQ.SERVER.PING[.<kind>]`, `$SYS.REQ.SERVER.<id>.<kind>` and `$SYS.REQ.USER.INFO`."""
+
+    def __init__(
+        self,
+        router: Router,
+        endpoints: SystemEndpoints,
+        identity: Callable[[], dict[str, Any]],
+        server_id: str,
+        user: str,
+    ) -> None:
+        self._router = router
+        self._endpoints = endpoints
+        self._identity = identity
+        self._server_id = server_id
+        self._user = user
+        self._seq = 0
+        self._subs: list[Subscription] = []
+
+    def open(self) -> None:
+        router = self._router
+        self._subs = [
+            router.subscribe(SERVER_PING, self._on_ping),
+            router.subscribe(f"{SERVER_PING}.*", self._on_kind),
+            router.subscribe(f"$SYS.REQ.SERVER.{self._server_id}.*", self._on_kind),
+            router.subscribe(USER_INFO, self._on_user_info, USER_INFO_QUEUE),
+        ]
+
+    def close(self) -> None:
+        for sub in self._subs:
+            self._router.unsubscribe(sub)
+        self._subs = []
+
+    def _server(self) -> dict[str, Any]:
+        self._seq += 1
+        return {
+            **self._identity(),
+            "jetstream": True,
+            "flags": FLAG_JETSTREAM,
+            "seq": self._seq,
+            "time": format_rfc3339_nano(time.time_ns()),
+        }
+
+    def _answer(self, reply: str, key: str, body: dict[str, Any]) -> None:
+        payload = json.dumps({"server": self._server(), key: body}).encode()
+        self._router.publish(reply, payload)
+
+    def _selected(self, options: Mapping[str, Any]) -> bool:
+        """nats-server's EventFilterOptions: name, cluster and host match as substrings unless
+        `exact_match`; every tag asked for must be one of this server's; the domain must equal."""
+        identity = self._identity()
+        exact = bool(options.get("exact_match"))
+        for option, field in (("server_name", "name"), ("cluster", "cluster"), ("host", "host")):
+            wanted = options.get(option)
+            if not wanted:
+                continue
+            have = str(identity.get(field, ""))
+            if (have != wanted) if exact else (str(wanted) not in have):
+                return False
+        tags = options.get("tags") or []
+        if tags and not set(tags) <= set(identity.get("tags", [])):
+            return False
+        domain = options.get("domain")
+        return not (domain and domain != identity.get("domain", ""))
+
+    def _on_ping(self, msg: Message) -> None:
+        if not msg.reply or not self._selected(_options(msg.payload)):
+            return
+        self._answer(msg.reply, "statsz", self._endpoints.statsz())
+
+    def _on_kind(self, msg: Message) -> None:
+        if not msg.reply:
+            return
+        options = _options(msg.payload)
+        if msg.subject.startswith(SERVER_PING) and not self._selected(options):
+            return
+        kind = msg.subject.rsplit(".", 1)[-1]
+        endpoints, query = self._endpoints, _query(options)
+        builders: dict[str, Callable[[], dict[str, Any]]] = {
+            "STATSZ": endpoints.statsz,
+            "VARZ": endpoints.varz,
+            "CONNZ": lambda: endpoints.connz(query),
+            "SUBSZ": lambda: endpoints.subsz(query),
+            "ROUTEZ": endpoints.routez,
+            "JSZ": lambda: endpoints.jsz(query),
+            "HEALTHZ": lambda: _health_data(*endpoints.healthz(query)),
+            "GATEWAYZ": endpoints.gatewayz,
+            "LEAFZ": endpoints.leafz,
+            "ACCOUNTZ": lambda: endpoints.accountz(query),
+        }
+        build = builders.get(kind)
+        if build is None:
+            return  # nats-server does not subscribe to kinds it does not serve: no answer
+        try:
+            body = build()
+        except ValueError as exc:
+            payload = json.dumps({"server": self._server(), "error": {"code": 400, "description": str(exc)}})
+            self._router.publish(msg.reply, payload.encode())
+            return
+        self._answer(msg.reply, "data", body)
+
+    def _on_user_info(self, msg: Message) -> None:
+        if not msg.reply:
+            return
+        self._answer(msg.reply, "data", {"user": self._user, "account": "$G", "account_name": "$G"})
