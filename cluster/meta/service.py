@@ -356,7 +356,7 @@ class MetaService:
         if op is ApiOp.STREAM_LIST:
             return await self._list(msg.payload)
         if op is ApiOp.STREAM_CREATE:
-            return await self._create(name, msg.payload)
+            return await self._create(name, msg)
         if op is ApiOp.STREAM_UPDATE:
             return await self._update(name, msg.payload)
         if op is ApiOp.STREAM_DELETE:
@@ -403,8 +403,8 @@ class MetaService:
         assert isinstance(result, MetaResult)
         return result
 
-    async def _create(self, name: str, payload: bytes) -> bytes:
-        requested = parse_stream_config(payload)
+    async def _create(self, name: str, msg: Message) -> bytes | None:
+        requested = parse_stream_config(msg.payload)
         check_request_subject(name, requested)
         decision = decide_create(requested, self.configs())
         if decision.exists:
@@ -418,6 +418,14 @@ class MetaService:
             raise JSErrors.STREAM_NAME_EXIST()
         log.info("stream_assigned", stream=name, peers=peers)
         self._advise_stream(StreamEvent.CREATED, name)
+        # The new stream's leader answers the client itself: the interest in the stream's subjects it
+        # sent the client's node when it became leader travels the same route, before the answer, so
+        # the client's first publish finds the stream (answered from here, it could race that interest
+        # and get "no responders").
+        target = stream_subject(name, ApiOp.CREATE_RESULT)
+        headers = with_meta_index(msg.headers, self.applied_index)
+        if msg.reply and await pass_on_when_served(self.ctx.router, target, b"1", msg.reply, headers):
+            return None
         return await self._ask_stream(name, ApiOp.CREATE_RESULT, b"1")
 
     async def _update(self, name: str, payload: bytes) -> bytes:
