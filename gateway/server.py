@@ -46,8 +46,11 @@ class GatewayServer:
         advertise: str | None = None,
         info_extra: dict[str, Any] | None = None,
         version: str = NATS_COMPAT_VERSION,
+        reuse_port: bool = False,
     ) -> None:
         self.router = router
+        # several processes listening on one port (a node's workers); the kernel spreads new connections
+        self.reuse_port = reuse_port
         self.name = name
         self.host = host
         self.port = port
@@ -66,7 +69,9 @@ class GatewayServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._new_connection, self.host, self.port)
+        self._server = await loop.create_server(
+            self._new_connection, self.host, self.port, reuse_port=self.reuse_port or None
+        )
         self.port = self._server.sockets[0].getsockname()[1]
         self._rebuild_info()
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cluster.runtime.workers import node_of
 from local.ports import HOST, free_port_base
 
 if TYPE_CHECKING:
@@ -39,6 +40,8 @@ class NodeSpec:
     tags: list[str] = field(default_factory=list)
     # peer name -> address this node dials for it (the peer itself, or a proxy in front of it)
     dial: dict[str, str] = field(default_factory=dict)
+    # worker processes (`jetraft node --workers`); worker i's cluster port is cluster_port + i
+    workers: int = 1
 
     @property
     def client_url(self) -> str:
@@ -49,22 +52,34 @@ class NodeSpec:
         return f"http://{HOST}:{self.http_port}"
 
 
+# How many workers every node of a local cluster runs when the caller does not say: the switch that
+# runs the integration tests against several-worker nodes (JETRAFT_TEST_WORKERS=2).
+WORKERS_ENV = "JETRAFT_TEST_WORKERS"
+
+
+def default_workers() -> int:
+    return int(os.environ.get(WORKERS_ENV) or 1)
+
+
 def plan_nodes(
     nodes: int,
     mirror_nodes: int,
     port_base: int,
     http_port_base: int,
     cluster_port_base: int,
+    workers: int = 1,
 ) -> list[NodeSpec]:
-    """Node i (1-based) gets port_base + i - 1; mirror nodes m1.. take the ports after n1..nN."""
+    """Node i (1-based) gets port_base + i - 1; mirror nodes m1.. take the ports after n1..nN. Cluster
+    ports go `workers` apart: a node's workers listen on its cluster port and the ones after it."""
     names = [f"n{i}" for i in range(1, nodes + 1)] + [f"m{i}" for i in range(1, mirror_nodes + 1)]
     specs = [
         NodeSpec(
             name=name,
             client_port=port_base + offset,
             http_port=http_port_base + offset,
-            cluster_port=cluster_port_base + offset,
+            cluster_port=cluster_port_base + offset * workers,
             tags=["mirror"] if name.startswith("m") else [],
+            workers=workers,
         )
         for offset, name in enumerate(names)
     ]
@@ -146,11 +161,13 @@ def start_faultable_links(
     return process
 
 
-def plan_free_nodes(nodes: int, mirror_nodes: int) -> list[NodeSpec]:
-    """`plan_nodes` on one run of free ports: client ports, then HTTP ports, then cluster ports."""
+def plan_free_nodes(nodes: int, mirror_nodes: int, workers: int | None = None) -> list[NodeSpec]:
+    """`plan_nodes` on one run of free ports: client ports, then HTTP ports, then cluster ports
+    (`workers` per node; $JETRAFT_TEST_WORKERS or 1 when not given)."""
+    workers = default_workers() if workers is None else workers
     total = nodes + mirror_nodes
-    base = free_port_base(3 * total)
-    return plan_nodes(nodes, mirror_nodes, base, base + total, base + 2 * total)
+    base = free_port_base((2 + workers) * total)
+    return plan_nodes(nodes, mirror_nodes, base, base + total, base + 2 * total, workers)
 
 
 @functools.cache
@@ -192,8 +209,9 @@ class LocalCluster:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
     def spec(self, name: str) -> NodeSpec:
+        """The node `name`, or the node of worker `name` (`n1/w1`: what stream info names a peer)."""
         for spec in self.specs:
-            if spec.name == name:
+            if spec.name == node_of(name):
                 return spec
         raise KeyError(name)
 
@@ -215,10 +233,13 @@ class LocalCluster:
             cmd += ["--peer", f"{peer}={address}"]
         for tag in spec.tags:
             cmd += ["--tag", tag]
+        if spec.workers > 1:
+            cmd += ["--workers", str(spec.workers)]
         return cmd + self.extra_args
 
     def start_node(self, name: str) -> subprocess.Popen[bytes]:
         spec = self.spec(name)
+        name = spec.name
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child for its lifetime
         proc = subprocess.Popen(
@@ -283,8 +304,9 @@ class LocalCluster:
                 )
 
     def kill_node(self, name: str, sig: int = signal.SIGKILL) -> None:
-        """Stop one node by PID (SIGKILL by default: a crash, not a shutdown)."""
-        proc = self.procs[name]
+        """Stop one node by PID (SIGKILL by default: a crash, not a shutdown; a supervisor's workers die
+        with it, cluster/node/parent_watch.py)."""
+        proc = self.procs[self.spec(name).name]
         proc._jetraft_expected_exit = True  # type: ignore[attr-defined]
         with contextlib.suppress(ProcessLookupError):
             os.kill(proc.pid, sig)

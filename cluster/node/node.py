@@ -63,6 +63,7 @@ class Node:
             port=config.client_port,
             auth=make_authenticator(config.user, config.password, config.token),
             advertise=config.advertise,
+            reuse_port=config.workers > 1,
         )
         self.mesh = RouteMesh(
             self.router,
