@@ -5,7 +5,7 @@ processes, each `jetraft node` with the same flags plus `--worker-index i`
 (cluster/node/worker_config.py says what a worker is). The supervisor holds
 no cluster state; it
 - starts every worker and restarts one that exits (backing off up to 5 s),
-- serves the node's HTTP port: `/healthz` healthy when every worker is,
+- serves the node's HTTP port: `/healthz` healthy when every worker is (with their PIDs),
   `/metrics` the workers' series merged, each labelled with its worker,
 - on SIGTERM or SIGINT stops the workers by PID (SIGTERM, then SIGKILL after
   a grace period) and exits; if it dies without that, the kernel kills the
@@ -180,6 +180,8 @@ class Supervisor:
                     body = json.loads(answer[1])
             bodies[worker.name] = body
         ok, details = node_health(self.config.name, bodies)
+        # the worker processes, for per-process accounting (CPU from /proc/<pid>/stat) and operators
+        details["pids"] = {w.name: w.process.pid for w in self.workers if w.process and w.process.returncode is None}
         return web.json_response({"status": "ok" if ok else "unavailable", **details}, status=200 if ok else 503)
 
     async def _metrics(self, _request: web.Request) -> web.Response:
