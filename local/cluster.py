@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cluster.runtime.workers import node_of
+from cluster.runtime.workers import node_of, worker_name
 from local.ports import HOST, free_port_base
 
 if TYPE_CHECKING:
@@ -90,11 +90,17 @@ def plan_nodes(
 
 @dataclass(frozen=True, slots=True)
 class ProxyLink:
-    """The proxy for what `source` sends to `target`: it listens where `source` dials and forwards to `target`."""
+    """The proxy for what `source` sends to `target`: it listens where `source` dials and forwards to `target`.
+
+    `target` is a cluster member: a node, or one worker of it (`n2/w1`). A node's workers all dial a
+    peer's worker at the same address, so with several workers per node the link `n1 -> n2/w1` carries
+    what every worker of n1 sends to n2's worker 1, and a node's proxies to one peer listen on
+    consecutive ports, as that peer's workers do."""
 
     source: str
     target: str
     upstream: str
+    listen: str = f"{HOST}:0"
 
     @property
     def name(self) -> str:
@@ -102,24 +108,43 @@ class ProxyLink:
 
 
 def proxy_name(source: str, target: str) -> str:
-    return f"{source}-to-{target}"
+    """The proxy carrying what member `source` sends to member `target`: `n1-to-n2`, or between
+    workers `n1-to-n2.w1` (the source's node; a Toxiproxy name cannot hold a slash, and a node name
+    holds no dot, so the name still says which nodes the link joins: chaos' `link_ends`)."""
+    return f"{node_of(source)}-to-{target.replace('/', '.')}"
 
 
 def plan_proxy_links(specs: list[NodeSpec]) -> list[ProxyLink]:
-    """One link per ordered pair of nodes (mirror nodes included), upstream = the target's cluster port."""
-    return [
-        ProxyLink(source=source.name, target=target.name, upstream=f"{HOST}:{target.cluster_port}")
-        for source in specs
-        for target in specs
-        if source.name != target.name
-    ]
+    """One link per ordered pair of nodes (mirror nodes included), upstream = the target's cluster port;
+    with several workers, one per target worker, on a run of free ports per pair."""
+    links = []
+    for source in specs:
+        for target in specs:
+            if source.name == target.name:
+                continue
+            if target.workers == 1:
+                links.append(ProxyLink(source.name, target.name, f"{HOST}:{target.cluster_port}"))
+                continue
+            base = free_port_base(target.workers)
+            links.extend(
+                ProxyLink(
+                    source.name,
+                    worker_name(target.name, index, target.workers),
+                    f"{HOST}:{target.cluster_port + index}",
+                    listen=f"{HOST}:{base + index}",
+                )
+                for index in range(target.workers)
+            )
+    return links
 
 
 def route_through_proxies(specs: list[NodeSpec], listens: dict[str, str]) -> None:
-    """Make each node dial its peers through the proxies (proxy name -> listen address)."""
+    """Make each node dial its peers through the proxies (proxy name -> listen address): a peer's first
+    worker's proxy, the others' on the ports after it."""
     for spec in specs:
         for peer in list(spec.dial):
-            spec.dial[peer] = listens[proxy_name(spec.name, peer)]
+            target = worker_name(peer, 0, spec.workers)
+            spec.dial[peer] = listens[proxy_name(spec.name, target)]
 
 
 class ToxiproxyAPIError(RuntimeError):
@@ -133,7 +158,7 @@ def create_proxies(api_url: str, links: list[ProxyLink], timeout: float = 10.0) 
     """
     listens: dict[str, str] = {}
     for link in links:
-        body = json.dumps({"name": link.name, "upstream": link.upstream, "listen": f"{HOST}:0"}).encode()
+        body = json.dumps({"name": link.name, "upstream": link.upstream, "listen": link.listen}).encode()
         request = urllib.request.Request(
             f"{api_url}/proxies", data=body, method="POST", headers={"Content-Type": "application/json"}
         )
