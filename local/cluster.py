@@ -337,6 +337,17 @@ class LocalCluster:
             os.kill(proc.pid, sig)
         proc.wait(timeout=15)
 
+    def node_pids(self, name: str) -> list[int]:
+        """Every process of node `name` (or of the node of worker `name`): the node's own, and for a
+        several-worker node its workers (its children, as /proc lists them), to freeze or account for
+        the whole node."""
+        pid = self.procs[self.spec(name).name].pid
+        children = Path(f"/proc/{pid}/task/{pid}/children")
+        try:
+            return [pid, *(int(child) for child in children.read_text().split())]
+        except OSError:
+            return [pid]
+
     def restart_node(self, name: str) -> None:
         self.start_node(name)
 

@@ -30,6 +30,7 @@ from cluster.node.http_server import NodeHttpServer
 from cluster.runtime.context import META_GROUP, STREAM_GROUP_OPTIONS, NodeContext
 from cluster.runtime.internal_requests import InternalRequester
 from cluster.runtime.metrics import NodeMetrics
+from cluster.runtime.workers import node_of
 from cluster.stream.leader import replica_progress
 from gateway.auth import make_authenticator
 from gateway.router import Router
@@ -55,6 +56,7 @@ class Node:
             config.queue_policy,
             local_queues=(API_QUEUE, PREFIX_QUEUE),
             group_policies={DIRECT_GET_QUEUE: config.direct_get_policy},
+            same_machine=lambda peer: node_of(peer) == node_of(config.name),
         )
         self.server = GatewayServer(
             self.router,
