@@ -117,6 +117,12 @@ class Supervisor:
         for task in self._watchers:
             task.cancel()
         await asyncio.gather(*self._watchers, return_exceptions=True)
+        for worker in self.workers:  # one a watcher was starting while the others stopped
+            process = worker.process
+            if process is not None and process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                await process.wait()
         if self._runner is not None:
             await self._runner.cleanup()
         if self._session is not None:
