@@ -128,7 +128,10 @@ class Node:
         meta = self.meta
         self.api = ApiEntry(
             self.ctx,
-            knows_stream=lambda stream: stream in meta.replicas,
+            # from the replicated assignments, as knows_consumer: a member without a replica of the stream
+            # (an R1 stream elsewhere, or another worker of a replica's node) still sends the request straight
+            # to its leader, not by way of the meta leader
+            knows_stream=lambda stream: stream in meta.machine.streams,
             knows_consumer=meta.knows_consumer,
         )
         await self.host.start()

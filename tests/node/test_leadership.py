@@ -13,7 +13,7 @@ import pytest
 
 from cluster.runtime.workers import node_of
 from local.cluster import LocalCluster
-from tests.node.cluster_fixtures import local_cluster
+from tests.node.cluster_fixtures import connect_to_member, local_cluster
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +34,7 @@ async def test_isolated_leader_answers_no_msg_get(cluster: LocalCluster) -> None
     leader = info.cluster.leader
     followers = [spec.name for spec in cluster.specs if spec.name != node_of(leader)]
 
-    nc = await nats.connect(cluster.spec(leader).client_url)
+    nc = await connect_to_member(cluster, leader)  # the leader itself, not a sibling worker of it
     request = json.dumps({"last_by_subj": "iso.a"}).encode()
     ok = json.loads((await nc.request("$JS.API.STREAM.MSG.GET.ISO", request, timeout=5)).data)
     assert "message" in ok

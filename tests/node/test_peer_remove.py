@@ -89,7 +89,8 @@ async def test_dead_replica_is_replaced(cluster: LocalCluster) -> None:
         if consumer is not None and consumer.cluster is not None:
             members = {consumer.cluster.leader: True}
             members.update({p.name: p.current for p in consumer.cluster.replicas or []})
-            if set(members) == now and members[spare]:
+            on_spare = [current for member, current in members.items() if node_of(member) == spare]
+            if set(members) == now and on_spare == [True]:
                 break
         assert asyncio.get_running_loop().time() < deadline, f"consumer group never moved: {consumer}"
         await asyncio.sleep(0.1)
