@@ -134,7 +134,11 @@ class Supervisor:
         backoff = RESTART_BACKOFF_FIRST
         while not self._stopping:
             started = time.monotonic()
-            code = await self._run_once(worker)
+            try:
+                code = await self._run_once(worker)
+            except OSError as exc:  # could not even start it (out of processes or descriptors): try again
+                log.error("worker_start_failed", node=self.config.name, worker=worker.name, error=str(exc))
+                code = -1
             if self._stopping:
                 return
             ran = time.monotonic() - started
