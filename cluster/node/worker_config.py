@@ -7,8 +7,9 @@ Worker `i` of node `n1` is member `n1/w<i>` (cluster/runtime/workers.py):
   peer node given as `n2=host:port` has its workers at `host:port`,
   `host:port+1`, ... (every node runs the same number of workers);
 - its data lives in `<data>/<node>/w<i>/`;
-- its HTTP side listens on an ephemeral port of 127.0.0.1, which only the
-  supervisor asks (the node's HTTP port is the supervisor's).
+- its HTTP side listens on an ephemeral port of the node's address, which it
+  reports to the supervisor, the only one that asks it (the node's HTTP port
+  is the supervisor's).
 """
 
 from __future__ import annotations
