@@ -39,6 +39,9 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--cluster-port-base", type=int, default=6222)
     up.add_argument("--data-dir", default="./data")
     up.add_argument(
+        "--workers", type=int, default=1, help="worker processes per node (cluster ports go this many apart)"
+    )
+    up.add_argument(
         "--direct-get-policy",
         choices=DIRECT_GET_POLICIES,
         default=DEFAULT_DIRECT_GET_POLICY,
@@ -111,11 +114,14 @@ def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     if args.action != "up":
         return _control(args)
-    if args.nodes < 1 or args.mirror_nodes < 0:
-        print("jetraft local: --nodes must be at least 1 and --mirror-nodes at least 0", file=sys.stderr)
+    if args.nodes < 1 or args.mirror_nodes < 0 or args.workers < 1:
+        print(
+            "jetraft local: --nodes and --workers must be at least 1 and --mirror-nodes at least 0",
+            file=sys.stderr,
+        )
         return 2
     specs = plan_nodes(
-        args.nodes, args.mirror_nodes, args.port_base, args.http_port_base, args.cluster_port_base
+        args.nodes, args.mirror_nodes, args.port_base, args.http_port_base, args.cluster_port_base, args.workers
     )
     toxiproxy = None
     if args.toxiproxy:

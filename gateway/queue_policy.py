@@ -7,7 +7,8 @@ with `choose_local`). Randomness comes from an injected `random.Random`, so
 tests can pin it.
 
 - `random`: every member cluster-wide equally likely (nats-server in practice).
-- `local-first`: a local member whenever there is one, otherwise as `random`.
+- `local-first`: a local member whenever there is one, else one on a peer of the same machine (a
+  sibling worker, when the router is told which peers those are), otherwise as `random`.
 - `round-robin`: members in turn, cluster-wide, per group name.
 - `nearest`: local if possible, otherwise the peer with the lowest measured
   round-trip time (peers never measured count as farthest).
@@ -80,11 +81,24 @@ class RandomPolicy:
 
 
 class LocalFirstPolicy(RandomPolicy):
+    """A local member, else one on a peer that shares this machine (`same_machine`: a worker of the
+    same several-worker node), else any, at random."""
+
     name = "local-first"
+
+    def __init__(self, rng: random.Random, same_machine: Callable[[str], bool] | None = None) -> None:
+        super().__init__(rng)
+        self._same_machine = same_machine
 
     def choose(self, group: QueueGroup[M]) -> M | str | None:
         if group.local:
             return group.local[self._rng.randrange(len(group.local))]
+        if self._same_machine is not None:
+            siblings = [(peer, weight) for peer, weight in group.remote if weight > 0 and self._same_machine(peer)]
+            if siblings:
+                return QueueGroup(group.name, (), siblings).member_at(
+                    self._rng.randrange(sum(weight for _, weight in siblings))
+                )
         return super().choose(group)
 
 
@@ -139,12 +153,13 @@ def make_policy(
     name: str,
     rng: random.Random | None = None,
     rtt: Callable[[str], float | None] | None = None,
+    same_machine: Callable[[str], bool] | None = None,
 ) -> QueuePolicy:
     rng = rng or random.Random()
     if name == "random":
         return RandomPolicy(rng)
     if name == "local-first":
-        return LocalFirstPolicy(rng)
+        return LocalFirstPolicy(rng, same_machine)
     if name == "round-robin":
         return RoundRobinPolicy()
     if name == "nearest":

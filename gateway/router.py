@@ -232,7 +232,10 @@ class Router:
         rng: random.Random | None = None,
         local_queues: Collection[str] = (),
         group_policies: Mapping[str, str | QueuePolicy] | None = None,
+        same_machine: Callable[[str], bool] | None = None,
     ) -> None:
+        # which peers run on this machine (a several-worker node's other workers), for `local-first`
+        self._same_machine = same_machine
         self._sublist: Sublist[Subscription | RemoteInterest] = Sublist()
         # Queue groups served by a local member whenever there is one, whatever the policy: a node's
         # own services that every node runs alike (nats-server answers the JetStream API on the
@@ -255,7 +258,7 @@ class Router:
         self.output = OutputFlusher()
 
     def _make_policy(self, policy: str | QueuePolicy, rng: random.Random | None) -> QueuePolicy:
-        return make_policy(policy, rng, self._rtt) if isinstance(policy, str) else policy
+        return make_policy(policy, rng, self._rtt, self._same_machine) if isinstance(policy, str) else policy
 
     def policy_for(self, queue: str) -> QueuePolicy:
         """The policy that chooses a member of queue group `queue`."""

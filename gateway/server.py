@@ -51,8 +51,11 @@ class GatewayServer:
         version: str = NATS_COMPAT_VERSION,
         tls: TlsSettings | None = None,
         accounts: Accounts | None = None,
+        reuse_port: bool = False,
     ) -> None:
         self.router = router
+        # several processes listening on one port (a node's workers); the kernel spreads new connections
+        self.reuse_port = reuse_port
         self.name = name
         self.host = host
         self.port = port
@@ -89,6 +92,7 @@ class GatewayServer:
             self.port,
             ssl=handshake_first,
             ssl_handshake_timeout=self.tls.timeout if handshake_first is not None and self.tls else None,
+            reuse_port=self.reuse_port or None,
         )
         self.port = self._server.sockets[0].getsockname()[1]
         self._rebuild_info()

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cluster.node.config import CLUSTER_SECRET_ENV
+from cluster.runtime.workers import node_of, worker_name
 from local.ports import HOST, free_port_base
 
 if TYPE_CHECKING:
@@ -41,6 +42,8 @@ class NodeSpec:
     tags: list[str] = field(default_factory=list)
     # peer name -> address this node dials for it (the peer itself, or a proxy in front of it)
     dial: dict[str, str] = field(default_factory=dict)
+    # worker processes (`jetraft node --workers`); worker i's cluster port is cluster_port + i
+    workers: int = 1
 
     @property
     def client_url(self) -> str:
@@ -51,22 +54,34 @@ class NodeSpec:
         return f"http://{HOST}:{self.http_port}"
 
 
+# How many workers every node of a local cluster runs when the caller does not say: the switch that
+# runs the integration tests against several-worker nodes (JETRAFT_TEST_WORKERS=2).
+WORKERS_ENV = "JETRAFT_TEST_WORKERS"
+
+
+def default_workers() -> int:
+    return int(os.environ.get(WORKERS_ENV) or 1)
+
+
 def plan_nodes(
     nodes: int,
     mirror_nodes: int,
     port_base: int,
     http_port_base: int,
     cluster_port_base: int,
+    workers: int = 1,
 ) -> list[NodeSpec]:
-    """Node i (1-based) gets port_base + i - 1; mirror nodes m1.. take the ports after n1..nN."""
+    """Node i (1-based) gets port_base + i - 1; mirror nodes m1.. take the ports after n1..nN. Cluster
+    ports go `workers` apart: a node's workers listen on its cluster port and the ones after it."""
     names = [f"n{i}" for i in range(1, nodes + 1)] + [f"m{i}" for i in range(1, mirror_nodes + 1)]
     specs = [
         NodeSpec(
             name=name,
             client_port=port_base + offset,
             http_port=http_port_base + offset,
-            cluster_port=cluster_port_base + offset,
+            cluster_port=cluster_port_base + offset * workers,
             tags=["mirror"] if name.startswith("m") else [],
+            workers=workers,
         )
         for offset, name in enumerate(names)
     ]
@@ -77,11 +92,17 @@ def plan_nodes(
 
 @dataclass(frozen=True, slots=True)
 class ProxyLink:
-    """The proxy for what `source` sends to `target`: it listens where `source` dials and forwards to `target`."""
+    """The proxy for what `source` sends to `target`: it listens where `source` dials and forwards to `target`.
+
+    `target` is a cluster member: a node, or one worker of it (`n2/w1`). A node's workers all dial a
+    peer's worker at the same address, so with several workers per node the link `n1 -> n2/w1` carries
+    what every worker of n1 sends to n2's worker 1, and a node's proxies to one peer listen on
+    consecutive ports, as that peer's workers do."""
 
     source: str
     target: str
     upstream: str
+    listen: str = f"{HOST}:0"
 
     @property
     def name(self) -> str:
@@ -89,24 +110,43 @@ class ProxyLink:
 
 
 def proxy_name(source: str, target: str) -> str:
-    return f"{source}-to-{target}"
+    """The proxy carrying what member `source` sends to member `target`: `n1-to-n2`, or between
+    workers `n1-to-n2.w1` (the source's node; a Toxiproxy name cannot hold a slash, and a node name
+    holds no dot, so the name still says which nodes the link joins: chaos' `link_ends`)."""
+    return f"{node_of(source)}-to-{target.replace('/', '.')}"
 
 
 def plan_proxy_links(specs: list[NodeSpec]) -> list[ProxyLink]:
-    """One link per ordered pair of nodes (mirror nodes included), upstream = the target's cluster port."""
-    return [
-        ProxyLink(source=source.name, target=target.name, upstream=f"{HOST}:{target.cluster_port}")
-        for source in specs
-        for target in specs
-        if source.name != target.name
-    ]
+    """One link per ordered pair of nodes (mirror nodes included), upstream = the target's cluster port;
+    with several workers, one per target worker, on a run of free ports per pair."""
+    links = []
+    for source in specs:
+        for target in specs:
+            if source.name == target.name:
+                continue
+            if target.workers == 1:
+                links.append(ProxyLink(source.name, target.name, f"{HOST}:{target.cluster_port}"))
+                continue
+            base = free_port_base(target.workers)
+            links.extend(
+                ProxyLink(
+                    source.name,
+                    worker_name(target.name, index, target.workers),
+                    f"{HOST}:{target.cluster_port + index}",
+                    listen=f"{HOST}:{base + index}",
+                )
+                for index in range(target.workers)
+            )
+    return links
 
 
 def route_through_proxies(specs: list[NodeSpec], listens: dict[str, str]) -> None:
-    """Make each node dial its peers through the proxies (proxy name -> listen address)."""
+    """Make each node dial its peers through the proxies (proxy name -> listen address): a peer's first
+    worker's proxy, the others' on the ports after it."""
     for spec in specs:
         for peer in list(spec.dial):
-            spec.dial[peer] = listens[proxy_name(spec.name, peer)]
+            target = worker_name(peer, 0, spec.workers)
+            spec.dial[peer] = listens[proxy_name(spec.name, target)]
 
 
 class ToxiproxyAPIError(RuntimeError):
@@ -120,7 +160,7 @@ def create_proxies(api_url: str, links: list[ProxyLink], timeout: float = 10.0) 
     """
     listens: dict[str, str] = {}
     for link in links:
-        body = json.dumps({"name": link.name, "upstream": link.upstream, "listen": f"{HOST}:0"}).encode()
+        body = json.dumps({"name": link.name, "upstream": link.upstream, "listen": link.listen}).encode()
         request = urllib.request.Request(
             f"{api_url}/proxies", data=body, method="POST", headers={"Content-Type": "application/json"}
         )
@@ -148,11 +188,13 @@ def start_faultable_links(
     return process
 
 
-def plan_free_nodes(nodes: int, mirror_nodes: int) -> list[NodeSpec]:
-    """`plan_nodes` on one run of free ports: client ports, then HTTP ports, then cluster ports."""
+def plan_free_nodes(nodes: int, mirror_nodes: int, workers: int | None = None) -> list[NodeSpec]:
+    """`plan_nodes` on one run of free ports: client ports, then HTTP ports, then cluster ports
+    (`workers` per node; $JETRAFT_TEST_WORKERS or 1 when not given)."""
+    workers = default_workers() if workers is None else workers
     total = nodes + mirror_nodes
-    base = free_port_base(3 * total)
-    return plan_nodes(nodes, mirror_nodes, base, base + total, base + 2 * total)
+    base = free_port_base((2 + workers) * total)
+    return plan_nodes(nodes, mirror_nodes, base, base + total, base + 2 * total, workers)
 
 
 @functools.cache
@@ -198,8 +240,9 @@ class LocalCluster:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
     def spec(self, name: str) -> NodeSpec:
+        """The node `name`, or the node of worker `name` (`n1/w1`: what stream info names a peer)."""
         for spec in self.specs:
-            if spec.name == name:
+            if spec.name == node_of(name):
                 return spec
         raise KeyError(name)
 
@@ -221,10 +264,13 @@ class LocalCluster:
             cmd += ["--peer", f"{peer}={address}"]
         for tag in spec.tags:
             cmd += ["--tag", tag]
+        if spec.workers > 1:
+            cmd += ["--workers", str(spec.workers)]
         return cmd + self.extra_args
 
     def start_node(self, name: str) -> subprocess.Popen[bytes]:
         spec = self.spec(name)
+        name = spec.name
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child for its lifetime
         proc = subprocess.Popen(
@@ -301,12 +347,24 @@ class LocalCluster:
                 )
 
     def kill_node(self, name: str, sig: int = signal.SIGKILL) -> None:
-        """Stop one node by PID (SIGKILL by default: a crash, not a shutdown)."""
-        proc = self.procs[name]
+        """Stop one node by PID (SIGKILL by default: a crash, not a shutdown; a supervisor's workers die
+        with it, cluster/node/parent_watch.py)."""
+        proc = self.procs[self.spec(name).name]
         proc._jetraft_expected_exit = True  # type: ignore[attr-defined]
         with contextlib.suppress(ProcessLookupError):
             os.kill(proc.pid, sig)
         proc.wait(timeout=15)
+
+    def node_pids(self, name: str) -> list[int]:
+        """Every process of node `name` (or of the node of worker `name`): the node's own, and for a
+        several-worker node its workers (its children, as /proc lists them), to freeze or account for
+        the whole node."""
+        pid = self.procs[self.spec(name).name].pid
+        children = Path(f"/proc/{pid}/task/{pid}/children")
+        try:
+            return [pid, *(int(child) for child in children.read_text().split())]
+        except OSError:
+            return [pid]
 
     def restart_node(self, name: str) -> None:
         self.start_node(name)

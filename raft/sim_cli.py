@@ -37,6 +37,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--seeds", type=int, default=100, help="how many seeds to run")
     parser.add_argument("--first-seed", type=int, default=1, help="the first seed")
     parser.add_argument("--nodes", type=int, choices=(3, 5), default=3, help="initial voters")
+    parser.add_argument("--learners", type=int, default=0, help="initial learners (l1, l2, ...)")
     parser.add_argument("--steps", type=int, default=SimOptions().steps, help="chaos ticks per seed")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
     parser.add_argument("--trace", action="store_true", help="print the event trace of failing seeds")
@@ -61,7 +62,7 @@ def _results(seeds: range, options: SimOptions, jobs: int) -> Iterator[SimResult
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(sys.argv[1:] if argv is None else argv)
-    options = SimOptions(nodes=args.nodes, steps=args.steps, trace=args.trace)
+    options = SimOptions(nodes=args.nodes, learners=args.learners, steps=args.steps, trace=args.trace)
     started = time.monotonic()
     totals: Counter[str] = Counter()
     failures: list[SimResult] = []
@@ -72,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
             failures.append(result)
             print(f"FAIL seed={result.seed} tick={result.step}: {result.violation}", flush=True)
             print(
-                f"  replay: jetraft sim --seeds 1 --first-seed {result.seed} --nodes {args.nodes} "
+                f"  replay: jetraft sim --seeds 1 --first-seed {result.seed} --nodes {args.nodes} --learners {args.learners} "
                 f"--steps {args.steps} --trace",
                 flush=True,
             )

@@ -20,8 +20,10 @@ DIRECTIONS = ("upstream", "downstream")
 
 
 def link_ends(proxy_name: str) -> tuple[str, str] | None:
-    """(source, target) of a proxy named `<source>-to-<target>`, or None for any other proxy."""
+    """(source, target) nodes of a proxy named `<source>-to-<target>`, or None for any other proxy. A link
+    to one worker of a several-worker node (`n1-to-n2.w1`, local.cluster.proxy_name) joins nodes n1, n2."""
     source, sep, target = proxy_name.partition("-to-")
+    target = target.split(".", 1)[0]
     if not sep or not source or not target:
         return None
     return source, target

@@ -3,12 +3,19 @@
 The meta leader decides and writes the chosen peers into the replicated
 assignment, so placement need not be deterministic across nodes; it is
 anyway (ties broken by name) so that tests and operators can predict it.
+
+A peer is a cluster member: a node, or one worker of a node started with
+`--workers N` (`cluster/runtime/workers.py`). Placement is host-aware: it
+picks the nodes (machines) first, never two replicas on one, then on each the
+worker with the fewest groups, so a machine's groups spread over its cores.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+from cluster.runtime.workers import node_of
 
 MIRROR_TAG = "mirror"
 
@@ -23,6 +30,11 @@ class NodeInfo:
     tags: frozenset[str] = field(default_factory=frozenset)
     online: bool = True
 
+    @property
+    def machine(self) -> str:
+        """The node this member runs on (itself, for a single-worker node)."""
+        return node_of(self.name)
+
 
 def choose_peers(
     replicas: int,
@@ -33,37 +45,63 @@ def choose_peers(
     exclude: Iterable[str] = (),
     first_in: Mapping[str, int] | None = None,
 ) -> list[str]:
-    """Pick `replicas` online nodes carrying every required tag, least loaded first.
+    """Pick `replicas` online members carrying every required tag, on as many different nodes,
+    least loaded first.
 
     Nodes tagged `mirror` are reserved for mirror streams: a mirror goes there
     when enough of them exist, and other streams avoid them unless the
     placement asks for the tag explicitly.
 
-    The chosen nodes come back ordered by `first_in` (how many streams already
-    list each node first), fewest first: a new group's first peer stands for
-    election at once, so this spreads stream leaders over the nodes, as
-    nats-server's are. Ordering by load alone put every R3 stream of a 3-node
-    cluster first on n1 (all nodes carry the same load there).
+    A node's load is the sum of its workers' (its machine's share of the
+    groups); on each chosen node the worker with the fewest groups gets the
+    replica. With one worker per node, both are the node's own load.
+
+    The chosen members come back ordered by `first_in` (how many streams already
+    list each member first; a node's workers' counts summed first), fewest first:
+    a new group's first peer stands for election at once, so this spreads stream
+    leaders over the nodes and their workers, as nats-server's are. Ordering by
+    load alone put every R3 stream of a 3-node cluster first on n1 (all nodes
+    carry the same load there).
     """
     if replicas < 1:
         raise PlacementError("replicas must be at least 1")
     wanted = frozenset(required_tags)
-    excluded = frozenset(exclude)
-    candidates = [n for n in nodes if n.online and n.name not in excluded and wanted <= n.tags]
+    # a member excluded (a stream's current peers, when one is replaced) rules out its whole machine
+    excluded = frozenset(node_of(member) for member in exclude)
+    candidates = [n for n in nodes if n.online and n.machine not in excluded and wanted <= n.tags]
     if is_mirror:
         mirror_nodes = [n for n in candidates if MIRROR_TAG in n.tags]
-        if len(mirror_nodes) >= replicas:
+        if len({n.machine for n in mirror_nodes}) >= replicas:
             candidates = mirror_nodes
     elif MIRROR_TAG not in wanted:
         candidates = [n for n in candidates if MIRROR_TAG not in n.tags]
-    if len(candidates) < replicas:
+    by_machine: dict[str, list[NodeInfo]] = {}
+    for candidate in candidates:
+        by_machine.setdefault(candidate.machine, []).append(candidate)
+    if len(by_machine) < replicas:
         raise PlacementError("no suitable peers for placement")
-    candidates.sort(key=lambda n: (load.get(n.name, 0), n.name))
-    chosen = [n.name for n in candidates[:replicas]]
+    machine_load = _per_machine(load)
+    machines = sorted(by_machine, key=lambda machine: (machine_load.get(machine, 0), machine))
+    chosen = [
+        min(by_machine[machine], key=lambda n: (load.get(n.name, 0), n.name)).name
+        for machine in machines[:replicas]
+    ]
     firsts = first_in or {}
-    chosen.sort(key=lambda name: (firsts.get(name, 0), load.get(name, 0), name))
+    machine_firsts = _per_machine(firsts)
+    chosen.sort(
+        key=lambda name: (
+            machine_firsts.get(node_of(name), 0), firsts.get(name, 0), load.get(name, 0), name
+        )
+    )
     return chosen
 
+
+def _per_machine(counts: Mapping[str, int]) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for member, count in counts.items():
+        machine = node_of(member)
+        totals[machine] = totals.get(machine, 0) + count
+    return totals
 
 def known_nodes(
     members: Iterable[str], me: str, my_tags: Iterable[str], peer_labels: Callable[[str], Sequence[str] | None]

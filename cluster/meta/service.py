@@ -1,7 +1,8 @@
 """The meta group on one node: replicated stream assignments, the meta leader's API, reconciliation.
 
-Every node is a voter of the meta group `_meta_` and applies its entries to a
-`MetaMachine`. Applying only records the new assignments and wakes the
+Every node is a voter of the meta group `_meta_` (a node with several workers
+votes with its worker 0; its other workers follow as learners) and applies its
+entries to a `MetaMachine`. Applying only records the new assignments and wakes the
 reconciler; the reconciler waits until this node has caught up with the meta
 log (a ReadIndex) and then makes the running stream replicas match the
 assignments: it starts the replicas placed here and stops (and deletes) the
@@ -54,6 +55,7 @@ from cluster.runtime.context import CLUSTER_NAME, GROUP_OPTIONS, META_GROUP, Nod
 from cluster.runtime.internal_requests import NoRespondersError
 from cluster.runtime.leader_wait import pass_on_when_served, wait_until_unserved
 from cluster.runtime.meta_progress import with_meta_index
+from cluster.runtime.workers import meta_learners, meta_voters, node_count
 from cluster.stream.assignment import StreamAssignment
 from cluster.stream.config import StorageType, StreamConfig, parse_stream_config, stream_config_from_json
 from cluster.stream.config_check import (
@@ -148,7 +150,8 @@ class MetaService:
         self.ctx.host.add_group(
             META_GROUP,
             self._state_machine,
-            voters=self.ctx.members,
+            voters=meta_voters(self.ctx.members),
+            learners=meta_learners(self.ctx.members),
             options=self.ctx.group_options(GROUP_OPTIONS),
         )
         self.ctx.spawn(self._reconcile_loop(), "meta-reconcile")
@@ -410,7 +413,7 @@ class MetaService:
         if decision.exists:
             return await self._ask_stream(name, ApiOp.CREATE_RESULT, b"0")
         cfg = decision.config
-        check_replicas_placeable(cfg, len(self.ctx.members), CLUSTER_NAME)
+        check_replicas_placeable(cfg, node_count(self.ctx.members), CLUSTER_NAME)
         peers = await self._place(max(cfg.num_replicas, 1), cfg)
         assignment = StreamAssignment(name, cfg.to_json(), peers, time.time_ns())
         result = await self._propose(MetaOp.ASSIGN_STREAM, assignment.to_json())

@@ -1,10 +1,16 @@
-"""`jetraft node ...`: run one node until SIGINT or SIGTERM (what containers and `jetraft local up` run)."""
+"""`jetraft node ...`: run one node until SIGINT or SIGTERM (what containers and `jetraft local up` run).
+
+With `--workers N` (N > 1) this process is the node's supervisor
+(cluster/node/supervisor.py), and runs this same command once per worker with
+`--worker-index i` added.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import contextlib
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -13,6 +19,9 @@ import structlog
 
 from cluster.node.config import ConfigError, NodeConfig, add_node_arguments, config_from_args
 from cluster.node.logs import configure_logging
+from cluster.node.parent_watch import die_with_parent
+from cluster.node.supervisor import SUPERVISOR_PID_ENV, report_started, run_supervisor
+from cluster.node.worker_config import worker_config
 from raft.grpc_setup import prefer_posix_endpoints
 
 log = structlog.get_logger(__name__)
@@ -38,6 +47,7 @@ async def run(config: NodeConfig) -> None:
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     await node.start()
+    report_started(node.http.port)
     try:
         await stop.wait()
     finally:
@@ -45,12 +55,26 @@ async def run(config: NodeConfig) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    config = parse_args(argv)
+    args = list(sys.argv[1:] if argv is None else argv)
+    config = parse_args(args)
+    supervising = config.workers > 1 and config.worker_index is None
+    if config.worker_index is not None:
+        supervisor_pid = os.environ.get(SUPERVISOR_PID_ENV)
+        if supervisor_pid is not None:
+            die_with_parent(int(supervisor_pid))
+        config = worker_config(config, config.worker_index)
     try:
         configure_logging(config.name, config.log_level, config.log_format)
     except ValueError as exc:  # a bad --log-level or $JETRAFT_LOG_LEVEL
         print(f"jetraft node: {exc}", file=sys.stderr)
         return 2
+    if supervising:
+        try:
+            asyncio.run(run_supervisor(config, args))
+        except OSError as exc:
+            log.error("node_failed_to_start", node=config.name, error=str(exc))
+            return 1
+        return 0
     prefer_posix_endpoints()  # before cluster.node.node imports grpc
     with contextlib.suppress(ImportError):
         import uvloop

@@ -84,10 +84,19 @@ class NodeConfig:
     # frames (one per pair of nodes) carry liveness instead (docs/architecture.md). Off by default
     # while it is new.
     quiesce: bool = False
+    # Worker processes of this node (cluster/node/supervisor.py): more than one, and a supervisor runs
+    # them, each a cluster member of its own (`<name>/w<i>`) on the node's client port (SO_REUSEPORT)
+    # and on cluster port `cluster_port + i`. Every node of a cluster must run the same number: a peer's
+    # workers are found at its cluster port plus their index.
+    workers: int = 1
+    # set by the supervisor on the command line of the worker it starts; never in a config file
+    worker_index: int | None = None
 
     def validate(self) -> None:
-        if not self.name or any(ch in self.name for ch in " .*>"):
-            raise ConfigError(f"node name {self.name!r} must be non-empty without spaces, dots or wildcards")
+        if not self.name or any(ch in self.name for ch in " .*>/"):
+            raise ConfigError(
+                f"node name {self.name!r} must be non-empty without spaces, dots, slashes or wildcards"
+            )
         for setting, value in (("queue_policy", self.queue_policy), ("direct_get_policy", self.direct_get_policy)):
             if value not in POLICY_NAMES:
                 raise ConfigError(f"{setting} {value!r} is not one of {', '.join(POLICY_NAMES)}")
@@ -98,6 +107,8 @@ class NodeConfig:
         if self.name in self.peers:
             raise ConfigError(f"node {self.name!r} lists itself as a peer")
         for peer, address in self.peers.items():
+            if "/" in peer:
+                raise ConfigError(f"peer name {peer!r} must not contain a slash (it names a worker)")
             host, sep, port = address.rpartition(":")
             if not sep or not host or not port.isdigit():
                 raise ConfigError(f"peer {peer!r} address {address!r} is not host:port")
@@ -147,6 +158,17 @@ class NodeConfig:
                 raise ConfigError(f"cluster tls: cannot use its files: {exc}") from exc
         if self.max_payload < 1 or self.auth_timeout <= 0:
             raise ConfigError("max_payload must be at least 1 and the auth timeout positive")
+        self._validate_workers()
+
+    def _validate_workers(self) -> None:
+        if self.workers < 1:
+            raise ConfigError(f"workers {self.workers} must be at least 1")
+        if self.workers > 1 and (self.client_port == 0 or self.cluster_port == 0):
+            raise ConfigError("a node with several workers needs a fixed client port and cluster port (not 0)")
+        if self.cluster_port + self.workers - 1 > 65535:
+            raise ConfigError(f"cluster ports {self.cluster_port}..+{self.workers - 1} are out of range")
+        if self.worker_index is not None and not 0 <= self.worker_index < self.workers:
+            raise ConfigError(f"worker index {self.worker_index} is not below workers {self.workers}")
 
     @property
     def client_url(self) -> str:
@@ -172,7 +194,7 @@ def load_toml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
-    known = {f.name for f in fields(NodeConfig)}
+    known = {f.name for f in fields(NodeConfig)} - {"worker_index"}  # the supervisor's, not a setting
     unknown = set(data) - known
     if unknown:
         raise ConfigError(f"config file {path}: unknown settings {', '.join(sorted(unknown))}")
@@ -238,6 +260,12 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
         help="another API prefix to answer under, as an account import would map it (repeatable)",
     )
     parser.add_argument(
+        "--workers",
+        type=int,
+        help="worker processes, each a cluster member on the node's ports (1; the same on every node)",
+    )
+    parser.add_argument("--worker-index", type=int, help=argparse.SUPPRESS)  # the supervisor's, for its workers
+    parser.add_argument(
         "--stream-snapshot-interval", type=int, help="entries between file-stored streams' snapshots (20000)"
     )
     parser.add_argument(
@@ -258,7 +286,7 @@ def config_from_args(args: argparse.Namespace) -> NodeConfig:
     for key in (
         "name", "host", "client_port", "cluster_port", "http_port", "data_dir", "queue_policy",
         "direct_get_policy", "log_level", "log_format", "user", "password", "token", "advertise", "domain",
-        "stream_snapshot_interval", "stream_compact_keep", "quiesce",
+        "stream_snapshot_interval", "stream_compact_keep", "quiesce", "workers", "worker_index",
     ):  # fmt: skip
         value = getattr(args, key)
         if value is not None:

@@ -36,6 +36,7 @@ from cluster.node.sys_requests import USER_INFO_QUEUE, SystemResponder
 from cluster.runtime.context import CLUSTER_NAME, META_GROUP, STREAM_GROUP_OPTIONS, NodeContext
 from cluster.runtime.internal_requests import InternalRequester
 from cluster.runtime.metrics import NodeMetrics
+from cluster.runtime.workers import node_of
 from cluster.stream.leader import replica_progress
 from gateway.auth import make_authenticator
 from gateway.limits import Limits
@@ -69,6 +70,7 @@ class Node:
             config.queue_policy,
             local_queues=(API_QUEUE, PREFIX_QUEUE, USER_INFO_QUEUE),
             group_policies={DIRECT_GET_QUEUE: config.direct_get_policy},
+            same_machine=lambda peer: node_of(peer) == node_of(config.name),
         )
         self.server = GatewayServer(
             self.router,
@@ -87,6 +89,7 @@ class Node:
             info_extra=_cluster_info(config),
             tls=config.tls,
             accounts=config.accounts,
+            reuse_port=config.workers > 1,
         )
         self.mesh = RouteMesh(
             self.router,
@@ -165,7 +168,10 @@ class Node:
         meta = self.meta
         self.api = ApiEntry(
             self.ctx,
-            knows_stream=lambda stream: stream in meta.replicas,
+            # from the replicated assignments, as knows_consumer: a member without a replica of the stream
+            # (an R1 stream elsewhere, or another worker of a replica's node) still sends the request straight
+            # to its leader, not by way of the meta leader
+            knows_stream=lambda stream: stream in meta.machine.streams,
             knows_consumer=meta.knows_consumer,
         )
         await self.host.start()

@@ -60,7 +60,7 @@ class NodeContext:
     metrics: NodeMetrics
     requester: InternalRequester
     data_dir: Path
-    # every node of the cluster (this one included), sorted: the meta group's voters
+    # every member of the cluster (this one included), sorted: nodes, or their workers (runtime/workers.py)
     members: tuple[str, ...]
     tags: tuple[str, ...] = ()
     domain: str = ""

@@ -43,6 +43,8 @@ MAX_CLIENT_BACKLOG = 64
 @dataclass(frozen=True, slots=True)
 class SimOptions:
     nodes: int = 3
+    # learners from the start (l1, l2, ...), as the meta group of several-worker nodes has them
+    learners: int = 0
     steps: int = 1500
     trace: bool = False
 
@@ -115,9 +117,10 @@ class Simulation:
         self.max_voters = options.nodes + 2
         self.max_crashed = (options.nodes - 1) // 2
         self.next_node_number = options.nodes + 1
-        conf = ConfState(voters=tuple(ids))
+        learner_ids = [f"l{i}" for i in range(1, options.learners + 1)]
+        conf = ConfState(voters=tuple(ids), learners=tuple(learner_ids))
         self.nodes: dict[str, SimNode] = {}
-        for node_id in ids:
+        for node_id in (*ids, *learner_ids):
             self.nodes[node_id] = SimNode(node_id, MemoryLogStorage(conf), self._config, rng.getrandbits(64))
         self.pending_reads: dict[bytes, tuple[str, int]] = {}
         self.read_seq = 0
@@ -444,6 +447,8 @@ class Simulation:
             return
         self.pending_reads[ctx] = (node.id, committed)
         self.stats["reads"] += 1
+        if node.id in node.live_core.learners:
+            self.stats["reads_on_learners"] += 1
 
     def _partition(self) -> None:
         rng = self.rng

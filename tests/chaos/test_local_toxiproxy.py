@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from chaos.readafterwrite.faults import link_ends
 from chaos.toxiproxy import ToxiproxyProcess
 from local.cluster import (
     LocalCluster,
@@ -55,6 +56,21 @@ def test_route_through_proxies_makes_each_node_dial_the_proxy_named_after_it() -
     command = LocalCluster(specs, "/nonexistent").command(specs[0])
     peers = [command[i + 1] for i, arg in enumerate(command) if arg == "--peer"]
     assert f"n2={listens['n1-to-n2']}" in peers and f"m1={listens['n1-to-m1']}" in peers
+
+
+def test_with_workers_each_node_dials_a_run_of_proxies_one_per_peer_worker() -> None:
+    specs = plan_nodes(2, 0, port_base=14222, http_port_base=18222, cluster_port_base=16222, workers=2)
+    assert [spec.cluster_port for spec in specs] == [16222, 16224]  # a node's workers: its port and the next
+    links = {link.name: link for link in plan_proxy_links(specs)}
+    assert sorted(links) == ["n1-to-n2.w0", "n1-to-n2.w1", "n2-to-n1.w0", "n2-to-n1.w1"]
+    assert link_ends("n1-to-n2.w1") == ("n1", "n2")
+    assert links["n1-to-n2.w1"].upstream == "127.0.0.1:16225"
+    first, second = (int(links[f"n1-to-n2.w{i}"].listen.rsplit(":", 1)[1]) for i in (0, 1))
+    assert second == first + 1  # where n1's workers look for n2's worker 1: worker 0's address plus one
+    route_through_proxies(specs, {name: link.listen for name, link in links.items()})
+    assert specs[0].dial == {"n2": links["n1-to-n2.w0"].listen}
+    command = LocalCluster(specs, "/nonexistent").command(specs[0])
+    assert command[command.index("--workers") + 1] == "2"
 
 
 def test_create_proxies_on_a_real_toxiproxy_server() -> None:

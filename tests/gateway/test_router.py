@@ -369,6 +369,20 @@ def test_local_first_never_forwards_while_a_local_member_exists() -> None:
     assert links.forwarded == []
 
 
+def test_local_first_prefers_a_worker_of_the_same_machine_to_other_nodes() -> None:
+    router = Router("local-first", rng=random.Random(5), same_machine=lambda peer: peer.startswith("n1/"))
+    links = FakeLinks()
+    router.attach_links(links)
+    router.set_remote_interest("n2/w0", "svc", "q", 5)
+    router.set_remote_interest("n1/w1", "svc", "q", 1)
+    for _ in range(50):
+        router.publish("svc")
+    assert {peer for peer, *_ in links.forwarded} == {"n1/w1"}
+    router.set_remote_interest("n1/w1", "svc", "q", 0)  # the sibling's member left: any node will do
+    router.publish("svc")
+    assert links.forwarded[-1][0] == "n2/w0"
+
+
 def test_routed_message_reaches_plain_subscribers_and_one_member_of_the_named_group() -> None:
     router = Router(rng=random.Random(2))
     links = FakeLinks()

@@ -7,10 +7,12 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import nats
 from nats.aio.msg import Msg
 
+from cluster.runtime.workers import node_of
 from local.cluster import LocalCluster, plan_free_nodes
 
 
@@ -36,6 +38,19 @@ def log_problems(cluster: LocalCluster) -> list[str]:
             if "never retrieved" in line or "Traceback" in line or '"exception":' in line:
                 problems.append(f"{spec.name}: {line[:400]}")
     return problems
+
+
+async def connect_to_member(cluster: LocalCluster, member: str, **options: Any) -> nats.NATS:
+    """A client of cluster member `member`: a node, or one worker of a several-worker node, whose
+    client port all its workers share (the kernel picks one per connection, so connect until it is
+    the one wanted; each attempt misses with probability 1 - 1/workers)."""
+    url = cluster.spec(member).client_url
+    for _ in range(64):
+        nc = await nats.connect(url, **options)
+        if nc._server_info.get("server_name") == member:
+            return nc
+        await nc.close()
+    raise AssertionError(f"64 connections to {url} never reached {member}")
 
 
 async def direct_get_from_every_replica(
@@ -73,12 +88,12 @@ async def subscribe_on_follower(
     info = await js.stream_info(stream)
     assert info.cluster is not None and info.cluster.leader
     leader = info.cluster.leader
-    follower = next(spec for spec in cluster.specs if spec.name != leader)
+    follower = next(spec for spec in cluster.specs if spec.name != node_of(leader))
     sub_client = await nats.connect(follower.client_url)
     received: asyncio.Queue[Msg] = asyncio.Queue()
     await sub_client.subscribe(dest, cb=received.put)
     await sub_client.flush()
-    leader_client = await nats.connect(cluster.spec(leader).client_url)
+    leader_client = await connect_to_member(cluster, leader)
     try:
         probe = dest.replace(">", "probe")
         for _ in range(100):

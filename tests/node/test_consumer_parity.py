@@ -19,6 +19,7 @@ from typing import Any
 import nats
 import pytest
 
+from cluster.runtime.workers import node_of
 from local.cluster import LocalCluster
 from tests.node.cluster_fixtures import local_cluster
 from tests.pipeline.servers import NatsServerProcesses
@@ -296,7 +297,7 @@ async def lead_elsewhere(nc: nats.NATS, info_subject: str, stepdown_subject: str
     while True:
         info = await request(nc, info_subject)
         leader = info.get("cluster", {}).get("leader") if "error" not in info else None
-        if leader is not None and leader != avoid:
+        if leader is not None and node_of(leader) != avoid:
             return str(leader)
         assert loop.time() < deadline, f"the leader stays on {avoid}"
         if leader is not None:

@@ -11,6 +11,7 @@ import nats
 import pytest
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, ReplayPolicy, RetentionPolicy
 
+from cluster.runtime.workers import node_of
 from local.cluster import LocalCluster
 from tests.node.cluster_fixtures import local_cluster
 
@@ -328,7 +329,7 @@ async def test_consumer_leader_crash_keeps_ack_state(cluster: LocalCluster) -> N
     await js.add_consumer("DURABLE", ConsumerConfig(durable_name="keeper", ack_policy=AckPolicy.EXPLICIT))
     leader = (await js.consumer_info("DURABLE", "keeper")).cluster.leader
     await admin.close()
-    survivor = next(spec for spec in cluster.specs if spec.name != leader)
+    survivor = next(spec for spec in cluster.specs if spec.name != node_of(leader))
     nc = await nats.connect(survivor.client_url)
     js = nc.jetstream()
     sub = await js.pull_subscribe_bind("keeper", stream="DURABLE")

@@ -16,7 +16,8 @@ import pytest
 from nats.aio.msg import Msg
 from nats.js.api import StreamConfig, StreamSource
 
-from chaos.readafterwrite.faults import LinkFaults
+from chaos.readafterwrite.faults import LinkFaults, link_ends
+from cluster.runtime.workers import node_of
 from local.cluster import LocalCluster, faultable_cluster
 from local.gateway_nodes import await_interest
 from tests.node.cluster_fixtures import local_cluster
@@ -52,7 +53,7 @@ async def _origin_with_mirror(js: nats.js.JetStreamContext, origin: str, mirror:
     info = await js.add_stream(
         StreamConfig(name=mirror, mirror=StreamSource(name=origin), mirror_direct=True, num_replicas=1)
     )
-    assert info.cluster is not None and info.cluster.leader == "m1"
+    assert info.cluster is not None and node_of(info.cluster.leader) == "m1"
     return seq
 
 
@@ -68,7 +69,7 @@ async def _until_every_responder_answered(nc: nats.NATS, stream: str, seq: int, 
         reply = await nc.request(f"$JS.API.DIRECT.GET.{stream}", request, timeout=5)
         assert reply.headers is not None
         if "Status" not in reply.headers:
-            seen.add(reply.headers["Jetraft-Node"])
+            seen.add(node_of(reply.headers["Jetraft-Node"]))
 
 
 async def test_direct_gets_from_any_client_spread_over_every_replica_and_the_mirror(
@@ -84,8 +85,8 @@ async def test_direct_gets_from_any_client_spread_over_every_replica_and_the_mir
         ]
         for reply in await asyncio.gather(*requests):
             assert reply.headers is not None and reply.data == b"v1"
-            answered[reply.headers["Jetraft-Node"]] += 1
-            expected_stream = "SPREAD_M" if reply.headers["Jetraft-Node"] == "m1" else "SPREAD"
+            answered[node_of(reply.headers["Jetraft-Node"])] += 1
+            expected_stream = "SPREAD_M" if node_of(reply.headers["Jetraft-Node"]) == "m1" else "SPREAD"
             assert reply.headers["Nats-Stream"] == expected_stream
         # each of the four a fair share: 100 expected, 50..150 is more than five standard deviations
         assert set(answered) == RESPONDERS, f"a client of {name}: {dict(answered)}"
@@ -112,25 +113,28 @@ async def test_once_an_origin_is_deleted_only_its_mirror_answers_its_direct_gets
     nc = await nats.connect(lagging_cluster.spec(client_node).client_url, allow_reconnect=False)
     assert lagging_cluster.toxiproxy_url is not None
     faults = LinkFaults(lagging_cluster.toxiproxy_url)
-    slow_link = next(p for p in faults.proxies_of([late]) if p.name == f"{leader}-to-{late}")
+    # every link from the meta leader's node to the late node (one per worker of a several-worker node)
+    slow_links = [p for p in faults.proxies_of([late]) if link_ends(p.name) == (leader, late)]
     try:
         js = nc.jetstream()
         seq = await _origin_with_mirror(js, "GONE", "GONE_M")
         await _until_every_responder_answered(nc, "GONE", seq)
-        for direction in ("upstream", "downstream"):
-            slow_link.add_toxic(
-                name=f"late_{direction}", type="latency", stream=direction, attributes={"latency": 300}
-            )
+        for slow_link in slow_links:
+            for direction in ("upstream", "downstream"):
+                slow_link.add_toxic(
+                    name=f"late_{direction}", type="latency", stream=direction, attributes={"latency": 300}
+                )
         assert await js.delete_stream("GONE")
         for _ in range(40):
             reply = await nc.request("$JS.API.DIRECT.GET.GONE.gone.k2", b"", timeout=1)
             assert reply.headers is not None
-            answered = (reply.headers.get("Nats-Stream"), reply.headers.get("Jetraft-Node"))
+            answered = (reply.headers.get("Nats-Stream"), node_of(reply.headers.get("Jetraft-Node", "")))
             assert answered == ("GONE_M", "m1"), f"answered by {dict(reply.headers)} after the delete"
             assert reply.data == b"v2"
     finally:
-        for name in slow_link.toxics():
-            slow_link.destroy_toxic(name)
+        for slow_link in slow_links:
+            for name in slow_link.toxics():
+                slow_link.destroy_toxic(name)
         await nc.close()
 
 

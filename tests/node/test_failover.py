@@ -13,6 +13,7 @@ from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.errors import APIError, NoStreamResponseError
 
+from cluster.runtime.workers import node_of
 from local.cluster import LocalCluster
 from tests.node.cluster_fixtures import local_cluster
 
@@ -64,7 +65,7 @@ async def test_leader_crash_under_load_loses_nothing(cluster: LocalCluster) -> N
     js = admin.jetstream()
     info = await js.add_stream(name=STREAM, subjects=["failover.>"], num_replicas=3, allow_direct=True)
     leader = info.cluster.leader
-    follower = next(spec for spec in cluster.specs if spec.name != leader)
+    follower = next(spec for spec in cluster.specs if spec.name != node_of(leader))
     await admin.close()
 
     nc = await nats.connect(follower.client_url)
@@ -104,16 +105,16 @@ async def test_leader_crash_under_load_loses_nothing(cluster: LocalCluster) -> N
                     assert asyncio.get_running_loop().time() < deadline, f"{spec.name} never answered"
                     await asyncio.sleep(0.1)
                     continue
-                if reply.headers is not None and reply.headers.get("Jetraft-Node") == spec.name:
+                if reply.headers is not None and node_of(reply.headers.get("Jetraft-Node", "")) == spec.name:
                     break
                 # answered by another replica: this one has not rejoined _sys_ yet
                 assert asyncio.get_running_loop().time() < deadline, f"{spec.name} never rejoined _sys_"
                 await asyncio.sleep(0.1)
-            assert reply.headers is not None and reply.headers.get("Jetraft-Node") == spec.name
+            assert reply.headers is not None and node_of(reply.headers.get("Jetraft-Node", "")) == spec.name
             assert int(reply.headers["Nats-Sequence"]) == last
             for seq, payload in acked.items():
                 msg = await client.jetstream().get_msg(STREAM, seq=seq, direct=True)
                 assert msg.data == payload, f"{spec.name} lost or changed seq {seq}"
-                assert msg.headers is not None and msg.headers["Jetraft-Node"] == spec.name
+                assert msg.headers is not None and node_of(msg.headers["Jetraft-Node"]) == spec.name
         finally:
             await client.close()

@@ -17,6 +17,7 @@ from nats.js.errors import (
     NotFoundError,
 )
 
+from cluster.runtime.workers import node_of
 from local.cluster import LocalCluster
 from tests.node.cluster_fixtures import (
     direct_get_from_every_replica,
@@ -42,8 +43,9 @@ async def test_stream_lifecycle_through_nats_py(nc: nats.NATS, cluster: LocalClu
     js = nc.jetstream()
     info = await js.add_stream(name="LIFE", subjects=["life.>"], num_replicas=3, allow_direct=True)
     assert info.config.num_replicas == 3
-    assert info.cluster is not None and info.cluster.leader in {"n1", "n2", "n3"}
-    assert sorted([info.cluster.leader] + [p.name for p in info.cluster.replicas or []]) == ["n1", "n2", "n3"]
+    assert info.cluster is not None and node_of(info.cluster.leader) in {"n1", "n2", "n3"}
+    peers = [info.cluster.leader] + [p.name for p in info.cluster.replicas or []]
+    assert sorted(node_of(peer) for peer in peers) == ["n1", "n2", "n3"]
     # creating again with the same config succeeds and changes nothing
     again = await js.add_stream(name="LIFE", subjects=["life.>"], num_replicas=3, allow_direct=True)
     assert again.config.subjects == ["life.>"]
@@ -96,7 +98,7 @@ async def test_every_replica_answers_direct_get(nc: nats.NATS) -> None:
     for msg in replies:
         assert msg.headers is not None
         assert msg.data == b"v" and msg.headers["Nats-Sequence"] == str(ack.seq)
-    assert {msg.headers["Jetraft-Node"] for msg in replies if msg.headers} == {"n1", "n2", "n3"}
+    assert {node_of(msg.headers["Jetraft-Node"]) for msg in replies if msg.headers} == {"n1", "n2", "n3"}
     await js.delete_stream("SPREAD")
 
 

@@ -14,6 +14,7 @@ from nats.js import JetStreamContext
 from nats.js.api import PubAck
 from nats.js.errors import ServiceUnavailableError
 
+from cluster.runtime.workers import node_of
 from local.cluster import LocalCluster
 from tests.node.cluster_fixtures import local_cluster
 
@@ -47,7 +48,7 @@ async def test_three_r3_streams_get_three_different_leaders(cluster: LocalCluste
         for index, name in enumerate(names):
             await js.add_stream(name=name, subjects=[f"spread.{index}.>"], num_replicas=3)
         leaders = [await _leader(js, name) for name in names]
-        assert sorted(leaders) == ["n1", "n2", "n3"], leaders
+        assert sorted(node_of(leader) for leader in leaders) == ["n1", "n2", "n3"], leaders
         # and they serve: a publish to each is acknowledged by its own stream
         for index, name in enumerate(names):
             assert (await js.publish(f"spread.{index}.x", b"v")).stream == name

@@ -11,8 +11,9 @@ from collections.abc import Iterator
 import nats
 import pytest
 
+from cluster.runtime.workers import node_of
 from local.cluster import LocalCluster
-from tests.node.cluster_fixtures import local_cluster, log_problems
+from tests.node.cluster_fixtures import connect_to_member, local_cluster, log_problems
 
 
 @pytest.fixture(scope="module")
@@ -31,14 +32,14 @@ async def test_isolated_leader_answers_no_msg_get(cluster: LocalCluster) -> None
     await js.publish("iso.a", b"before")
     await admin.close()
     leader = info.cluster.leader
-    followers = [spec.name for spec in cluster.specs if spec.name != leader]
+    followers = [spec.name for spec in cluster.specs if spec.name != node_of(leader)]
 
-    nc = await nats.connect(cluster.spec(leader).client_url)
+    nc = await connect_to_member(cluster, leader)  # the leader itself, not a sibling worker of it
     request = json.dumps({"last_by_subj": "iso.a"}).encode()
     ok = json.loads((await nc.request("$JS.API.STREAM.MSG.GET.ISO", request, timeout=5)).data)
     assert "message" in ok
     # freeze both followers: the leader is alive and reachable by clients, but has no majority
-    frozen = [cluster.procs[name].pid for name in followers]
+    frozen = [pid for name in followers for pid in cluster.node_pids(name)]
     for pid in frozen:
         os.kill(pid, signal.SIGSTOP)
     try:

@@ -13,6 +13,7 @@ import pytest
 import structlog
 
 from cluster.node.logs import LEVEL_ENV, configure_logging, resolve_format, resolve_level
+from cluster.runtime.workers import node_of
 from local.cluster import LocalCluster, node_available, plan_free_nodes
 
 needs_node = pytest.mark.skipif(not node_available(), reason="needs a runnable `jetraft node`")
@@ -41,12 +42,15 @@ def test_a_node_logs_json_lines_each_with_its_name_and_raft_lines_with_group_and
     lines = _run_one_node(tmp_path, ["--log-level", "info"])
     records = [json.loads(line) for line in lines]  # every line is one JSON object
     assert records, "an INFO node logs its start"
-    assert all(record["node"] == "n1" for record in records), [r for r in records if r.get("node") != "n1"]
+    # a several-worker node's lines carry the worker (n1/w0, n1/w1) or, the supervisor's, the node
+    assert all(node_of(record["node"]) == "n1" for record in records), [
+        r for r in records if node_of(r.get("node", "")) != "n1"
+    ]
     assert all(record["level"] in ("info", "warning", "error") for record in records)
     assert any(record["event"] == "node_started" for record in records)
     raft = [record for record in records if record["event"] == "raft leadership changed"]
     assert raft, "the single node elects itself for the meta group"
-    assert raft[-1]["group"] == "_meta_" and raft[-1]["term"] >= 1 and raft[-1]["leader"] == "n1"
+    assert raft[-1]["group"] == "_meta_" and raft[-1]["term"] >= 1 and node_of(raft[-1]["leader"]) == "n1"
 
 
 @needs_node

@@ -10,6 +10,7 @@ import nats
 import pytest
 from nats.js.api import StreamConfig, StreamSource
 
+from cluster.runtime.workers import node_of
 from local.cluster import LocalCluster
 from tests.node.cluster_fixtures import local_cluster
 
@@ -34,7 +35,7 @@ async def test_mirror_copies_origin_and_answers_its_direct_gets(cluster: LocalCl
     mirror = await js.add_stream(
         StreamConfig(name="ORIG_M", mirror=StreamSource(name="ORIG"), mirror_direct=True, num_replicas=1)
     )
-    assert mirror.cluster is not None and mirror.cluster.leader == "m1"
+    assert mirror.cluster is not None and node_of(mirror.cluster.leader) == "m1"
     last = (await js.publish("orig.0", b"after")).seq
 
     mirror_client = await nats.connect(cluster.spec("m1").client_url)
@@ -46,7 +47,7 @@ async def test_mirror_copies_origin_and_answers_its_direct_gets(cluster: LocalCl
             timeout=10,
         )
         assert reply.headers is not None
-        assert reply.headers["Jetraft-Node"] == "m1"
+        assert node_of(reply.headers["Jetraft-Node"]) == "m1"
         assert reply.headers["Jetraft-Role"] == "mirror"
         assert reply.headers["Nats-Stream"] == "ORIG_M"
         assert int(reply.headers["Nats-Sequence"]) == last and reply.data == b"after"

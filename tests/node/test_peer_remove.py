@@ -11,6 +11,7 @@ import nats
 import pytest
 from nats.js.api import AckPolicy, ConsumerConfig
 
+from cluster.runtime.workers import node_of
 from local.cluster import LocalCluster
 from tests.node.cluster_fixtures import local_cluster
 
@@ -29,7 +30,7 @@ async def test_dead_replica_is_replaced(cluster: LocalCluster) -> None:
     info = await js.add_stream(name="MOVE", subjects=["move.>"], num_replicas=3, allow_direct=True)
     assert info.cluster is not None
     peers = {info.cluster.leader, *(p.name for p in info.cluster.replicas or [])}
-    spare = next(spec.name for spec in cluster.specs if spec.name not in peers)
+    spare = next(spec.name for spec in cluster.specs if spec.name not in {node_of(peer) for peer in peers})
     victim = next(p.name for p in info.cluster.replicas or [])
     for i in range(50):
         await js.publish("move.k", b"%d" % i)
@@ -65,7 +66,7 @@ async def test_dead_replica_is_replaced(cluster: LocalCluster) -> None:
                 "$JS.API.DIRECT.GET.MOVE", json.dumps({"seq": 1, "min_last_seq": last}).encode(), timeout=5
             )
             assert msg.headers is not None and msg.data == b"0"
-            if msg.headers["Jetraft-Node"] == spare:
+            if node_of(msg.headers["Jetraft-Node"]) == spare:
                 break
             assert asyncio.get_running_loop().time() < deadline, "the replacement never started answering"
             await asyncio.sleep(0.1)
@@ -75,7 +76,7 @@ async def test_dead_replica_is_replaced(cluster: LocalCluster) -> None:
     info = await js.stream_info("MOVE")
     assert info.cluster is not None
     now = {info.cluster.leader, *(p.name for p in info.cluster.replicas or [])}
-    assert now == (peers - {victim}) | {spare}
+    assert {node_of(peer) for peer in now} == {node_of(peer) for peer in peers - {victim}} | {spare}
     assert info.state.messages == 51
 
     # the consumer's group has the same new peer set, and the replacement caught up on its log
@@ -88,7 +89,8 @@ async def test_dead_replica_is_replaced(cluster: LocalCluster) -> None:
         if consumer is not None and consumer.cluster is not None:
             members = {consumer.cluster.leader: True}
             members.update({p.name: p.current for p in consumer.cluster.replicas or []})
-            if set(members) == now and members[spare]:
+            on_spare = [current for member, current in members.items() if node_of(member) == spare]
+            if set(members) == now and on_spare == [True]:
                 break
         assert asyncio.get_running_loop().time() < deadline, f"consumer group never moved: {consumer}"
         await asyncio.sleep(0.1)

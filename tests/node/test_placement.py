@@ -62,3 +62,39 @@ def test_chosen_nodes_come_first_in_turn() -> None:
     assert choose_peers(3, NODES, {}, first_in={"n1": 1, "n2": 1}) == ["n3", "n1", "n2"]
     # which nodes carry the stream is still decided by load alone
     assert choose_peers(1, NODES, {"n1": 2, "n2": 1, "n3": 1}, first_in={"n2": 5}) == ["n2"]
+
+
+WORKERS = [NodeInfo(f"n{node}/w{worker}") for node in (1, 2, 3) for worker in (0, 1)]
+
+
+def test_no_two_replicas_of_a_group_share_a_machine() -> None:
+    # n1/w0 and n1/w1 are the least loaded members, but they share a machine
+    load = {"n1/w0": 0, "n1/w1": 0, "n2/w0": 3, "n2/w1": 1, "n3/w0": 2, "n3/w1": 2}
+    chosen = choose_peers(3, WORKERS, load)
+    assert sorted(chosen) == ["n1/w0", "n2/w1", "n3/w0"]
+    # the machines n2 and n3 both carry 4: by name
+    assert sorted(choose_peers(2, WORKERS, load)) == ["n1/w0", "n2/w1"]
+
+
+def test_too_few_machines_for_the_replicas_even_with_enough_workers() -> None:
+    two_machines = [n for n in WORKERS if not n.name.startswith("n3")]
+    with pytest.raises(PlacementError, match="no suitable peers for placement"):
+        choose_peers(3, two_machines, {})
+
+
+def test_a_machine_s_groups_spread_over_its_workers() -> None:
+    load: dict[str, int] = {}
+    firsts: dict[str, int] = {}
+    for _ in range(4):
+        peers = choose_peers(3, WORKERS, load, first_in=firsts)
+        for peer in peers:
+            load[peer] = load.get(peer, 0) + 1
+        firsts[peers[0]] = firsts.get(peers[0], 0) + 1
+    assert load == {name: 2 for name in (n.name for n in WORKERS)}
+    # the four first peers (leaders-to-be) went to four different workers, on every machine
+    assert len(firsts) == 4 and {name.split("/")[0] for name in firsts} == {"n1", "n2", "n3"}
+
+
+def test_a_replacement_avoids_every_machine_of_the_stream() -> None:
+    nodes = [*WORKERS, NodeInfo("n4/w0"), NodeInfo("n4/w1")]
+    assert choose_peers(1, nodes, {"n4/w0": 1}, exclude=["n1/w0", "n2/w1", "n3/w0"]) == ["n4/w1"]

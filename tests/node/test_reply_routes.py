@@ -19,7 +19,8 @@ import pytest
 from nats.js.api import ConsumerConfig, Placement, StreamConfig
 
 from chaos.readafterwrite.faults import LinkFaults
-from local.cluster import LocalCluster, node_available, plan_free_nodes, start_faultable_links
+from cluster.runtime.workers import node_of
+from local.cluster import LocalCluster, node_available, plan_free_nodes, proxy_name, start_faultable_links
 
 pytestmark = pytest.mark.skipif(not node_available(), reason="needs a runnable `jetraft node`")
 
@@ -68,21 +69,23 @@ def test_info_passed_on_by_the_meta_leader_is_answered_despite_a_lagging_link(
     client_node = next(name for name in names if name not in (meta, leader))
     url = tagged_cluster.spec(client_node).client_url
 
-    async def set_up() -> None:
+    async def set_up() -> str:
         nc = await nats.connect(url)
         js = nc.jetstream(timeout=10)
         await js.add_stream(
             StreamConfig(name="LAGGED", subjects=["lagged.>"], placement=Placement(tags=[f"node:{leader}"]))
         )
         await js.add_consumer("LAGGED", ConsumerConfig(durable_name="C"))
-        assert (await js.stream_info("LAGGED")).cluster.leader == leader
+        stream_leader = (await js.stream_info("LAGGED")).cluster.leader
+        assert node_of(stream_leader) == leader
         await nc.close()
+        return stream_leader
 
-    asyncio.run(set_up())
+    stream_leader = asyncio.run(set_up())
     assert tagged_cluster.toxiproxy_url is not None
     faults = LinkFaults(tagged_cluster.toxiproxy_url)
     # only what the client's node sends the stream leader lags: the request's own two hops do not
-    proxy = faults.client.get_proxy(f"{client_node}-to-{leader}")
+    proxy = faults.client.get_proxy(proxy_name(client_node, stream_leader))
     proxy.add_toxic(name="lag", type="latency", stream="upstream", attributes={"latency": LAG_MS})
     try:
         assert asyncio.run(info_from_fresh_clients(url, "LAGGED", "C")) == []

@@ -9,6 +9,7 @@ import nats
 import pytest
 from nats.js.api import RePublish, StreamConfig, StreamSource
 
+from cluster.runtime.workers import node_of
 from local.cluster import LocalCluster
 from tests.node.cluster_fixtures import local_cluster, subscribe_on_follower
 
@@ -185,7 +186,7 @@ async def _leader_elsewhere(
     for _ in range(10):
         info = await _stream_info_when_led(js, stream)
         assert info.cluster is not None and info.cluster.leader
-        if info.cluster.leader != own:
+        if node_of(info.cluster.leader) != own:
             return info.cluster.leader
         await client.request(f"$JS.API.STREAM.LEADER.STEPDOWN.{stream}", b"", timeout=10)
     raise AssertionError(f"{stream}'s leadership stays on {own}")

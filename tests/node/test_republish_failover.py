@@ -15,7 +15,8 @@ import pytest
 from nats.js.api import RePublish, StreamConfig
 
 from chaos.readafterwrite.faults import LinkFaults
-from local.cluster import LocalCluster, node_available, plan_free_nodes, start_faultable_links
+from cluster.runtime.workers import node_of
+from local.cluster import LocalCluster, node_available, plan_free_nodes, proxy_name, start_faultable_links
 from tests.node.cluster_fixtures import subscribe_on_follower
 
 pytestmark = pytest.mark.skipif(not node_available(), reason="needs a runnable `jetraft node`")
@@ -52,10 +53,10 @@ async def _scenario(cluster: LocalCluster) -> None:
     info = await js.stream_info("RPF")
     assert info.cluster is not None and info.cluster.leader
     leader = info.cluster.leader
-    followers = [spec.name for spec in cluster.specs if spec.name != leader]
+    followers = [spec.name for spec in cluster.specs if spec.name != node_of(leader)]
     assert cluster.toxiproxy_url is not None
     faults = LinkFaults(cluster.toxiproxy_url)
-    lagging = [faults.client.get_proxy(f"{follower}-to-{leader}") for follower in followers]
+    lagging = [faults.client.get_proxy(proxy_name(follower, leader)) for follower in followers]
     publisher = await nats.connect(cluster.spec(leader).client_url, allow_reconnect=False)
     try:
         for proxy in lagging:

@@ -15,8 +15,9 @@ from collections.abc import Iterator
 import nats
 import pytest
 
+from cluster.runtime.workers import node_of
 from local.cluster import LocalCluster
-from tests.node.cluster_fixtures import local_cluster
+from tests.node.cluster_fixtures import connect_to_member, local_cluster
 
 PUBLISHES = 600
 SUBJECTS = 7
@@ -49,9 +50,9 @@ async def test_follower_back_from_a_crash_catches_up_from_a_snapshot_image(clust
     await admin.close()
     assert info.cluster is not None and info.cluster.leader
     # the publisher stays connected to the leader's node: the follower killed below must not be its own
-    nc = await nats.connect(cluster.spec(info.cluster.leader).client_url)
+    nc = await connect_to_member(cluster, info.cluster.leader)
     js = nc.jetstream()
-    follower = next(spec.name for spec in cluster.specs if spec.name != info.cluster.leader)
+    follower = next(spec.name for spec in cluster.specs if spec.name != node_of(info.cluster.leader))
     await js.publish("snap.0", b"before the freeze")
     assert snapshot_installs(cluster, follower, "SNAP") == 0
 
@@ -79,13 +80,13 @@ async def test_follower_back_from_a_crash_catches_up_from_a_snapshot_image(clust
             continue
         if (
             reply.headers
-            and reply.headers.get("Jetraft-Node") == follower
+            and node_of(reply.headers.get("Jetraft-Node", "")) == follower
             and "Nats-Sequence" in reply.headers
         ):
             break
         await asyncio.sleep(0.05)  # another replica answered: the follower is not back in _sys_ yet
     assert reply is not None and reply.headers is not None
-    assert reply.headers["Jetraft-Node"] == follower
+    assert node_of(reply.headers["Jetraft-Node"]) == follower
     assert reply.headers["Nats-Sequence"] == str(last)
     assert reply.data == b"m%d" % (PUBLISHES - 1)
     # the follower's copy is whole: the first message (before the freeze) and one from the middle
@@ -102,6 +103,6 @@ async def test_follower_back_from_a_crash_catches_up_from_a_snapshot_image(clust
         reply = await fc.request("$JS.API.DIRECT.GET.SNAP", after, timeout=5)
         if reply.data == b"after":
             break
-    assert reply.data == b"after" and reply.headers is not None and reply.headers["Jetraft-Node"] == follower
+    assert reply.data == b"after" and reply.headers is not None and node_of(reply.headers["Jetraft-Node"]) == follower
     await fc.close()
     await nc.close()

@@ -18,6 +18,7 @@ import pytest
 from nats.js import JetStreamContext
 from nats.js.errors import ServiceUnavailableError
 
+from cluster.runtime.workers import node_of
 from local.cluster import LocalCluster
 from tests.chaos.node_metrics import scrape, value
 from tests.node.cluster_fixtures import direct_get_from_every_replica, local_cluster
@@ -57,19 +58,16 @@ async def test_a_frozen_replica_of_the_deleted_stream_leaves_the_new_one_alone(c
             await nc.request(f"$JS.API.STREAM.LEADER.STEPDOWN.{STREAM}", b"", timeout=10)
             await _leader(js)
         old_leader, _ = await _leader(js)
-        meta_leader = next(
-            spec.name
-            for spec in cluster.specs
-            if value(scrape(spec.http_url), "jetraft_raft_is_leader", group="_meta_", node=spec.name) == 1
-        )
+        meta_leader = cluster.meta_leader()
         # freeze a follower of the old stream that leads nothing, with its replica still running; the
         # client talks to the old stream's leader from now on
-        frozen = next(s.name for s in cluster.specs if s.name not in (old_leader, meta_leader))
+        frozen = next(s.name for s in cluster.specs if s.name not in (node_of(old_leader), meta_leader))
         await nc.close()
         nc = await nats.connect(cluster.spec(old_leader).client_url)
         js = nc.jetstream(timeout=10)
-        pid = cluster.procs[frozen].pid
-        os.kill(pid, signal.SIGSTOP)
+        pids = cluster.node_pids(frozen)
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
         try:
             await js.delete_stream(STREAM)
             # placed at once, while the frozen node's route still counts as up: it is a peer again
@@ -77,12 +75,13 @@ async def test_a_frozen_replica_of_the_deleted_stream_leaves_the_new_one_alone(c
                 name=STREAM, subjects=["reborn.>"], num_replicas=3, allow_direct=True
             )
             assert info.cluster is not None
-            assert frozen in [info.cluster.leader, *(p.name for p in info.cluster.replicas or [])]
+            assert frozen in [node_of(peer) for peer in [info.cluster.leader, *(p.name for p in info.cluster.replicas or [])]]
             new_leader, new_group = await _leader(js)
             for i in range(5):
                 assert (await js.publish("reborn.x", b"new-%d" % i)).seq == i + 1
         finally:
-            os.kill(pid, signal.SIGCONT)
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
         # the frozen node wakes to the new group's appends before it has caught up with the meta log
         for i in range(5, 50):
             assert (await js.publish("reborn.x", b"new-%d" % i)).seq == i + 1

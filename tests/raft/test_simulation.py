@@ -39,6 +39,22 @@ def test_fixed_seed_batch_has_no_violation(nodes: int, first_seed: int, count: i
     assert all(value > 0 for value in totals.values()), totals
 
 
+def test_a_group_seeded_with_learners_stays_safe_and_serves_their_reads() -> None:
+    """The meta group of several-worker nodes: one voter per node, its other workers learners from the
+    start; a learner's ReadIndex goes by way of the leader (the meta reconciler's catch-up wait)."""
+    options = SimOptions(nodes=3, learners=2, steps=CI_STEPS)
+    failures = []
+    totals = {"committed": 0, "reads_on_learners": 0, "crashes": 0}
+    for seed in range(901, 916):
+        result = run_seed(seed, options)
+        if result.violation is not None:
+            failures.append(f"seed {seed}: {result.violation}")
+        for name in totals:
+            totals[name] += result.stats[name]
+    assert not failures, "\n".join(failures)
+    assert all(value > 0 for value in totals.values()), totals
+
+
 def test_a_seed_replays_exactly() -> None:
     options = SimOptions(nodes=3, steps=300, trace=True)
     first = run_seed(7, options)

@@ -1,0 +1,242 @@
+"""A node of several workers: the supervisor process that starts, watches and restarts them.
+
+`jetraft node --workers N` (N > 1) runs this instead of a node: N worker
+processes, each `jetraft node` with the same flags plus `--worker-index i`
+(cluster/node/worker_config.py says what a worker is). The supervisor holds
+no cluster state; it
+- starts every worker and restarts one that exits (backing off up to 5 s),
+- serves the node's HTTP port: `/healthz` healthy when every worker is (with their PIDs),
+  `/metrics` the workers' series merged, each labelled with its worker,
+- on SIGTERM or SIGINT stops the workers by PID (SIGTERM, then SIGKILL after
+  a grace period) and exits; if it dies without that, the kernel kills the
+  workers (cluster/node/parent_watch.py).
+
+A worker tells its supervisor its HTTP port on a pipe (the fd in
+`$JETRAFT_WORKER_STATUS_FD`) once it has started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import structlog
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
+
+from cluster.node.config import NodeConfig
+from cluster.node.node_health import MergedMetrics, node_health
+from cluster.node.worker_config import dial_host
+from cluster.runtime.workers import worker_name
+
+log = structlog.get_logger(__name__)
+
+STATUS_FD_ENV = "JETRAFT_WORKER_STATUS_FD"
+SUPERVISOR_PID_ENV = "JETRAFT_SUPERVISOR_PID"
+RESTART_BACKOFF_FIRST = 0.5
+RESTART_BACKOFF_MAX = 5.0
+# a worker that ran this long before exiting is restarted at once, its backoff forgotten
+STABLE_RUN = 30.0
+STOP_GRACE = 8.0
+WORKER_HTTP_TIMEOUT = 2.0
+
+
+@dataclass
+class WorkerProcess:
+    index: int
+    name: str
+    process: asyncio.subprocess.Process | None = None
+    http_port: int | None = None
+
+
+class Supervisor:
+    def __init__(self, config: NodeConfig, argv: Sequence[str]) -> None:
+        self.config = config
+        self.argv = list(argv)
+        self.workers = [
+            WorkerProcess(i, worker_name(config.name, i, config.workers)) for i in range(config.workers)
+        ]
+        self.registry = CollectorRegistry()
+        self.merged = MergedMetrics()
+        self.registry.register(self.merged)  # type: ignore[arg-type]
+        self.restarts = Counter(
+            "jetraft_worker_restarts_total", "Worker processes the supervisor restarted after they exited",
+            ["node", "worker"], registry=self.registry,
+        )  # fmt: skip
+        self.up = Gauge(
+            "jetraft_worker_up", "Whether the worker process is running and has reported its HTTP port",
+            ["node", "worker"], registry=self.registry,
+        )  # fmt: skip
+        self._stopping = False
+        self._watchers: list[asyncio.Task[None]] = []
+        self._runner: web.AppRunner | None = None
+        self._session: aiohttp.ClientSession | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        config = self.config
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=WORKER_HTTP_TIMEOUT))
+        app = web.Application()
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/metrics", self._metrics)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, config.host, config.http_port).start()
+        loop = asyncio.get_running_loop()
+        for worker in self.workers:
+            self.up.labels(config.name, worker.name).set(0)
+            self._watchers.append(loop.create_task(self._keep_running(worker), name=f"worker-{worker.index}"))
+        log.info("supervisor_started", node=config.name, workers=config.workers, http_port=config.http_port)
+
+    async def stop(self) -> None:
+        self._stopping = True
+        log.info("supervisor_stopping", node=self.config.name)
+        running = [w.process for w in self.workers if w.process is not None and w.process.returncode is None]
+        for process in running:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGTERM)
+        if running:
+            _done, late = await asyncio.wait([asyncio.ensure_future(p.wait()) for p in running], timeout=STOP_GRACE)
+            if late:
+                for process in running:
+                    if process.returncode is None:
+                        log.warning("worker_killed_after_grace", node=self.config.name, pid=process.pid)
+                        with contextlib.suppress(ProcessLookupError):
+                            process.kill()
+                await asyncio.gather(*(p.wait() for p in running))
+        for task in self._watchers:
+            task.cancel()
+        await asyncio.gather(*self._watchers, return_exceptions=True)
+        for worker in self.workers:  # one a watcher was starting while the others stopped
+            process = worker.process
+            if process is not None and process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                await process.wait()
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if self._session is not None:
+            await self._session.close()
+
+    # -- workers ----------------------------------------------------------------------------------
+
+    async def _keep_running(self, worker: WorkerProcess) -> None:
+        backoff = RESTART_BACKOFF_FIRST
+        while not self._stopping:
+            started = time.monotonic()
+            try:
+                code = await self._run_once(worker)
+            except OSError as exc:  # could not even start it (out of processes or descriptors): try again
+                log.error("worker_start_failed", node=self.config.name, worker=worker.name, error=str(exc))
+                code = -1
+            if self._stopping:
+                return
+            ran = time.monotonic() - started
+            backoff = RESTART_BACKOFF_FIRST if ran >= STABLE_RUN else backoff
+            log.warning("worker_exited", node=self.config.name, worker=worker.name, code=code, restart_in=backoff)
+            self.restarts.labels(self.config.name, worker.name).inc()
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, RESTART_BACKOFF_MAX)
+
+    async def _run_once(self, worker: WorkerProcess) -> int:
+        read_fd, write_fd = os.pipe()
+        env = {**os.environ, STATUS_FD_ENV: str(write_fd), SUPERVISOR_PID_ENV: str(os.getpid())}
+        try:
+            worker.process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "cluster.node.command", *self.argv, "--worker-index", str(worker.index),
+                pass_fds=(write_fd,), env=env,
+            )  # fmt: skip
+        finally:
+            os.close(write_fd)
+        log.info("worker_started", node=self.config.name, worker=worker.name, pid=worker.process.pid)
+        status = await _read_status(read_fd)
+        if status is not None:
+            worker.http_port = status
+            self.up.labels(self.config.name, worker.name).set(1)
+        code = await worker.process.wait()
+        worker.http_port = None
+        self.up.labels(self.config.name, worker.name).set(0)
+        return code
+
+    # -- HTTP -------------------------------------------------------------------------------------
+
+    async def _ask_worker(self, worker: WorkerProcess, path: str) -> tuple[int, bytes] | None:
+        port, session = worker.http_port, self._session
+        if port is None or session is None:
+            return None
+        try:
+            async with session.get(f"http://{dial_host(self.config.host)}:{port}{path}") as resp:
+                return resp.status, await resp.read()
+        except (aiohttp.ClientError, TimeoutError, OSError):
+            return None
+
+    async def _healthz(self, _request: web.Request) -> web.Response:
+        answers = await asyncio.gather(*(self._ask_worker(w, "/healthz") for w in self.workers))
+        bodies: dict[str, dict[str, Any] | None] = {}
+        for worker, answer in zip(self.workers, answers, strict=True):
+            body = None
+            if answer is not None:
+                with contextlib.suppress(ValueError):
+                    body = json.loads(answer[1])
+            bodies[worker.name] = body
+        ok, details = node_health(self.config.name, bodies)
+        # the worker processes, for per-process accounting (CPU from /proc/<pid>/stat) and operators
+        details["pids"] = {w.name: w.process.pid for w in self.workers if w.process and w.process.returncode is None}
+        return web.json_response({"status": "ok" if ok else "unavailable", **details}, status=200 if ok else 503)
+
+    async def _metrics(self, _request: web.Request) -> web.Response:
+        answers = await asyncio.gather(*(self._ask_worker(w, "/metrics") for w in self.workers))
+        self.merged.texts = {
+            worker.name: answer[1].decode()
+            for worker, answer in zip(self.workers, answers, strict=True)
+            if answer is not None and answer[0] == 200
+        }
+        return web.Response(body=generate_latest(self.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def _read_status(read_fd: int) -> int | None:
+    """The HTTP port the worker writes once started; None if it exits first (the pipe closes)."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    pipe = os.fdopen(read_fd, "rb", buffering=0)
+    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    try:
+        line = await reader.readline()
+    finally:
+        transport.close()
+    try:
+        return int(line.strip())
+    except ValueError:
+        return None
+
+
+async def run_supervisor(config: NodeConfig, argv: Sequence[str]) -> None:
+    supervisor = Supervisor(config, argv)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    await supervisor.start()
+    try:
+        await stop.wait()
+    finally:
+        await supervisor.stop()
+
+
+def report_started(http_port: int) -> None:
+    """In a worker: tell the supervisor (if this process has one) that it is up, and on which HTTP port."""
+    fd = os.environ.pop(STATUS_FD_ENV, None)
+    if fd is None:
+        return
+    with contextlib.suppress(OSError), os.fdopen(int(fd), "wb", buffering=0) as pipe:
+        pipe.write(f"{http_port}\n".encode())
