@@ -72,8 +72,9 @@ def main(argv: list[str] | None = None) -> int:
         if result.violation is not None:
             failures.append(result)
             print(f"FAIL seed={result.seed} tick={result.step}: {result.violation}", flush=True)
+            learners = f" --learners {args.learners}" if args.learners else ""
             print(
-                f"  replay: jetraft sim --seeds 1 --first-seed {result.seed} --nodes {args.nodes} --learners {args.learners} "
+                f"  replay: jetraft sim --seeds 1 --first-seed {result.seed} --nodes {args.nodes}{learners} "
                 f"--steps {args.steps} --trace",
                 flush=True,
             )

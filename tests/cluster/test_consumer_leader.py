@@ -54,6 +54,9 @@ class InstantHost:
     def peer_progress(self, group: str) -> dict[str, tuple[int, bool]]:
         return {}
 
+    def peer_silence_ns(self, group: str) -> dict[str, int]:
+        return {}
+
     def delivered(self) -> list[int]:
         return [d.stream_seq for e in self.proposed if isinstance(e, Delivered) for d in e.deliveries]
 
