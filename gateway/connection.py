@@ -138,6 +138,8 @@ class ClientConnection(asyncio.Protocol):
         self._loop = asyncio.get_running_loop()
         self._auth_timer: asyncio.TimerHandle | None = None
         self._tls_upgrade: asyncio.Task[None] | None = None
+        # TLS is required and the task that starts it has not yet sent INFO
+        self._tls_pending = False
         self._ping_timer: asyncio.TimerHandle | None = None
         self.in_msgs = 0
         self.out_msgs = 0
@@ -164,9 +166,10 @@ class ClientConnection(asyncio.Protocol):
         self.server.register(self)
         upgrade = self.server.tls_upgrade
         if upgrade is not None:
-            # INFO in clear, then nothing is read until the client has started TLS on this socket.
-            self.transport.pause_reading()
-            self.transport.write(self.server.info_bytes(self))
+            # INFO in clear, then TLS: both from the task, back to back. The loop starts reading this
+            # socket as soon as connection_made returns (uvloop ignores a pause made in it), so INFO
+            # is only sent once the TLS layer can be put in place before the client can answer it.
+            self._tls_pending = True
             self._tls_upgrade = self._loop.create_task(self._start_tls(upgrade))
         else:
             self._write(self.server.info_bytes(self))
@@ -178,6 +181,12 @@ class ClientConnection(asyncio.Protocol):
         transport = self.transport
         tls = self.server.tls
         assert transport is not None and tls is not None
+        if self.closed:
+            return
+        # start_tls pauses reading and puts the TLS layer in place before it first yields, so the
+        # client's answer to this INFO (its ClientHello) can only reach the TLS layer
+        transport.write(self.server.info_bytes(self))
+        self._tls_pending = False
         try:
             upgraded = await self._loop.start_tls(
                 transport, self, context, server_side=True, ssl_handshake_timeout=tls.timeout
@@ -194,6 +203,12 @@ class ClientConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
+            return
+        if self._tls_pending:
+            # bytes before the server's INFO, on a port that requires TLS: no TLS client sends them
+            log.debug("client spoke before TLS", client_id=self.client_id)
+            self.transport.abort()
+            self._shutdown()
             return
         # once per read rather than per message: /connz's last_activity needs no finer grain
         self.last_activity_ns = time.time_ns()

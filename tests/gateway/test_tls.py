@@ -150,4 +150,7 @@ async def test_a_node_serves_tls_from_its_config_file(certs: Certificates, tmp_p
             assert (await js.publish("secure.one", b"x")).seq == 1
         finally:
             await nc.close()
-        assert await plain_client_sees(node.client_port) == ["INFO tls_required=True", "<closed>"]
+        # many times: INFO used to go out before the TLS layer was in place, and a quick plain client
+        # was now and then served in clear (about 1 in 15 connections on a loaded machine)
+        for _ in range(20):
+            assert await plain_client_sees(node.client_port) == ["INFO tls_required=True", "<closed>"]
