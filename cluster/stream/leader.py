@@ -35,6 +35,7 @@ from cluster.direct_get.staleness import FAST_INTERVAL, SLOW_INTERVAL, encode_be
 from cluster.runtime.catch_up import caught_up
 from cluster.runtime.context import CLUSTER_NAME, SYSTEM_ACCOUNT
 from cluster.runtime.group_membership import converge_membership
+from cluster.runtime.leader_wait import pass_on_when_served
 from cluster.runtime.meta_progress import meta_index_of
 from cluster.runtime.metrics import LabelledChildren
 from cluster.stream.atomic_batch import (
@@ -102,7 +103,7 @@ from cluster.stream.republish import (
 from cluster.stream.scheduler import MessageScheduler
 from gateway.headers import HeaderError, decode_headers
 from gateway.router import Message, Subscription
-from raft.driver import RaftHost, RaftHostError
+from raft.driver import NotLeaderError, RaftHost, RaftHostError
 from storage.errors import InvalidSubjectError, MsgNotFoundError
 
 if TYPE_CHECKING:
@@ -116,6 +117,8 @@ log = structlog.get_logger(__name__)
 
 # How long a coherent read waits for this leader to confirm its leadership.
 READ_INDEX_TIMEOUT = 2.0
+# How long a publish this leader could not take waits for leadership to move before it is passed on.
+PASS_ON_WAIT = 3.0
 
 
 class LedReplica(Protocol):
@@ -342,10 +345,36 @@ class StreamLeader:
             return
         try:
             future = replica.propose(decision.entry.encode())
+        except NotLeaderError:
+            self._pass_to_next_leader(msg, started)
+            return
         except RaftHostError as exc:
             self._acknowledge(msg.reply, _unavailable_ack(cfg.name, exc), started, "error")
             return
-        future.add_done_callback(functools.partial(self._published, msg.reply, started))
+        future.add_done_callback(functools.partial(self._published, msg.reply, started, msg))
+
+    def _pass_to_next_leader(self, msg: Message, started: float) -> None:
+        """A publish this leader could not put in its log (it is handing leadership over, or has just
+        lost it): the stream's next leader takes it and answers the client, instead of a 503. Only a
+        proposal that never reached the log is passed on (NotLeaderError), so nothing is stored twice."""
+        self.ctx.spawn(self._when_led_elsewhere(msg, started), f"publish-pass-on-{self.replica.name}")
+
+    async def _when_led_elsewhere(self, msg: Message, started: float) -> None:
+        host, group = self.ctx.host, self.replica.group
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + PASS_ON_WAIT
+        # this leader's subscription to the stream's subjects goes when it closes: until then a message
+        # passed on would come back here
+        while not self._closed and loop.time() < deadline:
+            try:
+                await asyncio.wait_for(host.wait_leadership_change(group), deadline - loop.time())
+            except (TimeoutError, RaftHostError):
+                break  # no change in time, or the group is gone
+            await asyncio.sleep(0)  # the replica closes this leader in the same turn as the change
+        router = self.ctx.router
+        if self._closed and await pass_on_when_served(router, msg.subject, msg.payload, msg.reply, msg.headers):
+            return
+        self._acknowledge(msg.reply, _unavailable_ack(self.replica.name, None), started, "error")
 
     # -- atomic batches (cluster/stream/atomic_batch.py) ---------------------------------------
 
@@ -401,7 +430,7 @@ class StreamLeader:
         except RaftHostError as exc:
             self._acknowledge(reply, _unavailable_ack(cfg.name, exc), started, "error")
             return
-        future.add_done_callback(functools.partial(self._published, reply, started))
+        future.add_done_callback(functools.partial(self._published, reply, started, None))
 
     def _arm_batch_timer(self) -> None:
         """One timer for the stream's earliest batch deadline: a batch left without messages is dropped."""
@@ -543,12 +572,18 @@ class StreamLeader:
 
         future.add_done_callback(settled)
 
-    def _published(self, reply: str | None, started: float, future: asyncio.Future[Any]) -> None:
+    def _published(
+        self, reply: str | None, started: float, msg: Message | None, future: asyncio.Future[Any]
+    ) -> None:
+        """`msg`: the publish itself, passed on to the next leader if it never reached the log."""
         name = self.replica.name
         if future.cancelled():
             self._acknowledge(reply, _unavailable_ack(name, None), started, "error")
             return
         exc = future.exception()
+        if isinstance(exc, NotLeaderError) and msg is not None:
+            self._pass_to_next_leader(msg, started)
+            return
         if exc is not None:
             self._acknowledge(reply, _unavailable_ack(name, exc), started, "error")
             return
