@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from local.cluster import node_available
-from tests.pipeline.servers import NATS_SERVER, JetStreamTarget, start_target
+from tests.pipeline.servers import NATS_SERVER, JetStreamTarget, side_by_side
 
 HERE = Path(__file__).resolve().parent
 NODE = shutil.which("node")
@@ -28,14 +28,8 @@ pytestmark = pytest.mark.skipif(
 def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, JetStreamTarget]]:
     if not (node_available() and NATS_SERVER.exists()):
         pytest.skip("needs `jetraft node` and nats-server")
-    started: dict[str, JetStreamTarget] = {}
-    try:
-        for kind in ("nats-server", "jetraft"):
-            started[kind] = start_target(kind, 3, tmp_path_factory.mktemp(kind))
+    with side_by_side(tmp_path_factory) as started:
         yield started
-    finally:
-        for target in started.values():
-            target.stop()
 
 
 def _scenario(url: str) -> list[Any]:

@@ -11,7 +11,7 @@ import nats
 import pytest
 
 from local.cluster import node_available
-from tests.pipeline.servers import NATS_SERVER, JetStreamTarget, start_target
+from tests.pipeline.servers import NATS_SERVER, JetStreamTarget, side_by_side
 
 pytestmark = pytest.mark.skipif(
     not (node_available() and NATS_SERVER.exists()), reason="needs `jetraft node` and nats-server"
@@ -22,14 +22,8 @@ TIMEOUT = 10.0
 
 @pytest.fixture(scope="module")
 def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, JetStreamTarget]]:
-    started: dict[str, JetStreamTarget] = {}
-    try:
-        for kind in ("nats-server", "jetraft"):
-            started[kind] = start_target(kind, 3, tmp_path_factory.mktemp(kind))
+    with side_by_side(tmp_path_factory) as started:
         yield started
-    finally:
-        for target in started.values():
-            target.stop()
 
 
 def batch(batch_id: str, seq: int | str | None, commit: str | None = None, **extra: str) -> dict[str, str]:

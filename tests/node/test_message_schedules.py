@@ -14,7 +14,7 @@ import pytest
 from nats.js import JetStreamContext
 
 from local.cluster import node_available
-from tests.pipeline.servers import NATS_SERVER, JetStreamTarget, start_target
+from tests.pipeline.servers import NATS_SERVER, JetStreamTarget, side_by_side
 
 pytestmark = pytest.mark.skipif(
     not (node_available() and NATS_SERVER.exists()), reason="needs `jetraft node` and nats-server"
@@ -58,14 +58,8 @@ REFUSED: list[tuple[str, dict[str, str]]] = [
 
 @pytest.fixture(scope="module")
 def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, JetStreamTarget]]:
-    started: dict[str, JetStreamTarget] = {}
-    try:
-        for kind in ("nats-server", "jetraft"):
-            started[kind] = start_target(kind, 3, tmp_path_factory.mktemp(kind))
+    with side_by_side(tmp_path_factory) as started:
         yield started
-    finally:
-        for target in started.values():
-            target.stop()
 
 
 async def _api(nc: nats.NATS, subject: str, body: Any = None) -> Any:

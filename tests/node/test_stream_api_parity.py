@@ -16,7 +16,7 @@ import pytest
 from nats.js.errors import ObjectNotFoundError
 
 from local.cluster import node_available
-from tests.pipeline.servers import NATS_SERVER, JetStreamTarget, start_target
+from tests.pipeline.servers import NATS_SERVER, JetStreamTarget, side_by_side
 
 pytestmark = pytest.mark.skipif(
     not (node_available() and NATS_SERVER.exists()), reason="needs `jetraft node` and nats-server"
@@ -44,14 +44,8 @@ REQUEST_TIMEOUT = 10.0
 
 @pytest.fixture(scope="module")
 def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, JetStreamTarget]]:
-    started: dict[str, JetStreamTarget] = {}
-    try:
-        for kind in ("nats-server", "jetraft"):
-            started[kind] = start_target(kind, 3, tmp_path_factory.mktemp(kind))
+    with side_by_side(tmp_path_factory) as started:
         yield started
-    finally:
-        for target in started.values():
-            target.stop()
 
 
 ZERO_TIME = "0001-01-01T00:00:00Z"  # Go's zero time: what an empty stream's first_ts and last_ts show

@@ -19,9 +19,10 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from local.ports import free_port_base
 
@@ -164,3 +165,17 @@ def start_target(kind: str, nodes: int, workdir: Path) -> JetStreamTarget:
     if kind == "jetraft":
         return start_jetraft(nodes, workdir)
     raise ValueError(f"{TARGET_ENV} must be 'nats-server' or 'jetraft', not {kind!r}")
+
+
+@contextlib.contextmanager
+def side_by_side(tmp_path_factory: Any, nodes: int = 3) -> Iterator[dict[str, JetStreamTarget]]:
+    """A nats-server cluster and a jetraft cluster of `nodes` each, by kind, stopped (by PID) on exit:
+    for tests that send both the same requests and compare the answers."""
+    started: dict[str, JetStreamTarget] = {}
+    try:
+        for kind in ("nats-server", "jetraft"):
+            started[kind] = start_target(kind, nodes, tmp_path_factory.mktemp(kind))
+        yield started
+    finally:
+        for target in started.values():
+            target.stop()
