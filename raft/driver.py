@@ -260,6 +260,15 @@ def _fail(future: asyncio.Future[Any], exc: Exception) -> None:
         future.set_exception(exc)
 
 
+# Votes for a group this node has not started yet: peers apply a new group's assignment at slightly
+# different times, and a vote dropped for that reason costs the group's first candidate an election
+# timeout. They are kept this long (at most this many per group, for this many groups) and handed to the
+# group when it starts; a vote is a request its candidate may send again, so keeping it is always safe.
+EARLY_VOTE_TTL_S = 2.0
+EARLY_VOTES_PER_GROUP = 8
+EARLY_VOTE_GROUPS = 256
+
+
 class RaftHost:
     """Runs this node's Raft groups: ticks, steps, persists, sends, applies.
 
@@ -300,6 +309,8 @@ class RaftHost:
             **(transport_options or {}),
         )
         self._groups: dict[str, _Group] = {}
+        # group -> (arrival, message): votes for groups not started here yet (EARLY_VOTE_TTL_S)
+        self._early_votes: dict[str, list[tuple[float, Message]]] = {}
         # the groups whose cores are ticked: a quiesced core leaves, and comes back when it wakes
         self._awake: set[_Group] = set()
         self._dirty: set[_Group] = set()
@@ -381,6 +392,7 @@ class RaftHost:
         group = _Group(self, name, core, storage, machine, options)
         self._groups[name] = group
         self._mark(group)
+        self._hand_early_votes(name)
 
     async def remove_group(self, name: str, *, delete_data: bool = False) -> None:
         """Stop `name` here; with `delete_data` its log is deleted too."""
@@ -578,6 +590,8 @@ class RaftHost:
     def _deliver(self, name: str, msg: Message) -> bool:
         group = self._groups.get(name)
         if group is None:
+            if msg.type in (MessageType.PRE_VOTE, MessageType.VOTE):
+                self._keep_early_vote(name, msg)
             return False
         group.last_heard[msg.from_] = time.monotonic_ns()
         try:
@@ -587,6 +601,20 @@ class RaftHost:
             return False
         self._mark(group)
         return True
+
+    def _keep_early_vote(self, name: str, msg: Message) -> None:
+        early = self._early_votes
+        if name not in early and len(early) >= EARLY_VOTE_GROUPS:
+            del early[next(iter(early))]  # the group waiting longest: its votes are the stalest
+        kept = early.setdefault(name, [])
+        if len(kept) < EARLY_VOTES_PER_GROUP:
+            kept.append((time.monotonic(), msg))
+
+    def _hand_early_votes(self, name: str) -> None:
+        now = time.monotonic()
+        for arrived, msg in self._early_votes.pop(name, []):
+            if now - arrived <= EARLY_VOTE_TTL_S:
+                self._deliver(name, msg)
 
     def _report_unreachable(self, name: str, peer: NodeId) -> None:
         group = self._groups.get(name)
