@@ -33,9 +33,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 
 def _health(cluster: LocalCluster, node: str) -> dict:
-    # bounded, and generous: a worker's replicas just created (or restarted) report 503 until they
-    # have caught up, which takes seconds on a loaded machine
-    body = cluster.health(node, timeout=30.0)
+    # asked again until healthy, bounded: a worker's replicas just created (or restarted) report 503
+    # until they have caught up, which takes seconds on a loaded machine
+    cluster.wait_until(lambda: cluster.health(node, timeout=5.0) is not None, 60, f"{node} to be healthy")
+    body = cluster.health(node, timeout=5.0)
     assert body is not None, f"{node} is not healthy"
     return body
 
