@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import contextlib
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,18 @@ async def stop_host(node: HostNode) -> None:
         await channel.close()
     if node.engine is not None:
         node.engine.close()
+
+
+@contextlib.asynccontextmanager
+async def running_hosts(names: Sequence[str], data_dir: Path | None) -> AsyncIterator[list[HostNode]]:
+    """A host per name, connected to one another over gRPC, stopped on the way out."""
+    nodes = [await start_host(name, data_dir) for name in names]
+    try:
+        connect(nodes)
+        yield nodes
+    finally:
+        for node in nodes:
+            await stop_host(node)
 
 
 def add_group(

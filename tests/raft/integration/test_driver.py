@@ -21,6 +21,7 @@ from tests.raft.integration.cluster_helpers import (
     HostNode,
     add_group,
     connect,
+    running_hosts,
     start_host,
     stop_host,
     wait_applied,
@@ -32,13 +33,8 @@ NAMES = ("n1", "n2", "n3")
 
 @pytest.fixture
 async def cluster(tmp_path: Path) -> AsyncIterator[list[HostNode]]:
-    nodes = [await start_host(name, tmp_path) for name in NAMES]
-    connect(nodes)
-    try:
+    async with running_hosts(NAMES, tmp_path) as nodes:
         yield nodes
-    finally:
-        for node in nodes:
-            await stop_host(node)
 
 
 def _values(node: HostNode, group: str) -> list[bytes]:
@@ -188,9 +184,7 @@ async def test_bad_membership_change_is_refused_cleanly(cluster: list[HostNode])
 
 
 async def test_remove_group_and_restart_recovers_the_log(tmp_path: Path) -> None:
-    nodes = [await start_host(name, tmp_path) for name in NAMES]
-    try:
-        connect(nodes)
+    async with running_hosts(NAMES, tmp_path) as nodes:
         add_group(nodes, "g", NAMES)
         leader = await wait_for_leader(nodes, "g")
         last = 0
@@ -200,14 +194,9 @@ async def test_remove_group_and_restart_recovers_the_log(tmp_path: Path) -> None
         for node in nodes:
             await node.host.remove_group("g")
             assert node.host.groups() == []
-    finally:
-        for node in nodes:
-            await stop_host(node)
 
     # same data directories: every node recovers its log and replays it into a fresh machine
-    nodes = [await start_host(name, tmp_path) for name in NAMES]
-    try:
-        connect(nodes)
+    async with running_hosts(NAMES, tmp_path) as nodes:
         add_group(nodes, "g", ())
         leader = await wait_for_leader(nodes, "g")
         index = await leader.host.propose("g", b"after-restart")
@@ -215,9 +204,6 @@ async def test_remove_group_and_restart_recovers_the_log(tmp_path: Path) -> None
         for node in nodes:
             assert _values(node, "g") == [b"r%d" % i for i in range(30)] + [b"after-restart"]
             assert node.host.status("g").role in (Role.LEADER, Role.FOLLOWER)
-    finally:
-        for node in nodes:
-            await stop_host(node)
 
 
 async def test_memory_logs_work_without_an_engine() -> None:

@@ -15,9 +15,7 @@ from raft.driver import GroupOptions
 from tests.raft.integration.cluster_helpers import (
     HostNode,
     add_group,
-    connect,
-    start_host,
-    stop_host,
+    running_hosts,
     wait_for_leader,
 )
 
@@ -26,13 +24,8 @@ NAMES = ("n1", "n2", "n3")
 
 @pytest.fixture
 async def cluster(tmp_path: Path) -> AsyncIterator[list[HostNode]]:
-    nodes = [await start_host(name, tmp_path) for name in NAMES]
-    connect(nodes)
-    try:
+    async with running_hosts(NAMES, tmp_path) as nodes:
         yield nodes
-    finally:
-        for node in nodes:
-            await stop_host(node)
 
 
 async def test_votes_sent_before_the_peers_started_the_group_still_elect_the_first_candidate(

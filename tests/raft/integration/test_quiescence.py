@@ -14,8 +14,7 @@ from tests.raft.integration.cluster_helpers import (
     TICK,
     HostNode,
     add_group,
-    connect,
-    start_host,
+    running_hosts,
     stop_host,
     wait_applied,
     wait_for_leader,
@@ -28,13 +27,8 @@ QUIESCING = GroupOptions(election_tick=20, heartbeat_tick=4, quiesce=True)
 
 @pytest.fixture
 async def cluster(tmp_path: Path) -> AsyncIterator[list[HostNode]]:
-    nodes = [await start_host(name, tmp_path) for name in NAMES]
-    connect(nodes)
-    try:
+    async with running_hosts(NAMES, tmp_path) as nodes:
         yield nodes
-    finally:
-        for node in nodes:
-            await stop_host(node)
 
 
 async def _until(predicate: Callable[[], bool], within: float, what: str) -> None:
