@@ -27,6 +27,7 @@ from cluster.stream.schedules import (
     HDR_SCHEDULE,
     HDR_SCHEDULER,
     SECOND_NS,
+    Schedule,
     ScheduleTable,
     announced_next_ns,
     next_fire,
@@ -72,7 +73,7 @@ class MessageScheduler:
             schedule = read_schedule(subject, msg.seq, msg.headers)
             if schedule is None:
                 continue
-            at = self._resume_at(subject, msg.seq, schedule.target, msg.ts_ns, now)
+            at = self._resume_at(schedule, msg.ts_ns, now)
             if at is not None:
                 self._table.put(subject, msg.seq, at)
         self._arm()
@@ -84,18 +85,19 @@ class MessageScheduler:
             self._timer = None
         self._table = ScheduleTable()
 
-    def _resume_at(self, subject: str, seq: int, target: str, ts_ns: int, now_ns: int) -> int | None:
+    def _resume_at(self, schedule: Schedule, ts_ns: int, now_ns: int) -> int | None:
+        """When a stored schedule fires next: as its last produced message announced, when that is
+        still the target's last message, else as computed from the schedule (set at `ts_ns`)."""
         try:
-            last = self._store.load_last_msg(target)
+            last = self._store.load_last_msg(schedule.target)
         except MsgNotFoundError:
             last = None
-        if last is not None and last.seq > seq and slice_header(HDR_SCHEDULER, last.headers) == subject.encode():
+        produced_by_it = slice_header(HDR_SCHEDULER, last.headers if last else None) == schedule.subject.encode()
+        if last is not None and last.seq > schedule.seq and produced_by_it:
             announced = announced_next_ns(last.headers)
             if announced is not None:
                 return announced
-        msg = self._store.load_msg(seq)
-        schedule = read_schedule(subject, seq, msg.headers)
-        fire = None if schedule is None else next_fire(schedule.pattern, schedule.zone, ts_ns, now_ns)
+        fire = next_fire(schedule.pattern, schedule.zone, ts_ns, now_ns)
         return None if fire is None else fire.at_ns
 
     def stored(self, seqs: Iterable[int]) -> None:

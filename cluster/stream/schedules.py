@@ -25,7 +25,6 @@ Nothing here does I/O; callers pass the clock.
 from __future__ import annotations
 
 import datetime as dt
-import re
 import zoneinfo
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,7 +34,7 @@ from croniter import croniter
 from cluster.api.errors import ApiError, JSErrors
 from cluster.stream.config import StreamConfig
 from storage.msg_ttl import InvalidTTLError, parse_go_duration, parse_ttl, slice_header
-from storage.nats_time import format_rfc3339_nano
+from storage.nats_time import format_rfc3339_nano, parse_rfc3339_nano
 from subjects.grammar import filters_overlap, is_valid_subject
 
 HDR_SCHEDULE = b"Nats-Schedule"
@@ -61,8 +60,6 @@ _PREDEFINED = {
     "@midnight": "0 0 0 * * *",
     "@hourly": "0 0 * * * *",
 }
-# Go's time.RFC3339 layout, which also takes fractional seconds when parsing
-_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})\Z")
 
 
 class ScheduleError(Exception):
@@ -111,14 +108,12 @@ def next_fire(pattern: str, zone: dt.tzinfo | None, ts_ns: int, now_ns: int) -> 
     A repeating schedule whose next time has passed fires once, a period from now, not once per
     missed period (as after a restart)."""
     if pattern.startswith("@at "):
-        when = pattern[4:]
-        if zone is not None or not _RFC3339.match(when):
+        if zone is not None:
             return None
         try:
-            at = dt.datetime.fromisoformat(when.replace("Z", "+00:00"))
+            return NextFire(parse_rfc3339_nano(pattern[4:]), repeat=False)
         except ValueError:
             return None
-        return NextFire(int(at.timestamp()) * SECOND_NS + at.microsecond * 1000, repeat=False)
     if pattern.startswith("@every "):
         if zone is not None:
             return None
@@ -293,10 +288,12 @@ def produced_header(schedule: Schedule, header: bytes | None, fire: NextFire | N
 def announced_next_ns(header: bytes | None) -> int | None:
     """The next firing a produced message announced (`Nats-Schedule-Next: <RFC3339>`), or None."""
     raw = _text(slice_header(HDR_NEXT, header))
-    if not raw or raw == NEXT_PURGE or not _RFC3339.match(raw):
+    if not raw or raw == NEXT_PURGE:
         return None
-    at = dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    return int(at.timestamp()) * SECOND_NS + at.microsecond * 1000
+    try:
+        return parse_rfc3339_nano(raw)
+    except ValueError:
+        return None
 
 
 class ScheduleTable:
