@@ -47,18 +47,12 @@ def parse_pause_request(payload: bytes) -> int | None:
         obj = jsjson.loads_request(body, "JSApiConsumerPauseRequest")
         raw = obj.get("pause_until")
         jsjson.reject_unknown(obj)
+        if raw is not None and not isinstance(raw, str):
+            raise jsjson.type_error(obj, "pause_until", raw, "time.Time")
     except jsjson.RequestJSONError as exc:
         raise JSErrors.INVALID_JSON(err=str(exc)) from None
     if raw is None:
         return None
-    if not isinstance(raw, str):
-        kind = {bool: "bool", int: "number", float: "number", dict: "object", list: "array"}.get(
-            type(raw), type(raw).__name__
-        )
-        raise JSErrors.INVALID_JSON(
-            err=f"json: cannot unmarshal {kind} into Go struct field "
-            "JSApiConsumerPauseRequest.pause_until of type time.Time"
-        )
     try:
         until = parse_pause_until(raw)
     except ValueError as exc:

@@ -38,7 +38,7 @@ from typing import Protocol
 from cluster.api.errors import ApiError, JSErrors
 from cluster.stream.config import Discard, StreamConfig
 from cluster.stream.entries import Rollup, StoreMsg
-from cluster.stream.publish import Rejected, StreamView, check_config_allows
+from cluster.stream.publish import Rejected, StreamView, check_config_allows, too_big
 from gateway.headers import Headers, extend_header_block
 from storage.model import msg_size
 
@@ -134,8 +134,7 @@ def batch_refusal(cfg: StreamConfig, header: bytes, payload: bytes) -> ApiError 
     """What nats-server checks of a batch message before it looks at the batch: sealed, size."""
     if cfg.sealed:
         return JSErrors.STREAM_SEALED()
-    limit = cfg.max_msg_size
-    if limit >= 0 and (len(header) > limit or len(payload) > limit - len(header)):
+    if too_big(cfg, header, payload):
         return JSErrors.STREAM_MESSAGE_EXCEEDS_MAXIMUM()
     return None
 

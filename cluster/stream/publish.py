@@ -133,14 +133,19 @@ def _rollup(raw: str | None) -> Rollup | ApiError:
     return JSErrors.STREAM_ROLLUP_FAILED(err=f'rollup value invalid: "{value}"')
 
 
+def too_big(cfg: StreamConfig, header: bytes, payload: bytes) -> bool:
+    """Headers and payload over the stream's max_msg_size (counted as nats-server counts them)."""
+    limit = cfg.max_msg_size
+    return limit >= 0 and (len(header) > limit or len(payload) > limit - len(header))
+
+
 def check_config_allows(cfg: StreamConfig, entry: StoreMsg) -> ApiError | None:
     """The checks that depend only on the stream config (which an update may change before apply)."""
     if cfg.sealed:
         return JSErrors.STREAM_SEALED()
     if cfg.mirror is not None:
         return JSErrors.STREAM_GENERAL(err="a mirror stream does not accept publishes")
-    limit = cfg.max_msg_size
-    if limit >= 0 and (len(entry.header) > limit or len(entry.payload) > limit - len(entry.header)):
+    if too_big(cfg, entry.header, entry.payload):
         return JSErrors.STREAM_MESSAGE_EXCEEDS_MAXIMUM()
     if len(entry.header) > MAX_HEADER_BYTES:
         return JSErrors.STREAM_HEADER_EXCEEDS_MAXIMUM()
