@@ -41,12 +41,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServerProcesses]:
-    processes = NatsServerProcesses(3, Path(tmp_path_factory.mktemp("reference")))
-    processes.start()
-    try:
+    with NatsServerProcesses(3, Path(tmp_path_factory.mktemp("reference"))) as processes:
         yield processes
-    finally:
-        processes.stop()
 
 
 def scrape(monitor_url: str, log: Path) -> dict[str, list[tuple[str, float]]]:

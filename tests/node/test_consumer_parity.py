@@ -36,12 +36,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 @pytest.fixture(scope="module")
 def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    processes = NatsServerProcesses(1, Path(tmp_path_factory.mktemp("reference")))
-    processes.start()
-    try:
+    with NatsServerProcesses(1, Path(tmp_path_factory.mktemp("reference"))) as processes:
         yield processes.target().urls[0]
-    finally:
-        processes.stop()
 
 
 @pytest.fixture

@@ -39,12 +39,8 @@ def jetraft(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
-    servers = NatsServerProcesses(3, Path(tmp_path_factory.mktemp("expiry-nats-server")))
-    servers.start()
-    try:
+    with NatsServerProcesses(3, Path(tmp_path_factory.mktemp("expiry-nats-server"))) as servers:
         yield servers.target().urls
-    finally:
-        servers.stop()
 
 
 async def _run(url: str, scenario: Callable[[nats.NATS], Awaitable[T]]) -> T:

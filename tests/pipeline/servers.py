@@ -129,6 +129,18 @@ class NatsServerProcesses:
                     os.kill(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=5)
 
+    def __enter__(self) -> NatsServerProcesses:
+        """Started with JetStream (stopped again if starting fails), stopped on the way out."""
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
     def target(self) -> JetStreamTarget:
         return JetStreamTarget(
             kind="nats-server",
