@@ -112,6 +112,8 @@ class Message:
 
 MessageCallback = Callable[[Message], None]
 InterestListener = Callable[[str, str | None, int], None]
+# a forwarded request nobody here serves, and the peer where its reply subject has interest
+UnservedHandler = Callable[[Message, str | None], None]
 
 
 class InterestWatch:
@@ -254,6 +256,8 @@ class Router:
         # literal subject -> the watches on it (see watch_interest)
         self._watches: dict[str, list[InterestWatch]] = {}
         self._remote: dict[str, dict[tuple[str, str | None], RemoteInterest]] = {}
+        # subject prefix -> who takes a forwarded request nobody here serves any more (see on_unserved)
+        self._unserved: list[tuple[str, UnservedHandler]] = []
         # Client connections' buffered output; see gateway.output.
         self.output = OutputFlusher()
 
@@ -483,13 +487,15 @@ class Router:
         no_responders: bool = False,
         deliver_as: str | None = None,
         reply_via: str | None = None,
+        rerouted: bool = False,
     ) -> int:
         """Deliver a message everywhere it is wanted; returns how many local deliveries and peer forwards it made.
 
         `origin` is the publishing client (None for internal publishers): it
         decides echo, and gets the 503 no-responders status when it asked for
         it. An internal publisher gets that status on `reply` by passing
-        `no_responders=True`. Raises InvalidSubjectError for a malformed subject (an empty token,
+        `no_responders=True`. `rerouted`: the message was handed on once already (see
+        `on_unserved`), and the peer it goes to must not hand it on again. Raises InvalidSubjectError for a malformed subject (an empty token,
         whitespace), after sending the client's no-responders status as nats-server does.
         """
         try:
@@ -520,7 +526,9 @@ class Router:
             links = self._links
             if links is not None:
                 for peer, queues in forwards.items():
-                    links.forward(peer, subject, reply, headers, payload, queues, deliver_as, reply_via)
+                    links.forward(
+                        peer, subject, reply, headers, payload, queues, deliver_as, reply_via, rerouted
+                    )
                     count += 1
         if count == 0 and self._reply_routes:
             count = self._forward_by_reply_route(subject, reply, headers, payload, deliver_as)
@@ -582,7 +590,20 @@ class Router:
             for peer, names in handed_on.items():
                 self._links.forward(peer, subject, reply, headers, payload, names, deliver_as, via, True)
                 count += 1
+        if count == 0 and reply and not rerouted and self._unserved:
+            for prefix, handler in self._unserved:
+                if subject.startswith(prefix):
+                    handler(Message(subject, reply, headers, payload), reply_via or from_peer)
+                    return 1
         return count
+
+    def on_unserved(self, prefix: str, handler: UnservedHandler) -> None:
+        """A request under `prefix` that a peer forwarded here, for a subscriber gone by the time it
+        arrived (a leader that stepped down while its peer's view of the interest still named it),
+        goes to `handler` with the peer where its reply subject has interest, instead of being lost:
+        the requester would hear nothing until its timeout. The handler hands it on at most once
+        (`publish(..., rerouted=True)`), so a request never circles between two stale views."""
+        self._unserved.append((prefix, handler))
 
     def _other_member_node(self, group: QueueGroup[Subscription], sender: str | None) -> str | None:
         """A node other than `sender` with members of `group`, chosen by the group's policy."""

@@ -92,6 +92,11 @@ class RouteMesh:
         self._on_peers_changed = on_peers_changed
         self._links: dict[str, _PeerLink] = {}
         self._inbound_sessions: dict[str, str] = {}
+        # What each peer's call to us says it is interested in. The router is told only while our own
+        # call to that peer is up too: the two directions are separate calls, and interest that
+        # arrives while ours is still dialling would send the router's forwards into a link that
+        # drops them (a request lost without a word, its client waiting out its timeout).
+        self._peer_interest: dict[str, dict[tuple[str, str | None], int]] = {}
         self._peer_urls: dict[str, str] = {}
         self._peer_labels: dict[str, tuple[str, ...]] = {}
         self.dropped_messages = 0
@@ -261,7 +266,7 @@ class RouteMesh:
         # A new call from a peer supersedes any older one we have not noticed ending.
         self._inbound_sessions[peer] = session
         self._notify_state()
-        self.router.clear_remote_interest(peer)
+        self._forget_interest(peer)
         log.debug("route from peer", peer=peer, session=session)
         loop = asyncio.get_running_loop()
         # The peer pings every ping_interval; silence longer than ping_timeout means the
@@ -301,21 +306,43 @@ class RouteMesh:
             watchdog.cancel()
             if self._inbound_sessions.get(peer) == session:
                 del self._inbound_sessions[peer]
-                self.router.clear_remote_interest(peer)
+                self._forget_interest(peer)
                 self._notify_state()
+
+    def _forget_interest(self, peer: str) -> None:
+        self._peer_interest.pop(peer, None)
+        self.router.clear_remote_interest(peer)
+
+    def _link_up(self, peer: str) -> None:
+        """Our call to `peer` is up: the router may now count on the interest its call told us of."""
+        for (subject, queue), weight in self._peer_interest.get(peer, {}).items():
+            self._tell_router(peer, subject, queue, weight)
+
+    def _link_down(self, peer: str) -> None:
+        """Our call to `peer` is down: nothing forwarded there would arrive; its interest is kept
+        for when the call is back."""
+        self.router.clear_remote_interest(peer)
+
+    def _tell_router(self, peer: str, subject: str, queue: str | None, weight: int) -> None:
+        try:
+            self.router.set_remote_interest(peer, subject, queue, weight)
+        except InvalidSubjectError as exc:
+            log.warning("bad interest from peer", peer=peer, error=str(exc))
 
     def _apply(self, peer: str, frame: route_pb2.Frame) -> None:
         router = self.router
-        for interest in frame.interest:
-            try:
-                router.set_remote_interest(
-                    peer,
-                    decode_token(interest.subject),
-                    decode_token(interest.queue) if interest.queue else None,
-                    interest.weight,
-                )
-            except InvalidSubjectError as exc:
-                log.warning("bad interest from peer", peer=peer, error=str(exc))
+        if frame.interest:
+            known = self._peer_interest.setdefault(peer, {})
+            link_up = self.is_connected(peer)
+            for interest in frame.interest:
+                subject = decode_token(interest.subject)
+                queue = decode_token(interest.queue) if interest.queue else None
+                if interest.weight > 0:
+                    known[(subject, queue)] = interest.weight
+                else:
+                    known.pop((subject, queue), None)
+                if link_up:
+                    self._tell_router(peer, subject, queue, interest.weight)
         if frame.messages:
             self.messages_received[peer] = self.messages_received.get(peer, 0) + len(frame.messages)
         for msg in frame.messages:
@@ -430,6 +457,8 @@ class _PeerLink:
                 frames_sent=self.frames_sent,
                 messages_sent=self.messages_sent,
             )
+            self.connected = False
+            self.mesh._link_down(self.name)
         self.connected = False
         self.session_open = False
         self.messages.clear()
@@ -456,6 +485,7 @@ class _PeerLink:
             if answer is grpc.aio.EOF or not answer.HasField("hello"):
                 raise ConnectionError("peer closed the route without a hello")
             self.connected = True
+            mesh._link_up(self.name)
             self._last_pong = loop.time()
             self._ping_due = 0
             log.info("route to peer up", peer=self.name)

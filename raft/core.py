@@ -139,6 +139,11 @@ class RaftCore:
         self._preferred_leader: NodeId | None = None
         self._preferred_backoff = 0  # election timeouts to wait before the next attempt
         self._preferred_failures = 0  # attempts in a row that did not finish: the backoff doubles
+        # A leadership transfer asked for explicitly (a stream's STEPDOWN) sticks until the next ordinary
+        # election: a leader that won a transfer campaign does not hand leadership back to the preferred
+        # member, or the stepdown would be undone an election timeout later.
+        self._campaign_by_transfer = False
+        self._leads_by_transfer = False
         self._election_elapsed = 0
         self._quiesced = False
         # Peers the host last reported down: no quiescing with them (a late quiesce heartbeat from a
@@ -363,6 +368,7 @@ class RaftCore:
         if node_id != self._preferred_leader:
             self._preferred_leader = node_id
             self._preferred_backoff = self._preferred_failures = 0
+            self._leads_by_transfer = False  # a new preference is handed over to, however we came to lead
             if self._role is Role.LEADER:
                 self._unquiesce()
 
@@ -528,6 +534,7 @@ class RaftCore:
         self._reset(self._term)
         self._leader_id = self._id
         self._role = Role.LEADER
+        self._leads_by_transfer = self._campaign_by_transfer
         for progress in self._progress.values():
             progress.recent_active = False
         own = self._progress.get(self._id)
@@ -576,6 +583,7 @@ class RaftCore:
         else:
             self._become_candidate()
             term = self._term
+        self._campaign_by_transfer = transfer
         if self._poll(self._id, True) == "won":
             self._election_won(vote_type)
             return
@@ -819,7 +827,12 @@ class RaftCore:
         ):
             return False
         preferred = self._preferred_leader
-        if preferred is not None and preferred != self._id and preferred in self._conf.voters:
+        if (
+            preferred is not None
+            and preferred != self._id
+            and preferred in self._conf.voters
+            and not self._leads_by_transfer
+        ):
             return False  # it should lead instead: stay awake to hand over once it can
         for node_id, progress in self._progress.items():
             if progress.match != last or node_id in self._peers_down:
@@ -881,6 +894,8 @@ class RaftCore:
         every entry: a transfer to it would finish at once (read before check-quorum resets activity)."""
         preferred = self._preferred_leader
         if preferred is None or preferred == self._id or preferred not in self._conf.voters:
+            return False
+        if self._leads_by_transfer:
             return False
         if self._lead_transferee is not None or self._log.term_or_zero(self._log.committed) != self._term:
             return False

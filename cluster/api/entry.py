@@ -22,6 +22,7 @@ from cluster.api.consumer_subjects import (
     parse_consumer_subject,
 )
 from cluster.api.errors import JSErrors, error_response, stream_info_error
+from cluster.api.handoff import hand_on_requests_in_flight
 from cluster.api.subjects import (
     API_QUEUE,
     API_SUBSCRIPTIONS,
@@ -54,12 +55,16 @@ class ApiEntry:
         self._knows_stream = knows_stream
         self._knows_consumer = knows_consumer
         self._subs: list[Subscription] = []
+        self._handing_on = False  # registered with the router (cluster/api/handoff.py), once for good
         # what /jsz and /varz report as `api.total` and `api.errors` for this node
         self.requests = 0
         self.errors = 0
 
     def open(self) -> None:
         router = self._ctx.router
+        if not self._handing_on:
+            hand_on_requests_in_flight(self._ctx)
+            self._handing_on = True
         self._subs = [router.subscribe(subject, self._on_request, API_QUEUE) for subject in API_SUBSCRIPTIONS]
 
     def close(self) -> None:

@@ -154,3 +154,75 @@ async def test_an_unexpected_error_on_a_call_is_redialled_too() -> None:
         assert channel.dialled == 2
     finally:
         await mesh.close()
+
+
+class _AnswersWhenLetThrough(_Healthy):
+    """A call whose peer answers the hello only once `let_through` is set: our call is still dialling."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.let_through = asyncio.Event()
+
+    async def read(self) -> Any:
+        if not self._answered:
+            await self.let_through.wait()
+        return await super().read()
+
+
+class _InboundCall:
+    """The servicer's side of the peer's call to us: its hello with its interest, then silence."""
+
+    def __init__(self, first: route_pb2.Frame) -> None:
+        self._frames: asyncio.Queue[Any] = asyncio.Queue()
+        self._frames.put_nowait(first)
+
+    async def read(self) -> Any:
+        return await self._frames.get()
+
+    async def write(self, _frame: route_pb2.Frame) -> None:
+        return None
+
+    async def abort(self, *_args: Any) -> None:
+        raise AssertionError("the hello was refused")
+
+
+async def test_a_peers_interest_counts_only_while_our_own_call_to_it_is_up() -> None:
+    """The peer's call to us is up before ours to it: forwarding on its interest then would drop the
+    message in a link still dialling; the interest counts from the moment ours is up, and stops counting
+    (kept for the next call) when ours goes down."""
+    router = Router()
+    dialling = _AnswersWhenLetThrough()
+    channel = _Channel([dialling, _AnswersWhenLetThrough()])
+    mesh = RouteMesh(
+        router, "n1", "nats://n1", ping_interval=0.05, ping_timeout=30, reconnect_delay=(0.01, 0.05)
+    )
+    mesh.add_peer("n2", channel)  # type: ignore[arg-type]
+    hello = route_pb2.Frame(
+        hello=route_pb2.Hello(node="n2", client_url="nats://n2", session="s"),
+        interest=[route_pb2.Interest(subject=b"$JSR.M.>", weight=1)],
+    )
+    inbound = asyncio.create_task(mesh.serve(_InboundCall(hello)))  # type: ignore[arg-type]
+    try:
+        await asyncio.wait_for(channel.dialled_event.wait(), 5)
+        while "n2" not in mesh._inbound_sessions:
+            await asyncio.sleep(0.01)
+        assert not router.has_interest("$JSR.M.STREAM_DELETE.S")
+        dialling.let_through.set()
+        await asyncio.wait_for(dialling.written.wait(), 5)
+        while not mesh.is_connected("n2"):
+            await asyncio.sleep(0.01)
+        assert router.has_interest("$JSR.M.STREAM_DELETE.S")
+        # our call breaks: its interest stops counting, and counts again once we have redialled
+        channel.dialled_event.clear()
+        dialling.cancel()
+        mesh._links["n2"]._task.cancel()  # type: ignore[union-attr]
+        mesh._links["n2"]._disconnected()
+        assert not router.has_interest("$JSR.M.STREAM_DELETE.S")
+        mesh._links["n2"].start()
+        channel.calls[1].let_through.set()
+        while not mesh.is_connected("n2"):
+            await asyncio.sleep(0.01)
+        assert router.has_interest("$JSR.M.STREAM_DELETE.S")
+    finally:
+        inbound.cancel()
+        await mesh.close()

@@ -411,9 +411,7 @@ def test_a_routed_message_whose_group_left_this_node_goes_once_to_another_member
     router.set_remote_interest("m1", "$JS.API.DIRECT.GET.S", "_sys_", 1)
     plain, plain_cb = collector()
     router.subscribe("$JS.API.DIRECT.GET.>", plain_cb)
-    sent = router.deliver_routed(
-        "$JS.API.DIRECT.GET.S", "_INBOX.r", None, b"{}", ["_sys_"], from_peer="n1"
-    )
+    sent = router.deliver_routed("$JS.API.DIRECT.GET.S", "_INBOX.r", None, b"{}", ["_sys_"], from_peer="n1")
     assert sent == 2 and len(plain) == 1  # the plain subscriber here, and the hand-on
     assert links.forwarded == [("m1", "$JS.API.DIRECT.GET.S", "_INBOX.r", ("_sys_",))]
     assert links.rerouted == [True]
@@ -428,6 +426,42 @@ def test_a_handed_on_message_is_never_handed_on_again() -> None:
     router.set_remote_interest("m1", "svc", "q", 1)
     assert router.deliver_routed("svc", None, None, b"x", ["q"], from_peer="n2", rerouted=True) == 0
     assert links.forwarded == []
+
+
+def test_a_routed_request_for_a_subscriber_gone_meanwhile_goes_to_the_unserved_handler_once() -> None:
+    """A stream leader stepped down while a request forwarded to it was on the route: the handler for
+    its prefix gets the request and where the reply goes; other subjects, replies-less messages and
+    requests handed on already are dropped as before."""
+    router = Router(rng=random.Random(3))
+    router.attach_links(FakeLinks())
+    handed: list[tuple[str, str | None, bytes, str | None]] = []
+    router.on_unserved("$JSR.S.", lambda m, via: handed.append((m.subject, m.reply, m.payload, via)))
+    assert router.deliver_routed("$JSR.S.ORDERS.INFO", "_INBOX.r", None, b"{}", [], from_peer="n1") == 1
+    assert handed == [("$JSR.S.ORDERS.INFO", "_INBOX.r", b"{}", "n1")]
+    # the reply interest the sender named wins over the sender itself
+    router.deliver_routed("$JSR.S.ORDERS.INFO", "_INBOX.s", None, b"", [], reply_via="n3", from_peer="n1")
+    assert handed[-1][3] == "n3"
+    assert (
+        router.deliver_routed("$JSR.S.ORDERS.INFO", "_INBOX.t", None, b"", [], from_peer="n1", rerouted=True)
+        == 0
+    )
+    assert router.deliver_routed("$JSR.S.ORDERS.INFO", None, None, b"", [], from_peer="n1") == 0
+    assert router.deliver_routed("orders.new", "_INBOX.u", None, b"", [], from_peer="n1") == 0
+    # a subscriber here takes it: no hand-on
+    got, cb = collector()
+    router.subscribe("$JSR.S.ORDERS.*", cb)
+    assert router.deliver_routed("$JSR.S.ORDERS.INFO", "_INBOX.v", None, b"", [], from_peer="n1") == 1
+    assert len(got) == 1 and len(handed) == 2
+
+
+def test_a_publish_handed_on_is_marked_so_that_the_next_node_never_hands_it_on() -> None:
+    router = Router(rng=random.Random(3))
+    links = FakeLinks()
+    router.attach_links(links)
+    router.set_remote_interest("n2", "$JSR.S.ORDERS.*", None, 1)
+    router.publish("$JSR.S.ORDERS.INFO", b"", "_INBOX.r", rerouted=True)
+    router.publish("$JSR.S.ORDERS.INFO", b"", "_INBOX.s")
+    assert links.rerouted == [True, False]
 
 
 def test_a_routed_message_whose_group_has_no_member_anywhere_else_is_dropped() -> None:

@@ -79,3 +79,30 @@ def test_preferred_member_that_is_not_a_voter_is_ignored() -> None:
     for _ in range(3 * ET):
         _heartbeat_round(h, "n1")
     assert h.leader() == "n1"
+
+
+def test_an_explicit_transfer_away_from_the_preferred_member_sticks_until_the_next_election() -> None:
+    """A stream STEPDOWN on its preferred leader moves leadership; handing it straight back would undo it."""
+    h = Harness(election_tick=ET, heartbeat_tick=HB, check_quorum=True)
+    h.elect("n1")
+    for node_id in h.nodes:
+        h.core(node_id).set_preferred_leader("n1")
+    h.core("n1").transfer_leader("n2")
+    h.stabilize()
+    assert h.leader() == "n2"
+    for _ in range(5 * ET):
+        _heartbeat_round(h, "n2")
+    assert h.leader() == "n2"
+    # an ordinary election (n2 cut off until the others elect without it) ends the stickiness
+    for _ in range(3 * ET):
+        for node_id in h.nodes:
+            h.tick(node_id)
+        h.stabilize(keep=isolate("n2"))
+        if h.leader() not in (None, "n2"):
+            break
+    new = h.leader()
+    assert new == "n3" or new == "n1", new
+    for _ in range(3 * ET):
+        _heartbeat_round(h, new)
+        new = h.leader()
+    assert h.leader() == "n1"
