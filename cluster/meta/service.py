@@ -146,6 +146,12 @@ class MetaService:
         self.consumer_admin = ConsumerAdmin(self)
         self._stopped = False
 
+    @property
+    def current(self) -> bool:
+        """Caught up with the meta leader's log once, and the replicas it assigns here started: until
+        then /healthz says what nats-server says of a node still catching up with its meta leader."""
+        return self._reconciled_once
+
     # -- lifecycle ----------------------------------------------------------------------------
 
     def start(self) -> None:

@@ -292,6 +292,11 @@ class JetStreamMonitor:
         if leader is None:
             error = "JetStream has not established contact with a meta leader"
             return 503, {"status": "unavailable", "status_code": 503, "error": error, **details}
+        if meta is not None and not meta.current:
+            # before, this node's streams are not all known: healthy now, it would report a stream it
+            # has not caught up with as soon as it learns of it
+            error = "JetStream is not current with the meta leader"
+            return 503, {"status": "unavailable", "status_code": 503, "error": error, **details}
         if problems:
             # what keeps this node's clients from being served, for longer than the health grace
             return 503, {"status": "unavailable", "status_code": 503, "error": problems[0], **details}

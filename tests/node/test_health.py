@@ -51,3 +51,21 @@ def test_a_problem_counts_only_once_it_has_lasted_the_grace_without_a_break() ->
     both = [*election, "routes down to a majority of the cluster: n2, n3"]
     assert judge.judge(both, now=112.0) == election
     assert judge.judge(both, now=117.0) == both
+
+
+def test_healthz_waits_for_the_node_to_be_current_with_its_meta_leader() -> None:
+    """Healthy before it knows its streams, a restarted node would turn unhealthy again on learning of
+    one it has not caught up with: nats-server's 503 until the meta layer is current avoids that flap."""
+    from types import SimpleNamespace
+
+    from cluster.node.jetstream_monitor import JetStreamMonitor
+
+    meta = SimpleNamespace(leader_id="n2", replicas={}, current=False)
+    node = SimpleNamespace(
+        meta=meta, config=SimpleNamespace(name="n1"), serving_problems=lambda: ([], {"n2": True})
+    )
+    monitor = JetStreamMonitor(node)  # type: ignore[arg-type]
+    status, body = monitor.healthz({})
+    assert (status, body["error"]) == (503, "JetStream is not current with the meta leader")
+    meta.current = True
+    assert monitor.healthz({})[0] == 200

@@ -35,10 +35,16 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 def _health(cluster: LocalCluster, node: str) -> dict:
     # asked again until healthy, bounded: a worker's replicas just created (or restarted) report 503
     # until they have caught up, which takes seconds on a loaded machine
-    cluster.wait_until(lambda: cluster.health(node, timeout=5.0) is not None, 60, f"{node} to be healthy")
-    body = cluster.health(node, timeout=5.0)
-    assert body is not None, f"{node} is not healthy"
-    return body
+    seen: list[dict] = []
+
+    def healthy() -> bool:
+        body = cluster.health(node, timeout=5.0)
+        if body is not None:
+            seen.append(body)
+        return body is not None
+
+    cluster.wait_until(healthy, 60, f"{node} to be healthy")
+    return seen[-1]
 
 
 def _worker_pids(cluster: LocalCluster, node: str) -> dict[str, int]:
