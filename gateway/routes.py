@@ -267,6 +267,11 @@ class RouteMesh:
         self._inbound_sessions[peer] = session
         self._notify_state()
         self._forget_interest(peer)
+        link = self._links.get(peer)
+        if link is not None and not link.connected:
+            # the peer is evidently up (a restart): our call to it need not wait out its backoff,
+            # which would leave the peer's interest unusable here for up to two seconds
+            link.redial_now()
         log.debug("route from peer", peer=peer, session=session)
         loop = asyncio.get_running_loop()
         # The peer pings every ping_interval; silence longer than ping_timeout means the
@@ -404,6 +409,7 @@ class _PeerLink:
         self.messages_sent = 0
         self.interest: dict[tuple[str, str | None], int] = {}
         self.wake = asyncio.Event()
+        self._redial = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._nonces = itertools.count(1)
         self._pings: dict[int, float] = {}
@@ -426,6 +432,10 @@ class _PeerLink:
             self._task = None
         self._disconnected()
 
+    def redial_now(self) -> None:
+        """Cut short the wait before the next dial."""
+        self._redial.set()
+
     async def _run(self) -> None:
         low, high = self.mesh.reconnect_delay
         delay = low
@@ -446,7 +456,9 @@ class _PeerLink:
             if self.connected:
                 delay = low
             self._disconnected()
-            await asyncio.sleep(delay)
+            self._redial.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._redial.wait(), delay)
             delay = min(delay * 2, high)
 
     def _disconnected(self) -> None:

@@ -651,9 +651,11 @@ class StreamLeader:
             info = self.stream_info(subjects, request.deleted_details)
             return stream_info_response(info, version, total, request.offset)
         if op is ApiOp.CREATE_RESULT:
-            return stream_create_response(self.stream_info(), version, did_create=payload == b"1")
+            # as a nats-server without a cluster: no `cluster` in the create and update replies
+            info = self.stream_info(with_cluster=not self._standalone)
+            return stream_create_response(info, version, did_create=payload == b"1")
         if op is ApiOp.LIST_ENTRY:
-            return orjson.dumps(self.stream_info().to_json(None))
+            return orjson.dumps(self.stream_info(with_cluster=not self._standalone).to_json(None))
         if op is ApiOp.APPLY_UPDATE:
             # the meta leader sends the config it committed (this node's meta replica may lag behind it)
             wanted = (
@@ -667,7 +669,7 @@ class StreamLeader:
                     raise result.error
                 if not isinstance(result, ConfigApplied):
                     raise JSErrors.STREAM_UPDATE(err="config change did not apply")
-            return stream_update_response(self.stream_info(), version)
+            return stream_update_response(self.stream_info(with_cluster=not self._standalone), version)
         if op is ApiOp.STREAM_PURGE:
             purge = parse_purge_request(payload, replica.config)
             result = await replica.propose(purge.encode())
@@ -751,7 +753,7 @@ class StreamLeader:
     # -- info -------------------------------------------------------------------------------
 
     def stream_info(
-        self, subjects: dict[str, int] | None = None, deleted_details: bool = False
+        self, subjects: dict[str, int] | None = None, deleted_details: bool = False, with_cluster: bool = True
     ) -> StreamInfo:
         replica = self.replica
         now = time.time_ns()
@@ -767,14 +769,21 @@ class StreamLeader:
             now_ns=now,
             consumer_count=replica.expected_consumers,
             subjects=subjects,
-            cluster=self.cluster_info(),
+            cluster=self.cluster_info() if with_cluster else None,
             mirror=mirror,
             sources=tuple(
                 SourceInfo.for_source(f.source, f.lag, f.active_ns(now), f.position()) for f in self.sources
             ),
         )
 
+    @property
+    def _standalone(self) -> bool:
+        """A node without peers: it answers as a nats-server without a `cluster` block does."""
+        return len(self.ctx.members) == 1
+
     def cluster_info(self) -> ClusterInfo:
+        if self._standalone:
+            return ClusterInfo(leader=self.ctx.name)  # nats-server's, for a stream in no Raft group
         return leader_cluster_info(
             self.ctx.host, self.ctx.name, self.replica.group, self._since_ns, SYSTEM_ACCOUNT
         )

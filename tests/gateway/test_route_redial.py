@@ -226,3 +226,26 @@ async def test_a_peers_interest_counts_only_while_our_own_call_to_it_is_up() -> 
     finally:
         inbound.cancel()
         await mesh.close()
+
+
+async def test_a_call_from_a_peer_cuts_short_our_backoff_before_redialling_it() -> None:
+    """A restarted peer dials us at once; our call to it, waiting out a backoff of seconds, redials now."""
+
+    class _Refused(_FinishedUnderfoot):
+        async def write(self, frame: route_pb2.Frame) -> None:
+            raise grpc.aio.UsageError("connection refused")
+
+    router = Router()
+    channel = _Channel([_Refused(), _Healthy()])
+    mesh = RouteMesh(router, "n1", "nats://n1", ping_interval=0.05, ping_timeout=30, reconnect_delay=(30, 30))
+    mesh.add_peer("n2", channel)  # type: ignore[arg-type]
+    hello = route_pb2.Frame(hello=route_pb2.Hello(node="n2", client_url="nats://n2", session="s"))
+    try:
+        await asyncio.wait_for(channel.dialled_event.wait(), 5)
+        channel.dialled_event.clear()
+        inbound = asyncio.create_task(mesh.serve(_InboundCall(hello)))  # type: ignore[arg-type]
+        await asyncio.wait_for(channel.dialled_event.wait(), 5)  # not 30 s
+        assert channel.dialled == 2
+        inbound.cancel()
+    finally:
+        await mesh.close()

@@ -90,11 +90,13 @@ async def test_a_frozen_replica_of_the_deleted_stream_leaves_the_new_one_alone(c
         for reply in await direct_get_from_every_replica(nc, STREAM, request):
             assert reply.headers is not None and reply.headers.get("Nats-Sequence") == "50", reply.headers
             assert reply.data == b"new-49"
-        # the new group's leader was never deposed by the old group's higher term
+        # the new group's leader was never deposed by the old group's higher term: its term is 1, or 2
+        # after one hand-over to its preferred leader (placement's first peer), which may come late on a
+        # loaded machine; a deposition would show the old incarnation's term, 4 or more
         leader_now, group_now = await _leader(js)
-        assert (leader_now, group_now) == (new_leader, new_group)
-        term = value(scrape(cluster.spec(new_leader).http_url), "jetraft_raft_term", group=new_group)
-        assert term <= 2, term
+        assert group_now == new_group
+        term = value(scrape(cluster.spec(leader_now).http_url), "jetraft_raft_term", group=new_group)
+        assert term <= 2, (new_leader, leader_now, term)
         for seq in (1, 50):
             assert (await js.get_msg(STREAM, seq=seq)).data.startswith(b"new-")
     finally:

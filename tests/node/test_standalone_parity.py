@@ -1,0 +1,83 @@
+"""A jetraft node without peers answers as a nats-server without a `cluster` block: side by side with a
+standalone nats-server 2.15.1, the same requests show the same `cluster` objects (nats-py's own
+`test_stream_management` compares a create reply with a later INFO and relies on this)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+
+from local.cluster import LocalCluster, node_available
+from tests.node.cluster_fixtures import local_cluster
+from tests.pipeline.servers import NATS_SERVER, NatsServerProcesses
+
+pytestmark = pytest.mark.skipif(
+    not (node_available() and NATS_SERVER.exists()), reason="needs `jetraft node` and nats-server"
+)
+
+
+@pytest.fixture(scope="module")
+def jetraft(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with local_cluster(tmp_path_factory.mktemp("standalone"), nodes=1) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with NatsServerProcesses(1, Path(tmp_path_factory.mktemp("standalone-nats-server"))) as servers:
+        yield servers.target().urls[0]
+
+
+async def _cluster_shapes(url: str) -> dict[str, Any]:
+    """For each reply: absent, or the keys of its `cluster` object with the leader named `me`."""
+    nc = await nats.connect(url)
+    server_name = nc._server_info["server_name"]  # the INFO the server sent
+
+    async def ask(subject: str, body: dict[str, Any] | None = None) -> Any:
+        reply = await nc.request(subject, json.dumps(body).encode() if body else b"", timeout=10)
+        answer = json.loads(reply.data)
+        assert "error" not in answer, answer
+        cluster = answer.get("cluster")
+        if cluster is None:
+            return "absent"
+        return {k: ("me" if k == "leader" and v == server_name else v) for k, v in cluster.items()}
+
+    try:
+        config = {"name": "SOLO", "subjects": ["solo.>"]}
+        shapes = {
+            "create": await ask("$JS.API.STREAM.CREATE.SOLO", config),
+            "info": await ask("$JS.API.STREAM.INFO.SOLO"),
+            "update": await ask("$JS.API.STREAM.UPDATE.SOLO", {**config, "max_msgs": 10}),
+            "list": None,
+            "consumer create": await ask(
+                "$JS.API.CONSUMER.CREATE.SOLO.c", {"stream_name": "SOLO", "config": {"durable_name": "c"}}
+            ),
+            "consumer info": await ask("$JS.API.CONSUMER.INFO.SOLO.c"),
+        }
+        listed = json.loads((await nc.request("$JS.API.STREAM.LIST", b"", timeout=10)).data)
+        entry = listed["streams"][0].get("cluster")
+        shapes["list"] = "absent" if entry is None else sorted(entry)
+        return shapes
+    finally:
+        await nc.close()
+
+
+async def test_replies_carry_the_cluster_object_a_standalone_nats_server_does(
+    jetraft: LocalCluster, reference: str
+) -> None:
+    theirs = await _cluster_shapes(reference)
+    ours = await _cluster_shapes(jetraft.client_urls[0])
+    assert theirs == {
+        "create": "absent",
+        "info": {"leader": "me"},
+        "update": "absent",
+        "list": "absent",
+        "consumer create": "absent",
+        "consumer info": "absent",
+    }
+    assert ours == theirs
