@@ -87,7 +87,7 @@ def open_store(ctx: NodeContext, assignment: StreamAssignment) -> StreamStore:
     store_config = store_config_for(config)
     if config.storage is StorageType.MEMORY:
         return MemoryStreamStore(store_config)
-    return RocksStreamStore(store_path_for(ctx, assignment), store_config)
+    return RocksStreamStore.open_alone(store_path_for(ctx, assignment), store_config)
 
 
 class StreamReplica:

@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("mode", choices=("sync", "nosync"))
     parser.add_argument("--seconds", type=float, default=30.0, help="stop by itself after this long")
     args = parser.parse_args(argv)
-    store = RocksStreamStore(args.path, config_for(args.mode))
+    store = RocksStreamStore.open_alone(args.path, config_for(args.mode))
     group = applied_group(store)
     print(f"open {group}", flush=True)
     deadline = time.monotonic() + args.seconds

@@ -114,14 +114,14 @@ def test_killed_writer_leaves_whole_acknowledged_groups(mode: str, tmp_path: Pat
             path, mode, choices.randint(3, 25), choices.uniform(0, MAX_KILL_DELAY_S)
         )
         assert resumed_after == recovered, "the writer resumed elsewhere than the reopened store"
-        store = RocksStreamStore(path)
+        store = RocksStreamStore.open_alone(path)
         try:
             recovered = assert_matches_replay(store, mode)
         finally:
             store.close()
         assert recovered >= acked, f"acknowledged group {acked} lost, store holds {recovered}"
 
-    store = RocksStreamStore(path)
+    store = RocksStreamStore.open_alone(path)
     try:
         last_seq = store.state().last_seq
         assert last_seq > 0
@@ -130,7 +130,7 @@ def test_killed_writer_leaves_whole_acknowledged_groups(mode: str, tmp_path: Pat
         store.sync()
     finally:
         store.close()
-    reopened = RocksStreamStore(path)
+    reopened = RocksStreamStore.open_alone(path)
     try:
         assert reopened.load_msg(last_seq + 1).payload == b"written after recovery"
         assert reopened.state().last_seq == last_seq + 1
