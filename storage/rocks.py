@@ -210,6 +210,8 @@ class RocksStreamStore:
         stored_format = self._meta_cf.get(self._mkey(_META_FORMAT))
         if stored_format is not None and stored_format != _FORMAT:
             raise CorruptStoreError(f"unknown stream store format {stored_format!r} in {self._name}")
+        # read first: even the wipe below moves it on, never back
+        self._generation = _decode_last(self._meta_cf.get(self._mkey(_META_LAST)))[2] or 0
         if self._meta_cf.get(self._mkey(_META_RESTORING)) is not None:
             # A restore was cut off: what is on disk is part of a snapshot. Start
             # empty and without metadata, so Raft sends the snapshot again.
@@ -219,7 +221,6 @@ class RocksStreamStore:
             StoreConfig.from_json_dict(orjson.loads(stored_config)) if stored_config else StoreConfig()
         )
         self._meta: bytes | None = self._meta_cf.get(self._mkey(_META_APPLIED))
-        self._generation = _decode_last(self._meta_cf.get(self._mkey(_META_LAST)))[2] or 0
         self._index = self._saved_index() or self._load_index()
         self._ttl = self._load_ttls()
         if stored_format is None:

@@ -224,8 +224,12 @@ class StreamStoreEngine:
             if self._closed:
                 return
             still_open = list(self._open.values())
+        failures: list[Exception] = []
         for store in still_open:
-            store.close()
+            try:
+                store.close()
+            except Exception as exc:  # the others and the database are closed all the same
+                failures.append(exc)
         with self._lock:
             self._closed = True
             self._open.clear()
@@ -235,6 +239,8 @@ class StreamStoreEngine:
                     cf.flush()
             finally:
                 self._release()
+        if failures:
+            raise failures[0]
 
     def abandon(self) -> None:
         """Close the database as a crash would leave it: no store saves anything (tests)."""
