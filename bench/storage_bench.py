@@ -99,7 +99,7 @@ def lookups(store: StreamStore, subjects: int, count: int, seconds: float) -> di
 def phase_write(kind: str, root: Path, args: argparse.Namespace) -> dict[str, Any]:
     """Fills the main store (batched, no fsync), then a second one with durable groups."""
     result: dict[str, Any] = {}
-    store: StreamStore = RocksStreamStore(root / "filled") if kind == "rocks" else MemoryStreamStore()
+    store: StreamStore = RocksStreamStore.open_alone(root / "filled") if kind == "rocks" else MemoryStreamStore()
     result["batched"] = timed_rate(
         args.messages, lambda: write_batches(store, args.messages, args.subjects, sync=False)
     )
@@ -112,7 +112,7 @@ def phase_write(kind: str, root: Path, args: argparse.Namespace) -> dict[str, An
             for chunk in store.snapshot():
                 out.write(chunk)
     store.close()
-    durable: StreamStore = RocksStreamStore(root / "durable") if kind == "rocks" else MemoryStreamStore()
+    durable: StreamStore = RocksStreamStore.open_alone(root / "durable") if kind == "rocks" else MemoryStreamStore()
     result["durable"] = timed_rate(
         args.durable_messages,
         lambda: write_batches(durable, args.durable_messages, args.subjects, sync=True),
@@ -133,7 +133,7 @@ def phase_reopen(kind: str, root: Path, args: argparse.Namespace) -> dict[str, A
     start, cpu_start = time.perf_counter(), time.process_time()
     store: StreamStore
     if kind == "rocks":
-        store = RocksStreamStore(root / "filled")
+        store = RocksStreamStore.open_alone(root / "filled")
     else:
         store = MemoryStreamStore()
         store.restore(read_chunks(root / "memory.snapshot"))
@@ -150,7 +150,7 @@ def phase_reopen(kind: str, root: Path, args: argparse.Namespace) -> dict[str, A
 def phase_crash(kind: str, root: Path, args: argparse.Namespace) -> dict[str, Any]:
     """One more durable write to the filled store, then exit without closing it, as a killed node would:
     the index saved at the last clean close no longer matches, so the next open must rebuild it."""
-    store = RocksStreamStore(root / "filled")
+    store = RocksStreamStore.open_alone(root / "filled")
     with store.write_group(sync=True):
         store.store_msg(subject_of(args.messages, args.subjects), None, PAYLOAD)
     print(json.dumps({}), flush=True)
@@ -159,7 +159,7 @@ def phase_crash(kind: str, root: Path, args: argparse.Namespace) -> dict[str, An
 
 def phase_recover(kind: str, root: Path, args: argparse.Namespace) -> dict[str, Any]:
     start, cpu_start = time.perf_counter(), time.process_time()
-    store = RocksStreamStore(root / "filled")
+    store = RocksStreamStore.open_alone(root / "filled")
     result = {
         "crash_reopen_s": time.perf_counter() - start,
         "crash_reopen_cpu_s": time.process_time() - cpu_start,

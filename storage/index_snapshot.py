@@ -1,17 +1,17 @@
 """The RocksDB store's in-memory index saved at close, so a clean reopen need not read every record.
 
-    magic:4  version:4  db_seq:8  last_seq:8  last_ts:8  bytes:8  msgs:8  subjects:8
+    magic:4  version:4  stamp:8  last_seq:8  last_ts:8  bytes:8  msgs:8  subjects:8
     chunks:8  subjects_len:8
     subjects (UTF-8, "\\n"-separated: a subject cannot hold a newline)
     counts: one u64 per subject, seqs: the subjects' sequences in that order (u64 each)
     chunk numbers (u64 each), then the chunks' bitmaps (CHUNK_BITS / 8 bytes each)
     hash:8 (BLAKE2b-64 of everything before it)
 
-Integers are little-endian. `db_seq` is the RocksDB sequence number the
-database has right after the blob is written: any later write to the database
-moves it, so an index saved by a clean close is trusted only if the database
-reached exactly that number, and the store falls back to scanning the records
-otherwise (a crash, or a writer that did not save the index).
+Integers are little-endian. `stamp` is the store's write generation when the
+blob was saved (storage/rocks.py): every later write to the store moves it, so
+an index saved by a clean close is trusted only if the store is still at exactly
+that generation, and the store falls back to scanning the records otherwise (a
+crash, or a writer that did not save the index).
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ def _u64_array(values: array) -> array:
     return values
 
 
-def encode_index(index: StreamIndex, db_seq: int) -> bytes:
-    """The blob for `index`, valid while the database's sequence number is `db_seq`."""
+def encode_index(index: StreamIndex, stamp: int) -> bytes:
+    """The blob for `index`, valid while the store's write generation is `stamp`."""
     names = list(index.subjects)
     counts = array("Q")
     seqs = array("Q")
@@ -57,7 +57,7 @@ def encode_index(index: StreamIndex, db_seq: int) -> bytes:
     header = _HEADER.pack(
         _MAGIC,
         _VERSION,
-        db_seq,
+        stamp,
         index.last_seq,
         index.last_ts,
         index.bytes,
@@ -79,17 +79,17 @@ def encode_index(index: StreamIndex, db_seq: int) -> bytes:
     return body + blake2b(body, digest_size=_HASH_LEN).digest()
 
 
-def decode_index(blob: bytes, db_seq: int) -> StreamIndex | None:
-    """The index in `blob` if it is intact and was saved at sequence number `db_seq`, else None."""
+def decode_index(blob: bytes, stamp: int) -> StreamIndex | None:
+    """The index in `blob` if it is intact and was saved at write generation `stamp`, else None."""
     if len(blob) < _HEADER.size + _HASH_LEN:
         return None
     body = memoryview(blob)[:-_HASH_LEN]
     if blake2b(body, digest_size=_HASH_LEN).digest() != blob[-_HASH_LEN:]:
         return None
-    magic, version, saved_seq, last_seq, last_ts, size, msgs, n_subjects, n_chunks, subjects_len = (
+    magic, version, saved_stamp, last_seq, last_ts, size, msgs, n_subjects, n_chunks, subjects_len = (
         _HEADER.unpack_from(blob)
     )
-    if magic != _MAGIC or version != _VERSION or saved_seq != db_seq:
+    if magic != _MAGIC or version != _VERSION or saved_stamp != stamp:
         return None
     offset = _HEADER.size
     names = bytes(body[offset : offset + subjects_len]).decode().split("\n") if n_subjects else []

@@ -1,36 +1,40 @@
-"""RocksStreamStore: the "file" storage type, one RocksDB database (via rocksdict) per stream.
+"""RocksStreamStore: the "file" storage type, one stream's keys in the node's shared RocksDB database.
 
-Layout, two column families besides RocksDB's unused `default`:
+The database is the node's `StreamStoreEngine` (storage/rocks_engine.py); every
+key of a store starts with the store's 8-byte id (`<id>` below), so its keys sort
+by sequence within the store and a store is deleted by range. Three column families:
 
-    msgs   key: seq (8 bytes, big-endian, so keys sort by sequence)
+    msgs   key: <id> seq (8 bytes, big-endian, so keys sort by sequence)
            value: the message record of storage/record.py (deep-dive layout)
-    meta   b"format"     b"1"
-           b"config"     the StoreConfig as JSON
-           b"last"       last_seq:8 last_ts:8 (little-endian): they outlive purges
-           b"applied"    the metadata value of the last write group (Raft applied index)
-           b"restoring"  present only while a snapshot is being written in
-           b"index"      the in-memory index saved by close (storage/index_snapshot.py)
-           b"ttls"       b"1": the `ttls` family is kept up to date (absent in stores written before it)
-    ttls   key: seq (as in msgs), for each live message with a valid Nats-TTL header
+    meta   <id> b"format"     b"1"
+           <id> b"config"     the StoreConfig as JSON
+           <id> b"last"       last_seq:8 last_ts:8 generation:8 (little-endian): they outlive purges
+           <id> b"applied"    the metadata value of the last write group (Raft applied index)
+           <id> b"restoring"  present only while a snapshot is being written in
+           <id> b"index"      the in-memory index saved by close (storage/index_snapshot.py)
+           <id> b"ttls"       b"1": the `ttls` family is kept up to date (absent in stores written before it)
+    ttls   key: <id> seq (as in msgs), for each live message with a valid Nats-TTL header
            value: ttl_s:8 (signed, -1 for never) deadline_ns:8 (little-endian)
 
 The in-memory `StreamIndex` (storage/index.py) answers all sequence questions;
-RocksDB is read only for message bodies. A clean close saves the index with the
-RocksDB sequence number it belongs to; opening uses it only if the database is
-still at that number (nothing was written since), and otherwise reads every
-record once to rebuild it, so a crash or an unexpected writer costs time, never
+RocksDB is read only for message bodies. `generation` counts the store's writes:
+every batch that changes the store writes `last` with it increased. A clean close
+saves the index stamped with the generation; opening uses it only if `last` still
+holds that generation (nothing was written to this store since: other stores'
+writes to the shared database do not count), and deletes it at once either way.
+Otherwise (a crash, or a `last` written without a generation by the layout
+before it) every record is read once to rebuild it, so a crash costs time, never
 correctness.
 
 Writes: each public write (or each outermost write group) stages its puts and
 deletes in one `WriteBatch` plus a dict of records not yet written, so the
 writer reads its own writes; the batch is written when the write (or group)
-ends, with the `last` key, in one atomic RocksDB write. The WAL is fsynced
-only by `sync()` or `write_group(sync=True)`, outside the store's lock.
+ends, with the `last` key, in one atomic RocksDB write. The shared WAL is
+fsynced only by `sync()` or `write_group(sync=True)`, outside the store's lock.
 """
 
 from __future__ import annotations
 
-import shutil
 import struct
 import threading
 import time
@@ -39,7 +43,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import orjson
-from rocksdict import Options, Rdict, ReadOptions, WriteBatch
+from rocksdict import WriteBatch
 
 from storage.config import DiscardPolicy, StoreConfig
 from storage.errors import (
@@ -76,6 +80,8 @@ from storage.model import (
 )
 from storage.msg_ttl import NATS_TTL, TTL_NEVER, stored_ttl, ttl_deadline_ns
 from storage.record import decode_record, encode_record, record_header, record_ts
+from storage.rocks_engine import StreamStoreEngine, prefix_end
+from storage.rocks_migrate import migrate_legacy_store
 from storage.seq_set import SeqSet
 from storage.snapshot import SnapshotHeader, SnapshotReader, encode_snapshot
 from storage.ttl_index import TtlIndex
@@ -93,11 +99,11 @@ from storage.validation import (
 )
 
 MAX_MULTI_LAST = 1024
-MSGS_CF = "msgs"
-META_CF = "meta"
-TTLS_CF = "ttls"
 _KEY = struct.Struct(">Q")
-_LAST = struct.Struct("<Qq")
+_PREFIX_LEN = 8
+_LAST = struct.Struct("<QqQ")
+# `last` as the one-database-per-stream layout wrote it, without a generation
+_LEGACY_LAST = struct.Struct("<Qq")
 _TTL = struct.Struct("<qq")
 _FORMAT = b"1"
 _META_FORMAT = b"format"
@@ -107,41 +113,45 @@ _META_APPLIED = b"applied"
 _META_RESTORING = b"restoring"
 _META_INDEX = b"index"
 _META_TTLS = b"ttls"
-_KEY_END = b"\xff" * 8
 # Records written per RocksDB batch while restoring a snapshot.
 _RESTORE_BATCH = 10_000
+# The store name `open_alone` gives the one store of its own engine.
+ALONE_NAME = "stream"
 
 
-def _key(seq: int) -> bytes:
-    return _KEY.pack(seq)
-
-
-def _options() -> Options:
-    options = Options(raw_mode=True)
-    options.create_if_missing(True)
-    options.create_missing_column_families(True)
-    return options
-
-
-def _read_options() -> ReadOptions:
-    options = ReadOptions()
-    # RocksDB's default, made explicit: reads skip the record hash because of it.
-    options.set_verify_checksums(True)
-    return options
+def _decode_last(value: bytes | None) -> tuple[int, int, int | None]:
+    """(last_seq, last_ts, generation); generation None when written without one (the old layout)."""
+    if value is None:
+        return 0, 0, None
+    if len(value) == _LEGACY_LAST.size:
+        last_seq, last_ts = _LEGACY_LAST.unpack(value)
+        return last_seq, last_ts, None
+    return _LAST.unpack(value)
 
 
 class RocksStreamStore:
-    """A durable stream store in a RocksDB directory; see storage/interface.py for the contract.
+    """A durable stream store, one of many in a node's `StreamStoreEngine`; see storage/interface.py
+    for the contract.
 
+    `name` identifies the store in the engine (the replica uses `<stream>-<created_ns>`).
     `config` given to the constructor replaces the stored one (and trims to it);
     without it the stored configuration is used, or the defaults for a new store.
     """
 
     storage_type = "file"
 
-    def __init__(self, path: str | Path, config: StoreConfig | None = None) -> None:
-        self._path = Path(path)
-        self._path.mkdir(parents=True, exist_ok=True)
+    def __init__(
+        self,
+        engine: StreamStoreEngine,
+        name: str,
+        config: StoreConfig | None = None,
+        *,
+        owns_engine: bool = False,
+    ) -> None:
+        self._engine = engine
+        self._name = name
+        # a store made by `open_alone` closes its engine with it
+        self._owns_engine = owns_engine
         self._lock = threading.RLock()
         # Held around fsync and close only, so an fsync never waits for readers or writers.
         self._sync_lock = threading.Lock()
@@ -157,56 +167,81 @@ class RocksStreamStore:
         # (seq, ts) of the first message max_age can remove, when it is not the first message
         self._aging_ts_cache = (0, 0)
         self._ttl = TtlIndex()
-        self._db = Rdict(
-            str(self._path),
-            _options(),
-            column_families={MSGS_CF: _options(), META_CF: _options(), TTLS_CF: _options()},
-        )
-        self._db.set_read_options(_read_options())
-        self._msgs_cf = self._db.get_column_family(MSGS_CF)
-        self._msgs_handle = self._db.get_column_family_handle(MSGS_CF)
-        self._meta_cf = self._db.get_column_family(META_CF)
-        self._meta_handle = self._db.get_column_family_handle(META_CF)
-        self._ttls_cf = self._db.get_column_family(TTLS_CF)
-        self._ttls_handle = self._db.get_column_family_handle(TTLS_CF)
+        self._generation = 0
+        self._prefix = engine.attach(name, self)
+        self._end = prefix_end(self._prefix)
+        self._db = engine.db
+        self._msgs_cf = engine.msgs_cf
+        self._msgs_handle = engine.msgs_handle
+        self._meta_cf = engine.meta_cf
+        self._meta_handle = engine.meta_handle
+        self._ttls_cf = engine.ttls_cf
+        self._ttls_handle = engine.ttls_handle
         try:
+            if engine.legacy_root is not None:
+                migrate_legacy_store(engine, engine.legacy_root / name, self._prefix)
             self._open_existing(config)
         except BaseException:
             self._release_db()
             raise
 
+    @classmethod
+    def open_alone(cls, path: str | Path, config: StoreConfig | None = None) -> RocksStreamStore:
+        """A store in an engine of its own at `path`, closed with it (tools, tests, benchmarks)."""
+        engine = StreamStoreEngine(path)
+        try:
+            return cls(engine, ALONE_NAME, config, owns_engine=True)
+        except BaseException:
+            engine.close()
+            raise
+
+    def _k(self, seq: int) -> bytes:
+        return self._prefix + _KEY.pack(seq)
+
+    def _mkey(self, name: bytes) -> bytes:
+        return self._prefix + name
+
+    def _scan(self, cf: object) -> Iterator[tuple[int, bytes]]:
+        """(sequence, value) of this store's keys in `cf` (msgs or ttls), ascending."""
+        for key, value in StreamStoreEngine.scan(cf, self._prefix, self._end):  # type: ignore[arg-type]
+            yield _KEY.unpack_from(key, _PREFIX_LEN)[0], value
+
     def _open_existing(self, config: StoreConfig | None) -> None:
-        stored_format = self._meta_cf.get(_META_FORMAT)
+        stored_format = self._meta_cf.get(self._mkey(_META_FORMAT))
         if stored_format is not None and stored_format != _FORMAT:
-            raise CorruptStoreError(f"unknown stream store format {stored_format!r} in {self._path}")
-        if self._meta_cf.get(_META_RESTORING) is not None:
+            raise CorruptStoreError(f"unknown stream store format {stored_format!r} in {self._name}")
+        # read first: even the wipe below moves it on, never back
+        self._generation = _decode_last(self._meta_cf.get(self._mkey(_META_LAST)))[2] or 0
+        if self._meta_cf.get(self._mkey(_META_RESTORING)) is not None:
             # A restore was cut off: what is on disk is part of a snapshot. Start
             # empty and without metadata, so Raft sends the snapshot again.
             self._wipe()
-        stored_config = self._meta_cf.get(_META_CONFIG)
+        stored_config = self._meta_cf.get(self._mkey(_META_CONFIG))
         self._config = (
             StoreConfig.from_json_dict(orjson.loads(stored_config)) if stored_config else StoreConfig()
         )
-        self._meta: bytes | None = self._meta_cf.get(_META_APPLIED)
+        self._meta: bytes | None = self._meta_cf.get(self._mkey(_META_APPLIED))
         self._index = self._saved_index() or self._load_index()
         self._ttl = self._load_ttls()
         if stored_format is None:
-            self._meta_cf.put(_META_FORMAT, _FORMAT)
+            self._meta_cf.put(self._mkey(_META_FORMAT), _FORMAT)
         if config is not None and config != self._config:
             self.update_config(config)
         elif stored_config is None:
-            self._meta_cf.put(_META_CONFIG, orjson.dumps(self._config.to_json_dict()))
+            self._meta_cf.put(self._mkey(_META_CONFIG), orjson.dumps(self._config.to_json_dict()))
 
     def _saved_index(self) -> StreamIndex | None:
-        """The index saved by the last clean close, if nothing has been written since."""
-        blob = self._meta_cf.get(_META_INDEX)
+        """The index saved by the last clean close, if nothing has been written to this store since."""
+        blob = self._meta_cf.get(self._mkey(_META_INDEX))
         if blob is None:
             return None
-        index = decode_index(blob, self._db.latest_sequence_number())
         # Never trusted twice: the next open after this one scans unless we close cleanly.
-        self._meta_cf.delete(_META_INDEX)
-        last = self._meta_cf.get(_META_LAST)
-        if index is None or last is None or _LAST.unpack(last) != (index.last_seq, index.last_ts):
+        self._meta_cf.delete(self._mkey(_META_INDEX))
+        last_seq, last_ts, generation = _decode_last(self._meta_cf.get(self._mkey(_META_LAST)))
+        if generation is None:
+            return None
+        index = decode_index(blob, generation)
+        if index is None or (last_seq, last_ts) != (index.last_seq, index.last_ts):
             return None
         return index
 
@@ -216,18 +251,17 @@ class RocksStreamStore:
         A store written before the family existed has none: its records are read once to fill it.
         """
         ttl = TtlIndex(self._config.allow_msg_ttl)
-        if self._meta_cf.get(_META_TTLS) is None:
+        if self._meta_cf.get(self._mkey(_META_TTLS)) is None:
             batch = WriteBatch(raw_mode=True)
-            for record in self._msgs_cf.values():
+            for _, record in self._scan(self._msgs_cf):
                 if NATS_TTL in record:
                     msg = decode_record(record, verify_hash=False)
                     self._stage_ttl(batch, ttl, msg.seq, msg.ts_ns, stored_ttl(msg.headers))
-            batch.put(_META_TTLS, b"1", self._meta_handle)
+            batch.put(self._mkey(_META_TTLS), b"1", self._meta_handle)
             self._db.write(batch)
             return ttl
         live = self._index.live
-        for key, value in self._ttls_cf.items():
-            seq = _KEY.unpack(key)[0]
+        for seq, value in self._scan(self._ttls_cf):
             if seq not in live:
                 raise CorruptStoreError(f"TTL entry for sequence {seq}, which holds no message")
             ttl_s, deadline = _TTL.unpack(value)
@@ -242,21 +276,22 @@ class RocksStreamStore:
         if ttl_s == 0:
             return
         deadline = ttl_deadline_ns(ts_ns, ttl_s) if ttl_s > 0 else 0
-        batch.put(_key(seq), _TTL.pack(ttl_s, deadline), self._ttls_handle)
+        batch.put(self._k(seq), _TTL.pack(ttl_s, deadline), self._ttls_handle)
         ttl.add(seq, ts_ns, ttl_s)
 
     def _save_index(self) -> None:
-        """Called by close with nothing staged: one put, so the database lands on `expected`."""
-        expected = self._db.latest_sequence_number() + 1
-        self._meta_cf.put(_META_INDEX, encode_index(self._index, expected))
-        if self._db.latest_sequence_number() != expected:
-            self._meta_cf.delete(_META_INDEX)
+        """Called by close with nothing staged: the index, stamped with the generation `last` holds."""
+        self._meta_cf.put(self._mkey(_META_INDEX), encode_index(self._index, self._generation))
+
+    def _last_value(self, last_seq: int, last_ts: int) -> bytes:
+        """`last` for the batch being written: every batch that changes the store moves the generation."""
+        self._generation += 1
+        return _LAST.pack(last_seq, last_ts, self._generation)
 
     def _load_index(self) -> StreamIndex:
         index = StreamIndex()
         subjects: dict[bytes, str] = {}
-        for key, record in self._msgs_cf.items():
-            seq = _KEY.unpack(key)[0]
+        for seq, record in self._scan(self._msgs_cf):
             record_seq, _, subject_bytes = record_header(record)
             if record_seq != seq:
                 raise CorruptStoreError(f"record under key {seq} says sequence {record_seq}")
@@ -264,9 +299,7 @@ class RocksStreamStore:
             if subject is None:
                 subject = subjects[subject_bytes] = subject_bytes.decode()
             index.add(seq, subject, len(record))
-        last = self._meta_cf.get(_META_LAST)
-        if last is not None:
-            index.last_seq, index.last_ts = _LAST.unpack(last)
+        index.last_seq, index.last_ts, _ = _decode_last(self._meta_cf.get(self._mkey(_META_LAST)))
         highest = index.live.last()
         if highest is not None and highest > index.last_seq:
             raise CorruptStoreError(f"message {highest} is past the stored last sequence {index.last_seq}")
@@ -276,7 +309,16 @@ class RocksStreamStore:
 
     @property
     def path(self) -> Path:
-        return self._path
+        """The directory of the engine's database, which this store shares with the node's others."""
+        return self._engine.path
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def engine(self) -> StreamStoreEngine:
+        return self._engine
 
     @property
     def config(self) -> StoreConfig:
@@ -292,33 +334,40 @@ class RocksStreamStore:
             return self._meta
 
     def close(self) -> None:
+        self._close(save_index=True)
+
+    def delete(self) -> None:
+        """Close the store and delete its keys from the engine (RocksDB's compaction reclaims the space)."""
+        self._close(save_index=False, then=lambda: self._engine.drop_store(self._name))
+
+    def _close(self, *, save_index: bool, then: Callable[[], None] | None = None) -> None:
         with self._lock:
             if self._closed:
+                if then is not None:
+                    then()
                 return
             if self._depth:
                 raise InvalidRequestError("cannot close a stream store inside a write group")
             with self._sync_lock:
                 self._closed = True
                 try:
-                    if self._failure is None:
+                    if save_index and self._failure is None:
                         self._save_index()
-                        # Flushing the memtables now saves replaying the WAL on the next open.
-                        self._msgs_cf.flush()
-                        self._meta_cf.flush()
-                        self._ttls_cf.flush()
                 finally:
-                    self._release_db()
+                    self._release_db(then)
 
-    def delete(self) -> None:
-        """Close the store and remove its directory."""
-        self.close()
-        shutil.rmtree(self._path, ignore_errors=True)
-
-    def _release_db(self) -> None:
+    def _release_db(self, then: Callable[[], None] | None = None) -> None:
+        """Let go of the engine; `then` runs once detached, before an engine of its own is closed."""
         # rocksdict keeps the database open while any column family object lives.
         del self._msgs_cf, self._msgs_handle, self._meta_cf, self._meta_handle
-        del self._ttls_cf, self._ttls_handle
-        self._db.close()
+        del self._ttls_cf, self._ttls_handle, self._db
+        self._engine.detach(self._name)
+        try:
+            if then is not None:
+                then()
+        finally:
+            if self._owns_engine:
+                self._engine.close()
 
     @contextmanager
     def write_group(self, *, sync: bool = False) -> Iterator[WriteGroup]:
@@ -333,7 +382,7 @@ class RocksStreamStore:
                 finally:
                     if group.meta is not None:
                         self._meta = bytes(group.meta)
-                        self._batch.put(_META_APPLIED, self._meta, self._meta_handle)
+                        self._batch.put(self._mkey(_META_APPLIED), self._meta, self._meta_handle)
                         self._dirty = True
                     self._sync_requested |= group.sync
                     self._depth -= 1
@@ -356,7 +405,8 @@ class RocksStreamStore:
         with self._sync_lock:
             if self._closed:
                 raise StoreClosedError("stream store is closed")
-            self._db.flush_wal(True)
+            # The shared WAL: this store's writes and every other store's made so far become durable.
+            self._engine.sync()
 
     # -- writes ------------------------------------------------------------------------
 
@@ -513,7 +563,7 @@ class RocksStreamStore:
         with self._writing():
             self._config = config
             self._ttl.set_active(config.allow_msg_ttl)
-            self._batch.put(_META_CONFIG, orjson.dumps(config.to_json_dict()), self._meta_handle)
+            self._batch.put(self._mkey(_META_CONFIG), orjson.dumps(config.to_json_dict()), self._meta_handle)
             self._dirty = True
             removed: list[int] = []
             self._enforce_msg_and_byte_limits(removed)
@@ -699,7 +749,7 @@ class RocksStreamStore:
         for seq in live.iter_from(0):
             if self._closed:
                 raise StoreClosedError("stream store closed during a snapshot")
-            yield view[_key(seq)]  # type: ignore[index]
+            yield view[self._k(seq)]  # type: ignore[index]
 
     def restore(self, chunks: Iterable[bytes]) -> None:
         """Replace the store with a snapshot. The records are streamed into place, so a
@@ -716,11 +766,11 @@ class RocksStreamStore:
                 self._wipe()
                 raise
             batch = WriteBatch(raw_mode=True)
-            batch.put(_META_CONFIG, orjson.dumps(header.config.to_json_dict()), self._meta_handle)
-            batch.put(_META_LAST, _LAST.pack(header.last_seq, header.last_ts_ns), self._meta_handle)
+            batch.put(self._mkey(_META_CONFIG), orjson.dumps(header.config.to_json_dict()), self._meta_handle)
+            batch.put(self._mkey(_META_LAST), self._last_value(header.last_seq, header.last_ts_ns), self._meta_handle)
             if header.metadata is not None:
-                batch.put(_META_APPLIED, header.metadata, self._meta_handle)
-            batch.delete(_META_RESTORING, self._meta_handle)
+                batch.put(self._mkey(_META_APPLIED), header.metadata, self._meta_handle)
+            batch.delete(self._mkey(_META_RESTORING), self._meta_handle)
             self._write_now(batch)
             self._config = header.config
             self._ttl.set_active(header.config.allow_msg_ttl)
@@ -740,7 +790,7 @@ class RocksStreamStore:
             if previous == header.first_seq - 1 and msg.seq != header.first_seq:
                 raise CorruptStoreError("snapshot's first record is not at its first_seq")
             previous = msg.seq
-            batch.put(_key(msg.seq), record, self._msgs_handle)
+            batch.put(self._k(msg.seq), record, self._msgs_handle)
             index.add(msg.seq, msg.subject, len(record))
             if msg.headers:
                 self._stage_ttl(batch, self._ttl, msg.seq, msg.ts_ns, stored_ttl(msg.headers))
@@ -755,15 +805,15 @@ class RocksStreamStore:
         """Drop every message and the metadata; with `marker`, flag a restore in progress."""
         batch = WriteBatch(raw_mode=True)
         if marker:
-            batch.put(_META_RESTORING, b"1", self._meta_handle)
+            batch.put(self._mkey(_META_RESTORING), b"1", self._meta_handle)
         else:
-            batch.delete(_META_RESTORING, self._meta_handle)
-        batch.delete_range(_key(0), _KEY_END, self._msgs_handle)
-        batch.delete_range(_key(0), _KEY_END, self._ttls_handle)
-        batch.put(_META_TTLS, b"1", self._meta_handle)
-        batch.delete(_META_APPLIED, self._meta_handle)
-        batch.delete(_META_INDEX, self._meta_handle)
-        batch.put(_META_LAST, _LAST.pack(0, 0), self._meta_handle)
+            batch.delete(self._mkey(_META_RESTORING), self._meta_handle)
+        batch.delete_range(self._prefix, self._end, self._msgs_handle)
+        batch.delete_range(self._prefix, self._end, self._ttls_handle)
+        batch.put(self._mkey(_META_TTLS), b"1", self._meta_handle)
+        batch.delete(self._mkey(_META_APPLIED), self._meta_handle)
+        batch.delete(self._mkey(_META_INDEX), self._meta_handle)
+        batch.put(self._mkey(_META_LAST), self._last_value(0, 0), self._meta_handle)
         self._write_now(batch)
         self._pending.clear()
         self._batch = WriteBatch(raw_mode=True)
@@ -808,7 +858,7 @@ class RocksStreamStore:
         if not self._dirty:
             return
         index = self._index
-        self._batch.put(_META_LAST, _LAST.pack(index.last_seq, index.last_ts), self._meta_handle)
+        self._batch.put(self._mkey(_META_LAST), self._last_value(index.last_seq, index.last_ts), self._meta_handle)
         batch, self._batch = self._batch, WriteBatch(raw_mode=True)
         self._dirty = False
         try:
@@ -817,7 +867,7 @@ class RocksStreamStore:
             self._pending.clear()
         erased, self._pending_erase = self._pending_erase, []
         for seq in erased:
-            self._msgs_cf.compact_range(_key(seq), _key(seq + 1))
+            self._msgs_cf.compact_range(self._k(seq), self._k(seq + 1))
 
     def _write_now(self, batch: WriteBatch) -> None:
         try:
@@ -828,7 +878,7 @@ class RocksStreamStore:
             raise StoreClosedError(f"stream store write failed: {exc}") from exc
 
     def _put_record(self, seq: int, record: bytes) -> None:
-        self._batch.put(_key(seq), record, self._msgs_handle)
+        self._batch.put(self._k(seq), record, self._msgs_handle)
         self._pending[seq] = record
         self._dirty = True
         if self._first_ts_cache[0] == seq:
@@ -838,14 +888,14 @@ class RocksStreamStore:
             self._aging_ts_cache = (0, 0)
 
     def _delete_record(self, seq: int) -> None:
-        self._batch.delete(_key(seq), self._msgs_handle)
+        self._batch.delete(self._k(seq), self._msgs_handle)
         self._pending.pop(seq, None)
         self._dirty = True
 
     def _record(self, seq: int) -> bytes:
         record = self._pending.get(seq)
         if record is None:
-            record = self._msgs_cf.get(_key(seq))
+            record = self._msgs_cf.get(self._k(seq))
             if record is None:
                 raise CorruptStoreError(f"index lists sequence {seq} but RocksDB has no record for it")
         return record
@@ -1019,13 +1069,13 @@ class RocksStreamStore:
         self._delete_record(seq)
         if seq in self._ttl:
             self._ttl.discard(seq)
-            self._batch.delete(_key(seq), self._ttls_handle)
+            self._batch.delete(self._k(seq), self._ttls_handle)
         return True
 
     def _purge_all(self, first_seq: int) -> int:
         purged = self._index.msgs
-        self._batch.delete_range(_key(0), _KEY_END, self._msgs_handle)
-        self._batch.delete_range(_key(0), _KEY_END, self._ttls_handle)
+        self._batch.delete_range(self._prefix, self._end, self._msgs_handle)
+        self._batch.delete_range(self._prefix, self._end, self._ttls_handle)
         self._pending.clear()
         self._index.clear(first_seq - 1)
         self._ttl.clear()

@@ -47,6 +47,7 @@ from raft.driver import RaftHost, RaftHostError
 from raft.rocks_log_storage import RocksLogEngine
 from raft.transport import add_raft_servicer, grpc_channel_options, grpc_server_options
 from raft.types import NodeId, Role
+from storage.rocks_engine import StreamStoreEngine
 
 log = structlog.get_logger(__name__)
 
@@ -105,6 +106,8 @@ class Node:
         data_dir = config.node_data_dir
         data_dir.mkdir(parents=True, exist_ok=True)
         self.engine = RocksLogEngine(data_dir / "raft")
+        # every file stream's store; per-stream databases of the old layout under streams/ move in when opened
+        self.stream_stores = StreamStoreEngine(data_dir / "streams.rocks", legacy_root=data_dir / "streams")
         self.host = RaftHost(config.name, self.engine, on_leader_change=self._leader_changed)
         self._health_judge = HealthJudge()
         self.monitor = NodeMonitor(self, lambda: self.http.port)
@@ -163,6 +166,7 @@ class Node:
                 compact_keep=config.stream_compact_keep,
             ),
             quiesce=config.quiesce,
+            stream_stores=self.stream_stores,
         )
         self.meta = MetaService(self.ctx)
         meta = self.meta
@@ -220,6 +224,8 @@ class Node:
         for channel in self.channels.values():
             await channel.close()
         self.engine.close()
+        # after the replicas closed their stores (meta.stop); one still opening is closed with it
+        await asyncio.to_thread(self.stream_stores.close)
         await self.http.stop()
 
     # -- callbacks ---------------------------------------------------------------------------

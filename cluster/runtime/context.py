@@ -16,6 +16,7 @@ from cluster.runtime.metrics import NodeMetrics
 from gateway.router import Router
 from gateway.server import NATS_COMPAT_VERSION
 from raft.driver import GroupOptions, RaftHost
+from storage.rocks_engine import StreamStoreEngine
 
 log = structlog.get_logger(__name__)
 
@@ -71,6 +72,9 @@ class NodeContext:
     # cost the keepalive frames between each pair of nodes, not a thousand groups' heartbeats.
     quiesce: bool = False
     server_version: str = NATS_COMPAT_VERSION
+    # The one RocksDB database of every file-storage stream replica on this node (storage/rocks_engine.py);
+    # the node closes it on stop, after its replicas. None where a node has no file storage (unit tests).
+    stream_stores: StreamStoreEngine | None = None
     # how far this node's replicas have been given the meta group's assignments (meta_progress.py)
     meta_progress: MetaProgress = field(default_factory=MetaProgress)
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)

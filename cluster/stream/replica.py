@@ -15,10 +15,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import shutil
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, Protocol
 
 import structlog
@@ -77,17 +75,20 @@ class AttachedConsumer(Protocol):
         """Which messages it still needs, for interest retention."""
 
 
-def store_path_for(ctx: NodeContext, assignment: StreamAssignment) -> Path:
-    return ctx.data_dir / "streams" / f"{assignment.name}-{assignment.created_ns}"
+def store_name_for(assignment: StreamAssignment) -> str:
+    """The replica's store in the node's engine: a stream deleted and created again gets a new one."""
+    return f"{assignment.name}-{assignment.created_ns}"
 
 
 def open_store(ctx: NodeContext, assignment: StreamAssignment) -> StreamStore:
-    """The replica's store, opened (a RocksDB database for file storage: tens of ms, blocking)."""
+    """The replica's store, opened (for file storage, read from the node's RocksDB database: blocking)."""
     config = stream_config_from_json(assignment.config)
     store_config = store_config_for(config)
     if config.storage is StorageType.MEMORY:
         return MemoryStreamStore(store_config)
-    return RocksStreamStore(store_path_for(ctx, assignment), store_config)
+    if ctx.stream_stores is None:
+        raise RuntimeError(f"stream {assignment.name}: file storage, but this node has no stream store engine")
+    return RocksStreamStore(ctx.stream_stores, store_name_for(assignment), store_config)
 
 
 class StreamReplica:
@@ -106,7 +107,7 @@ class StreamReplica:
         self.name = assignment.name
         self.group = assignment.group
         self.config: StreamConfig = stream_config_from_json(assignment.config)
-        self.store_path = store_path_for(ctx, assignment)
+        self.store_name = store_name_for(assignment)
         self.store: StreamStore = store if store is not None else open_store(ctx, assignment)
         # Applying needs no fsync of its own: the Raft log is durable, and a store write group
         # lost in a crash takes its applied index with it, so the entries replay. The one thing
@@ -185,7 +186,7 @@ class StreamReplica:
             # Only this node's own marker, read back at start, can get here: its store lost writes it
             # had synced before the marker was taken. Refuse rather than serve a store with a hole.
             raise RuntimeError(
-                f"stream {self.name}: the store at {self.store_path} is behind its own Raft snapshot "
+                f"stream {self.name}: its store {self.store_name} is behind its own Raft snapshot "
                 f"({self.machine.applied_index} < {snapshot.index}); remove the replica to resync it"
             )
         self.machine.restore(snapshot.data)
@@ -324,10 +325,12 @@ class StreamReplica:
         self._seq_waiters = []
         with contextlib.suppress(GroupNotFoundError):
             await self.ctx.host.remove_group(self.group, delete_data=delete)
-        # off the event loop: closing a RocksDB database (which saves its index) takes milliseconds
-        await asyncio.to_thread(self.store.close)
-        if delete:
-            await asyncio.to_thread(shutil.rmtree, self.store_path, True)
+        # off the event loop: closing a RocksDB store (which saves its index) takes milliseconds
+        if delete and isinstance(self.store, RocksStreamStore):
+            # its keys go by range from the node's database; compaction reclaims the space
+            await asyncio.to_thread(self.store.delete)
+        else:
+            await asyncio.to_thread(self.store.close)
 
     async def _join_when_caught_up(self) -> None:
         """Answer Direct Gets only once this replica holds everything committed when it started."""

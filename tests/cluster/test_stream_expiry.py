@@ -175,14 +175,14 @@ def test_replicas_on_either_store_agree_on_expiry_and_markers(seed: int, tmp_pat
     assert any(isinstance(r, Expired) and r.markers for r in results)
     # a file replica that restarts and takes a snapshot from the memory one midway
     cut1, cut2 = sorted(rng.sample(range(1, len(entries)), 2))
-    rocks: StreamStore = RocksStreamStore(tmp_path / "a", None)
+    rocks: StreamStore = RocksStreamStore.open_alone(tmp_path / "a", None)
     replica = StreamStateMachine(rocks, cfg, sync_writes=False)
     other = replica.apply(entries[:cut1])
     rocks.close()
-    reopened = RocksStreamStore(tmp_path / "a")
+    reopened = RocksStreamStore.open_alone(tmp_path / "a")
     replica = StreamStateMachine(reopened, cfg, sync_writes=False)
     other += replica.apply(entries[cut1:cut2])
-    replica_b = StreamStateMachine(RocksStreamStore(tmp_path / "b"), cfg, sync_writes=False)
+    replica_b = StreamStateMachine(RocksStreamStore.open_alone(tmp_path / "b"), cfg, sync_writes=False)
     snapshot_source = StreamStateMachine(MemoryStreamStore(), cfg, sync_writes=False)
     snapshot_source.apply(entries[:cut2])
     replica_b.restore(snapshot_source.snapshot())
@@ -209,13 +209,13 @@ def test_stored_result_of_a_write_that_expires_others() -> None:
 def test_a_store_from_before_ttls_learns_them_from_the_stream_config(tmp_path: Path) -> None:
     # a KV bucket's stream (allow_msg_ttl) whose store was written when StoreConfig had no such field
     cfg = config(allow_msg_ttl=True)
-    m = StreamStateMachine(RocksStreamStore(tmp_path / "s"), cfg, sync_writes=False)
+    m = StreamStateMachine(RocksStreamStore.open_alone(tmp_path / "s"), cfg, sync_writes=False)
     log = Log()
     m.apply([log(publish(cfg, "e.a", T0, Nats_TTL="1"))])
     m.store.update_config(dataclasses.replace(m.store.config, allow_msg_ttl=False))
     assert m.store.next_expiry_ns() is None
     m.store.close()
-    reopened = StreamStateMachine(RocksStreamStore(tmp_path / "s"), cfg, sync_writes=False)
+    reopened = StreamStateMachine(RocksStreamStore.open_alone(tmp_path / "s"), cfg, sync_writes=False)
     assert reopened.store.config.allow_msg_ttl
     assert reopened.store.next_expiry_ns() == T0 + SECOND
     reopened.store.close()

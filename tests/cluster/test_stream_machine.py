@@ -345,12 +345,12 @@ def logical_state(m: StreamStateMachine) -> tuple[object, ...]:
 def test_rocks_and_memory_replicas_agree_across_a_reopen(seed: int, tmp_path: pathlib.Path) -> None:
     entries = _random_log(random.Random(100 + seed), 120)
     memory = machine()
-    rocks = StreamStateMachine(RocksStreamStore(tmp_path / "s"), CFG, sync_writes=False)
+    rocks = StreamStateMachine(RocksStreamStore.open_alone(tmp_path / "s"), CFG, sync_writes=False)
     cut = len(entries) // 2
     assert memory.apply(entries[:cut]) == rocks.apply(entries[:cut])
     rocks.store.close()
     # a process restart: the directory reopened, the machine rebuilt from what the store kept
-    reopened = StreamStateMachine(RocksStreamStore(tmp_path / "s"), CFG, sync_writes=True)
+    reopened = StreamStateMachine(RocksStreamStore.open_alone(tmp_path / "s"), CFG, sync_writes=True)
     assert reopened.applied_index == entries[cut - 1].index
     # the whole log again: entries the store already has are NoOps
     assert [NoOp()] * cut + memory.apply(entries[cut:]) == reopened.apply(entries)

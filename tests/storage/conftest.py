@@ -13,6 +13,7 @@ from storage.config import StoreConfig
 from storage.interface import StreamStore
 from storage.memory import MemoryStreamStore
 from storage.rocks import RocksStreamStore
+from storage.rocks_engine import StreamStoreEngine
 
 StoreFactory = Callable[..., StreamStore]
 # RocksDB fsyncs its MANIFEST and OPTIONS files when a database is created;
@@ -35,22 +36,29 @@ def fast_dir() -> Iterator[Path]:
 
 @pytest.fixture(params=["memory", "file"])
 def make_store(request: pytest.FixtureRequest, fast_dir: Path) -> Iterator[StoreFactory]:
-    """Builds stores of the parametrised kind; all are closed at teardown."""
+    """Builds stores of the parametrised kind; all are closed at teardown. File stores of one test
+    share one engine, as a node's do, so a test with two stores also checks they stay apart."""
     opened: list[StreamStore] = []
     counter = iter(range(1_000_000))
+    engine: StreamStoreEngine | None = None
 
     def factory(config: StoreConfig | None = None) -> StreamStore:
+        nonlocal engine
         store: StreamStore
         if request.param == "memory":
             store = MemoryStreamStore(config)
         else:
-            store = RocksStreamStore(fast_dir / f"store-{next(counter)}", config)
+            if engine is None:
+                engine = StreamStoreEngine(fast_dir / "streams.rocks")
+            store = RocksStreamStore(engine, f"store-{next(counter)}", config)
         opened.append(store)
         return store
 
     yield factory
     for store in opened:
         store.close()
+    if engine is not None:
+        engine.close()
 
 
 @pytest.fixture

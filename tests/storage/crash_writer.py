@@ -1,6 +1,6 @@
 """A writer process for the crash-recovery tests: it fills a RocksStreamStore until it is killed.
 
-    python -m tests.storage.crash_writer PATH {sync,nosync} [--seconds 30]
+    python -m tests.storage.crash_writer PATH {sync,nosync} [--seconds 30] [--stores N]
 
 The workload is a pure function of the group number, so a test can replay any
 prefix of it into a MemoryStreamStore and compare: group `g` (from 1) stores
@@ -20,11 +20,13 @@ from __future__ import annotations
 import argparse
 import random
 import sys
+import threading
 import time
 
 from storage.config import StoreConfig
 from storage.interface import StreamStore
 from storage.rocks import RocksStreamStore
+from storage.rocks_engine import StreamStoreEngine
 
 BASE_TS_NS = 1_700_000_000_000_000_000
 SUBJECTS = 97
@@ -77,8 +79,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("path")
     parser.add_argument("mode", choices=("sync", "nosync"))
     parser.add_argument("--seconds", type=float, default=30.0, help="stop by itself after this long")
+    parser.add_argument(
+        "--stores", type=int, default=0, help="this many stores of one engine, each written by its own thread"
+    )
     args = parser.parse_args(argv)
-    store = RocksStreamStore(args.path, config_for(args.mode))
+    if args.stores:
+        return _run_shared(args.path, args.mode, args.seconds, args.stores)
+    store = RocksStreamStore.open_alone(args.path, config_for(args.mode))
     group = applied_group(store)
     print(f"open {group}", flush=True)
     deadline = time.monotonic() + args.seconds
@@ -87,6 +94,40 @@ def main(argv: list[str] | None = None) -> int:
         last_seq = write_group(store, group, sync=args.mode == "sync")
         print(f"ack {group} {last_seq}", flush=True)
     store.close()
+    print("done", flush=True)
+    return 0
+
+
+def shared_store_name(index: int) -> str:
+    return f"s{index}"
+
+
+def _run_shared(path: str, mode: str, seconds: float, count: int) -> int:
+    """The same workload in `count` stores of one engine at once, one thread each (as replicas apply and
+    sync through worker threads): prints `open NAME G` for each, then `ack NAME G LAST_SEQ`."""
+    engine = StreamStoreEngine(path)
+    stores = {
+        shared_store_name(i): RocksStreamStore(engine, shared_store_name(i), config_for(mode)) for i in range(count)
+    }
+    out = threading.Lock()
+    for name, store in stores.items():
+        print(f"open {name} {applied_group(store)}", flush=True)
+    deadline = time.monotonic() + seconds
+
+    def writer(name: str, store: RocksStreamStore) -> None:
+        group = applied_group(store)
+        while time.monotonic() < deadline:
+            group += 1
+            last_seq = write_group(store, group, sync=mode == "sync")
+            with out:
+                print(f"ack {name} {group} {last_seq}", flush=True)
+
+    threads = [threading.Thread(target=writer, args=item) for item in stores.items()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    engine.close()
     print("done", flush=True)
     return 0
 

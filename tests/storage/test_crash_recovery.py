@@ -25,7 +25,8 @@ import pytest
 from storage.errors import MsgNotFoundError
 from storage.memory import MemoryStreamStore
 from storage.rocks import RocksStreamStore
-from tests.storage.crash_writer import applied_group, config_for, write_group
+from storage.rocks_engine import StreamStoreEngine
+from tests.storage.crash_writer import applied_group, config_for, shared_store_name, write_group
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 KILLS_PER_RUN = 3
@@ -114,14 +115,14 @@ def test_killed_writer_leaves_whole_acknowledged_groups(mode: str, tmp_path: Pat
             path, mode, choices.randint(3, 25), choices.uniform(0, MAX_KILL_DELAY_S)
         )
         assert resumed_after == recovered, "the writer resumed elsewhere than the reopened store"
-        store = RocksStreamStore(path)
+        store = RocksStreamStore.open_alone(path)
         try:
             recovered = assert_matches_replay(store, mode)
         finally:
             store.close()
         assert recovered >= acked, f"acknowledged group {acked} lost, store holds {recovered}"
 
-    store = RocksStreamStore(path)
+    store = RocksStreamStore.open_alone(path)
     try:
         last_seq = store.state().last_seq
         assert last_seq > 0
@@ -130,9 +131,63 @@ def test_killed_writer_leaves_whole_acknowledged_groups(mode: str, tmp_path: Pat
         store.sync()
     finally:
         store.close()
-    reopened = RocksStreamStore(path)
+    reopened = RocksStreamStore.open_alone(path)
     try:
         assert reopened.load_msg(last_seq + 1).payload == b"written after recovery"
         assert reopened.state().last_seq == last_seq + 1
     finally:
         reopened.close()
+
+
+def run_shared_writer_until_killed(path: Path, mode: str, acks_before_kill: int, kill_delay_s: float) -> dict[str, int]:
+    """The writer with two stores of one engine, killed after `acks_before_kill` acks of either; the last
+    group acknowledged per store."""
+    command = [sys.executable, "-m", "tests.storage.crash_writer", str(path), mode]
+    command += ["--seconds", str(WRITER_SECONDS), "--stores", "2"]
+    writer = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
+    assert writer.stdout is not None
+    acked: dict[str, int] = {}
+    try:
+        for _ in range(2):
+            opened = writer.stdout.readline().split()
+            assert opened[:1] == ["open"], f"writer did not start: {opened}"
+            acked[opened[1]] = int(opened[2])
+        for _ in range(acks_before_kill):
+            line = writer.stdout.readline().split()
+            assert line[:1] == ["ack"], f"writer stopped before the kill: {line}"
+            acked[line[1]] = int(line[2])
+        time.sleep(kill_delay_s)
+        os.kill(writer.pid, signal.SIGKILL)
+        writer.wait(timeout=10)
+        for rest in writer.stdout.read().splitlines():
+            fields = rest.split()
+            assert fields[0] == "ack", f"unexpected writer output {rest!r}"
+            acked[fields[1]] = int(fields[2])
+    finally:
+        if writer.poll() is None:
+            os.kill(writer.pid, signal.SIGKILL)
+            writer.wait(timeout=10)
+        writer.stdout.close()
+    assert writer.returncode == -signal.SIGKILL
+    return acked
+
+
+@pytest.mark.parametrize("mode", ["sync", "nosync"])
+def test_killed_writers_of_two_stores_in_one_engine_keep_every_acknowledged_group(
+    mode: str, tmp_path: Path, fast_dir: Path
+) -> None:
+    """Two stores written and synced from two threads through one database and one WAL: after a kill
+    each holds whole groups, agrees with its replay, and has every group acknowledged for it."""
+    path = (tmp_path if mode == "sync" else fast_dir) / "streams.rocks"
+    choices = random.Random(f"shared-crash-{mode}")
+    for _ in range(2):
+        acked = run_shared_writer_until_killed(path, mode, choices.randint(6, 40), choices.uniform(0, MAX_KILL_DELAY_S))
+        engine = StreamStoreEngine(path)
+        try:
+            for name in (shared_store_name(0), shared_store_name(1)):
+                store = RocksStreamStore(engine, name)
+                recovered = assert_matches_replay(store, mode)
+                store.close()
+                assert recovered >= acked[name], f"{name}: acknowledged group {acked[name]} lost, holds {recovered}"
+        finally:
+            engine.close()

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 import pytest
-from rocksdict import Rdict
 
 from storage.config import StoreConfig
 from storage.errors import MsgNotFoundError
 from storage.index import StreamIndex
 from storage.index_snapshot import decode_index, encode_index
-from storage.rocks import META_CF, MSGS_CF, TTLS_CF, RocksStreamStore, _key, _options
+from storage.rocks import _KEY, RocksStreamStore
+from storage.rocks_engine import StreamStoreEngine
 
 
 def _fill(store: RocksStreamStore) -> None:
@@ -41,13 +42,13 @@ def _scan_forbidden(self: RocksStreamStore) -> StreamIndex:
 
 
 def test_clean_close_reopens_from_the_saved_index(fast_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    store = RocksStreamStore(fast_dir / "s", StoreConfig(max_msgs_per_subject=50))
+    store = RocksStreamStore.open_alone(fast_dir / "s", StoreConfig(max_msgs_per_subject=50))
     _fill(store)
     expected = _view(store)
     store.close()
     with monkeypatch.context() as patch:
         patch.setattr(RocksStreamStore, "_load_index", _scan_forbidden)
-        reopened = RocksStreamStore(fast_dir / "s")
+        reopened = RocksStreamStore.open_alone(fast_dir / "s")
     assert _view(reopened) == expected
     # The reopened index keeps working: limits, removals and new subjects.
     reopened.store_msg("orders.1", None, b"new")
@@ -57,46 +58,78 @@ def test_clean_close_reopens_from_the_saved_index(fast_dir: Path, monkeypatch: p
     reopened.close()
     with monkeypatch.context() as patch:
         patch.setattr(RocksStreamStore, "_load_index", _scan_forbidden)
-        again = RocksStreamStore(fast_dir / "s")
+        again = RocksStreamStore.open_alone(fast_dir / "s")
     assert _view(again) == expected
     again.close()
 
 
 def test_a_store_that_was_not_closed_is_scanned(fast_dir: Path) -> None:
-    store = RocksStreamStore(fast_dir / "s")
+    store = RocksStreamStore.open_alone(fast_dir / "s")
     _fill(store)
     store.close()
-    reopened = RocksStreamStore(fast_dir / "s")
+    reopened = RocksStreamStore.open_alone(fast_dir / "s")
     reopened.store_msg("after.reopen", None, b"x")
     reopened.remove_msg(10)
     expected = _view(reopened)
     # As if the process died: the database goes away without close() saving the index.
     reopened._release_db()
-    scanned = RocksStreamStore(fast_dir / "s")
+    scanned = RocksStreamStore.open_alone(fast_dir / "s")
     assert _view(scanned) == expected
     scanned.close()
 
 
-def test_a_write_by_another_writer_makes_the_saved_index_stale(fast_dir: Path) -> None:
-    store = RocksStreamStore(fast_dir / "s")
+def test_writes_to_other_stores_of_the_engine_leave_the_saved_index_valid(
+    fast_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The point of the per-store generation: in a shared database other streams write all the time."""
+    engine = StreamStoreEngine(fast_dir / "streams.rocks")
+    store = RocksStreamStore(engine, "A")
+    neighbour = RocksStreamStore(engine, "B")
     _fill(store)
-    before = store.state().messages
+    expected = _view(store)
     store.close()
-    families = {MSGS_CF: _options(), META_CF: _options(), TTLS_CF: _options()}
-    raw = Rdict(str(fast_dir / "s"), _options(), column_families=families)
-    msgs = raw.get_column_family(MSGS_CF)
-    msgs.delete(_key(42))
-    del msgs
-    raw.close()
-    reopened = RocksStreamStore(fast_dir / "s")
+    _fill(neighbour)
+    neighbour.purge()
+    with monkeypatch.context() as patch:
+        patch.setattr(RocksStreamStore, "_load_index", _scan_forbidden)
+        reopened = RocksStreamStore(engine, "A")
+    assert _view(reopened) == expected
+    reopened.close()
+    neighbour.close()
+    engine.close()
+
+
+def _raw_write(path: Path, prefix: bytes, last: bytes) -> None:
+    """A writer that bypasses the store: deletes message 42 and writes `last` as given."""
+    engine = StreamStoreEngine(path)
+    engine.msgs_cf.delete(prefix + _KEY.pack(42))
+    engine.meta_cf.put(prefix + b"last", last)
+    engine.close()
+
+
+@pytest.mark.parametrize("last_format", ["old layout, no generation", "next generation"])
+def test_a_write_that_moves_or_drops_the_generation_makes_the_saved_index_stale(
+    fast_dir: Path, last_format: str
+) -> None:
+    store = RocksStreamStore.open_alone(fast_dir / "s")
+    _fill(store)
+    before = store.state()
+    prefix, generation = store._prefix, store._generation
+    store.close()
+    if last_format == "next generation":
+        last = struct.pack("<QqQ", before.last_seq, before.last_ts_ns, generation + 1)
+    else:
+        last = struct.pack("<Qq", before.last_seq, before.last_ts_ns)
+    _raw_write(fast_dir / "s", prefix, last)
+    reopened = RocksStreamStore.open_alone(fast_dir / "s")
     with pytest.raises(MsgNotFoundError):
         reopened.load_msg(42)
-    assert reopened.state().messages == before - 1
+    assert reopened.state().messages == before.messages - 1
     reopened.close()
 
 
 def test_blob_checks(fast_dir: Path) -> None:
-    store = RocksStreamStore(fast_dir / "s")
+    store = RocksStreamStore.open_alone(fast_dir / "s")
     _fill(store)
     blob = encode_index(store._index, 77)
     store.close()
@@ -115,7 +148,7 @@ def test_blob_checks(fast_dir: Path) -> None:
 def test_frozen_snapshot_streams_the_store_as_it_was_taken_as_often_as_asked(tmp_path: Path) -> None:
     """What a lagging follower is sent lazily: the store at the moment of the Raft snapshot, although
     the leader went on writing, purging and removing since."""
-    store = RocksStreamStore(tmp_path / "s")
+    store = RocksStreamStore.open_alone(tmp_path / "s")
     _fill(store)
     with store.write_group() as group:
         group.meta = b"applied-at-freeze"
@@ -127,7 +160,7 @@ def test_frozen_snapshot_streams_the_store_as_it_was_taken_as_often_as_asked(tmp
     with store.write_group() as group:
         group.meta = b"later"
     for _ in range(2):
-        copy = RocksStreamStore(tmp_path / f"copy-{_}")
+        copy = RocksStreamStore.open_alone(tmp_path / f"copy-{_}")
         copy.restore(frozen())
         assert _view(copy) == expected
         assert copy.metadata == b"applied-at-freeze"

@@ -10,13 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from rocksdict import Rdict
 
 from storage.config import StoreConfig
 from storage.interface import StreamStore
 from storage.memory import MemoryStreamStore
 from storage.model import Rollup
-from storage.rocks import META_CF, MSGS_CF, TTLS_CF, RocksStreamStore, _options
+from storage.rocks import RocksStreamStore
+from storage.rocks_engine import StreamStoreEngine, prefix_end
 from tests.storage.conftest import StoreFactory
 
 SEC = 1_000_000_000
@@ -144,7 +144,7 @@ def test_a_huge_ttl_wraps_into_the_past_as_on_nats_server(make_store: StoreFacto
 def test_snapshots_carry_ttls(make_store: StoreFactory, source_kind: str, tmp_path: Path) -> None:
     config = StoreConfig(max_age_ns=100 * SEC, allow_msg_ttl=True)
     source: StreamStore = (
-        MemoryStreamStore(config) if source_kind == "memory" else RocksStreamStore(tmp_path / "src", config)
+        MemoryStreamStore(config) if source_kind == "memory" else RocksStreamStore.open_alone(tmp_path / "src", config)
     )
     source.store_msg("a", ttl("3"), b"", T0)
     source.store_msg("b", ttl("never"), b"", T0 + 1)
@@ -160,18 +160,18 @@ def test_snapshots_carry_ttls(make_store: StoreFactory, source_kind: str, tmp_pa
 
 def test_rocks_keeps_ttls_across_reopen_and_crash(tmp_path: Path) -> None:
     config = StoreConfig(max_age_ns=100 * SEC, allow_msg_ttl=True)
-    store = RocksStreamStore(tmp_path / "s", config)
+    store = RocksStreamStore.open_alone(tmp_path / "s", config)
     store.store_msg("a", ttl("3"), b"", T0)
     store.store_msg("b", ttl("never"), b"", T0 + 1)
     store.store_msg("c", ttl("4"), b"", T0 + 2)
     store.remove_msg(3)
     store.store_msg("d", None, b"", T0 + 3)
     store.close()
-    reopened = RocksStreamStore(tmp_path / "s")
+    reopened = RocksStreamStore.open_alone(tmp_path / "s")
     assert reopened.next_expiry_ns() == T0 + 3 * SEC
     reopened.store_msg("e", ttl("2"), b"", T0 + 4)
     reopened._release_db()  # as if the process died: no saved index
-    crashed = RocksStreamStore(tmp_path / "s")
+    crashed = RocksStreamStore.open_alone(tmp_path / "s")
     assert crashed.expiry_due(T0 + 2 * SEC + 4) == (5,)
     assert crashed.expire(T0 + 200 * SEC) == (1, 4, 5)
     assert [m.subject for m in crashed.load_batch(">", 0, 10).messages] == ["b"]
@@ -179,22 +179,20 @@ def test_rocks_keeps_ttls_across_reopen_and_crash(tmp_path: Path) -> None:
 
 
 def test_rocks_store_from_before_ttls_reads_them_from_its_records(tmp_path: Path) -> None:
-    store = RocksStreamStore(tmp_path / "s", TTL_ON)
+    store = RocksStreamStore.open_alone(tmp_path / "s", TTL_ON)
     store.store_msg("a", ttl("3"), b"", T0)
     store.store_msg("b", None, b"", T0 + 1)
+    prefix = store._prefix
     store.close()
     # what an older jetraft left: the records, no TTL family contents and no marker that it is kept
-    families = {MSGS_CF: _options(), META_CF: _options(), TTLS_CF: _options()}
-    raw = Rdict(str(tmp_path / "s"), _options(), column_families=families)
-    ttls, meta = raw.get_column_family(TTLS_CF), raw.get_column_family(META_CF)
-    for key in list(ttls.keys()):
-        ttls.delete(key)
-    meta.delete(b"ttls")
-    del ttls, meta
-    raw.close()
-    reopened = RocksStreamStore(tmp_path / "s")
+    engine = StreamStoreEngine(tmp_path / "s")
+    for key, _ in list(engine.scan(engine.ttls_cf, prefix, prefix_end(prefix))):
+        engine.ttls_cf.delete(key)
+    engine.meta_cf.delete(prefix + b"ttls")
+    engine.close()
+    reopened = RocksStreamStore.open_alone(tmp_path / "s")
     assert reopened.next_expiry_ns() == T0 + 3 * SEC
     reopened.close()
-    again = RocksStreamStore(tmp_path / "s")
+    again = RocksStreamStore.open_alone(tmp_path / "s")
     assert again.expire(T0 + 3 * SEC) == (1,)
     again.close()

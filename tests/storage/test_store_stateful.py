@@ -68,7 +68,7 @@ class StoreComparison(RuleBasedStateMachine):
         self.path = self.tmp / "rocks"
         self.config = StoreConfig()
         self.memory = MemoryStreamStore(self.config)
-        self.rocks = RocksStreamStore(self.path, self.config)
+        self.rocks = RocksStreamStore.open_alone(self.path, self.config)
         self.clock = 1
         self.groups = 0
 
@@ -186,7 +186,7 @@ class StoreComparison(RuleBasedStateMachine):
     @rule()
     def reopen(self) -> None:
         self.rocks.close()
-        self.rocks = RocksStreamStore(self.path)
+        self.rocks = RocksStreamStore.open_alone(self.path)
 
     @rule()
     def snapshot_round_trip(self) -> None:
