@@ -139,8 +139,8 @@ def nats_server_cluster(binary: Path, sync_always: bool) -> Iterator[RunningClus
 
 
 @contextlib.contextmanager
-def jetraft_cluster(node_args: Sequence[str] = ()) -> Iterator[RunningCluster]:
-    specs = plan_free_nodes(3, 0)
+def jetraft_cluster(node_args: Sequence[str] = (), nodes: int = 3) -> Iterator[RunningCluster]:
+    specs = plan_free_nodes(nodes, 0)
     with tempfile.TemporaryDirectory(prefix="jsbench-jetraft-") as tmp:
         cluster = LocalCluster(specs, tmp, extra_args=["--log-level", "WARNING", *node_args])
         try:
