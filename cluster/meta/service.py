@@ -46,6 +46,7 @@ from cluster.api.unimplemented import error_body as unimplemented_error_body
 from cluster.consumer.assignment import ConsumerAssignment
 from cluster.consumer.replica import ConsumerReplica
 from cluster.direct_get.staleness import position_subject
+from cluster.meta.account_limits import check_create_limits, check_update_limits, reserved_bytes
 from cluster.meta.consumers import ConsumerAdmin, consumer_error_body, parse_meta_consumer_subject
 from cluster.meta.machine import MetaMachine, MetaOp, MetaResult, encode_meta_entry
 from cluster.meta.placement import NodeInfo, PlacementError, choose_peers, known_nodes
@@ -365,13 +366,17 @@ class MetaService:
         if op is ApiOp.ACCOUNT_INFO:
             consumers = sum(len(by_name) for by_name in self.machine.consumers.values())
             memory, storage = await self._stored_bytes()
+            reserved_memory, reserved_storage = reserved_bytes(self.configs().values())
             return account_info_response(
                 AccountUsage(
                     memory=memory,
                     storage=storage,
                     streams=len(self.machine.streams),
                     consumers=consumers,
+                    limits=self.ctx.account_limits,
                     domain=self.ctx.domain,
+                    reserved_memory=reserved_memory,
+                    reserved_storage=reserved_storage,
                 )
             )
         if op is ApiOp.STREAM_NAMES:
@@ -429,10 +434,13 @@ class MetaService:
     async def _create(self, name: str, msg: Message) -> bytes | None:
         requested = parse_stream_config(msg.payload)
         check_request_subject(name, requested)
-        decision = decide_create(requested, self.configs())
+        limits = self.ctx.account_limits
+        configs = self.configs()
+        decision = decide_create(requested, configs, limits)
         if decision.exists:
             return await self._ask_stream(name, ApiOp.CREATE_RESULT, b"0")
         cfg = decision.config
+        check_create_limits(cfg, configs, limits)
         check_replicas_placeable(cfg, node_count(self.ctx.members), CLUSTER_NAME)
         peers = await self._place(max(cfg.num_replicas, 1), cfg)
         assignment = StreamAssignment(name, cfg.to_json(), peers, time.time_ns())
@@ -460,9 +468,10 @@ class MetaService:
         old = configs.get(name)
         if old is None:
             raise JSErrors.STREAM_NOT_FOUND()
-        cfg = decide_update(old, requested, configs)
+        cfg = decide_update(old, requested, configs, self.ctx.account_limits)
         if max(cfg.num_replicas, 1) != max(old.num_replicas, 1):
             raise JSErrors.STREAM_REPLICAS_NOT_UPDATABLE()
+        check_update_limits(old, cfg, configs, self.ctx.account_limits)
         result = await self._propose(MetaOp.UPDATE_STREAM, {"name": name, "config": cfg.to_json()})
         if not result.ok:
             raise JSErrors.STREAM_NOT_FOUND()

@@ -12,6 +12,7 @@ from typing import Any
 
 from cluster.node.natsconf.parser import ConfSyntaxError, parse
 from cluster.node.natsconf.settings import ConfKeyError, node_settings
+from cluster.runtime.account_limits import UNLIMITED, JetStreamAccountLimits
 from gateway.accounts import Accounts
 from gateway.auth import NkeyUser, User
 from gateway.protocol import DEFAULT_MAX_PAYLOAD
@@ -80,6 +81,8 @@ class NodeConfig:
     cluster_tls: TlsSettings | None = None
     # nats-server's `accounts { ... }`: isolated subject spaces joined by exports and imports
     accounts: Accounts | None = None
+    # the JetStream account's limits (`accounts { A: { jetstream { max_mem, ... } } }`); not a flag or TOML key
+    jetstream_limits: JetStreamAccountLimits = UNLIMITED
     # Idle Raft groups quiesce: no heartbeats or ticks until something happens; the node's keepalive
     # frames (one per pair of nodes) carry liveness instead (docs/architecture.md). Off by default
     # while it is new.
@@ -194,7 +197,7 @@ def load_toml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
-    known = {f.name for f in fields(NodeConfig)} - {"worker_index"}  # the supervisor's, not a setting
+    known = {f.name for f in fields(NodeConfig)} - {"worker_index", "jetstream_limits"}  # not settings of a TOML file
     unknown = set(data) - known
     if unknown:
         raise ConfigError(f"config file {path}: unknown settings {', '.join(sorted(unknown))}")

@@ -157,6 +157,7 @@ class Node:
             members=self.members,
             tags=tuple(config.tags),
             domain=config.domain or "",
+            account_limits=config.jetstream_limits,
             stream_group_options=dataclasses.replace(
                 STREAM_GROUP_OPTIONS,
                 snapshot_interval=config.stream_snapshot_interval,

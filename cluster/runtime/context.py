@@ -10,6 +10,7 @@ from typing import Any
 
 import structlog
 
+from cluster.runtime.account_limits import UNLIMITED, JetStreamAccountLimits
 from cluster.runtime.internal_requests import InternalRequester
 from cluster.runtime.meta_progress import MetaProgress
 from cluster.runtime.metrics import NodeMetrics
@@ -64,6 +65,8 @@ class NodeContext:
     members: tuple[str, ...]
     tags: tuple[str, ...] = ()
     domain: str = ""
+    # what the JetStream account may use (the same on every node: each reads the same config file)
+    account_limits: JetStreamAccountLimits = UNLIMITED
     # A file-stored stream's snapshot is a marker after a store sync (cluster/stream/snapshot_marker.py), cheap
     # enough to take often, which keeps its Raft log short (NodeConfig.stream_snapshot_interval).
     stream_group_options: GroupOptions = STREAM_GROUP_OPTIONS

@@ -144,9 +144,10 @@ class _Collector:
                 raise _unknown("", key, place)
 
     def accounts(self, key: str, value: Any, place: Place) -> None:
-        accounts, users = parse_accounts(value, place)
-        self.fields["accounts"] = accounts
-        self.account_users = users
+        parsed = parse_accounts(value, place)
+        self.fields["accounts"] = parsed.accounts
+        self.fields["jetstream_limits"] = parsed.jetstream_limits
+        self.account_users = parsed.users
 
     def tls(self, key: str, value: Any, place: Place) -> None:
         conf = _map("", key, value, place)

@@ -1,0 +1,72 @@
+"""The account's JetStream limits as pure checks: reservations, updates, consumer defaults and caps."""
+
+from __future__ import annotations
+
+import pytest
+
+from cluster.api.errors import ApiError, JSErrors
+from cluster.consumer.config import AckPolicy, ConsumerConfig
+from cluster.consumer.config_check import normalize_consumer_config
+from cluster.meta.account_limits import check_create_limits, check_update_limits, reserved_bytes
+from cluster.runtime.account_limits import JetStreamAccountLimits
+from cluster.stream.config import StorageType, StreamConfig
+from cluster.stream.config_check import normalize_stream_config
+
+LIMITS = JetStreamAccountLimits(max_memory=1000, max_storage=10_000, max_streams=3, max_ack_pending=100)
+
+
+def _stream(name: str, max_bytes: int = -1, replicas: int = 1, memory: bool = False) -> StreamConfig:
+    storage = StorageType.MEMORY if memory else StorageType.FILE
+    return normalize_stream_config(
+        StreamConfig(name=name, subjects=(name,), max_bytes=max_bytes, num_replicas=replicas, storage=storage)
+    )
+
+
+def test_reserved_bytes_are_the_max_bytes_set_by_storage_type() -> None:
+    streams = [_stream("A", 100), _stream("B"), _stream("C", 7, memory=True), _stream("D", 50, replicas=3)]
+    assert reserved_bytes(streams) == (7, 150)
+
+
+def test_a_replicated_stream_reserves_its_bytes_on_every_replica() -> None:
+    existing = {"A": _stream("A", 3000, replicas=3)}  # 9000 of 10000
+    check_create_limits(_stream("B", 1000), existing, LIMITS)
+    with pytest.raises(ApiError) as raised:
+        check_create_limits(_stream("B", 1000, replicas=3), existing, LIMITS)
+    assert raised.value == JSErrors.STORAGE_RESOURCES_EXCEEDED()
+
+
+def test_a_stream_without_max_bytes_needs_one_byte_free() -> None:
+    full = {"A": _stream("A", 10_000)}
+    with pytest.raises(ApiError) as raised:
+        check_create_limits(_stream("B"), full, LIMITS)
+    assert raised.value == JSErrors.STORAGE_RESOURCES_EXCEEDED()
+    check_create_limits(_stream("B", memory=True), full, LIMITS)  # memory is counted apart
+
+
+def test_the_stream_count_leaves_out_the_stream_being_created() -> None:
+    three = {name: _stream(name, 10) for name in "ABC"}
+    check_create_limits(_stream("C", 10), three, LIMITS)
+    with pytest.raises(ApiError) as raised:
+        check_create_limits(_stream("D", 10), three, LIMITS)
+    assert raised.value == JSErrors.MAXIMUM_STREAMS_LIMIT()
+
+
+def test_an_update_counts_its_own_new_reservation_once() -> None:
+    streams = {"A": _stream("A", 4000), "B": _stream("B", 4000)}
+    check_update_limits(streams["B"], _stream("B", 6000), streams, LIMITS)
+    with pytest.raises(ApiError) as raised:
+        check_update_limits(streams["B"], _stream("B", 6001), streams, LIMITS)
+    assert raised.value == JSErrors.STORAGE_RESOURCES_EXCEEDED()
+    check_update_limits(streams["B"], _stream("B", 10), streams, LIMITS)  # shrinking is always allowed
+
+
+def test_consumer_max_ack_pending_defaults_to_the_account_limit_and_is_capped_by_it() -> None:
+    stream = _stream("A", 10)
+    explicit = ConsumerConfig(durable_name="d", ack_policy=AckPolicy.EXPLICIT)
+    assert normalize_consumer_config(explicit, stream, None, 100).max_ack_pending == 100
+    assert normalize_consumer_config(explicit, stream, None, 5000).max_ack_pending == 1000
+    assert normalize_consumer_config(explicit, stream).max_ack_pending == 1000
+    over = ConsumerConfig(durable_name="d", ack_policy=AckPolicy.EXPLICIT, max_ack_pending=101)
+    with pytest.raises(ApiError) as raised:
+        normalize_consumer_config(over, stream, None, 100)
+    assert raised.value == JSErrors.CONSUMER_MAX_PENDING_ACK_EXCESS(limit=100)

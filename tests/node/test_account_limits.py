@@ -1,0 +1,111 @@
+"""An account's JetStream limits from the config file: the same file given to nats-server 2.15.1 and to a
+jetraft node, the same requests, the same answers (errors whole, successes by the fields the limits set).
+
+A single nats-server checks a create against the account's limits before the stream config's own checks;
+a clustered one, whose meta leader decides as jetraft's does, checks the config first. The scenario keeps
+to requests both orders answer alike."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import nats
+
+from local.ports import HOST
+from tests.node.config_file_node import node_from_config
+from tests.node.reference_server import nats_server_from_config
+
+LIMITS_CONF = """
+accounts: {
+    A: {
+        users: [ {user: a, password: a} ]
+        jetstream: {
+            max_mem: 3000, max_file: 10000, max_streams: 4, max_consumers: 3, max_ack_pending: 100,
+            memory_max_stream_bytes: 2048, store_max_stream_bytes: 6000, max_bytes_required: true
+        }
+    }
+}
+"""
+
+
+def _stream(name: str, **config: Any) -> tuple[str, dict[str, Any]]:
+    return f"$JS.API.STREAM.CREATE.{name}", {"name": name, "subjects": [f"{name.lower()}.>"], **config}
+
+
+def _update(name: str, **config: Any) -> tuple[str, dict[str, Any]]:
+    return f"$JS.API.STREAM.UPDATE.{name}", {"name": name, "subjects": [f"{name.lower()}.>"], **config}
+
+
+def _consumer(stream: str, name: str, **config: Any) -> tuple[str, dict[str, Any]]:
+    body = {"stream_name": stream, "config": {"durable_name": name, "ack_policy": "explicit", **config}}
+    return f"$JS.API.CONSUMER.CREATE.{stream}.{name}", body
+
+
+SCENARIO = [
+    _stream("S0"),  # max_bytes required: 10113
+    _stream("S1", max_bytes=6001),  # over store_max_stream_bytes: 10122
+    _stream("M0", max_bytes=2049, storage="memory"),  # over memory_max_stream_bytes: 10122
+    _stream("S1", max_bytes=4096, max_consumers=4),  # a stream may not allow more consumers than the account
+    _stream("S1", max_bytes=4096),
+    _stream("S1", max_bytes=4096),  # the same again: no second stream
+    _stream("M1", max_bytes=2048, storage="memory"),
+    _stream("M2", max_bytes=2048, storage="memory"),  # 4096 reserved of max_mem 3000: 10028
+    _stream("S2", max_bytes=4096),
+    _stream("S3", max_bytes=4096),  # 12288 reserved of max_file 10000: 10047
+    _stream("S3", max_bytes=100),
+    _stream("S4", max_bytes=10),  # a fifth stream: 10027
+    _update("S1", max_bytes=6001),  # 10122 on update too
+    _update("S2", max_bytes=6000),  # 4096 + 100 + 6000 reserved: 10047
+    _update("S2", max_bytes=5000),
+    _update("S1", max_bytes=4096, max_consumers=4),  # 10026 on update too
+    _consumer("S1", "C1"),  # max_ack_pending defaults to the account's 100
+    _consumer("S1", "C2", max_ack_pending=101),  # 10121
+    _consumer("S1", "C2", max_ack_pending=50),
+    _consumer("S1", "C3"),
+    _consumer("S1", "C4"),  # a fourth consumer on the stream: 10026
+    _consumer("S1", "C3", max_ack_pending=60),  # an update of one that exists is not counted
+    _consumer("S2", "C1"),  # the account's max_consumers caps each stream, as nats-server
+    ("$JS.API.INFO", {}),
+]
+
+
+def _essence(subject: str, reply: dict[str, Any]) -> dict[str, Any]:
+    """What the limits decide: an error whole, else the fields they touch."""
+    if "error" in reply:
+        return {"type": reply["type"], "error": reply["error"]}
+    if subject == "$JS.API.INFO":
+        keep = ("memory", "storage", "reserved_memory", "reserved_storage", "streams", "consumers", "limits")
+        return {key: reply[key] for key in keep}
+    config = reply["config"]
+    keys = ("max_bytes", "max_consumers", "storage") if "STREAM" in subject else ("max_ack_pending",)
+    return {"type": reply["type"], **{key: config.get(key) for key in keys}}
+
+
+async def _answers(port: int) -> list[dict[str, Any]]:
+    nc = await nats.connect(f"nats://a:a@{HOST}:{port}")
+    answers = []
+    try:
+        for subject, body in SCENARIO:
+            reply = await nc.request(subject, json.dumps(body).encode() if body else b"", timeout=10)
+            answers.append(_essence(subject, json.loads(reply.data)))
+    finally:
+        await nc.close()
+    return answers
+
+
+async def test_account_limits_answer_as_nats_server(tmp_path: Path) -> None:
+    reference, ours = tmp_path / "ref", tmp_path / "jetraft"
+    reference.mkdir()
+    ours.mkdir()
+    async with nats_server_from_config(reference, f"jetstream {{ store_dir: '{reference / 'js'}' }}\n" + LIMITS_CONF) as port:
+        expected = await _answers(port)
+    codes = [answer.get("error", {}).get("err_code") for answer in expected]
+    assert codes == [10113, 10122, 10122, 10026, None, None, None, 10028, None, 10047, None, 10027,
+                     10122, 10047, None, 10026, None, 10121, None, None, 10026, None, None, None]  # fmt: skip
+    assert expected[-1]["limits"]["max_streams"] == 4
+    async with node_from_config(ours, "jetstream: enabled\n" + LIMITS_CONF) as node:
+        got = await _answers(node.client_port)
+    for (subject, _), want, have in zip(SCENARIO, expected, got, strict=True):
+        assert (subject, have) == (subject, want)
