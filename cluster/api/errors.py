@@ -66,6 +66,7 @@ class ErrorSpec:
 class JSErrors:
     """nats-server's errors.json, the rows jetraft uses (constant names follow nats-server's)."""
 
+    ACCOUNT_RESOURCES_EXCEEDED = ErrorSpec(400, 10002, "resource limits exceeded for account")
     BAD_REQUEST = ErrorSpec(400, 10003, "bad request")
     CLUSTER_INCOMPLETE = ErrorSpec(503, 10004, "incomplete results")
     CLUSTER_NO_PEERS = ErrorSpec(400, 10005, "{err}")

@@ -50,6 +50,7 @@ from cluster.meta.account_limits import check_create_limits, check_update_limits
 from cluster.meta.consumers import ConsumerAdmin, consumer_error_body, parse_meta_consumer_subject
 from cluster.meta.machine import MetaMachine, MetaOp, MetaResult, encode_meta_entry
 from cluster.meta.placement import NodeInfo, PlacementError, choose_peers, known_nodes
+from cluster.meta.usage_reports import has_byte_limit, listen_for_usage, report_usage
 from cluster.mirror.origin_fetcher import OriginFetcher
 from cluster.runtime.catch_up import caught_up
 from cluster.runtime.context import CLUSTER_NAME, GROUP_OPTIONS, META_GROUP, NodeContext
@@ -164,6 +165,9 @@ class MetaService:
             options=self.ctx.group_options(GROUP_OPTIONS),
         )
         self.ctx.spawn(self._reconcile_loop(), "meta-reconcile")
+        if has_byte_limit(self.ctx):
+            listen_for_usage(self.ctx, self.replicas)
+            self.ctx.spawn(report_usage(self.ctx, self.replicas, lambda: self._stopped), "meta-usage-reports")
 
     async def stop(self) -> None:
         self._stopped = True

@@ -11,6 +11,7 @@ from typing import Any
 import structlog
 
 from cluster.runtime.account_limits import UNLIMITED, JetStreamAccountLimits
+from cluster.runtime.account_usage import AccountUsage
 from cluster.runtime.internal_requests import InternalRequester
 from cluster.runtime.meta_progress import MetaProgress
 from cluster.runtime.metrics import NodeMetrics
@@ -67,6 +68,8 @@ class NodeContext:
     domain: str = ""
     # what the JetStream account may use (the same on every node: each reads the same config file)
     account_limits: JetStreamAccountLimits = UNLIMITED
+    # what the account's streams hold, as the nodes leading them last said (checked against those limits)
+    account_usage: AccountUsage = field(default_factory=AccountUsage)
     # A file-stored stream's snapshot is a marker after a store sync (cluster/stream/snapshot_marker.py), cheap
     # enough to take often, which keeps its Raft log short (NodeConfig.stream_snapshot_interval).
     stream_group_options: GroupOptions = STREAM_GROUP_OPTIONS

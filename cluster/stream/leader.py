@@ -90,6 +90,7 @@ from cluster.stream.publish import (
     batch_ack,
     decision_ack,
     error_ack,
+    exceeds_account_bytes,
     prepare_publish,
     pub_ack,
 )
@@ -335,6 +336,10 @@ class StreamLeader:
     def _publish_one(self, msg: Message, started: float) -> None:
         replica = self.replica
         cfg = replica.config
+        if not cfg.sealed and self._over_account_bytes(msg):
+            error = JSErrors.ACCOUNT_RESOURCES_EXCEEDED()
+            self._acknowledge(msg.reply, error_ack(cfg.name, error), started, "rejected")
+            return
         decision = prepare_publish(
             cfg, msg.subject, msg.headers or b"", msg.payload, time.time_ns(), replica.machine
         )
@@ -352,6 +357,16 @@ class StreamLeader:
             self._acknowledge(msg.reply, _unavailable_ack(cfg.name, exc), started, "error")
             return
         future.add_done_callback(functools.partial(self._published, msg.reply, started, msg))
+
+    def _over_account_bytes(self, msg: Message) -> bool:
+        ctx, replica = self.ctx, self.replica
+        limits = ctx.account_limits
+        if limits.max_memory < 0 and limits.max_storage < 0:
+            return False  # the common case: no store state read on the publish path
+        stored = replica.machine.store.state().bytes
+        return exceeds_account_bytes(
+            replica.config, ctx.account_limits, ctx.account_usage, stored, msg.subject, msg.headers or b"", msg.payload
+        )
 
     def _pass_to_next_leader(self, msg: Message, started: float) -> None:
         """A publish this leader could not put in its log (it is handing leadership over, or has just

@@ -9,8 +9,10 @@ from cluster.consumer.config import AckPolicy, ConsumerConfig
 from cluster.consumer.config_check import normalize_consumer_config
 from cluster.meta.account_limits import check_create_limits, check_update_limits, reserved_bytes
 from cluster.runtime.account_limits import JetStreamAccountLimits
+from cluster.runtime.account_usage import USAGE_STALE, AccountUsage, encode_usage
 from cluster.stream.config import StorageType, StreamConfig
 from cluster.stream.config_check import normalize_stream_config
+from cluster.stream.publish import exceeds_account_bytes
 
 LIMITS = JetStreamAccountLimits(max_memory=1000, max_storage=10_000, max_streams=3, max_ack_pending=100)
 
@@ -70,3 +72,25 @@ def test_consumer_max_ack_pending_defaults_to_the_account_limit_and_is_capped_by
     with pytest.raises(ApiError) as raised:
         normalize_consumer_config(over, stream, None, 100)
     assert raised.value == JSErrors.CONSUMER_MAX_PENDING_ACK_EXCESS(limit=100)
+
+
+def test_usage_heard_from_other_nodes_counts_until_stale_and_local_replicas_count_as_they_are() -> None:
+    usage = AccountUsage()
+    usage.record(encode_usage({"A": (False, 100), "B": (True, 7), "C": (False, 30)}), now=10.0)
+    usage.record(b"not json", now=10.0)
+    assert usage.total(in_memory=False, except_stream="X", now=11.0) == 130
+    assert usage.total(in_memory=False, except_stream="A", now=11.0) == 30
+    assert usage.total(in_memory=True, except_stream="X", now=11.0) == 7
+    usage.count_local(lambda: {"A": (False, 250)})  # a replica here: what it holds now, not what was heard
+    assert usage.total(in_memory=False, except_stream="X", now=11.0) == 280
+    assert usage.total(in_memory=False, except_stream="X", now=10.0 + USAGE_STALE + 1) == 250
+
+
+def test_a_publish_is_checked_with_the_message_on_every_replica() -> None:
+    limits = JetStreamAccountLimits(max_storage=300)
+    usage = AccountUsage()
+    r1, r3 = _stream("S", replicas=1), _stream("S", replicas=3)
+    assert not exceeds_account_bytes(r1, limits, usage, 3 * 71, "s", b"", b"x" * 40)  # 284 of 300
+    assert exceeds_account_bytes(r1, limits, usage, 4 * 71, "s", b"", b"x" * 40)
+    assert exceeds_account_bytes(r3, limits, usage, 71, "s", b"", b"x" * 40)  # (71 + 71) * 3
+    assert not exceeds_account_bytes(_stream("M", memory=True), limits, usage, 10**6, "s", b"", b"x")

@@ -109,3 +109,40 @@ async def test_account_limits_answer_as_nats_server(tmp_path: Path) -> None:
         got = await _answers(node.client_port)
     for (subject, _), want, have in zip(SCENARIO, expected, got, strict=True):
         assert (subject, have) == (subject, want)
+
+
+PUBLISH_CONF = """
+accounts: { A: { users: [ {user: a, password: a} ], jetstream: { max_file: 300 } } }
+"""
+
+
+async def _publish_answers(port: int) -> list[Any]:
+    """Two file streams share max_file 300: 71 bytes a message (`s` and 40 bytes), so the fifth is refused, and
+    then every publish to the other stream too."""
+    nc = await nats.connect(f"nats://a:a@{HOST}:{port}")
+    answers: list[Any] = []
+    try:
+        for name in ("S", "T"):
+            body = {"name": name, "subjects": [name.lower()]}
+            reply = await nc.request(f"$JS.API.STREAM.CREATE.{name}", json.dumps(body).encode(), timeout=10)
+            answers.append(json.loads(reply.data).get("error"))
+        for subject in ["s"] * 5 + ["t"] * 2:
+            reply = await nc.request(subject, b"x" * 40, timeout=10)
+            answers.append(json.loads(reply.data))
+        info = json.loads((await nc.request("$JS.API.INFO", b"", timeout=10)).data)
+        answers.append({key: info[key] for key in ("storage", "reserved_storage", "limits")})
+    finally:
+        await nc.close()
+    return answers
+
+
+async def test_a_publish_past_the_accounts_storage_is_refused_as_by_nats_server(tmp_path: Path) -> None:
+    reference, ours = tmp_path / "ref", tmp_path / "jetraft"
+    reference.mkdir()
+    ours.mkdir()
+    async with nats_server_from_config(reference, f"jetstream {{ store_dir: '{reference / 'js'}' }}\n" + PUBLISH_CONF) as port:
+        expected = await _publish_answers(port)
+    assert [answer.get("error", {}).get("err_code") for answer in expected[6:9]] == [10002, 10002, 10002]
+    assert expected[-1]["storage"] == 284
+    async with node_from_config(ours, "jetstream: enabled\n" + PUBLISH_CONF) as node:
+        assert await _publish_answers(node.client_port) == expected
