@@ -1,13 +1,14 @@
 """Every USAGE_INTERVAL, each node tells all nodes how many bytes the streams it leads hold (on all their
 replicas), so that a stream's leader can check a publish against the account's max_memory / max_storage
-(cluster/runtime/account_usage.py). Only while the account has such a limit: otherwise nobody asks."""
+(cluster/runtime/account_usage.py); only while the account has such a limit, otherwise nobody asks. And
+how many API responses it has sent the account's clients (ACCOUNT INFO's `api`), when that changed."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
 
-from cluster.runtime.account_usage import USAGE_INTERVAL, USAGE_SUBJECT, encode_usage
+from cluster.runtime.account_usage import API_USAGE_SUBJECT, USAGE_INTERVAL, USAGE_SUBJECT, encode_usage
 from cluster.runtime.context import NodeContext
 from cluster.stream.config import StorageType
 from cluster.stream.replica import StreamReplica
@@ -38,4 +39,18 @@ async def report_usage(ctx: NodeContext, replicas: Mapping[str, StreamReplica], 
         usage = replica_usage(replicas, led_only=True)
         if usage:
             ctx.router.publish(USAGE_SUBJECT, encode_usage(usage))
+        await asyncio.sleep(USAGE_INTERVAL)
+
+
+def listen_for_api_counts(ctx: NodeContext) -> None:
+    ctx.router.subscribe(API_USAGE_SUBJECT, lambda msg: ctx.api_counts.record(msg.payload, ctx.name))
+
+
+async def report_api_counts(ctx: NodeContext, stopped: Callable[[], bool]) -> None:
+    sent = (0, 0)
+    while not stopped():
+        counts = ctx.api_counts
+        if (counts.total, counts.errors) != sent:
+            sent = (counts.total, counts.errors)
+            ctx.router.publish(API_USAGE_SUBJECT, counts.encode(ctx.name))
         await asyncio.sleep(USAGE_INTERVAL)

@@ -61,3 +61,48 @@ class AccountUsage:
             and name not in local
             and at - heard <= USAGE_STALE
         )
+
+
+API_USAGE_SUBJECT = "$JSR.APIUSAGE"
+
+
+def is_error_response(body: bytes) -> bool:
+    """A JetStream API response carrying an error: `{"type":"...","error":{...` as every one is written
+    (a nested `error`, a mirror's say, comes later and does not count)."""
+    if not body.startswith(b'{"type":"'):
+        return False
+    end = body.find(b'"', 9)
+    return end > 0 and body.startswith(b',"error":', end + 1)
+
+
+class ApiCounts:
+    """ACCOUNT INFO's `api.total` and `api.errors`: the API responses each node sent the account's clients
+    (nats-server counts them where it answers, and its servers tell each other their counts)."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.errors = 0
+        self._others: dict[str, tuple[int, int]] = {}
+
+    def count(self, body: bytes) -> None:
+        self.total += 1
+        if is_error_response(body):
+            self.errors += 1
+
+    def encode(self, node: str) -> bytes:
+        return json.dumps([node, self.total, self.errors]).encode()
+
+    def record(self, payload: bytes, own_node: str) -> None:
+        """Another node's counts, as it last reported them."""
+        try:
+            node, total, errors = json.loads(payload)
+        except (ValueError, TypeError):
+            return
+        if isinstance(node, str) and node != own_node and isinstance(total, int) and isinstance(errors, int):
+            self._others[node] = (total, errors)
+
+    def cluster_totals(self) -> tuple[int, int]:
+        return (
+            self.total + sum(total for total, _ in self._others.values()),
+            self.errors + sum(errors for _, errors in self._others.values()),
+        )

@@ -649,7 +649,7 @@ class StreamLeader:
         except TimeoutError:
             body = _error_body(op, JSErrors.CLUSTER_NOT_AVAILABLE())
         if reply:
-            self.ctx.reply(reply, body)
+            self.ctx.api_reply(reply, body)
 
     async def _handle(self, op: ApiOp, payload: bytes) -> bytes:
         replica, version = self.replica, self.ctx.server_version
@@ -723,7 +723,7 @@ class StreamLeader:
             # a message's fields are base64 or numbers: only an error reply has this key
             status = "ok" if b'"error":' not in body else _error_code(body)
         self._msg_gets(status).inc()
-        self.ctx.reply(msg.reply, body)
+        self.ctx.api_reply(msg.reply, body)
 
     async def _fetch(self, payload: bytes) -> bytes:
         """A batch of committed messages for a mirror, held up to `wait_ms` when there is none yet."""

@@ -9,7 +9,13 @@ from cluster.consumer.config import AckPolicy, ConsumerConfig
 from cluster.consumer.config_check import normalize_consumer_config
 from cluster.meta.account_limits import check_create_limits, check_update_limits, reserved_bytes
 from cluster.runtime.account_limits import JetStreamAccountLimits
-from cluster.runtime.account_usage import USAGE_STALE, AccountUsage, encode_usage
+from cluster.runtime.account_usage import (
+    USAGE_STALE,
+    AccountUsage,
+    ApiCounts,
+    encode_usage,
+    is_error_response,
+)
 from cluster.stream.config import StorageType, StreamConfig
 from cluster.stream.config_check import normalize_stream_config
 from cluster.stream.publish import exceeds_account_bytes
@@ -94,3 +100,25 @@ def test_a_publish_is_checked_with_the_message_on_every_replica() -> None:
     assert exceeds_account_bytes(r1, limits, usage, 4 * 71, "s", b"", b"x" * 40)
     assert exceeds_account_bytes(r3, limits, usage, 71, "s", b"", b"x" * 40)  # (71 + 71) * 3
     assert not exceeds_account_bytes(_stream("M", memory=True), limits, usage, 10**6, "s", b"", b"x")
+
+
+def test_an_api_response_is_an_error_by_its_top_level_error_only() -> None:
+    assert is_error_response(b'{"type":"io.nats.jetstream.api.v1.stream_create_response","error":{"code":400}}')
+    assert not is_error_response(b'{"type":"io.nats.jetstream.api.v1.stream_info_response","config":{}}')
+    # a mirror's error inside a stream info is not the response's
+    assert not is_error_response(b'{"type":"t","total":1,"mirror":{"error":{"code":503}}}')
+    assert not is_error_response(b'{"error":{"code":400}}')
+
+
+def test_api_counts_add_up_every_nodes_latest_report() -> None:
+    here, there = ApiCounts(), ApiCounts()
+    here.count(b'{"type":"t","error":{}}')
+    there.count(b'{"type":"t","ok":1}')
+    there.count(b'{"type":"t","ok":1}')
+    here.record(there.encode("n2"), own_node="n1")
+    here.record(here.encode("n1"), own_node="n1")  # its own report comes back: not counted twice
+    here.record(b"[1]", own_node="n1")
+    assert here.cluster_totals() == (3, 1)
+    there.count(b'{"type":"t","error":{}}')
+    here.record(there.encode("n2"), own_node="n1")  # the latest replaces the last
+    assert here.cluster_totals() == (4, 2)

@@ -77,7 +77,8 @@ def _essence(subject: str, reply: dict[str, Any]) -> dict[str, Any]:
         return {"type": reply["type"], "error": reply["error"]}
     if subject == "$JS.API.INFO":
         keep = ("memory", "storage", "reserved_memory", "reserved_storage", "streams", "consumers", "limits")
-        return {key: reply[key] for key in keep}
+        api = {"total": reply["api"]["total"], "errors": reply["api"]["errors"]}
+        return {**{key: reply[key] for key in keep}, "api": api}
     config = reply["config"]
     keys = ("max_bytes", "max_consumers", "storage") if "STREAM" in subject else ("max_ack_pending",)
     return {"type": reply["type"], **{key: config.get(key) for key in keys}}
@@ -105,6 +106,7 @@ async def test_account_limits_answer_as_nats_server(tmp_path: Path) -> None:
     assert codes == [10113, 10122, 10122, 10026, None, None, None, 10028, None, 10047, None, 10027,
                      10122, 10047, None, 10026, None, 10121, None, None, 10026, None, None, None]  # fmt: skip
     assert expected[-1]["limits"]["max_streams"] == 4
+    assert expected[-1]["api"] == {"total": 23, "errors": 12}  # every answer before INFO's own
     async with node_from_config(ours, "jetstream: enabled\n" + LIMITS_CONF) as node:
         got = await _answers(node.client_port)
     for (subject, _), want, have in zip(SCENARIO, expected, got, strict=True):
@@ -131,6 +133,7 @@ async def _publish_answers(port: int) -> list[Any]:
             answers.append(json.loads(reply.data))
         info = json.loads((await nc.request("$JS.API.INFO", b"", timeout=10)).data)
         answers.append({key: info[key] for key in ("storage", "reserved_storage", "limits")})
+        answers.append({"total": info["api"]["total"], "errors": info["api"]["errors"]})
     finally:
         await nc.close()
     return answers
@@ -143,6 +146,7 @@ async def test_a_publish_past_the_accounts_storage_is_refused_as_by_nats_server(
     async with nats_server_from_config(reference, f"jetstream {{ store_dir: '{reference / 'js'}' }}\n" + PUBLISH_CONF) as port:
         expected = await _publish_answers(port)
     assert [answer.get("error", {}).get("err_code") for answer in expected[6:9]] == [10002, 10002, 10002]
-    assert expected[-1]["storage"] == 284
+    assert expected[-2]["storage"] == 284
+    assert expected[-1] == {"total": 2, "errors": 0}
     async with node_from_config(ours, "jetstream: enabled\n" + PUBLISH_CONF) as node:
         assert await _publish_answers(node.client_port) == expected

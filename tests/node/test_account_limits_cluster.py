@@ -36,6 +36,25 @@ async def _usage_report_with(nc: nats.NATS, stream: str, size: int, reports: int
         await sub.unsubscribe()
 
 
+class ApiCountReports:
+    """The latest API counts each node reported on $JSR.APIUSAGE (a node reports when its counts change)."""
+
+    def __init__(self) -> None:
+        self.latest: dict[str, tuple[int, int]] = {}
+        self.changed = asyncio.Event()
+
+    async def on_report(self, msg: nats.aio.msg.Msg) -> None:
+        node, total, errors = json.loads(msg.data)
+        self.latest[node] = (total, errors)
+        self.changed.set()
+
+    async def add_up_to(self, total: int, errors: int) -> None:
+        async with asyncio.timeout(30):
+            while (sum(t for t, _ in self.latest.values()), sum(e for _, e in self.latest.values())) != (total, errors):
+                self.changed.clear()
+                await self.changed.wait()
+
+
 async def test_a_stream_led_elsewhere_counts_against_the_accounts_storage(tmp_path: Path) -> None:
     conf = tmp_path / "limits.conf"
     conf.write_text(LIMITS)
@@ -47,6 +66,9 @@ async def test_a_stream_led_elsewhere_counts_against_the_accounts_storage(tmp_pa
     try:
         nc = await nats.connect(f"nats://a:a@{HOST}:{specs[0].client_port}")
         try:
+            reports = ApiCountReports()
+            await nc.subscribe("$JSR.APIUSAGE", cb=reports.on_report)
+            await nc.flush()
             for name, node in (("S", specs[1].name), ("T", specs[2].name)):
                 body = {"name": name, "subjects": [name.lower()], "placement": {"tags": [f"node:{node}"]}}
                 reply = await nc.request(f"$JS.API.STREAM.CREATE.{name}", json.dumps(body).encode(), timeout=30)
@@ -63,6 +85,13 @@ async def test_a_stream_led_elsewhere_counts_against_the_accounts_storage(tmp_pa
             }
             reply = await nc.request("s", b"x" * 40, timeout=10)
             assert json.loads(reply.data)["error"]["err_code"] == 10002
+            # ACCOUNT INFO's api counts add up what every node answered: the two creates (each answered by
+            # its stream's new leader, on n2 and n3) and one error from the meta leader
+            reply = await nc.request("$JS.API.STREAM.CREATE.U", b"{", timeout=10)
+            assert json.loads(reply.data)["error"]["err_code"] == 10025
+            await reports.add_up_to(total=3, errors=1)
+            info = json.loads((await nc.request("$JS.API.INFO", b"", timeout=10)).data)
+            assert (info["api"]["total"], info["api"]["errors"]) == (3, 1)
         finally:
             await nc.close()
     finally:
