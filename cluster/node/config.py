@@ -55,6 +55,8 @@ class NodeConfig:
     token: str | None = field(default=None, repr=False)
     # nats-server's `authorization { users = [...] }`: each user's password and permissions
     users: list[User | NkeyUser] = field(default_factory=list)
+    # nats-server's no_auth_user: who a client that gives no credentials is (one of `users`)
+    no_auth_user: str | None = None
     # the client URL other nodes advertise for this node (INFO connect_urls)
     advertise: str | None = None
     # ADR-19: a JetStream domain ($JS.<domain>.API) and other API prefixes this cluster answers under
@@ -138,6 +140,8 @@ class NodeConfig:
         names = [user.name if isinstance(user, User) else user.public_key for user in self.users]
         if len(set(names)) != len(names):
             raise ConfigError("a user or nkey is listed twice in authorization.users")
+        if self.no_auth_user is not None and self.no_auth_user not in names:
+            raise ConfigError(f"no_auth_user {self.no_auth_user!r} is not one of the users")
         if self.cluster_secret is not None and not self.cluster_secret:
             raise ConfigError("the cluster secret must not be empty")
         if self.tls is not None:

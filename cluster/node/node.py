@@ -77,7 +77,7 @@ class Node:
             name=config.name,
             host=config.host,
             port=config.client_port,
-            auth=make_authenticator(config.user, config.password, config.token, config.users),
+            auth=make_authenticator(config.user, config.password, config.token, config.users, config.no_auth_user),
             advertise=config.advertise,
             limits=Limits(
                 max_payload=config.max_payload,

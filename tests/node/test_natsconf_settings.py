@@ -126,7 +126,10 @@ def test_variables_used_as_variables_are_not_settings(tmp_path: Path) -> None:
             "server_name: n1\nauthorization { users: [ {user: a, password: b, permissions: {subscribe: 'a..b'}} ] }\n",
             "not a valid subject",
         ),
-        ("server_name: n1\nauthorization { users: [ {user: a} ] }\n", "needs a user name and a password, or an nkey"),
+        ("server_name: n1\nauthorization { users: [ {password: a} ] }\n", "a user needs a user name"),
+        ("server_name: n1\nno_auth_user: b\nauthorization { users: [ {user: a} ] }\n",
+         r'line 2: no_auth_user: "b" not present as user or nkey'),
+        ("server_name: n1\nno_auth_user: b\n", r'line 2: no_auth_user: "b" present, but users/nkeys are not defined'),
         ("server_name: n1\nlisten: [\n", "missing ']'"),
     ],
 )
