@@ -7,13 +7,15 @@ to requests both orders answer alike."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import nats
 
-from local.ports import HOST
+from local.ports import HOST, free_port_base
 from tests.node.config_file_node import node_from_config
 from tests.node.reference_server import nats_server_from_config
 
@@ -150,3 +152,42 @@ async def test_a_publish_past_the_accounts_storage_is_refused_as_by_nats_server(
     assert expected[-1] == {"total": 2, "errors": 0}
     async with node_from_config(ours, "jetstream: enabled\n" + PUBLISH_CONF) as node:
         assert await _publish_answers(node.client_port) == expected
+
+
+JSZ_CONF = """
+accounts: { A: { users: [ {user: a, password: a} ], jetstream: { max_file: 30000, max_streams: 5 } } }
+"""
+JSZ_KEYS = ("memory", "storage", "reserved_memory", "reserved_storage", "accounts", "streams", "messages", "bytes")
+
+
+async def _jsz(client_port: int, http_port: int) -> dict[str, Any]:
+    nc = await nats.connect(f"nats://a:a@{HOST}:{client_port}")
+    try:
+        body = {"name": "S", "subjects": ["s"], "max_bytes": 1000}
+        await nc.request("$JS.API.STREAM.CREATE.S", json.dumps(body).encode(), timeout=10)
+        await nc.request("s", b"x", timeout=10)
+    finally:
+        await nc.close()
+    jsz = json.loads(await asyncio.to_thread(_get, f"http://{HOST}:{http_port}/jsz?accounts=1"))
+    return {**{key: jsz[key] for key in JSZ_KEYS}, "account_details": jsz["account_details"]}
+
+
+def _get(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        body: bytes = response.read()
+        return body
+
+
+async def test_jsz_shows_the_accounts_limits_and_reservations_as_nats_server(tmp_path: Path) -> None:
+    reference, ours = tmp_path / "ref", tmp_path / "jetraft"
+    reference.mkdir()
+    ours.mkdir()
+    http_port = free_port_base(1)
+    store = f"jetstream {{ store_dir: '{reference / 'js'}' }}\n"
+    async with nats_server_from_config(reference, f"http: {HOST}:{http_port}\n{store}{JSZ_CONF}") as port:
+        expected = await _jsz(port, http_port)
+    assert expected["reserved_storage"] == 1000  # what the streams set aside
+    assert expected["account_details"][0]["reserved_storage"] == 30000  # what the account may hold
+    assert expected["account_details"][0]["reserved_memory"] == 2**64 - 1  # no limit
+    async with node_from_config(ours, "jetstream: enabled\n" + JSZ_CONF) as node:
+        assert await _jsz(node.client_port, node.http_port) == expected
