@@ -407,6 +407,8 @@ class StreamLeader:
             self._publish_one(msg, started)
             return
         refusal = batch_refusal(cfg, header, msg.payload)
+        if not cfg.sealed and self._over_account_bytes(msg):
+            refusal = JSErrors.ACCOUNT_RESOURCES_EXCEEDED()  # checked first, as for one publish
         if refusal is not None:
             self._acknowledge(msg.reply, error_ack(cfg.name, refusal), started, "rejected")
             return

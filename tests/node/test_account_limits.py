@@ -133,6 +133,13 @@ async def _publish_answers(port: int) -> list[Any]:
         for subject in ["s"] * 5 + ["t"] * 2:
             reply = await nc.request(subject, b"x" * 40, timeout=10)
             answers.append(json.loads(reply.data))
+        # a message of an atomic batch is checked as it comes, before it is staged
+        body = {"name": "B", "subjects": ["b"], "allow_atomic": True}
+        reply = await nc.request("$JS.API.STREAM.CREATE.B", json.dumps(body).encode(), timeout=10)
+        answers.append(json.loads(reply.data).get("error"))
+        batch = {"Nats-Batch-Id": "b1", "Nats-Batch-Sequence": "1"}
+        reply = await nc.request("b", b"x", timeout=10, headers=batch)
+        answers.append(json.loads(reply.data))
         info = json.loads((await nc.request("$JS.API.INFO", b"", timeout=10)).data)
         answers.append({key: info[key] for key in ("storage", "reserved_storage", "limits")})
         answers.append({"total": info["api"]["total"], "errors": info["api"]["errors"]})
@@ -148,8 +155,9 @@ async def test_a_publish_past_the_accounts_storage_is_refused_as_by_nats_server(
     async with nats_server_from_config(reference, f"jetstream {{ store_dir: '{reference / 'js'}' }}\n" + PUBLISH_CONF) as port:
         expected = await _publish_answers(port)
     assert [answer.get("error", {}).get("err_code") for answer in expected[6:9]] == [10002, 10002, 10002]
+    assert expected[9] is None and expected[10]["error"]["err_code"] == 10002
     assert expected[-2]["storage"] == 284
-    assert expected[-1] == {"total": 2, "errors": 0}
+    assert expected[-1] == {"total": 3, "errors": 0}
     async with node_from_config(ours, "jetstream: enabled\n" + PUBLISH_CONF) as node:
         assert await _publish_answers(node.client_port) == expected
 
