@@ -360,12 +360,14 @@ class StreamLeader:
 
     def _over_account_bytes(self, msg: Message) -> bool:
         ctx, replica = self.ctx, self.replica
-        limits = ctx.account_limits
-        if limits.max_memory < 0 and limits.max_storage < 0:
-            return False  # the common case: no store state read on the publish path
-        stored = replica.machine.store.state().bytes
         return exceeds_account_bytes(
-            replica.config, ctx.account_limits, ctx.account_usage, stored, msg.subject, msg.headers or b"", msg.payload
+            replica.config,
+            ctx.account_limits,
+            ctx.account_usage,
+            lambda: replica.machine.store.state().bytes,
+            msg.subject,
+            msg.headers or b"",
+            msg.payload,
         )
 
     def _pass_to_next_leader(self, msg: Message, started: float) -> None:

@@ -23,6 +23,7 @@ Nothing here does I/O; the caller passes the clock.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -289,21 +290,22 @@ def exceeds_account_bytes(
     cfg: StreamConfig,
     limits: JetStreamAccountLimits,
     usage: AccountUsage,
-    stored_bytes: int,
+    stored_bytes: Callable[[], int],
     subject: str,
     header: bytes,
     payload: bytes,
 ) -> bool:
     """Whether storing this message (on every replica) would take the account past its max_memory or
     max_storage: what the other streams hold, as last heard, plus this stream's bytes and the message's
-    (nats-server's wouldExceedLimits, which the publisher is told as 10002)."""
+    (nats-server's wouldExceedLimits, which the publisher is told as 10002). `stored_bytes` is read only
+    when the account limits this storage type: the common case reads no store state."""
     in_memory = cfg.storage is StorageType.MEMORY
     limit = limits.max_memory if in_memory else limits.max_storage
     if limit < 0:
         return False
     replicas = max(cfg.num_replicas, 1)
     size = msg_size(len(subject), len(header) if header else None, len(payload))
-    held = usage.total(in_memory, except_stream=cfg.name) + stored_bytes * replicas
+    held = usage.total(in_memory, except_stream=cfg.name) + stored_bytes() * replicas
     return held + size * replicas > limit
 
 

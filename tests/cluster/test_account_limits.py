@@ -96,10 +96,11 @@ def test_a_publish_is_checked_with_the_message_on_every_replica() -> None:
     limits = JetStreamAccountLimits(max_storage=300)
     usage = AccountUsage()
     r1, r3 = _stream("S", replicas=1), _stream("S", replicas=3)
-    assert not exceeds_account_bytes(r1, limits, usage, 3 * 71, "s", b"", b"x" * 40)  # 284 of 300
-    assert exceeds_account_bytes(r1, limits, usage, 4 * 71, "s", b"", b"x" * 40)
-    assert exceeds_account_bytes(r3, limits, usage, 71, "s", b"", b"x" * 40)  # (71 + 71) * 3
-    assert not exceeds_account_bytes(_stream("M", memory=True), limits, usage, 10**6, "s", b"", b"x")
+    assert not exceeds_account_bytes(r1, limits, usage, lambda: 3 * 71, "s", b"", b"x" * 40)  # 284 of 300
+    assert exceeds_account_bytes(r1, limits, usage, lambda: 4 * 71, "s", b"", b"x" * 40)
+    assert exceeds_account_bytes(r3, limits, usage, lambda: 71, "s", b"", b"x" * 40)  # (71 + 71) * 3
+    unread = lambda: pytest.fail("the store is read though memory has no limit")  # noqa: E731
+    assert not exceeds_account_bytes(_stream("M", memory=True), limits, usage, unread, "s", b"", b"x")
 
 
 def test_an_api_response_is_an_error_by_its_top_level_error_only() -> None:
