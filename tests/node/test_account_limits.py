@@ -199,3 +199,48 @@ async def test_jsz_shows_the_accounts_limits_and_reservations_as_nats_server(tmp
     assert expected["account_details"][0]["reserved_memory"] == 2**64 - 1  # no limit
     async with node_from_config(ours, "jetstream: enabled\n" + JSZ_CONF) as node:
         assert await _jsz(node.client_port, node.http_port) == expected
+
+
+SOURCE_CONF = """
+accounts: { A: { users: [ {user: a, password: a} ], jetstream: { max_file: 400 } } }
+"""
+
+
+async def _sourced_messages(port: int) -> list[int]:
+    """A stream sourcing three messages (213 bytes) into an account of 400 bytes: the first copy fits, the
+    second does not, and the source stays there. What the sourcing stream holds once it has its first copy,
+    then over the next second (how long a copy that should not be made has to show up)."""
+    nc = await nats.connect(f"nats://a:a@{HOST}:{port}")
+    try:
+        await nc.request("$JS.API.STREAM.CREATE.S", json.dumps({"name": "S", "subjects": ["s"]}).encode(), timeout=10)
+        for _ in range(3):
+            await nc.request("s", b"x" * 40, timeout=10)
+        body = {"name": "X", "sources": [{"name": "S"}]}
+        await nc.request("$JS.API.STREAM.CREATE.X", json.dumps(body).encode(), timeout=10)
+
+        async def held() -> int:
+            info = json.loads((await nc.request("$JS.API.STREAM.INFO.X", b"", timeout=10)).data)
+            count: int = info["state"]["messages"]
+            return count
+
+        async with asyncio.timeout(20):
+            while (first := await held()) == 0:
+                await asyncio.sleep(0.05)
+        later = []
+        for _ in range(4):
+            await asyncio.sleep(0.25)
+            later.append(await held())
+        return [first, *later]
+    finally:
+        await nc.close()
+
+
+async def test_a_source_stops_copying_at_the_accounts_storage_as_in_nats_server(tmp_path: Path) -> None:
+    reference, ours = tmp_path / "ref", tmp_path / "jetraft"
+    reference.mkdir()
+    ours.mkdir()
+    async with nats_server_from_config(reference, f"jetstream {{ store_dir: '{reference / 'js'}' }}\n" + SOURCE_CONF) as port:
+        expected = await _sourced_messages(port)
+    assert expected == [1, 1, 1, 1, 1]
+    async with node_from_config(ours, "jetstream: enabled\n" + SOURCE_CONF) as node:
+        assert await _sourced_messages(node.client_port) == expected
