@@ -123,9 +123,13 @@ class NkeyUser:
 
 
 class Users:
-    """nats-server's `authorization { users = [...] }`: each user its own password or nkey, and permissions."""
+    """nats-server's `authorization { users = [...] }`: each user its own password or nkey, and permissions.
 
-    def __init__(self, users: Iterable[User | NkeyUser]) -> None:
+    A client that gives no credentials at all is `no_auth_user`, when one is named (nats-server's
+    no_auth_user); a user without a password is only ever that (by name, nats-server refuses it too).
+    """
+
+    def __init__(self, users: Iterable[User | NkeyUser], no_auth_user: str | None = None) -> None:
         self._users: dict[str, User] = {}
         self._nkeys: dict[str, tuple[bytes, NkeyUser]] = {}
         for user in users:
@@ -138,8 +142,26 @@ class Users:
                 raise ValueError(f"user {user.name!r} is listed twice")
             self._users[user.name] = user
         self.nonce_required = bool(self._nkeys)
+        if no_auth_user is not None and no_auth_user not in self._users and no_auth_user not in self._nkeys:
+            raise ValueError(
+                f'no_auth_user: "{no_auth_user}" not present as user or nkey in authorization block or '
+                "account configuration"
+            )
+        self._no_auth_user = no_auth_user
+
+    def _without_credentials(self) -> Identity | None:
+        name = self._no_auth_user
+        if name in self._nkeys:
+            nkey_user = self._nkeys[name][1]
+            return Identity(name, nkey_user.permissions, nkey_user.account)
+        user = self._users[name or ""]
+        return Identity(user.name, user.permissions, user.account)
 
     def check(self, options: ConnectOptions, nonce: str = "") -> Identity | SlowCheck | None:
+        if self._no_auth_user is not None and not (
+            options.user or options.password or options.auth_token or options.nkey
+        ):
+            return self._without_credentials()
         if options.nkey:
             # As nats-server: a client that names an nkey is that nkey's user or no one.
             known = self._nkeys.get(options.nkey)
@@ -147,7 +169,7 @@ class Users:
                 return None
             return Identity(options.nkey, known[1].permissions, known[1].account)
         user = self._users.get(options.user or "")
-        if user is None:
+        if user is None or not user.password:
             return None
         identity = Identity(user.name, user.permissions, user.account)
         if is_bcrypt_hash(user.password):
@@ -161,13 +183,16 @@ def make_authenticator(
     password: str | None = None,
     token: str | None = None,
     users: Iterable[User | NkeyUser] = (),
+    no_auth_user: str | None = None,
 ) -> Authenticator | None:
     """None when no credentials are configured (every client is let in)."""
     users = list(users)
     if users:
         if user is not None or password is not None or token is not None:
             raise ValueError("use a users list or a single user or a token, not several")
-        return Users(users)
+        return Users(users, no_auth_user)
+    if no_auth_user is not None:
+        raise ValueError(f'no_auth_user: "{no_auth_user}" present, but users/nkeys are not defined')
     if token is not None:
         if user is not None or password is not None:
             raise ValueError("use either a token or a user and password, not both")

@@ -132,4 +132,4 @@ class ApiEntry:
             body = request.error_body(error)
         else:
             body = error_response(request.response_type, error)
-        self._ctx.reply(msg.reply, body)
+        self._ctx.api_reply(msg.reply, body)

@@ -66,6 +66,7 @@ class ErrorSpec:
 class JSErrors:
     """nats-server's errors.json, the rows jetraft uses (constant names follow nats-server's)."""
 
+    ACCOUNT_RESOURCES_EXCEEDED = ErrorSpec(400, 10002, "resource limits exceeded for account")
     BAD_REQUEST = ErrorSpec(400, 10003, "bad request")
     CLUSTER_INCOMPLETE = ErrorSpec(503, 10004, "incomplete results")
     CLUSTER_NO_PEERS = ErrorSpec(400, 10005, "{err}")
@@ -75,6 +76,7 @@ class JSErrors:
     INSUFFICIENT_RESOURCES = ErrorSpec(503, 10023, "insufficient resources")
     INVALID_JSON = ErrorSpec(400, 10025, "invalid JSON: {err}")
     MAXIMUM_STREAMS_LIMIT = ErrorSpec(400, 10027, "maximum number of streams reached")
+    MEMORY_RESOURCES_EXCEEDED = ErrorSpec(500, 10028, "insufficient memory resources available")
     MIRROR_MAX_MESSAGE_SIZE_TOO_BIG = ErrorSpec(
         400, 10030, "stream mirror must have max message size >= source"
     )
@@ -86,11 +88,14 @@ class JSErrors:
     SOURCE_MAX_MESSAGE_SIZE_TOO_BIG = ErrorSpec(
         400, 10046, "stream source must have max message size >= target"
     )
+    STORAGE_RESOURCES_EXCEEDED = ErrorSpec(500, 10047, "insufficient storage resources available")
     STREAM_CREATE = ErrorSpec(500, 10049, "{err}")
     STREAM_DELETE = ErrorSpec(500, 10050, "{err}")
     STREAM_GENERAL = ErrorSpec(500, 10051, "{err}")
     STREAM_INVALID_CONFIG = ErrorSpec(500, 10052, "{err}")
     STREAM_LIMITS = ErrorSpec(500, 10053, "{err}")
+    STREAM_MAX_BYTES_REQUIRED = ErrorSpec(400, 10113, "account requires a stream config to have max bytes set")
+    STREAM_MAX_STREAM_BYTES_EXCEEDED = ErrorSpec(400, 10122, "stream max bytes exceeds account limit max stream bytes")
     STREAM_MESSAGE_EXCEEDS_MAXIMUM = ErrorSpec(400, 10054, "message size exceeds maximum allowed")
     STREAM_MIRROR_NOT_UPDATABLE = ErrorSpec(400, 10055, "stream mirror configuration can not be updated")
     STREAM_MISMATCH = ErrorSpec(400, 10056, "stream name in subject does not match request")
@@ -252,6 +257,7 @@ class JSErrors:
     CONSUMER_DOES_NOT_EXIST = ErrorSpec(400, 10149, "consumer does not exist")
     CONSUMER_ACK_WAIT_NEGATIVE = ErrorSpec(400, 10183, "consumer ack wait needs to be positive")
     CONSUMER_MAX_CONSUMERS_LIMIT = ErrorSpec(400, 10026, "maximum consumers limit reached")
+    CONSUMER_MAX_PENDING_ACK_EXCESS = ErrorSpec(400, 10121, "consumer max ack pending exceeds system limit of {limit}")
     CONSUMER_REPLICAS_EXCEEDS_STREAM = ErrorSpec(
         400, 10126, "consumer config replica count exceeds parent stream"
     )

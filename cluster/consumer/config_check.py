@@ -174,11 +174,13 @@ def normalize_consumer_config(
     requested: ConsumerConfig,
     stream: StreamConfig,
     others: Mapping[str, ConsumerConfig] | None = None,
+    account_max_ack_pending: int = -1,
 ) -> ConsumerConfig:
     """Fill defaults as nats-server 2.15 does and validate against the stream; raises ApiError.
 
     `others` are the stream's other consumers by name (workqueue uniqueness);
-    an existing consumer being updated must not be among them.
+    an existing consumer being updated must not be among them. `account_max_ack_pending` is the
+    account's limit (0 or less: none): the default where lower, and a cap.
     """
     cfg = requested
     if cfg.durable_name and cfg.name and cfg.durable_name != cfg.name:
@@ -212,6 +214,8 @@ def normalize_consumer_config(
     elif max_ack_pending == 0 and cfg.ack_policy is not AckPolicy.NONE:
         limit = stream.consumer_limits.max_ack_pending
         max_ack_pending = limit if limit > 0 else DEFAULT_MAX_ACK_PENDING
+        if limit <= 0 and 0 < account_max_ack_pending < max_ack_pending:
+            max_ack_pending = account_max_ack_pending
     max_waiting = cfg.max_waiting
     if cfg.is_push:
         if max_waiting != 0:
@@ -254,6 +258,7 @@ def normalize_consumer_config(
             raise JSErrors.CONSUMER_DELIVER_CYCLE()
         if cfg.flow_control and cfg.idle_heartbeat <= 0:
             raise JSErrors.CONSUMER_FLOW_CONTROL_NEEDS_HEARTBEATS()
+    _check_max_ack_pending(cfg.max_ack_pending, account_max_ack_pending, stream.consumer_limits.max_ack_pending)
     _check_deliver_policy(cfg)
     _check_filters(cfg)
     _check_sampling(cfg.sample_freq)
@@ -267,6 +272,13 @@ def normalize_consumer_config(
     if stream.retention is Retention.WORKQUEUE:
         _check_workqueue(cfg, (others or {}).values())
     return cfg
+
+
+def _check_max_ack_pending(max_ack_pending: int, account_limit: int, stream_limit: int) -> None:
+    """The account's max_ack_pending, then the stream's consumer limit, cap every consumer's."""
+    for limit in (account_limit, stream_limit):
+        if 0 < limit < max_ack_pending:
+            raise JSErrors.CONSUMER_MAX_PENDING_ACK_EXCESS(limit=limit)
 
 
 def _check_workqueue(cfg: ConsumerConfig, others: Iterable[ConsumerConfig]) -> None:

@@ -663,7 +663,7 @@ class ConsumerLeader:
             body = plain_error(
                 "io.nats.jetstream.api.v1.consumer_info_response", JSErrors.CLUSTER_NOT_AVAILABLE()
             )
-        self.ctx.reply(reply, body)
+        self.ctx.api_reply(reply, body)
 
     async def _step_down(self) -> bytes:
         host, group = self.ctx.host, self.replica.group

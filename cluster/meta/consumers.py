@@ -185,7 +185,7 @@ class ConsumerAdmin:
         others = {
             n: consumer_config_from_json(a.config) for n, a in existing_assignments.items() if n != name
         }
-        cfg = normalize_consumer_config(cfg, stream_cfg, others)
+        cfg = normalize_consumer_config(cfg, stream_cfg, others, self.ctx.account_limits.max_ack_pending)
         existing = existing_assignments.get(name) if name else None
         existing_cfg = consumer_config_from_json(existing.config) if existing is not None else None
         decided = decide_create(create.action, existing_cfg, cfg)
@@ -195,8 +195,13 @@ class ConsumerAdmin:
             if existing is not None:
                 assignment = dataclasses.replace(existing, config=decided.to_json())
             else:
-                if 0 < stream_cfg.max_consumers <= len(existing_assignments):
-                    raise JSErrors.CONSUMER_MAX_CONSUMERS_LIMIT()  # the stream's max_consumers
+                # the stream's max_consumers, or the account's where lower (a cap on each stream, as nats-server)
+                cap = stream_cfg.max_consumers
+                account_cap = self.ctx.account_limits.max_consumers
+                if cap <= 0 or 0 < account_cap < cap:
+                    cap = account_cap
+                if 0 < cap <= len(existing_assignments):
+                    raise JSErrors.CONSUMER_MAX_CONSUMERS_LIMIT()
                 peers = list(stream_assignment.peers)
                 replicas = decided.num_replicas or len(peers)
                 if (decided.mem_storage or not decided.is_durable) and not decided.num_replicas:

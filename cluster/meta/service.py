@@ -46,9 +46,17 @@ from cluster.api.unimplemented import error_body as unimplemented_error_body
 from cluster.consumer.assignment import ConsumerAssignment
 from cluster.consumer.replica import ConsumerReplica
 from cluster.direct_get.staleness import position_subject
+from cluster.meta.account_limits import check_create_limits, check_update_limits, reserved_bytes
 from cluster.meta.consumers import ConsumerAdmin, consumer_error_body, parse_meta_consumer_subject
 from cluster.meta.machine import MetaMachine, MetaOp, MetaResult, encode_meta_entry
 from cluster.meta.placement import NodeInfo, PlacementError, choose_peers, known_nodes
+from cluster.meta.usage_reports import (
+    has_byte_limit,
+    listen_for_api_counts,
+    listen_for_usage,
+    report_api_counts,
+    report_usage,
+)
 from cluster.mirror.origin_fetcher import OriginFetcher
 from cluster.runtime.catch_up import caught_up
 from cluster.runtime.context import CLUSTER_NAME, GROUP_OPTIONS, META_GROUP, NodeContext
@@ -163,6 +171,11 @@ class MetaService:
             options=self.ctx.group_options(GROUP_OPTIONS),
         )
         self.ctx.spawn(self._reconcile_loop(), "meta-reconcile")
+        listen_for_api_counts(self.ctx)
+        self.ctx.spawn(report_api_counts(self.ctx, lambda: self._stopped), "meta-api-count-reports")
+        if has_byte_limit(self.ctx):
+            listen_for_usage(self.ctx, self.replicas)
+            self.ctx.spawn(report_usage(self.ctx, self.replicas, lambda: self._stopped), "meta-usage-reports")
 
     async def stop(self) -> None:
         self._stopped = True
@@ -358,20 +371,27 @@ class MetaService:
             log.info("meta_request_unavailable", op=request.op.value, stream=request.stream, error=repr(exc))
             body = _error_body(request, JSErrors.CLUSTER_NOT_AVAILABLE())
         if body is not None:
-            self.ctx.reply(reply, body)
+            self.ctx.api_reply(reply, body)
 
     async def _handle(self, request: ApiRequest, msg: Message) -> bytes | None:
         op, name = request.op, request.stream
         if op is ApiOp.ACCOUNT_INFO:
             consumers = sum(len(by_name) for by_name in self.machine.consumers.values())
             memory, storage = await self._stored_bytes()
+            reserved_memory, reserved_storage = reserved_bytes(self.configs().values())
+            api_total, api_errors = self.ctx.api_counts.cluster_totals()
             return account_info_response(
                 AccountUsage(
                     memory=memory,
                     storage=storage,
                     streams=len(self.machine.streams),
                     consumers=consumers,
+                    api_total=api_total,
+                    api_errors=api_errors,
+                    limits=self.ctx.account_limits,
                     domain=self.ctx.domain,
+                    reserved_memory=reserved_memory,
+                    reserved_storage=reserved_storage,
                 )
             )
         if op is ApiOp.STREAM_NAMES:
@@ -416,7 +436,7 @@ class MetaService:
             log.info("meta_consumer_request_unavailable", op=request.op.value, error=repr(exc))
             body = consumer_error_body(request, JSErrors.CLUSTER_NOT_AVAILABLE())
         if body is not None and msg.reply:
-            self.ctx.reply(msg.reply, body)
+            self.ctx.api_reply(msg.reply, body)
 
     async def propose(self, op: MetaOp, body: dict[str, Any]) -> MetaResult:
         return await self._propose(op, body)
@@ -429,10 +449,13 @@ class MetaService:
     async def _create(self, name: str, msg: Message) -> bytes | None:
         requested = parse_stream_config(msg.payload)
         check_request_subject(name, requested)
-        decision = decide_create(requested, self.configs())
+        limits = self.ctx.account_limits
+        configs = self.configs()
+        decision = decide_create(requested, configs, limits)
         if decision.exists:
             return await self._ask_stream(name, ApiOp.CREATE_RESULT, b"0")
         cfg = decision.config
+        check_create_limits(cfg, configs, limits)
         check_replicas_placeable(cfg, node_count(self.ctx.members), CLUSTER_NAME)
         peers = await self._place(max(cfg.num_replicas, 1), cfg)
         assignment = StreamAssignment(name, cfg.to_json(), peers, time.time_ns())
@@ -460,9 +483,10 @@ class MetaService:
         old = configs.get(name)
         if old is None:
             raise JSErrors.STREAM_NOT_FOUND()
-        cfg = decide_update(old, requested, configs)
+        cfg = decide_update(old, requested, configs, self.ctx.account_limits)
         if max(cfg.num_replicas, 1) != max(old.num_replicas, 1):
             raise JSErrors.STREAM_REPLICAS_NOT_UPDATABLE()
+        check_update_limits(old, cfg, configs, self.ctx.account_limits)
         result = await self._propose(MetaOp.UPDATE_STREAM, {"name": name, "config": cfg.to_json()})
         if not result.ok:
             raise JSErrors.STREAM_NOT_FOUND()

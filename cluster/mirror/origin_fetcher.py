@@ -26,9 +26,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 
 import structlog
 
+from cluster.api.errors import JSErrors
 from cluster.api.subjects import ApiOp, stream_subject
 from cluster.direct_get.staleness import StalenessTracker
 from cluster.runtime.internal_requests import NoRespondersError
@@ -37,9 +39,10 @@ from cluster.stream.entries import Rollup, StoreAtSeq, StoreMsg
 from cluster.stream.fetch import FetchedMsg, FetchRequest, decode_batch
 from cluster.stream.leader import LedReplica
 from cluster.stream.machine import HDR_STREAM_SOURCE, source_header
-from cluster.stream.publish import stored_subject
+from cluster.stream.publish import exceeds_account_bytes, stored_subject
 from gateway.headers import extend_header_block
 from raft.driver import RaftHostError
+from storage.model import msg_size
 from subjects.transform import SubjectTransform, TransformError, new_transform
 
 log = structlog.get_logger(__name__)
@@ -145,15 +148,23 @@ class OriginFetcher:
                 if start_time is not None:
                     self._start_from = batch.last_seq + 1
                 continue
+            messages = batch.messages if self.mirror else self._within_account_bytes(batch.messages)
+            if not messages:
+                self._failed(JSErrors.ACCOUNT_RESOURCES_EXCEEDED().description)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, high)
+                continue
+            if len(messages) < len(batch.messages):
+                complete = False
             try:
                 proposed = []
-                for msg in batch.messages:
+                for msg in messages:
                     proposed.append(replica.propose(self._entry(msg)))
                 # every outcome retrieved: when leadership moves, all of a batch's proposals fail alike
                 for outcome in await asyncio.gather(*proposed, return_exceptions=True):
                     if isinstance(outcome, BaseException):
                         raise outcome
-                self.caught_up_seq = batch.last_seq if complete else batch.messages[-1].seq
+                self.caught_up_seq = batch.last_seq if complete else messages[-1].seq
             except RaftHostError as exc:
                 # leadership moved: the new leader's fetcher takes over from the replicated position
                 log.info("origin_fetch_stopped", stream=replica.name, error=str(exc))
@@ -163,6 +174,26 @@ class OriginFetcher:
                     self.lag
                 )
 
+    def _within_account_bytes(self, messages: Sequence[FetchedMsg]) -> Sequence[FetchedMsg]:
+        """The first of `messages` that fit in the account's max_memory / max_storage, one after another, as
+        a clustered nats-server checks what a source brings in (a mirror's copies it does not check); the
+        rest are fetched again once there is room."""
+        replica = self.replica
+        ctx, cfg = replica.ctx, replica.config
+        taken = 0  # the bytes of the batch's messages before this one
+
+        def held() -> int:
+            return replica.machine.store.state().bytes + taken
+
+        for index, msg in enumerate(messages):
+            subject, header = self._subject(msg), self._source_header(msg)
+            if exceeds_account_bytes(
+                cfg, ctx.account_limits, ctx.account_usage, held, subject, header, bytes(msg.payload)
+            ):
+                return messages[:index]
+            taken += msg_size(len(subject), len(header), len(msg.payload))
+        return messages
+
     def _start_time(self, position: int) -> int | None:
         """opt_start_time, while it still decides where the copy starts (nothing copied yet)."""
         source = self.source
@@ -170,23 +201,30 @@ class OriginFetcher:
             return None
         return source.opt_start_time_ns
 
-    def _entry(self, msg: FetchedMsg) -> bytes:
-        """The entry that stores a copy, under the subject the stream's own `subject_transform` gives it
-        (as nats-server's copies; a stream's leader republishes copies too)."""
+    def _subject(self, msg: FetchedMsg) -> str:
+        """The copy's subject: the first of the copy's transforms that takes it, then the stream's own
+        `subject_transform` (as nats-server's copies; a stream's leader republishes copies too)."""
         subject = msg.subject
         for transform in self._transforms:
             mapped = transform.apply(subject)
             if mapped is not None:
                 subject = mapped
                 break
-        subject = stored_subject(self.replica.config, subject)
+        return stored_subject(self.replica.config, subject)
+
+    def _source_header(self, msg: FetchedMsg) -> bytes:
+        """A source's copy's headers: the origin's, tagged with the origin and its sequence."""
+        tag = f"{HDR_STREAM_SOURCE}: {source_header(self._key, msg.seq, msg.subject)}\r\n"
+        return extend_header_block(_without_copy_headers(bytes(msg.header)), tag.encode())
+
+    def _entry(self, msg: FetchedMsg) -> bytes:
+        """The entry that stores a copy."""
+        subject = self._subject(msg)
         if self.mirror:
             return StoreAtSeq(msg.seq, subject, bytes(msg.header), bytes(msg.payload), msg.ts_ns).encode()
-        tag = f"{HDR_STREAM_SOURCE}: {source_header(self._key, msg.seq, msg.subject)}\r\n"
-        header = extend_header_block(_without_copy_headers(bytes(msg.header)), tag.encode())
         return StoreMsg(
             subject=subject,
-            header=header,
+            header=self._source_header(msg),
             payload=bytes(msg.payload),
             timestamp_ns=time.time_ns(),
             msg_id="",

@@ -12,6 +12,7 @@ from typing import Any
 
 from cluster.node.natsconf.parser import ConfSyntaxError, parse
 from cluster.node.natsconf.settings import ConfKeyError, node_settings
+from cluster.runtime.account_limits import UNLIMITED, JetStreamAccountLimits
 from gateway.accounts import Accounts
 from gateway.auth import NkeyUser, User
 from gateway.protocol import DEFAULT_MAX_PAYLOAD
@@ -54,6 +55,8 @@ class NodeConfig:
     token: str | None = field(default=None, repr=False)
     # nats-server's `authorization { users = [...] }`: each user's password and permissions
     users: list[User | NkeyUser] = field(default_factory=list)
+    # nats-server's no_auth_user: who a client that gives no credentials is (one of `users`)
+    no_auth_user: str | None = None
     # the client URL other nodes advertise for this node (INFO connect_urls)
     advertise: str | None = None
     # ADR-19: a JetStream domain ($JS.<domain>.API) and other API prefixes this cluster answers under
@@ -80,6 +83,8 @@ class NodeConfig:
     cluster_tls: TlsSettings | None = None
     # nats-server's `accounts { ... }`: isolated subject spaces joined by exports and imports
     accounts: Accounts | None = None
+    # the JetStream account's limits (`accounts { A: { jetstream { max_mem, ... } } }`); not a flag or TOML key
+    jetstream_limits: JetStreamAccountLimits = UNLIMITED
     # Idle Raft groups quiesce: no heartbeats or ticks until something happens; the node's keepalive
     # frames (one per pair of nodes) carry liveness instead (docs/architecture.md). Off by default
     # while it is new.
@@ -135,6 +140,8 @@ class NodeConfig:
         names = [user.name if isinstance(user, User) else user.public_key for user in self.users]
         if len(set(names)) != len(names):
             raise ConfigError("a user or nkey is listed twice in authorization.users")
+        if self.no_auth_user is not None and self.no_auth_user not in names:
+            raise ConfigError(f"no_auth_user {self.no_auth_user!r} is not one of the users")
         if self.cluster_secret is not None and not self.cluster_secret:
             raise ConfigError("the cluster secret must not be empty")
         if self.tls is not None:
@@ -194,7 +201,7 @@ def load_toml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
-    known = {f.name for f in fields(NodeConfig)} - {"worker_index"}  # the supervisor's, not a setting
+    known = {f.name for f in fields(NodeConfig)} - {"worker_index", "jetstream_limits"}  # not settings of a TOML file
     unknown = set(data) - known
     if unknown:
         raise ConfigError(f"config file {path}: unknown settings {', '.join(sorted(unknown))}")

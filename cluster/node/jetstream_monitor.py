@@ -13,6 +13,7 @@ from typing import Any
 from cluster.consumer.api import ConsumerView, consumer_info
 from cluster.consumer.delivery import num_pending
 from cluster.consumer.replica import ConsumerReplica
+from cluster.meta.account_limits import reserved_bytes
 from cluster.node.http_server import QueryError, bool_param
 from cluster.node.monitored_node import GLOBAL_ACCOUNT, MonitoredNode
 from cluster.runtime.context import CLUSTER_NAME, META_GROUP, SYSTEM_ACCOUNT
@@ -72,8 +73,13 @@ class JetStreamMonitor:
                 storage += size
         return memory, storage
 
+    def _reserved(self) -> tuple[int, int]:
+        """(memory, storage) the streams this node holds a replica of set aside: their max_bytes."""
+        return reserved_bytes(replica.config for replica in self._replicas())
+
     def stats(self) -> dict[str, Any]:
         memory, storage = self._usage()
+        reserved_memory, reserved_storage = self._reserved()
         api = self._node.api
         ha_assets = 0
         for group in self._node.host.groups():
@@ -85,8 +91,8 @@ class JetStreamMonitor:
         return {
             "memory": memory,
             "storage": storage,
-            "reserved_memory": 0,
-            "reserved_storage": 0,
+            "reserved_memory": reserved_memory,
+            "reserved_storage": reserved_storage,
             "accounts": 1,
             "ha_assets": ha_assets,
             "api": {
@@ -170,20 +176,23 @@ class JetStreamMonitor:
             body["meta_cluster"] = meta
         if accounts or with_streams or with_consumers or with_config:
             memory, storage = self._usage()
+            limits = node.config.jetstream_limits
+            name = node.config.accounts.home if node.config.accounts is not None else GLOBAL_ACCOUNT
+            if node.meta is not None:  # the account's API answers, from every node (as ACCOUNT INFO)
+                api_total, api_errors = node.meta.ctx.api_counts.cluster_totals()
+            else:
+                api_total = api_errors = 0
             account: dict[str, Any] = {
-                "name": GLOBAL_ACCOUNT,
-                "id": GLOBAL_ACCOUNT,
+                "name": name,
+                "id": name,
                 "memory": memory,
                 "storage": storage,
-                "reserved_memory": NO_RESERVATION,
-                "reserved_storage": NO_RESERVATION,
+                # as nats-server: the account's limits, written as unsigned (no limit: math.MaxUint64)
+                "reserved_memory": limits.max_memory & NO_RESERVATION,
+                "reserved_storage": limits.max_storage & NO_RESERVATION,
                 "accounts": 0,
                 "ha_assets": 0,
-                "api": {
-                    "level": 0,
-                    "total": node.api.requests if node.api is not None else 0,
-                    "errors": node.api.errors if node.api is not None else 0,
-                },
+                "api": {"level": 0, "total": api_total, "errors": api_errors},
             }
             if with_streams or with_consumers:
                 account["stream_detail"] = [

@@ -78,7 +78,7 @@ class Node:
             name=config.name,
             host=config.host,
             port=config.client_port,
-            auth=make_authenticator(config.user, config.password, config.token, config.users),
+            auth=make_authenticator(config.user, config.password, config.token, config.users, config.no_auth_user),
             advertise=config.advertise,
             limits=Limits(
                 max_payload=config.max_payload,
@@ -160,6 +160,7 @@ class Node:
             members=self.members,
             tags=tuple(config.tags),
             domain=config.domain or "",
+            account_limits=config.jetstream_limits,
             stream_group_options=dataclasses.replace(
                 STREAM_GROUP_OPTIONS,
                 snapshot_interval=config.stream_snapshot_interval,

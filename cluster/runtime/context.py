@@ -10,7 +10,9 @@ from typing import Any
 
 import structlog
 
-from cluster.runtime.internal_requests import InternalRequester
+from cluster.runtime.account_limits import UNLIMITED, JetStreamAccountLimits
+from cluster.runtime.account_usage import AccountUsage, ApiCounts
+from cluster.runtime.internal_requests import INTERNAL_INBOX_PREFIX, InternalRequester
 from cluster.runtime.meta_progress import MetaProgress
 from cluster.runtime.metrics import NodeMetrics
 from gateway.router import Router
@@ -65,6 +67,11 @@ class NodeContext:
     members: tuple[str, ...]
     tags: tuple[str, ...] = ()
     domain: str = ""
+    # what the JetStream account may use (the same on every node: each reads the same config file)
+    account_limits: JetStreamAccountLimits = UNLIMITED
+    # what the account's streams hold, as the nodes leading them last said (checked against those limits)
+    account_usage: AccountUsage = field(default_factory=AccountUsage)
+    api_counts: ApiCounts = field(default_factory=ApiCounts)
     # A file-stored stream's snapshot is a marker after a store sync (cluster/stream/snapshot_marker.py), cheap
     # enough to take often, which keeps its Raft log short (NodeConfig.stream_snapshot_interval).
     stream_group_options: GroupOptions = STREAM_GROUP_OPTIONS
@@ -104,3 +111,10 @@ class NodeContext:
     def reply(self, subject: str | None, payload: bytes, headers: bytes | None = None) -> None:
         if subject:
             self.router.publish(subject, payload, None, headers)
+
+    def api_reply(self, subject: str | None, payload: bytes) -> None:
+        """A JetStream API response: counted for ACCOUNT INFO when it goes to a client (not to one of
+        this cluster's own requests, whose asker answers the client and counts it then)."""
+        if subject and not subject.startswith(INTERNAL_INBOX_PREFIX):
+            self.api_counts.count(payload)
+        self.reply(subject, payload)

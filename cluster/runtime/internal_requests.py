@@ -21,6 +21,10 @@ from gateway.router import Message, Router
 NO_RESPONDERS_RETRY = 0.05
 
 
+# where the answers to a node's own requests go: not a client's inbox
+INTERNAL_INBOX_PREFIX = "_JRI."
+
+
 class NoRespondersError(Exception):
     """Nobody subscribes to the subject right now (e.g. a stream between leaders)."""
 
@@ -28,7 +32,7 @@ class NoRespondersError(Exception):
 class InternalRequester:
     def __init__(self, router: Router, node: str) -> None:
         self._router = router
-        self._prefix = f"_JRI.{node}.{secrets.token_hex(4)}."
+        self._prefix = f"{INTERNAL_INBOX_PREFIX}{node}.{secrets.token_hex(4)}."
         self._ids = itertools.count(1)
         self._waiting: dict[str, asyncio.Future[Message]] = {}
         self._sub = router.subscribe(self._prefix + "*", self._on_reply)

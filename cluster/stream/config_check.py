@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from cluster.api.errors import ApiError, JSErrors
+from cluster.runtime.account_limits import UNLIMITED, JetStreamAccountLimits
 from cluster.stream.config import (
     DYNAMIC_METADATA_KEYS,
     REQUIRED_LEVEL_KEY,
@@ -112,12 +113,15 @@ def _static_metadata(metadata: Mapping[str, str], cfg: StreamConfig) -> dict[str
 
 
 def normalize_stream_config(
-    requested: StreamConfig, streams: Mapping[str, StreamConfig] | None = None
+    requested: StreamConfig,
+    streams: Mapping[str, StreamConfig] | None = None,
+    limits: JetStreamAccountLimits = UNLIMITED,
 ) -> StreamConfig:
     """Fill defaults as nats-server 2.15 does and validate; raises ApiError.
 
     `streams` holds the other existing streams' (normalized) configs by name,
     for mirror/source checks; subject overlap with them is `check_subject_overlap`.
+    `limits` are the account's (max_bytes required, and its largest value).
     """
     others = streams or {}
     cfg = requested
@@ -198,6 +202,7 @@ def normalize_stream_config(
         if cfg.mirror is not None:
             raise JSErrors.MIRROR_WITH_SUBJECTS()
         _check_own_subjects(subjects, cfg.no_ack, replicas)
+    check_account_max_bytes(max_bytes, cfg.storage, limits)
 
     if cfg.subject_transform is not None:
         _check_transform(cfg.subject_transform.src, cfg.subject_transform.dest)
@@ -476,6 +481,15 @@ def _check_own_subjects(subjects: tuple[str, ...], no_ack: bool, replicas: int) 
                 raise _invalid(f"subject {_go_quote(subject)} overlaps with {_go_quote(later)}")
 
 
+def check_account_max_bytes(max_bytes: int, storage: StorageType, limits: JetStreamAccountLimits) -> None:
+    """The account may require every stream to set max_bytes, and cap it by storage type."""
+    largest = limits.max_stream_bytes(in_memory=storage is StorageType.MEMORY)
+    if limits.max_bytes_required and max_bytes <= 0:
+        raise JSErrors.STREAM_MAX_BYTES_REQUIRED()
+    if largest > 0 and max_bytes > largest:
+        raise JSErrors.STREAM_MAX_STREAM_BYTES_EXCEEDED()
+
+
 def check_subject_overlap(cfg: StreamConfig, streams: Mapping[str, StreamConfig]) -> None:
     """ApiError 10065 when `cfg`'s subjects overlap another stream's (the stream itself excluded)."""
     for name, other in streams.items():
@@ -508,11 +522,13 @@ class CreateDecision:
     exists: bool
 
 
-def decide_create(requested: StreamConfig, streams: Mapping[str, StreamConfig]) -> CreateDecision:
+def decide_create(
+    requested: StreamConfig, streams: Mapping[str, StreamConfig], limits: JetStreamAccountLimits = UNLIMITED
+) -> CreateDecision:
     """Validate a create against the existing streams (by name); raises ApiError."""
     if requested.sealed:
         raise _invalid("stream configuration for create can not be sealed")
-    cfg = normalize_stream_config(requested, streams)
+    cfg = normalize_stream_config(requested, streams, limits)
     existing = streams.get(cfg.name)
     if existing is not None:
         if not same_config(existing, cfg):
@@ -535,10 +551,13 @@ def _without_server_keys(cfg: StreamConfig) -> StreamConfig:
 
 
 def decide_update(
-    old: StreamConfig, requested: StreamConfig, streams: Mapping[str, StreamConfig]
+    old: StreamConfig,
+    requested: StreamConfig,
+    streams: Mapping[str, StreamConfig],
+    limits: JetStreamAccountLimits = UNLIMITED,
 ) -> StreamConfig:
     """The config an update results in, or ApiError for a change nats-server forbids."""
-    cfg = normalize_stream_config(requested, streams)
+    cfg = normalize_stream_config(requested, streams, limits)
     if cfg.name != old.name:
         raise _invalid("stream configuration name must match original")
     if cfg.storage is not old.storage:

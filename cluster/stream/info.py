@@ -11,7 +11,7 @@ the caller's job.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from cluster.api import jsjson
@@ -28,6 +28,7 @@ from cluster.api.response_types import (
     STREAM_PURGE_TYPE,
     STREAM_UPDATE_TYPE,
 )
+from cluster.runtime.account_limits import UNLIMITED, JetStreamAccountLimits
 from cluster.stream.config import StreamConfig, StreamSource, SubjectTransformConfig
 from cluster.stream.config_check import subjects_match_stream
 from cluster.stream.entries import DeleteMsg, Purge
@@ -386,30 +387,6 @@ def leader_stepdown_response() -> bytes:
 
 
 @dataclass(frozen=True, slots=True)
-class AccountLimits:
-    max_memory: int = -1
-    max_storage: int = -1
-    max_streams: int = -1
-    max_consumers: int = -1
-    max_ack_pending: int = -1
-    memory_max_stream_bytes: int = -1
-    storage_max_stream_bytes: int = -1
-    max_bytes_required: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "max_memory": self.max_memory,
-            "max_storage": self.max_storage,
-            "max_streams": self.max_streams,
-            "max_consumers": self.max_consumers,
-            "max_ack_pending": self.max_ack_pending,
-            "memory_max_stream_bytes": self.memory_max_stream_bytes,
-            "storage_max_stream_bytes": self.storage_max_stream_bytes,
-            "max_bytes_required": self.max_bytes_required,
-        }
-
-
-@dataclass(frozen=True, slots=True)
 class AccountUsage:
     memory: int = 0
     storage: int = 0
@@ -417,8 +394,11 @@ class AccountUsage:
     consumers: int = 0
     api_total: int = 0
     api_errors: int = 0
-    limits: AccountLimits = field(default_factory=AccountLimits)
+    limits: JetStreamAccountLimits = UNLIMITED
     domain: str = ""
+    # the max_bytes the account's streams have set aside (nats-server's reserved_memory/reserved_storage)
+    reserved_memory: int = 0
+    reserved_storage: int = 0
 
 
 def account_info_response(usage: AccountUsage) -> bytes:
@@ -427,8 +407,8 @@ def account_info_response(usage: AccountUsage) -> bytes:
         "type": ACCOUNT_INFO_TYPE,
         "memory": usage.memory,
         "storage": usage.storage,
-        "reserved_memory": 0,
-        "reserved_storage": 0,
+        "reserved_memory": usage.reserved_memory,
+        "reserved_storage": usage.reserved_storage,
         "streams": usage.streams,
         "consumers": usage.consumers,
         "limits": usage.limits.to_json(),

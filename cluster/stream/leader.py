@@ -90,6 +90,7 @@ from cluster.stream.publish import (
     batch_ack,
     decision_ack,
     error_ack,
+    exceeds_account_bytes,
     prepare_publish,
     pub_ack,
 )
@@ -335,6 +336,10 @@ class StreamLeader:
     def _publish_one(self, msg: Message, started: float) -> None:
         replica = self.replica
         cfg = replica.config
+        if not cfg.sealed and self._over_account_bytes(msg):
+            error = JSErrors.ACCOUNT_RESOURCES_EXCEEDED()
+            self._acknowledge(msg.reply, error_ack(cfg.name, error), started, "rejected")
+            return
         decision = prepare_publish(
             cfg, msg.subject, msg.headers or b"", msg.payload, time.time_ns(), replica.machine
         )
@@ -352,6 +357,18 @@ class StreamLeader:
             self._acknowledge(msg.reply, _unavailable_ack(cfg.name, exc), started, "error")
             return
         future.add_done_callback(functools.partial(self._published, msg.reply, started, msg))
+
+    def _over_account_bytes(self, msg: Message) -> bool:
+        ctx, replica = self.ctx, self.replica
+        return exceeds_account_bytes(
+            replica.config,
+            ctx.account_limits,
+            ctx.account_usage,
+            lambda: replica.machine.store.state().bytes,
+            msg.subject,
+            msg.headers or b"",
+            msg.payload,
+        )
 
     def _pass_to_next_leader(self, msg: Message, started: float) -> None:
         """A publish this leader could not put in its log (it is handing leadership over, or has just
@@ -392,6 +409,8 @@ class StreamLeader:
             self._publish_one(msg, started)
             return
         refusal = batch_refusal(cfg, header, msg.payload)
+        if not cfg.sealed and self._over_account_bytes(msg):
+            refusal = JSErrors.ACCOUNT_RESOURCES_EXCEEDED()  # checked first, as for one publish
         if refusal is not None:
             self._acknowledge(msg.reply, error_ack(cfg.name, refusal), started, "rejected")
             return
@@ -634,7 +653,7 @@ class StreamLeader:
         except TimeoutError:
             body = _error_body(op, JSErrors.CLUSTER_NOT_AVAILABLE())
         if reply:
-            self.ctx.reply(reply, body)
+            self.ctx.api_reply(reply, body)
 
     async def _handle(self, op: ApiOp, payload: bytes) -> bytes:
         replica, version = self.replica, self.ctx.server_version
@@ -710,7 +729,7 @@ class StreamLeader:
             # a message's fields are base64 or numbers: only an error reply has this key
             status = "ok" if b'"error":' not in body else _error_code(body)
         self._msg_gets(status).inc()
-        self.ctx.reply(msg.reply, body)
+        self.ctx.api_reply(msg.reply, body)
 
     async def _fetch(self, payload: bytes) -> bytes:
         """A batch of committed messages for a mirror, held up to `wait_ms` when there is none yet."""

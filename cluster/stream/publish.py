@@ -23,15 +23,19 @@ Nothing here does I/O; the caller passes the clock.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 from cluster.api import jsjson
 from cluster.api.errors import ApiError, JSErrors
-from cluster.stream.config import StreamConfig
+from cluster.runtime.account_limits import JetStreamAccountLimits
+from cluster.runtime.account_usage import AccountUsage
+from cluster.stream.config import StorageType, StreamConfig
 from cluster.stream.entries import Rollup, StoreMsg
 from cluster.stream.schedules import ScheduleError, check_schedule, check_schedule_stop
 from gateway.headers import HeaderError, decode_headers
+from storage.model import msg_size
 from storage.msg_ttl import InvalidTTLError, header_ttl
 from subjects.transform import SubjectTransform, TransformError, new_transform
 
@@ -280,6 +284,29 @@ def batch_ack(stream: str, seq: int, batch_id: str, count: int, domain: str = ""
 def duplicate_ack(stream: str, seq: int, domain: str = "") -> bytes:
     """The duplicate PubAck, byte for byte: note nats-server's space in `"duplicate": true`."""
     return _ack_prefix(stream, domain) + b'%d,"duplicate": true}' % seq
+
+
+def exceeds_account_bytes(
+    cfg: StreamConfig,
+    limits: JetStreamAccountLimits,
+    usage: AccountUsage,
+    stored_bytes: Callable[[], int],
+    subject: str,
+    header: bytes,
+    payload: bytes,
+) -> bool:
+    """Whether storing this message (on every replica) would take the account past its max_memory or
+    max_storage: what the other streams hold, as last heard, plus this stream's bytes and the message's
+    (nats-server's wouldExceedLimits, which the publisher is told as 10002). `stored_bytes` is read only
+    when the account limits this storage type: the common case reads no store state."""
+    in_memory = cfg.storage is StorageType.MEMORY
+    limit = limits.max_memory if in_memory else limits.max_storage
+    if limit < 0:
+        return False
+    replicas = max(cfg.num_replicas, 1)
+    size = msg_size(len(subject), len(header) if header else None, len(payload))
+    held = usage.total(in_memory, except_stream=cfg.name) + stored_bytes() * replicas
+    return held + size * replicas > limit
 
 
 def error_ack(stream: str, error: ApiError) -> bytes:

@@ -8,6 +8,9 @@ from pathlib import Path
 import pytest
 
 from cluster.node.config import ConfigError, NodeConfig, add_node_arguments, config_from_args
+from cluster.node.natsconf.accounts import account_jetstream
+from cluster.node.natsconf.parser import parse
+from cluster.runtime.account_limits import UNLIMITED, JetStreamAccountLimits
 from gateway.auth import User
 from tests.gateway.throwaway_ca import make_certificates
 
@@ -123,7 +126,10 @@ def test_variables_used_as_variables_are_not_settings(tmp_path: Path) -> None:
             "server_name: n1\nauthorization { users: [ {user: a, password: b, permissions: {subscribe: 'a..b'}} ] }\n",
             "not a valid subject",
         ),
-        ("server_name: n1\nauthorization { users: [ {user: a} ] }\n", "needs a user name and a password, or an nkey"),
+        ("server_name: n1\nauthorization { users: [ {password: a} ] }\n", "a user needs a user name"),
+        ("server_name: n1\nno_auth_user: b\nauthorization { users: [ {user: a} ] }\n",
+         r'line 2: no_auth_user: "b" not present as user or nkey'),
+        ("server_name: n1\nno_auth_user: b\n", r'line 2: no_auth_user: "b" present, but users/nkeys are not defined'),
         ("server_name: n1\nlisten: [\n", "missing ']'"),
     ],
 )
@@ -213,7 +219,13 @@ def test_the_example_in_docs_security_loads(tmp_path: Path, monkeypatch: pytest.
         ("A: { users: [ {user: a, password: a} ], limits: {} }", r"accounts.A.limits: nats-server's setting"),
         ("A: { exports: [ {service: 'x', response_type: stream} ] }", r"accounts.A.exports\[0\].response_type"),
         ("A: { imports: [ {service: {account: B, subject: x}} ] }", "unknown account 'B'"),
-        ("A: { jetstream: { max_mem: 1G } }", "per-account JetStream limits are not supported"),
+        ("A: { jetstream: { max_mem: 1G, cluster_traffic: owner } }", r"line 3: accounts.A.jetstream.cluster_traffic: nats"),
+        ("A: { jetstream: { max_mem: 1G, max_memmory: 1G } }", r"accounts.A.jetstream.max_memmory: unknown setting"),
+        ("A: { jetstream: { max_mem: '1G' } }", r"accounts.A.jetstream.max_mem: expected a size"),
+        ("A: { jetstream: { max_bytes_required: 1 } }", r"accounts.A.jetstream.max_bytes_required: expected true"),
+        ("A: { jetstream: maybe }", r"accounts.A.jetstream: expected 'enabled' or 'disabled'"),
+        ("A: { jetstream: { max_streams: 1 } }\n  B: { jetstream: enabled }", "accounts A, B enable JetStream"),
+        ("A: { jetstream_limits: {} }", r"accounts.A.jetstream_limits: unknown setting"),
         ("A: { imports: [ {service: {account: A}} ] }", "needs account and subject"),
         ("A: { bogus: 1 }", r"accounts.A.bogus: unknown setting"),
     ],
@@ -221,6 +233,32 @@ def test_the_example_in_docs_security_loads(tmp_path: Path, monkeypatch: pytest.
 def test_accounts_that_jetraft_cannot_take(tmp_path: Path, accounts: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         _load(tmp_path, f"server_name: n1\naccounts {{\n  {accounts}\n}}\n")
+
+
+def test_account_jetstream_limits_by_every_name_nats_server_takes() -> None:
+    conf = parse(
+        "jetstream: {\n    MAX_MEM: 64MB, max_file: 32MB, streams: 10, consumers: 20, max_ack_pending: 100,\n"
+        "    mem_max_stream_bytes: 2048, disk_max_stream_bytes: 4096, max_stream_bytes: true\n  }\n",
+        file="a.conf",
+    )
+    limits = account_jetstream("accounts.A.jetstream", conf.values["jetstream"], conf.places["jetstream"])
+    assert limits == JetStreamAccountLimits(
+        max_memory=64 * 1024 * 1024,
+        max_storage=32 * 1024 * 1024,
+        max_streams=10,
+        max_consumers=20,
+        max_ack_pending=100,
+        memory_max_stream_bytes=2048,
+        storage_max_stream_bytes=4096,
+        max_bytes_required=True,
+    )
+
+
+@pytest.mark.parametrize("enabled", ["enabled", "true", "enable"])
+def test_account_jetstream_enabled_has_no_limits(tmp_path: Path, enabled: str) -> None:
+    config = _load(tmp_path, f"server_name: n1\naccounts {{\n  A: {{ jetstream: {enabled} }}\n}}\n")
+    assert config.accounts is not None and config.accounts.home == "A"
+    assert config.jetstream_limits == UNLIMITED
 
 
 def test_users_of_accounts_know_their_account(tmp_path: Path) -> None:

@@ -109,13 +109,19 @@ def translate(argv: list[str]) -> Translation:
 
 
 def translate_config_file(path: str, notices: list[str]) -> list[str]:
-    """Only `jetstream { domain: ... }` has a jetraft flag (--domain); every other top-level block
-    of the file is reported by name. nats-server's config syntax is not parsed beyond that."""
+    """A file jetraft reads whole (`jetraft node --config`: accounts, their JetStream limits, no_auth_user,
+    `jetstream { domain }`, ...) is handed to the node as it is; the flags the harness gives beside it win,
+    as on nats-server. A file jetraft refuses is reported with jetraft's reason, and only its
+    `jetstream { domain }` is applied (as --domain); every other top-level block is reported by name."""
     try:
         text = Path(path).read_text()
     except OSError as exc:
         notices.append(f"--config {path}: cannot read ({exc.strerror}), not applied")
         return []
+    reason = jetraft_refuses(path)
+    if reason is None:
+        return ["--config", str(Path(path).resolve())]
+    notices.append(f"--config {Path(path).name}: jetraft refuses it ({reason}); only its domain is applied")
     text = re.sub(r"(?m)^\s*(#|//).*$", "", text)
     args: list[str] = []
     for key, body in top_level_blocks(text):
@@ -128,6 +134,19 @@ def translate_config_file(path: str, notices: list[str]) -> list[str]:
         else:
             notices.append(f"--config {Path(path).name}: '{key}' has no jetraft equivalent, not applied")
     return args
+
+
+def jetraft_refuses(path: str) -> str | None:
+    """Why `jetraft node --config path` would not start (jetraft's own reading of the file), or None."""
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from cluster.node.config import ConfigError, load_nats_conf
+
+    try:
+        load_nats_conf(path)
+    except ConfigError as exc:
+        return str(exc)
+    return None
 
 
 def top_level_blocks(text: str) -> list[tuple[str, str]]:

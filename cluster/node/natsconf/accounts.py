@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from cluster.node.natsconf.parser import ConfMap, Place
 from cluster.node.natsconf.users import ConfPermissionError, parse_users
+from cluster.runtime.account_limits import UNLIMITED, JetStreamAccountLimits
 from gateway.accounts import Account, AccountConfigError, Accounts, Export, Import
 from gateway.auth import NkeyUser, User
 from subjects.grammar import is_valid_filter
@@ -83,32 +85,80 @@ def _import(path: str, entry: Any, place: Place) -> Import:
     return Import(account, subject, local or subject, service)
 
 
-def _jetstream(path: str, value: Any, place: Place) -> bool:
-    if value is True or (isinstance(value, str) and value.lower() in ("enabled", "enable")):
-        return True
-    if value is False or (isinstance(value, str) and value.lower() in ("disabled", "disable")):
-        return False
-    raise _fail(path, place, "per-account JetStream limits are not supported by jetraft yet: enabled or disabled")
+# nats-server's names for each account JetStream limit (server/opts.go, parseJetStreamForAccount); keys are
+# matched without regard to case, as there.
+_LIMIT_KEYS = {
+    **dict.fromkeys(("max_memory", "max_mem", "mem", "memory"), "max_memory"),
+    **dict.fromkeys(("max_store", "max_file", "max_disk", "store", "disk"), "max_storage"),
+    **dict.fromkeys(("max_streams", "streams"), "max_streams"),
+    **dict.fromkeys(("max_consumers", "consumers"), "max_consumers"),
+    **dict.fromkeys(("mem_max_stream_bytes", "memory_max_stream_bytes"), "memory_max_stream_bytes"),
+    **dict.fromkeys(("disk_max_stream_bytes", "store_max_stream_bytes"), "storage_max_stream_bytes"),
+    "max_ack_pending": "max_ack_pending",
+}
+_REQUIRED_KEYS = ("max_bytes_required", "max_stream_bytes", "max_bytes")
 
 
-def parse_accounts(value: Any, place: Place) -> tuple[Accounts, list[User | NkeyUser]]:
-    """The accounts and every user they hold (each user knows its account)."""
+def account_jetstream(path: str, value: Any, place: Place) -> JetStreamAccountLimits | None:
+    """The account's JetStream limits (no limits for `enabled`), or None when it has no JetStream."""
+    if value is True:
+        return UNLIMITED
+    if value is False:
+        return None
+    if isinstance(value, str):
+        if value.lower() in ("enabled", "enable"):
+            return UNLIMITED
+        if value.lower() in ("disabled", "disable"):
+            return None
+        raise _fail(path, place, f"expected 'enabled' or 'disabled', got {value!r}")
+    if not isinstance(value, ConfMap):
+        raise _fail(
+            path, place, f"expected a block of limits, true or false, enabled or disabled, got {value!r}"
+        )
+    limits: dict[str, Any] = {}
+    for key, item, key_place in _entries(value):
+        name = key.lower()
+        if name in _LIMIT_KEYS:
+            if isinstance(item, bool) or not isinstance(item, int):
+                raise _fail(f"{path}.{key}", key_place, f"expected a size, got {item!r}")
+            limits[_LIMIT_KEYS[name]] = item
+        elif name in _REQUIRED_KEYS:
+            if not isinstance(item, bool):
+                raise _fail(f"{path}.{key}", key_place, f"expected true or false, got {item!r}")
+            limits["max_bytes_required"] = item
+        elif name == "cluster_traffic":
+            raise _fail(f"{path}.{key}", key_place, "nats-server's setting is not supported by jetraft yet")
+        else:
+            raise _fail(f"{path}.{key}", key_place, "unknown setting")
+    return JetStreamAccountLimits(**limits)
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedAccounts:
+    accounts: Accounts
+    users: list[User | NkeyUser]  # every user the accounts hold (each knows its account)
+    jetstream_limits: JetStreamAccountLimits  # those of the account JetStream serves
+
+
+def parse_accounts(value: Any, place: Place) -> ParsedAccounts:
+    """The accounts, their users and the JetStream account's limits."""
     if not isinstance(value, ConfMap):
         raise _fail("accounts", place, f"expected a block of accounts, got {value!r}")
     accounts: dict[str, Account] = {}
     users: list[User | NkeyUser] = []
+    limits: dict[str, JetStreamAccountLimits] = {}
     for name, body, account_place in _entries(value):
         path = f"accounts.{name}"
         if not isinstance(body, ConfMap):
             raise _fail(path, account_place, "expected a block { users, jetstream, exports, imports }")
         exports: list[Export] = []
         imports: list[Import] = []
-        jetstream = False
+        jetstream: JetStreamAccountLimits | None = None
         for key, item, key_place in _entries(body):
             if key == "users":
                 users += parse_users(item, key_place, None, account=name, path=f"{path}.users")
             elif key == "jetstream":
-                jetstream = _jetstream(f"{path}.jetstream", item, key_place)
+                jetstream = account_jetstream(f"{path}.jetstream", item, key_place)
             elif key in ("exports", "imports"):
                 if not isinstance(item, list):
                     raise _fail(f"{path}.{key}", key_place, "expected a list")
@@ -118,12 +168,15 @@ def parse_accounts(value: Any, place: Place) -> tuple[Accounts, list[User | Nkey
                     else:
                         imports.append(_import(f"{path}.imports[{index}]", entry, key_place))
             elif key in ("nkey", "mappings", "limits", "default_permissions", "max_connections", "max_subscriptions",
-                         "max_payload", "msg_trace", "trace_dest", "jetstream_limits"):  # fmt: skip
+                         "max_payload", "msg_trace", "trace_dest"):  # fmt: skip
                 raise _fail(f"{path}.{key}", key_place, "nats-server's setting is not supported by jetraft yet")
             else:
                 raise _fail(f"{path}.{key}", key_place, "unknown setting")
-        accounts[name] = Account(name, tuple(exports), tuple(imports), jetstream)
+        accounts[name] = Account(name, tuple(exports), tuple(imports), jetstream is not None)
+        if jetstream is not None:
+            limits[name] = jetstream
     try:
-        return Accounts(accounts), users
+        parsed = Accounts(accounts)
     except AccountConfigError as exc:
         raise _fail("accounts", place, str(exc)) from exc
+    return ParsedAccounts(parsed, users, limits.get(parsed.home, UNLIMITED))

@@ -25,7 +25,7 @@ _NATS_TOP_LEVEL_KEYS_NOT_YET = """client_advertise net debug trace trace_verbose
     max_pending proxy_protocol max_traced_msg_len max_sub_tokens max_subscription_tokens ping_interval ping_max ocsp allow_non_tls write_deadline
     write_timeout lame_duck_duration lame_duck_grace_period operator operators roots root root_operators
     root_operator resolver account_resolver accounts_resolver resolver_tls resolver_preload
-    resolver_pinned_accounts no_auth_user system_account system no_system_account no_system no_sys_acc
+    resolver_pinned_accounts system_account system no_system_account no_system no_sys_acc
     no_header_support trusted trusted_keys connect_error_reports reconnect_error_reports websocket ws mqtt
     server_tags server_metadata feature_flags default_js_domain ocsp_cache no_fast_producer_stall
     max_closed_clients proxies"""
@@ -99,6 +99,7 @@ class _Collector:
         self.fields: dict[str, Any] = {}
         self.host_place: Place | None = None
         self.account_users: list[User | NkeyUser] = []
+        self.no_auth_user_place: Place | None = None
 
     def set_host(self, block: str, key: str, host: str | None, place: Place) -> None:
         # jetraft listens on one address for clients, the cluster and HTTP.
@@ -134,6 +135,7 @@ class _Collector:
             "max_conn": self.max_connections,
             "max_subscriptions": self.max_subscriptions,
             "max_subs": self.max_subscriptions,
+            "no_auth_user": self.no_auth_user,
         }
         for key, value, place in _settings(conf):
             if key in handlers:
@@ -144,9 +146,14 @@ class _Collector:
                 raise _unknown("", key, place)
 
     def accounts(self, key: str, value: Any, place: Place) -> None:
-        accounts, users = parse_accounts(value, place)
-        self.fields["accounts"] = accounts
-        self.account_users = users
+        parsed = parse_accounts(value, place)
+        self.fields["accounts"] = parsed.accounts
+        self.fields["jetstream_limits"] = parsed.jetstream_limits
+        self.account_users = parsed.users
+
+    def no_auth_user(self, key: str, value: Any, place: Place) -> None:
+        self.fields["no_auth_user"] = _string("", key, value, place)
+        self.no_auth_user_place = place
 
     def tls(self, key: str, value: Any, place: Place) -> None:
         conf = _map("", key, value, place)
@@ -344,4 +351,16 @@ def node_settings(conf: ConfMap) -> dict[str, Any]:
         if "user" in fields or "token" in fields:
             raise ConfKeyError("accounts hold users: use authorization.users beside them, not a single user or token")
         fields["users"] = [*fields.get("users", []), *collector.account_users]
+    no_auth_user = fields.get("no_auth_user")
+    if no_auth_user is not None:
+        names = {user.name if isinstance(user, User) else user.public_key for user in fields.get("users", [])}
+        if not names:
+            why = f'no_auth_user: "{no_auth_user}" present, but users/nkeys are not defined'
+            raise ConfKeyError(f"{collector.no_auth_user_place}: {why}")
+        if no_auth_user not in names:
+            why = (
+                f'no_auth_user: "{no_auth_user}" not present as user or nkey in authorization block or '
+                "account configuration"
+            )
+            raise ConfKeyError(f"{collector.no_auth_user_place}: {why}")
     return fields

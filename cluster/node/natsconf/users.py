@@ -171,7 +171,8 @@ def parse_users(
             except InvalidNkey as exc:
                 raise _fail(f"{path}.nkey", place, str(exc)) from exc
             continue
-        if name is None or password is None:
-            raise _fail(path, place, "a user needs a user name and a password, or an nkey")
-        users.append(User(name, password, permissions, account))
+        if name is None:
+            raise _fail(path, place, "a user needs a user name (and a password), or an nkey")
+        # Without a password, as in nats-server, the user is only ever the no_auth_user.
+        users.append(User(name, password or "", permissions, account))
     return users
