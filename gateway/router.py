@@ -190,13 +190,16 @@ class _Plan:
         self.groups_by_name = {group.name: group for group in groups}
 
 
-def _build_plan(result: SublistResult[Subscription | RemoteInterest]) -> _Plan:
+def _build_plan(result: SublistResult[Subscription | RemoteInterest], internal: str | None = None) -> _Plan:
+    """`internal`: the subject is in the node's internal space under that prefix (see Router): only
+    internal subscriptions, and peers' interest in filters under the same prefix, take it."""
     local: list[Subscription] = []
     peers: dict[str, None] = {}
     for entry in result.plain:
         if type(entry) is RemoteInterest:
-            peers[entry.peer] = None
-        else:
+            if internal is None or entry.subject.startswith(internal):
+                peers[entry.peer] = None
+        elif internal is None or entry.client is None:  # type: ignore[union-attr]
             local.append(entry)  # type: ignore[arg-type]
     groups = []
     for name, members in result.queues:
@@ -204,11 +207,16 @@ def _build_plan(result: SublistResult[Subscription | RemoteInterest]) -> _Plan:
         weights: dict[str, int] = {}
         for entry in members:
             if type(entry) is RemoteInterest:
-                weights[entry.peer] = weights.get(entry.peer, 0) + entry.weight
-            else:
+                if internal is None or entry.subject.startswith(internal):
+                    weights[entry.peer] = weights.get(entry.peer, 0) + entry.weight
+            elif internal is None or entry.client is None:  # type: ignore[union-attr]
                 local_members.append(entry)  # type: ignore[arg-type]
-        groups.append(QueueGroup(name, local_members, sorted(weights.items())))
+        if local_members or weights:
+            groups.append(QueueGroup(name, local_members, sorted(weights.items())))
     return _Plan(tuple(local), tuple(peers), tuple(groups))
+
+
+_NOBODY = _Plan((), (), ())
 
 
 def _check_queue(queue: str | None) -> None:
@@ -235,7 +243,13 @@ class Router:
         local_queues: Collection[str] = (),
         group_policies: Mapping[str, str | QueuePolicy] | None = None,
         same_machine: Callable[[str], bool] | None = None,
+        internal_prefixes: Collection[str] = (),
     ) -> None:
+        # Subjects under these prefixes are the node's own (its services talking to each other across
+        # the cluster, nats-server's system account): no client subscription receives them or counts as
+        # interest in them, whatever its wildcards, no client subscription under them is advertised to
+        # peers, and no client publishes into them (it would forge a leader's request).
+        self.internal_prefixes = tuple(internal_prefixes)
         # which peers run on this machine (a several-worker node's other workers), for `local-first`
         self._same_machine = same_machine
         self._sublist: Sublist[Subscription | RemoteInterest] = Sublist()
@@ -302,14 +316,15 @@ class Router:
             raise InvalidSubjectError(f"invalid subject {sub.subject!r}")
         _check_queue(sub.queue)
         self._sublist.insert(sub.subject, sub)
-        self._change_interest(sub.subject, sub.queue, +1)
+        if self._advertised(sub):
+            self._change_interest(sub.subject, sub.queue, +1)
 
     def unsubscribe(self, sub: Subscription) -> None:
         """Remove a subscription (idempotent)."""
         if sub.closed:
             return
         sub.closed = True
-        if self._sublist.remove(sub.subject, sub):
+        if self._sublist.remove(sub.subject, sub) and self._advertised(sub):
             self._change_interest(sub.subject, sub.queue, -1)
         if sub.client is not None:
             sub.client.subscription_closed(sub)
@@ -463,8 +478,19 @@ class Router:
             result = self._sublist.match(subject)
         plan = result.memo
         if plan is None:
-            plan = result.memo = _build_plan(result)
+            plan = result.memo = _build_plan(result, self._internal_prefix_of(subject))
         return plan
+
+    def _internal_prefix_of(self, subject: str) -> str | None:
+        for prefix in self.internal_prefixes:
+            if subject.startswith(prefix):
+                return prefix
+        return None
+
+    def _advertised(self, sub: Subscription) -> bool:
+        """Whether `sub` counts as this node's interest for its peers: a client's subscription inside
+        the internal space is kept (and never matched) but not advertised."""
+        return sub.client is None or self._internal_prefix_of(sub.subject) is None
 
     def has_interest(self, subject: str) -> bool:
         """Whether a message on `subject` would reach anyone, here or on a peer (or by a reply route:
@@ -504,6 +530,8 @@ class Router:
             if reply and origin is not None and origin.no_responders:
                 self._no_responders_to_client(origin, subject, reply)
             raise
+        if origin is not None and self.internal_prefixes and self._internal_prefix_of(subject) is not None:
+            plan = _NOBODY
         targets: Sequence[Subscription] = plan.local
         forwards: dict[str, list[str]] | None = None
         if plan.peers:

@@ -31,6 +31,8 @@ NAK_TYPE = "io.nats.jetstream.advisory.v1.nak"
 MAX_DELIVER_TYPE = "io.nats.jetstream.advisory.v1.max_deliver"
 PAUSE_TYPE = "io.nats.jetstream.advisory.v1.consumer_pause"
 BATCH_ABANDONED_TYPE = "io.nats.jetstream.advisory.v1.stream_batch_abandoned"
+STREAM_LEADER_ELECTED_TYPE = "io.nats.jetstream.advisory.v1.stream_leader_elected"
+CONSUMER_LEADER_ELECTED_TYPE = "io.nats.jetstream.advisory.v1.consumer_leader_elected"
 
 _ID_ALPHABET = string.digits + string.ascii_letters
 _ID_LENGTH = 22  # as long as a NUID, which is what nats-server uses
@@ -51,7 +53,11 @@ class StreamEvent(enum.StrEnum):
     DELETED = "DELETED"
 
 
-_STREAM_ACTIONS = {StreamEvent.CREATED: "create", StreamEvent.UPDATED: "modify", StreamEvent.DELETED: "delete"}
+_STREAM_ACTIONS = {
+    StreamEvent.CREATED: "create",
+    StreamEvent.UPDATED: "modify",
+    StreamEvent.DELETED: "delete",
+}
 
 
 def stream_advisory_subject(event: StreamEvent, stream: str) -> str:
@@ -153,7 +159,13 @@ def msg_terminated(
 
 
 def msg_naked(
-    stream: str, consumer: str, consumer_seq: int, stream_seq: int, deliveries: int, event_id: str, now_ns: int
+    stream: str,
+    consumer: str,
+    consumer_seq: int,
+    stream_seq: int,
+    deliveries: int,
+    event_id: str,
+    now_ns: int,
 ) -> bytes:
     """CONSUMER.MSG_NAKED: a client sent -NAK for a pending message."""
     body = _head(NAK_TYPE, event_id, now_ns, stream, consumer)
@@ -184,3 +196,37 @@ __all__ = [
     "stream_action",
     "stream_advisory_subject",
 ]
+
+
+def stream_leader_elected_subject(stream: str) -> str:
+    return f"{ADVISORY_PREFIX}STREAM.LEADER_ELECTED.{stream}"
+
+
+def consumer_leader_elected_subject(stream: str, consumer: str) -> str:
+    return f"{ADVISORY_PREFIX}CONSUMER.LEADER_ELECTED.{stream}.{consumer}"
+
+
+def leader_elected(
+    stream: str,
+    consumer: str | None,
+    leader: str,
+    replicas: list[dict[str, Any]],
+    event_id: str,
+    now_ns: int,
+    domain: str = "",
+) -> bytes:
+    """STREAM.LEADER_ELECTED (`consumer` None) or CONSUMER.LEADER_ELECTED: the new leader of a replicated
+    group and every member of it, the leader included, as STREAM.INFO shows a replica."""
+    body: dict[str, Any] = {
+        "type": STREAM_LEADER_ELECTED_TYPE if consumer is None else CONSUMER_LEADER_ELECTED_TYPE,
+        "id": event_id,
+        "timestamp": format_rfc3339_nano(now_ns),
+        "stream": stream,
+    }
+    if consumer is not None:
+        body["consumer"] = consumer
+    body["leader"] = leader
+    body["replicas"] = replicas
+    if domain:
+        body["domain"] = domain
+    return jsjson.dumps(body)

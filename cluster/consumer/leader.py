@@ -29,7 +29,9 @@ import structlog
 from cluster.api.advisories import (
     ConsumerEvent,
     consumer_advisory_subject,
+    consumer_leader_elected_subject,
     consumer_pause,
+    leader_elected,
     max_deliveries,
     msg_naked,
     msg_terminated,
@@ -85,7 +87,7 @@ from cluster.runtime.group_membership import converge_membership
 from cluster.runtime.internal_requests import NoRespondersError
 from cluster.runtime.meta_progress import meta_index_of
 from cluster.stream.info import ClusterInfo
-from cluster.stream.leader import leader_cluster_info
+from cluster.stream.leader import elected_members, leader_cluster_info
 from gateway.router import InterestWatch, InvalidSubjectError, Message, Subscription
 from raft.driver import RaftHostError
 from storage.errors import MsgNotFoundError
@@ -162,6 +164,24 @@ class ConsumerLeader:
         self._task = self.ctx.spawn(self._run(), f"consumer-{self.stream_name}-{self.name}")
         self.reconcile_membership()
         log.info("consumer_leader", stream=self.stream_name, consumer=self.name, node=self.ctx.name)
+        self._advise_elected()
+
+    def _advise_elected(self) -> None:
+        """CONSUMER.LEADER_ELECTED, as nats-server sends it for a replicated consumer."""
+        info = self._cluster_info()
+        if not info.replicas:
+            return
+        me = self.ctx.name
+        body = leader_elected(
+            self.stream_name,
+            self.name,
+            me,
+            elected_members(info, me),
+            new_event_id(),
+            time.time_ns(),
+            self.ctx.domain,
+        )
+        self.ctx.router.publish(consumer_leader_elected_subject(self.stream_name, self.name), body)
 
     def close(self) -> None:
         self._closed = True

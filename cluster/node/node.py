@@ -33,7 +33,13 @@ from cluster.node.health import HealthJudge, StreamView, observe
 from cluster.node.http_server import NodeHttpServer
 from cluster.node.monitoring import NodeMonitor
 from cluster.node.sys_requests import USER_INFO_QUEUE, SystemResponder
-from cluster.runtime.context import CLUSTER_NAME, META_GROUP, STREAM_GROUP_OPTIONS, NodeContext
+from cluster.runtime.context import (
+    CLUSTER_NAME,
+    INTERNAL_SUBJECT_PREFIXES,
+    META_GROUP,
+    STREAM_GROUP_OPTIONS,
+    NodeContext,
+)
 from cluster.runtime.internal_requests import InternalRequester
 from cluster.runtime.metrics import NodeMetrics
 from cluster.runtime.workers import node_of
@@ -72,6 +78,7 @@ class Node:
             local_queues=(API_QUEUE, PREFIX_QUEUE, USER_INFO_QUEUE),
             group_policies={DIRECT_GET_QUEUE: config.direct_get_policy},
             same_machine=lambda peer: node_of(peer) == node_of(config.name),
+            internal_prefixes=INTERNAL_SUBJECT_PREFIXES,
         )
         self.server = GatewayServer(
             self.router,

@@ -51,6 +51,9 @@ STREAM_GROUP_OPTIONS = replace(
 # so those groups snapshot and compact rarely; their logs are cheap to keep.
 MEMORY_STREAM_GROUP_OPTIONS = replace(STREAM_GROUP_OPTIONS, snapshot_interval=100_000, compact_keep=10_000)
 CLUSTER_NAME = "jetraft"
+# The subjects of the nodes' own traffic (leaders' requests, replicas' beacons, internal inboxes): the
+# router keeps clients out of them, as nats-server keeps them in its system account (gateway/router.py).
+INTERNAL_SUBJECT_PREFIXES = ("$JSR.", INTERNAL_INBOX_PREFIX)
 # the account nats-server carries Raft traffic in; STREAM.INFO and /jsz name it (see ClusterInfo)
 SYSTEM_ACCOUNT = "$SYS"
 

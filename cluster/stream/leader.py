@@ -27,7 +27,13 @@ import orjson
 import structlog
 
 from cluster.api import jsjson
-from cluster.api.advisories import batch_abandoned, batch_abandoned_subject, new_event_id
+from cluster.api.advisories import (
+    batch_abandoned,
+    batch_abandoned_subject,
+    leader_elected,
+    new_event_id,
+    stream_leader_elected_subject,
+)
 from cluster.api.errors import ApiError, JSErrors, plain_error, stream_info_error
 from cluster.api.response_types import LEADER_STEPDOWN_TYPE, MSG_DELETE_TYPE, STREAM_UPDATE_TYPE
 from cluster.api.subjects import ApiOp, parse_stream_subject, stream_subscription
@@ -222,6 +228,18 @@ class StreamLeader:
             fetcher.start()
         self._beacons = self.ctx.spawn(self._send_beacons(), f"beacons-{self.replica.name}")
         self.expiry_check()
+        self._advise_elected()
+
+    def _advise_elected(self) -> None:
+        """STREAM.LEADER_ELECTED, as nats-server sends it for a replicated stream (not for an R1 one)."""
+        info = self.cluster_info()
+        if not info.replicas:
+            return
+        name, me = self.replica.name, self.ctx.name
+        body = leader_elected(
+            name, None, me, elected_members(info, me), new_event_id(), time.time_ns(), self.ctx.domain
+        )
+        self.ctx.router.publish(stream_leader_elected_subject(name), body)
 
     async def _open_api(self) -> None:
         """Take the stream's API (INFO, MSG.GET, purge, ...) once this leader has applied every entry
@@ -229,7 +247,10 @@ class StreamLeader:
         (and acknowledged) that it has not applied yet, and its INFO must not show fewer messages than
         were acknowledged. Until then requests wait for it at the API entry (up to 3 s), as between
         leaders."""
-        if await caught_up(self.ctx.host, self.replica.group, lambda: self._closed, READ_INDEX_TIMEOUT) and not self._closed:
+        if (
+            await caught_up(self.ctx.host, self.replica.group, lambda: self._closed, READ_INDEX_TIMEOUT)
+            and not self._closed
+        ):
             self._api_sub = self.ctx.router.subscribe(stream_subscription(self.replica.name), self._on_api)
             # schedules too wait for the tail: a produced message the last leader proposed is in it
             if self.replica.machine.config.allow_msg_schedules:
@@ -389,7 +410,9 @@ class StreamLeader:
                 break  # no change in time, or the group is gone
             await asyncio.sleep(0)  # the replica closes this leader in the same turn as the change
         router = self.ctx.router
-        if self._closed and await pass_on_when_served(router, msg.subject, msg.payload, msg.reply, msg.headers):
+        if self._closed and await pass_on_when_served(
+            router, msg.subject, msg.payload, msg.reply, msg.headers
+        ):
             return
         self._acknowledge(msg.reply, _unavailable_ack(self.replica.name, None), started, "error")
 
@@ -415,7 +438,9 @@ class StreamLeader:
             self._acknowledge(msg.reply, error_ack(cfg.name, refusal), started, "rejected")
             return
         now_ns = time.time_ns()
-        outcome = self._batches.stage(cfg, batch_id, headers, BatchMsg(msg.subject, header, msg.payload), now_ns)
+        outcome = self._batches.stage(
+            cfg, batch_id, headers, BatchMsg(msg.subject, header, msg.payload), now_ns
+        )
         self._arm_batch_timer()
         if isinstance(outcome, Staged):
             if msg.reply and not cfg.no_ack:
@@ -516,7 +541,9 @@ class StreamLeader:
             elif type(result) is Stored and result.republish is not None:
                 stored = [(result.seq, result.ts_ns, result.republish)]
             elif type(result) is BatchStored:
-                stored = [(one.seq, one.ts_ns, one.republish) for one in result.stored if one.republish is not None]
+                stored = [
+                    (one.seq, one.ts_ns, one.republish) for one in result.stored if one.republish is not None
+                ]
             else:
                 if type(result) is ConfigApplied and not result.config.allow_atomic:
                     self._batches.clear()
@@ -559,7 +586,9 @@ class StreamLeader:
                 continue
             dest = republish_subject(transform, marker.subject)
             if dest is not None:
-                stored = StoredForRepublish(dest, marker.subject, marker.headers or b"", marker.payload, replaced)
+                stored = StoredForRepublish(
+                    dest, marker.subject, marker.headers or b"", marker.payload, replaced
+                )
                 out.append((seq, marker.ts_ns, stored))
         return out
 
@@ -814,6 +843,14 @@ def replica_progress(replica: LedReplica) -> dict[str, tuple[int, bool]]:
         return replica.ctx.host.peer_progress(replica.group)
     except RaftHostError:
         return {}
+
+
+def elected_members(info: ClusterInfo, me: str) -> list[dict[str, Any]]:
+    """A LEADER_ELECTED advisory's `replicas`: every member as STREAM.INFO shows one, the new leader too."""
+    return [
+        *(peer.to_json() for peer in info.replicas),
+        PeerInfo(name=me, current=True, active_ns=0).to_json(),
+    ]
 
 
 def leader_cluster_info(

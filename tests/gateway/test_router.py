@@ -561,3 +561,31 @@ def test_a_reply_route_counts_as_interest_until_it_expires(monkeypatch: pytest.M
     later = time.monotonic() + 2 * REPLY_ROUTE_TTL
     monkeypatch.setattr(time, "monotonic", lambda: later)
     assert not router.has_interest("_INBOX.requester")
+
+
+def test_the_internal_space_is_closed_to_clients_whatever_their_wildcards() -> None:
+    router = Router(rng=random.Random(3), internal_prefixes=("$JSR.",))
+    links = FakeLinks()
+    router.attach_links(links)
+    advertised: list[tuple[str, str | None, int]] = []
+    router.add_interest_listener(lambda subject, queue, count: advertised.append((subject, queue, count)))
+    client = FakeClient()
+    router.subscribe_client(client, b"1", ">", None)
+    router.subscribe_client(client, b"2", "$JSR.>", None)
+    # a client's `>` is no interest in an internal subject, and its `$JSR.>` is not even advertised
+    assert not router.has_interest("$JSR.S.ORDERS.INFO")
+    assert advertised == [(">", None, 1)]
+    # a peer's interest counts there only under the internal prefix (its internal subscriptions)
+    router.set_remote_interest("n2", ">", None, 1)
+    assert not router.has_interest("$JSR.S.ORDERS.INFO")
+    router.set_remote_interest("n3", "$JSR.S.ORDERS.*", None, 1)
+    got, cb = collector()
+    router.subscribe("$JSR.S.ORDERS.*", cb)
+    assert router.publish("$JSR.S.ORDERS.INFO", b"{}", "_INBOX.r") == 2  # here, and n3
+    assert [f[0] for f in links.forwarded] == ["n3"] and len(got) == 1 and client.delivered == []
+    # and a client's publish into it reaches nobody
+    assert router.publish("$JSR.S.ORDERS.PURGE", b"{}", "_INBOX.s", origin=client) == 0
+    assert len(got) == 1
+    # outside it, the client's wildcard works as ever
+    router.publish("orders.new", b"x")
+    assert [d[1] for d in client.delivered] == [b"orders.new"]
