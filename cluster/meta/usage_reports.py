@@ -12,6 +12,7 @@ from cluster.runtime.account_usage import API_USAGE_SUBJECT, USAGE_INTERVAL, USA
 from cluster.runtime.context import NodeContext
 from cluster.stream.config import StorageType
 from cluster.stream.replica import StreamReplica
+from gateway.router import Message
 
 
 def has_byte_limit(ctx: NodeContext) -> bool:
@@ -31,7 +32,20 @@ def replica_usage(replicas: Mapping[str, StreamReplica], led_only: bool) -> dict
 
 def listen_for_usage(ctx: NodeContext, replicas: Mapping[str, StreamReplica]) -> None:
     ctx.account_usage.count_local(lambda: replica_usage(replicas, led_only=False))
-    ctx.router.subscribe(USAGE_SUBJECT, lambda msg: ctx.account_usage.record(msg.payload))
+    shown: set[str] = set()
+    gauge = ctx.metrics.account_stream_bytes
+
+    def on_report(msg: Message) -> None:
+        ctx.account_usage.record(msg.payload)
+        heard = ctx.account_usage.heard()
+        for name, size in heard.items():
+            gauge.labels(ctx.name, name).set(size)
+        for gone in shown - heard.keys():
+            gauge.remove(ctx.name, gone)
+        shown.clear()
+        shown.update(heard)
+
+    ctx.router.subscribe(USAGE_SUBJECT, on_report)
 
 
 async def report_usage(ctx: NodeContext, replicas: Mapping[str, StreamReplica], stopped: Callable[[], bool]) -> None:
@@ -43,7 +57,15 @@ async def report_usage(ctx: NodeContext, replicas: Mapping[str, StreamReplica], 
 
 
 def listen_for_api_counts(ctx: NodeContext) -> None:
-    ctx.router.subscribe(API_USAGE_SUBJECT, lambda msg: ctx.api_counts.record(msg.payload, ctx.name))
+    gauge = ctx.metrics.account_api_responses
+
+    def on_report(msg: Message) -> None:
+        ctx.api_counts.record(msg.payload, ctx.name)
+        total, errors = ctx.api_counts.cluster_totals()
+        gauge.labels(ctx.name, "total").set(total)
+        gauge.labels(ctx.name, "errors").set(errors)
+
+    ctx.router.subscribe(API_USAGE_SUBJECT, on_report)
 
 
 async def report_api_counts(ctx: NodeContext, stopped: Callable[[], bool]) -> None:

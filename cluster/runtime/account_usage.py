@@ -48,6 +48,11 @@ class AccountUsage:
             if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], int):
                 self._streams[name] = (bool(entry[0]), entry[1], at)
 
+    def heard(self, now: float | None = None) -> dict[str, int]:
+        """Bytes by stream as the leaders last reported them (not stale)."""
+        at = time.monotonic() if now is None else now
+        return {name: size for name, (_, size, heard) in self._streams.items() if at - heard <= USAGE_STALE}
+
     def total(self, in_memory: bool, except_stream: str, now: float | None = None) -> int:
         """Bytes the other streams of this storage type hold, as last heard (and not stale)."""
         at = time.monotonic() if now is None else now

@@ -65,6 +65,21 @@ class NodeMetrics:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
+        # the account-wide figures a node works from, as it last heard them from the other nodes
+        self.account_stream_bytes = Gauge(
+            "jetraft_account_stream_bytes",
+            "Bytes a stream holds on all its replicas, as its leader last reported it to this node "
+            "(for the account's max_memory / max_storage checks; reported only while one is set)",
+            ["node", "stream"],
+            registry=r,
+        )
+        self.account_api_responses = Gauge(
+            "jetraft_account_api_responses",
+            "JetStream API responses sent to the account's clients by every node, as this node last "
+            "heard their counts (ACCOUNT INFO's api.total and api.errors)",
+            ["node", "kind"],
+            registry=r,
+        )
         self.stream_last_seq = Gauge(
             "jetraft_stream_last_seq",
             "Last sequence applied to this node's local copy of the stream",

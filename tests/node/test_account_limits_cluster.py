@@ -3,56 +3,40 @@ other streams, led on other nodes, hold what the account may store (it hears the
 
 from __future__ import annotations
 
-import asyncio
 import json
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import nats
 
 from local.cluster import LocalCluster, plan_free_nodes
 from local.ports import HOST
+from tests.chaos.node_metrics import scrape, value
 
 LIMITS = "accounts: { A: { users: [ {user: a, password: a} ], jetstream: { max_file: 300 } } }\n"
 STORED = 4 * 71  # four messages of subject `s` and 40 bytes
 
 
-async def _usage_report_with(nc: nats.NATS, stream: str, size: int, reports: int) -> None:
-    """Until `reports` usage reports in a row (one a second) have said `stream` holds `size` bytes: by the
-    second, the first has reached every node."""
-    seen: asyncio.Queue[dict[str, list[object]]] = asyncio.Queue()
-
-    async def on_report(msg: nats.aio.msg.Msg) -> None:
-        await seen.put(json.loads(msg.data))
-
-    sub = await nc.subscribe("$JSR.USAGE", cb=on_report)
-    try:
-        matching = 0
-        async with asyncio.timeout(30):
-            while matching < reports:
-                report = await seen.get()
-                if stream in report:
-                    matching = matching + 1 if report[stream][1] == size else 0
-    finally:
-        await sub.unsubscribe()
+def _until(check: Callable[[], bool], what: str, within: float = 30.0) -> None:
+    """Poll another process's /metrics (nothing to await across processes), bounded."""
+    deadline = time.monotonic() + within
+    while not check():
+        assert time.monotonic() < deadline, f"{what}: not within {within} s"
+        time.sleep(0.1)
 
 
-class ApiCountReports:
-    """The latest API counts each node reported on $JSR.APIUSAGE (a node reports when its counts change)."""
+def _heard(cluster: LocalCluster, node: str, stream: str) -> float:
+    """What `node` last heard `stream` holds (the leaders' usage reports, one a second)."""
+    return value(scrape(cluster.spec(node).http_url), "jetraft_account_stream_bytes", stream=stream)
 
-    def __init__(self) -> None:
-        self.latest: dict[str, tuple[int, int]] = {}
-        self.changed = asyncio.Event()
 
-    async def on_report(self, msg: nats.aio.msg.Msg) -> None:
-        node, total, errors = json.loads(msg.data)
-        self.latest[node] = (total, errors)
-        self.changed.set()
-
-    async def add_up_to(self, total: int, errors: int) -> None:
-        async with asyncio.timeout(30):
-            while (sum(t for t, _ in self.latest.values()), sum(e for _, e in self.latest.values())) != (total, errors):
-                self.changed.clear()
-                await self.changed.wait()
+def _api_counts(cluster: LocalCluster, node: str) -> tuple[float, float]:
+    samples = scrape(cluster.spec(node).http_url)
+    return (
+        value(samples, "jetraft_account_api_responses", kind="total"),
+        value(samples, "jetraft_account_api_responses", kind="errors"),
+    )
 
 
 async def test_a_stream_led_elsewhere_counts_against_the_accounts_storage(tmp_path: Path) -> None:
@@ -66,9 +50,6 @@ async def test_a_stream_led_elsewhere_counts_against_the_accounts_storage(tmp_pa
     try:
         nc = await nats.connect(f"nats://a:a@{HOST}:{specs[0].client_port}")
         try:
-            reports = ApiCountReports()
-            await nc.subscribe("$JSR.APIUSAGE", cb=reports.on_report)
-            await nc.flush()
             for name, node in (("S", specs[1].name), ("T", specs[2].name)):
                 body = {"name": name, "subjects": [name.lower()], "placement": {"tags": [f"node:{node}"]}}
                 reply = await nc.request(f"$JS.API.STREAM.CREATE.{name}", json.dumps(body).encode(), timeout=30)
@@ -76,7 +57,8 @@ async def test_a_stream_led_elsewhere_counts_against_the_accounts_storage(tmp_pa
             for seq in range(1, 5):
                 reply = await nc.request("s", b"x" * 40, timeout=10)
                 assert json.loads(reply.data) == {"stream": "S", "seq": seq}
-            await _usage_report_with(nc, "S", STORED, reports=2)
+            # T's leader (n3) has heard what S holds, led on n2: a report, which every node got
+            _until(lambda: _heard(cluster, specs[2].name, "S") == STORED, "n3 to hear S's usage")
             reply = await nc.request("t", b"x" * 40, timeout=10)
             assert json.loads(reply.data) == {
                 "error": {"code": 400, "err_code": 10002, "description": "resource limits exceeded for account"},
@@ -89,7 +71,9 @@ async def test_a_stream_led_elsewhere_counts_against_the_accounts_storage(tmp_pa
             # its stream's new leader, on n2 and n3) and one error from the meta leader
             reply = await nc.request("$JS.API.STREAM.CREATE.U", b"{", timeout=10)
             assert json.loads(reply.data)["error"]["err_code"] == 10025
-            await reports.add_up_to(total=3, errors=1)
+            meta = cluster.meta_leader()
+            assert meta is not None
+            _until(lambda: _api_counts(cluster, meta) == (3, 1), "the meta leader to hear every node's count")
             info = json.loads((await nc.request("$JS.API.INFO", b"", timeout=10)).data)
             assert (info["api"]["total"], info["api"]["errors"]) == (3, 1)
         finally:
