@@ -26,6 +26,10 @@ def test_fixed_seed_batch_has_no_violation(nodes: int, first_seed: int, count: i
         "quiesced_ticks": 0,
         "liveness_reports": 0,
         "settled_quiescent": 0,
+        "quiesced_reads": 0,
+        "quiesced_follower_restarts": 0,
+        "quiesced_hand_overs": 0,
+        "quiesced_conf_changes": 0,
     }
     for seed in range(first_seed, first_seed + count):
         result = run_seed(seed, options)
