@@ -1,7 +1,7 @@
 """Idle streams side by side: what N idle R3 streams cost a 3-node jetraft cluster and nats-server 2.15.1.
 
     .venv/bin/python bench/idle_streams.py [--streams 100] [--idle-seconds 20] [--json rows.json]
-        [--servers nats-server,jetraft,jetraft-quiesce]
+        [--servers nats-server,jetraft,jetraft-no-quiesce]
 
 For each server in turn (one cluster at a time: the machine is shared), one nats-py client creates N R3
 streams one after another and publishes one message to each, as a new user would; then nothing happens
@@ -30,8 +30,11 @@ import nats  # noqa: E402
 from jetstream_bench import JETRAFT, NATS_DEFAULT, RunningCluster, start_cluster  # noqa: E402
 
 DEFAULT_NATS = BENCH_DIR.parent / ".venv" / "bin" / "nats-server"
-# jetraft with idle Raft groups quiescing (`jetraft node --quiesce`)
+# jetraft's idle Raft groups quiesce by default; this one keeps them heartbeating (`--no-quiesce`).
+# `jetraft-quiesce` names the default explicitly (`--quiesce`), as rows from before it was the default did.
+JETRAFT_NO_QUIESCE = "jetraft-no-quiesce"
 JETRAFT_QUIESCE = "jetraft-quiesce"
+JETRAFT_FLAGS = {JETRAFT_NO_QUIESCE: ["--no-quiesce"], JETRAFT_QUIESCE: ["--quiesce"]}
 # how long the servers get after the last create before the idle sample: elections, catch-up, quiescence
 SETTLE_SECONDS = 5.0
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -116,16 +119,16 @@ def main() -> int:
     parser.add_argument("--streams", type=int, default=100)
     parser.add_argument("--idle-seconds", type=float, default=20.0)
     parser.add_argument(
-        "--servers", default=f"{NATS_DEFAULT},{JETRAFT},{JETRAFT_QUIESCE}", help="comma-separated, in order"
+        "--servers", default=f"{NATS_DEFAULT},{JETRAFT},{JETRAFT_NO_QUIESCE}", help="comma-separated, in order"
     )
     parser.add_argument("--nats-server", type=Path, default=DEFAULT_NATS)
     parser.add_argument("--json", type=Path, help="write the rows here too")
     args = parser.parse_args()
     rows = []
     for server in args.servers.split(","):
-        quiesce = server == JETRAFT_QUIESCE
-        base = JETRAFT if quiesce else server
-        with start_cluster(base, args.nats_server, ["--quiesce"] if quiesce else []) as cluster:
+        flags = JETRAFT_FLAGS.get(server, [])
+        base = JETRAFT if server in JETRAFT_FLAGS else server
+        with start_cluster(base, args.nats_server, flags) as cluster:
             row = measure(server, cluster, args.streams, args.idle_seconds)
         rows.append(row)
         print(

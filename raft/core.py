@@ -230,6 +230,12 @@ class RaftCore:
         return self._preferred_leader
 
     @property
+    def leads_by_transfer(self) -> bool:
+        """This leader won by a leadership transfer: it keeps leading, preferred member or not, until the
+        next ordinary election or a new preference (an explicit stepdown is not undone by the hand-back)."""
+        return self._role is Role.LEADER and self._leads_by_transfer
+
+    @property
     def progress(self) -> dict[NodeId, Progress]:
         """The leader's replication progress per member (read-only use: metrics, tests)."""
         return self._progress

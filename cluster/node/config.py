@@ -86,9 +86,9 @@ class NodeConfig:
     # the JetStream account's limits (`accounts { A: { jetstream { max_mem, ... } } }`); not a flag or TOML key
     jetstream_limits: JetStreamAccountLimits = UNLIMITED
     # Idle Raft groups quiesce: no heartbeats or ticks until something happens; the node's keepalive
-    # frames (one per pair of nodes) carry liveness instead (docs/architecture.md). Off by default
-    # while it is new.
-    quiesce: bool = False
+    # frames (one per pair of nodes) carry liveness instead (docs/architecture.md). On by default;
+    # `--no-quiesce` or `quiesce = false` keeps every group heartbeating.
+    quiesce: bool = True
     # Worker processes of this node (cluster/node/supervisor.py): more than one, and a supervisor runs
     # them, each a cluster member of its own (`<name>/w<i>`) on the node's client port (SO_REUSEPORT)
     # and on cluster port `cluster_port + i`. Every node of a cluster must run the same number: a peer's
@@ -280,9 +280,9 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--quiesce",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
         default=None,
-        help="idle Raft groups stop heartbeating; node keepalives carry liveness (off by default)",
+        help="idle Raft groups stop heartbeating; node keepalives carry liveness (on by default)",
     )
 
 

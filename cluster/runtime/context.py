@@ -80,7 +80,7 @@ class NodeContext:
     stream_group_options: GroupOptions = STREAM_GROUP_OPTIONS
     # Idle groups quiesce (raft/core.py `quiesced`, NodeConfig.quiesce): a thousand idle streams then
     # cost the keepalive frames between each pair of nodes, not a thousand groups' heartbeats.
-    quiesce: bool = False
+    quiesce: bool = True
     server_version: str = NATS_COMPAT_VERSION
     # The one RocksDB database of every file-storage stream replica on this node (storage/rocks_engine.py);
     # the node closes it on stop, after its replicas. None where a node has no file storage (unit tests).

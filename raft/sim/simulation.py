@@ -583,6 +583,7 @@ class Simulation:
         self._run_until(self._converged, "a write to the quiesced group did not commit")
         self._run_until(lambda: self._all_quiesced(), "the group did not quiesce again")
         self.stats["settled_quiescent"] += 1
+        self._wake_the_quiesced_group()
         leader = self._leader()
         assert leader is not None
         if len(leader.live_core.voters) < 3:
@@ -596,6 +597,75 @@ class Simulation:
         )
         self._restart(leader)
         self._run_until(self._converged, "no convergence after the crashed leader restarted")
+
+    def _wake_the_quiesced_group(self) -> None:
+        """What a quiesced group must still notice, each from all asleep: a read on a follower, a
+        follower's restart (its volatile state lost), a new preferred leader, a membership change. Each
+        must be served, and the group must fall asleep again; safety is checked every step meanwhile."""
+        quiet = self._converged_and_quiesced
+        leader = self._leader()
+        assert leader is not None
+        followers = [self.nodes[m] for m in leader.live_core.conf_state.members() if m != leader.id]
+        if not followers:
+            return
+        self._read_on_a_quiesced_follower()
+
+        follower = self.rng.choice(followers)
+        self._crash(follower, "while quiesced (a follower)")
+        self._restart(follower)
+        self._run_until(quiet, "the group did not take back and quiesce with a restarted follower")
+        self.stats["quiesced_follower_restarts"] += 1
+
+        leader = self._leader()
+        assert leader is not None
+        others = [v for v in leader.live_core.voters if v != leader.id]
+        if others:
+            self.preferred = self.rng.choice(others)
+            for node in self._alive():
+                node.live_core.set_preferred_leader(self.preferred)
+            self._trace(f"preferred leader {self.preferred} (while quiesced)")
+            self._run_until(quiet, "a new preferred leader did not take over and quiesce")
+            self.stats["quiesced_hand_overs"] += 1
+
+        leader = self._leader()
+        assert leader is not None
+        before = self.stats["conf_changes"]
+        self._change_membership(leader)
+        if self.stats["conf_changes"] > before:
+            self._run_until(quiet, "a membership change did not commit and quiesce")
+            self.stats["quiesced_conf_changes"] += 1
+
+    def _read_on_a_quiesced_follower(self) -> None:
+        """A ReadIndex on a follower of the sleeping group is answered. A read lost to a leader change
+        is never answered (the host times it out and asks again): a slow disk write can hold the
+        woken leader's heartbeats past check-quorum, so a new leader gets the read again."""
+        for _ in range(3):
+            leader = self._leader()
+            assert leader is not None
+            followers = [m for m in leader.live_core.conf_state.members() if m != leader.id]
+            follower = self.nodes[self.rng.choice(followers)]
+            term = leader.live_core.term
+            self.read_seq += 1
+            ctx = b"read-%d" % self.read_seq
+            follower.live_core.read_index(ctx)
+            self.pending_reads[ctx] = (follower.id, leader.live_core.commit_index)
+            self._run_until(
+                lambda ctx=ctx, term=term: ctx not in self.pending_reads or not self._still_leads(term),
+                "a read on a quiesced follower was neither answered nor lost to a new leader",
+            )
+            self._run_until(self._converged_and_quiesced, "the group did not quiesce after a read")
+            if ctx not in self.pending_reads:
+                self.stats["quiesced_reads"] += 1
+                return
+            del self.pending_reads[ctx]
+        raise SafetyViolation("liveness: three reads on a quiesced follower were all lost to leader changes")
+
+    def _still_leads(self, term: int) -> bool:
+        leader = self._leader()
+        return leader is not None and leader.live_core.term == term
+
+    def _converged_and_quiesced(self) -> bool:
+        return self._converged() and self._all_quiesced()
 
     def _commits_after_crash(self, leader: SimNode) -> bool:
         core = leader.live_core
@@ -632,8 +702,14 @@ class Simulation:
             node = self.nodes.get(member)
             if node is None or not node.alive or node.state_machine.index != commit:
                 return False
-        # a preferred voter ends up leading once the faults stop (leaders spread as placement says)
-        return self.preferred is None or self.preferred not in core.voters or leader.id == self.preferred
+        # a preferred voter ends up leading once the faults stop (leaders spread as placement says),
+        # unless an explicit transfer put this leader there: that sticks until the next ordinary election
+        return (
+            self.preferred is None
+            or self.preferred not in core.voters
+            or leader.id == self.preferred
+            or core.leads_by_transfer
+        )
 
 
 def run_seed(seed: int, options: SimOptions | None = None) -> SimResult:

@@ -80,12 +80,14 @@ def test_unknown_file_settings_are_rejected(tmp_path: Path) -> None:
         _parse(["--config", str(path)])
 
 
-def test_quiescence_is_off_by_default_and_on_by_flag_or_file(tmp_path: Path) -> None:
-    assert _parse(["--name", "n1"]).quiesce is False
+def test_quiescence_is_on_by_default_and_off_by_flag_or_file(tmp_path: Path) -> None:
+    assert _parse(["--name", "n1"]).quiesce is True
+    assert _parse(["--name", "n1", "--no-quiesce"]).quiesce is False
     assert _parse(["--name", "n1", "--quiesce"]).quiesce is True
     path = tmp_path / "n1.toml"
-    path.write_text('name = "n1"\nquiesce = true\n')
-    assert _parse(["--config", str(path)]).quiesce is True
+    path.write_text('name = "n1"\nquiesce = false\n')
+    assert _parse(["--config", str(path)]).quiesce is False
+    assert _parse(["--config", str(path), "--quiesce"]).quiesce is True
     path.write_text('name = "n1"\nquiesce = "yes"\n')
     with pytest.raises(ConfigError, match="quiesce must be true or false"):
         _parse(["--config", str(path)])

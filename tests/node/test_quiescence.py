@@ -1,4 +1,4 @@
-"""A cluster whose idle Raft groups quiesce (`jetraft node --quiesce`) still does everything it did:
+"""A cluster whose idle Raft groups quiesce (the default; `--quiesce` here says so) still does everything it did:
 idle streams answer publishes and reads at once, and a leader's node killed while its groups are
 quiesced is replaced (the others' node liveness wakes its followers)."""
 
@@ -68,3 +68,34 @@ async def test_quiesced_streams_serve_and_survive_their_leaders_node(cluster: Lo
             assert ack.seq == 3
     finally:
         await nc.close()
+
+
+async def test_every_node_restarted_in_turn_while_its_groups_sleep_and_every_stream_answers_at_once(
+    cluster: LocalCluster,
+) -> None:
+    """A restart loses a node's volatile Raft state: the quiesced leaders of its groups learn it from
+    its new incarnation's keepalives and wake, and groups it led elect anew through the others'
+    liveness. From another node, right after each restart, every stream answers INFO and takes a
+    write within a client timeout each, no retry: nothing is left unanswered."""
+    nc = await nats.connect(cluster.client_urls[0])
+    try:
+        js = nc.jetstream(timeout=10)
+        for index in range(STREAMS):
+            await js.add_stream(name=f"R{index}", subjects=[f"r.{index}"], num_replicas=3)
+            await js.publish(f"r.{index}", b"first")
+    finally:
+        await nc.close()
+    for round_no, victim in enumerate(("n1", "n2", "n3")):
+        await asyncio.sleep(2.0)  # idle long enough for every group to quiesce
+        cluster.kill_node(victim)
+        cluster.start_node(victim)
+        other = cluster.client_urls[(round_no + 1) % 3]
+        nc = await nats.connect(other)
+        try:
+            js = nc.jetstream(timeout=10)
+            for index in range(STREAMS):
+                info = await js.stream_info(f"R{index}")
+                assert info.state.messages == round_no + 1, (victim, info.state)
+                assert (await js.publish(f"r.{index}", b"again", timeout=10)).seq == round_no + 2
+        finally:
+            await nc.close()

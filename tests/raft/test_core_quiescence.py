@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from raft.types import Message, MessageType, Role
+from raft.types import ConfChange, ConfChangeType, Message, MessageType, Role
 
 from .harness import Harness, isolate
 
@@ -161,3 +161,79 @@ def test_peer_up_after_a_restart_wakes_followers_of_that_leader() -> None:
     assert not h.core("n2").quiesced
     h.core("n3").peer_up("n2")  # not its leader: nothing to do
     assert h.core("n3").quiesced
+
+
+def test_a_new_preferred_leader_wakes_the_quiesced_leader_which_hands_over_and_the_group_quiesces_again() -> None:
+    h = _idle_cluster(check_quorum=True)
+    _quiesce(h)
+    term = h.core("n1").term
+    for node_id in h.nodes:  # the host names it on every member (placement's choice, applied everywhere)
+        h.core(node_id).set_preferred_leader("n2")
+    assert not h.core("n1").quiesced
+    for _ in range(2 * ET):
+        _tick_all(h)
+        if h.leader() == "n2":
+            break
+    assert h.leader() == "n2" and h.core("n2").term == term + 1
+    _quiesce(h)
+    _tick_all(h, 3 * ET)
+    assert h.leader() == "n2"  # asleep under the preferred leader: no hand-over back and forth
+
+
+def test_a_membership_change_wakes_the_quiesced_group_and_the_new_member_quiesces_with_it() -> None:
+    h = _idle_cluster()
+    h.core("n1").propose(b"before n4")
+    h.stabilize()
+    _quiesce(h)
+    h.add_node("n4")
+    h.core("n1").propose_conf_change(ConfChange(ConfChangeType.ADD_VOTER, "n4"))
+    assert not h.core("n1").quiesced
+    h.stabilize()
+    _quiesce(h)
+    assert h.core("n4").voters == ("n1", "n2", "n3", "n4")
+    assert h.applied_data("n4") == [b"before n4"]
+    # four voters asleep: a write wakes them, and n4 now counts towards its quorum of three
+    h.core("n1").propose(b"after n4")
+    h.stabilize(keep=isolate("n2"))
+    h.tick("n1")  # the leader learns the followers' commit through its next heartbeat round
+    h.stabilize(keep=isolate("n2"))
+    assert h.applied_data("n4") == [b"before n4", b"after n4"]
+
+
+def test_a_quiesced_leader_told_a_follower_restarted_reaches_it_before_it_campaigns() -> None:
+    # without pre-vote a restarted follower's campaign would depose the leader: the host's peer_up
+    # (a new incarnation) wakes the leader, whose heartbeats reach it within its election timeout
+    h = _idle_cluster(pre_vote=False, check_quorum=True)
+    _quiesce(h)
+    term = h.core("n1").term
+    h.restart("n3")
+    assert h.core("n3").leader_id is None and not h.core("n3").quiesced
+    h.core("n1").peer_up("n3")
+    assert not h.core("n1").quiesced
+    for _ in range(ET):
+        _tick_all(h)
+        if h.core("n3").leader_id == "n1":
+            break
+    assert h.core("n3").leader_id == "n1"
+    assert h.leader() == "n1" and all(h.core(n).term == term for n in h.nodes)
+    _quiesce(h)
+
+
+def test_a_quiesced_follower_never_campaigns_however_long_its_leader_is_silent() -> None:
+    h = _idle_cluster(pre_vote=False)
+    _quiesce(h)
+    for _ in range(20 * ET):
+        h.tick("n2")
+        h.tick("n3")
+        h.process_all()
+        assert not h.pending
+    assert h.core("n2").role is Role.FOLLOWER and h.core("n2").leader_id == "n1"
+    # the host's word that the leader's node is gone is what wakes it, with the leader's lease over:
+    # it campaigns within one (randomized) election timeout
+    h.core("n2").peer_down("n1")
+    ticks = 0
+    while not any(m.type is MessageType.VOTE for m in h.pending) and ticks < 2 * ET:
+        h.tick("n2")
+        ticks += 1
+        h.process_all()
+    assert any(m.type is MessageType.VOTE for m in h.pending) and ticks <= ET
