@@ -144,7 +144,7 @@ async def test_multi_value_headers_survive_nats_py_both_ways(core_nats: str) -> 
         sub = await receiver.subscribe("hdr.test")
         await receiver.flush()
         await sender.publish("hdr.test", b"p", headers=RepeatedHeaders([("A", "1"), ("A", "2"), ("B", "x")]))
-        msg = await sub.next_msg(timeout=2)
+        msg = await sub.next_msg(timeout=10)  # bounded; generous for a loaded CI machine
     finally:
         await sender.close()
         await receiver.close()
@@ -165,7 +165,7 @@ async def test_raw_subscriptions_get_bytes_straight_from_the_parser(core_nats: s
         await sender.publish("raw.a", b"1", headers=RepeatedHeaders([("A", "1"), ("A", "2")]))
         await sender.publish("raw.b", b"2")
         await sender.publish("plain", b"3")
-        msg = await plain.next_msg(timeout=2)
+        msg = await plain.next_msg(timeout=10)  # bounded; generous for a loaded CI machine
         await receiver.unsubscribe_raw(raw)
     finally:
         await sender.close()
