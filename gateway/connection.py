@@ -43,8 +43,10 @@ from gateway.limits import Limits, ServerStats
 from gateway.nkey import new_nonce
 from gateway.permissions import ConnectionPermissions
 from gateway.protocol import OK_BYTES, PING_BYTES, PONG_BYTES, ClientCommandParser, encode_err, encode_token
+from gateway.request_info import RequestInfoPolicy, client_info, encode_client_info, stamp_request_info
 from gateway.router import InvalidSubjectError, Router, Subscription
 from gateway.tls import TlsSettings
+from storage.nats_time import format_rfc3339_nano
 from subjects.grammar import is_valid_subject, subject_matches
 
 log = structlog.get_logger(__name__)
@@ -80,6 +82,8 @@ class ClientPort(Protocol):
     tls_upgrade: ssl.SSLContext | None
     tls: TlsSettings | None
     accounts: Accounts | None
+    # which publishes carry the client's details to the server answering them (None: none do)
+    request_info: RequestInfoPolicy | None
 
     @property
     def connection_count(self) -> int: ...
@@ -148,6 +152,8 @@ class ClientConnection(asyncio.Protocol):
         self.out_bytes = 0
         self.started_ns = time.time_ns()
         self.last_activity_ns = self.started_ns
+        # this client's Nats-Request-Info value, made at its first request (its CONNECT is known by then)
+        self._request_info_json: bytes | None = None
 
     # --- asyncio.Protocol -------------------------------------------------------------
 
@@ -379,9 +385,30 @@ class ClientConnection(asyncio.Protocol):
             # nats-server acknowledges before it delivers, so a publisher subscribed to
             # its own subject sees +OK ahead of the MSG.
             self._write(OK_BYTES)
+        policy = self.server.request_info
+        if policy is not None and subject.startswith(policy.prefixes):
+            headers = stamp_request_info(headers, self._request_info(policy))
         # Without pedantic, nats-server drops a message on an invalid subject silently.
         with contextlib.suppress(InvalidSubjectError):
             self.router.publish(subject, payload, reply, headers, origin=self)
+
+    def _request_info(self, policy: RequestInfoPolicy) -> bytes:
+        if self._request_info_json is None:
+            options = self.options
+            info = client_info(
+                start=format_rfc3339_nano(self.started_ns),
+                host=self.remote_ip,
+                client_id=self.client_id,
+                account=self.space.account.name if self.space is not None else GLOBAL_ACCOUNT,
+                user=self.user,
+                name=options.name,
+                lang=options.lang,
+                version=options.version,
+                server=policy.server,
+                cluster=policy.cluster,
+            )
+            self._request_info_json = encode_client_info(info)
+        return self._request_info_json
 
     def _subscribe(self, event: Sub) -> None:
         existing = self.subs.get(event.sid)

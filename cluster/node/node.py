@@ -20,6 +20,7 @@ from typing import Any
 import grpc
 import structlog
 
+from cluster.api.audit import API_PREFIX
 from cluster.api.entry import ApiEntry
 from cluster.api.no_jetstream import NoJetStreamResponder
 from cluster.api.prefixes import PREFIX_QUEUE, PrefixMapper, domain_prefix
@@ -46,6 +47,7 @@ from cluster.runtime.workers import node_of
 from cluster.stream.leader import replica_progress
 from gateway.auth import make_authenticator
 from gateway.limits import Limits
+from gateway.request_info import RequestInfoPolicy
 from gateway.router import Router
 from gateway.routes import RouteMesh, add_route_servicer
 from gateway.server import GatewayServer
@@ -98,6 +100,10 @@ class Node:
             tls=config.tls,
             accounts=config.accounts,
             reuse_port=config.workers > 1,
+        )
+        # a client's JetStream API requests carry its details to the node answering them, for its audit
+        self.server.request_info = RequestInfoPolicy(
+            prefixes=(API_PREFIX,), server=config.name, cluster=(_cluster_info(config) or {}).get("cluster", "")
         )
         self.mesh = RouteMesh(
             self.router,
