@@ -69,6 +69,11 @@ def _cluster_info(config: NodeConfig) -> dict[str, str] | None:
     return {"cluster": CLUSTER_NAME} if config.peers else None
 
 
+def _other_api_prefixes(config: NodeConfig) -> list[str]:
+    """The prefixes the API is also reached under (ADR-19: the domain's, imported ones)."""
+    return [*([domain_prefix(config.domain)] if config.domain else []), *config.api_prefixes]
+
+
 class Node:
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
@@ -103,7 +108,9 @@ class Node:
         )
         # a client's JetStream API requests carry its details to the node answering them, for its audit
         self.server.request_info = RequestInfoPolicy(
-            prefixes=(API_PREFIX,), server=config.name, cluster=(_cluster_info(config) or {}).get("cluster", "")
+            prefixes=(API_PREFIX, *(prefix.rstrip(".") + "." for prefix in _other_api_prefixes(config))),
+            server=config.name,
+            cluster=(_cluster_info(config) or {}).get("cluster", ""),
         )
         self.mesh = RouteMesh(
             self.router,
@@ -195,8 +202,7 @@ class Node:
         await self.host.start()
         self.meta.start()
         self.api.open()
-        prefixes = [*([domain_prefix(config.domain)] if config.domain else []), *config.api_prefixes]
-        self.prefixes = PrefixMapper(self.ctx, prefixes)
+        self.prefixes = PrefixMapper(self.ctx, _other_api_prefixes(config))
         self.prefixes.open()
         if config.accounts is not None and len(config.accounts.accounts) > 1:
             self.no_jetstream = NoJetStreamResponder(self.ctx)

@@ -1,0 +1,87 @@
+"""The client's details stamped on its API requests (`Nats-Request-Info`, gateway/request_info.py): the
+header itself, and a client port that stamps what its client said in CONNECT on the subjects it is told to,
+and nothing else, whatever the client sent under that name."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+import nats
+import pytest_asyncio
+
+from gateway.headers import decode_headers
+from gateway.request_info import (
+    REQUEST_INFO_HEADER,
+    RequestInfoPolicy,
+    client_info,
+    encode_client_info,
+    stamp_request_info,
+)
+from gateway.router import Message, Router
+from gateway.server import GatewayServer
+from local.ports import HOST
+
+TIMEOUT = 5.0
+
+
+def test_a_request_without_headers_gets_a_block_of_its_own() -> None:
+    block = stamp_request_info(None, b'{"id":1}')
+    assert block == b'NATS/1.0\r\nNats-Request-Info: {"id":1}\r\n\r\n'
+
+
+def test_the_clients_own_headers_are_kept_and_a_forged_request_info_dropped() -> None:
+    sent = b"NATS/1.0\r\nX-Mine: 1\r\nnats-request-info: forged\r\nNats-Request-Info: again\r\n\r\n"
+    headers = decode_headers(stamp_request_info(sent, b'{"id":2}'))
+    assert headers.fields == [("X-Mine", "1"), (REQUEST_INFO_HEADER, '{"id":2}')]
+
+
+def test_client_info_leaves_out_what_is_empty_in_nats_servers_order() -> None:
+    info = client_info(
+        start="2026-01-01T00:00:00Z",
+        host="127.0.0.1",
+        client_id=7,
+        account="$G",
+        user="",
+        name="app",
+        lang="python3",
+        version="2.16.0",
+        server="n1",
+        cluster="",
+    )
+    assert list(info) == ["start", "host", "id", "acc", "name", "lang", "ver", "server", "kind", "client_type"]
+    assert encode_client_info(info).startswith(b'{"start":"2026-01-01T00:00:00Z","host":"127.0.0.1","id":7,')
+
+
+@pytest_asyncio.fixture
+async def server() -> AsyncIterator[GatewayServer]:
+    gateway = GatewayServer(Router(), name="t1")
+    gateway.request_info = RequestInfoPolicy(prefixes=("$JS.API.",), server="t1", cluster="c1")
+    await gateway.start()
+    try:
+        yield gateway
+    finally:
+        await gateway.stop()
+
+
+async def test_requests_on_the_policys_subjects_carry_the_client_as_connect_named_it(
+    server: GatewayServer,
+) -> None:
+    received: asyncio.Queue[Message] = asyncio.Queue()
+    server.router.subscribe(">", received.put_nowait)
+    client = await nats.connect(f"nats://{HOST}:{server.port}", name="app", allow_reconnect=False)
+    try:
+        await client.publish("$JS.API.INFO", b"", headers={REQUEST_INFO_HEADER: '{"acc":"evil"}'})
+        await client.publish("other.subject", b"")
+        await client.flush()
+        api = await asyncio.wait_for(received.get(), TIMEOUT)
+        other = await asyncio.wait_for(received.get(), TIMEOUT)
+    finally:
+        await client.close()
+    assert api.subject == "$JS.API.INFO" and api.headers is not None
+    info = json.loads(decode_headers(api.headers).get(REQUEST_INFO_HEADER) or "")
+    assert info["acc"] == "$G" and info["name"] == "app" and info["lang"] == "python3"
+    assert info["server"] == "t1" and info["cluster"] == "c1" and info["host"] == "127.0.0.1"
+    assert info["kind"] == "Client" and info["client_type"] == "nats" and info["id"] >= 1
+    assert other.subject == "other.subject" and other.headers is None
