@@ -18,7 +18,13 @@ import structlog
 
 from gateway.accounts import GLOBAL_ACCOUNT, Accounts, AccountSpace
 from gateway.auth import Authenticator, Identity, SlowCheck
-from gateway.connect_options import ConnectOptions
+from gateway.connect_options import (
+    ConnectOptions,
+    RequestInfoPolicy,
+    client_info,
+    encode_client_info,
+    stamp_request_info,
+)
 from gateway.events import (
     ERR_AUTH_TIMEOUT,
     ERR_AUTHORIZATION,
@@ -43,7 +49,6 @@ from gateway.limits import Limits, ServerStats
 from gateway.nkey import new_nonce
 from gateway.permissions import ConnectionPermissions
 from gateway.protocol import OK_BYTES, PING_BYTES, PONG_BYTES, ClientCommandParser, encode_err, encode_token
-from gateway.request_info import RequestInfoPolicy, client_info, encode_client_info, stamp_request_info
 from gateway.router import InvalidSubjectError, Router, Subscription
 from gateway.tls import TlsSettings
 from storage.nats_time import format_rfc3339_nano

@@ -15,10 +15,10 @@ from typing import Any
 
 from gateway.accounts import Accounts
 from gateway.auth import Authenticator
+from gateway.connect_options import RequestInfoPolicy
 from gateway.connection import ClientConnection
 from gateway.limits import Limits, ServerStats
 from gateway.protocol import encode_info
-from gateway.request_info import RequestInfoPolicy
 from gateway.router import Router
 from gateway.tls import TlsSettings, server_context
 

@@ -4,7 +4,7 @@
 Published by the node that sent the response, as nats-server's answering server does (`server` names it),
 and only while someone listens (nats-server's `publishAdvisory` checks interest too: an unwatched audit
 costs one lookup). The client it names is the one its `Nats-Request-Info` header describes: the client's
-node stamps it (gateway/request_info.py), and it travels with the request through the API entry, the meta
+node stamps it (gateway/connect_options.py), and it travels with the request through the API entry, the meta
 leader and a stream or consumer leader. A request without it (a node asking on its own behalf, with an
 internal inbox) gets no audit. The API subject the client used travels beside it
 (`API_SUBJECT_HEADER`, added by the entry, cluster/api/entry.py), since the answerer sees only the
@@ -28,8 +28,8 @@ from cluster.api import jsjson
 from cluster.api.advisories import ADVISORY_PREFIX, new_event_id
 from cluster.runtime.context import NodeContext
 from cluster.runtime.internal_requests import INTERNAL_INBOX_PREFIX
+from gateway.connect_options import REQUEST_INFO_HEADER
 from gateway.headers import HeaderError, decode_headers
-from gateway.request_info import REQUEST_INFO_HEADER
 from gateway.router import Message
 from storage.nats_time import format_rfc3339_nano
 

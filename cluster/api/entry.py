@@ -36,8 +36,8 @@ from cluster.api.subjects import (
 )
 from cluster.runtime.context import NodeContext
 from cluster.runtime.leader_wait import wait_for_interest
+from gateway.connect_options import REQUEST_INFO_HEADER
 from gateway.headers import encode_headers, set_header
-from gateway.request_info import REQUEST_INFO_HEADER
 from gateway.router import Message, Subscription
 
 # INFO goes by way of the meta leader, which passes it on only if the stream (or consumer) still

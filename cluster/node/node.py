@@ -46,8 +46,8 @@ from cluster.runtime.metrics import NodeMetrics
 from cluster.runtime.workers import node_of
 from cluster.stream.leader import replica_progress
 from gateway.auth import make_authenticator
+from gateway.connect_options import RequestInfoPolicy
 from gateway.limits import Limits
-from gateway.request_info import RequestInfoPolicy
 from gateway.router import Router
 from gateway.routes import RouteMesh, add_route_servicer
 from gateway.server import GatewayServer

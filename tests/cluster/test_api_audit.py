@@ -19,8 +19,8 @@ from cluster.api.audit import (
 from cluster.runtime.context import NodeContext
 from cluster.runtime.internal_requests import INTERNAL_INBOX_PREFIX, InternalRequester
 from cluster.runtime.metrics import NodeMetrics
+from gateway.connect_options import REQUEST_INFO_HEADER
 from gateway.headers import encode_headers
-from gateway.request_info import REQUEST_INFO_HEADER
 from gateway.router import Message, Router
 
 CLIENT = {"id": 3, "acc": "$G", "name": "app", "server": "n2", "kind": "Client", "client_type": "nats"}

@@ -1,4 +1,4 @@
-"""The client's details stamped on its API requests (`Nats-Request-Info`, gateway/request_info.py): the
+"""The client's details stamped on its API requests (`Nats-Request-Info`, gateway/connect_options.py): the
 header itself, and a client port that stamps what its client said in CONNECT on the subjects it is told to,
 and nothing else, whatever the client sent under that name."""
 
@@ -11,14 +11,14 @@ from collections.abc import AsyncIterator
 import nats
 import pytest_asyncio
 
-from gateway.headers import decode_headers
-from gateway.request_info import (
+from gateway.connect_options import (
     REQUEST_INFO_HEADER,
     RequestInfoPolicy,
     client_info,
     encode_client_info,
     stamp_request_info,
 )
+from gateway.headers import decode_headers
 from gateway.router import Message, Router
 from gateway.server import GatewayServer
 from local.ports import HOST
