@@ -11,6 +11,7 @@ answers it (cluster/api/audit.py reads it there).
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -93,6 +94,11 @@ class RequestInfoPolicy:
     server: str  # this node's name: ClientInfo's `server`, the server the client is connected to
     cluster: str  # the cluster name INFO shows (empty: none)
 
+    @functools.cached_property
+    def delivered_prefixes(self) -> tuple[bytes, ...]:
+        """The prefixes as the subjects a connection delivers are spelled (bytes)."""
+        return tuple(prefix.encode() for prefix in self.prefixes)
+
 
 def client_info(
     *,
@@ -135,3 +141,14 @@ def stamp_request_info(headers: bytes | None, info_json: bytes) -> bytes:
     """`headers` (a block ending in its blank line, or None) whose `Nats-Request-Info` is `info_json`,
     whatever the client sent under that name dropped."""
     return set_header(headers, REQUEST_INFO_HEADER, info_json)
+
+
+def strip_request_info(headers: bytes) -> bytes | None:
+    """`headers` as the client sent them: without the `Nats-Request-Info` its node stamped (None when that
+    was all), for the clients that see the request itself (a `$JS.API.>` or `>` subscriber), as nats-server
+    adds it only where the request crosses into the JetStream service."""
+    start = REQUEST_INFO_HEADER.lower().encode() + b":"
+    kept = [part for part in headers[:-4].split(b"\r\n") if not part.lower().startswith(start)]
+    if kept == [b"NATS/1.0"]:
+        return None
+    return b"\r\n".join(kept) + b"\r\n\r\n"

@@ -19,11 +19,13 @@ import structlog
 from gateway.accounts import GLOBAL_ACCOUNT, Accounts, AccountSpace
 from gateway.auth import Authenticator, Identity, SlowCheck
 from gateway.connect_options import (
+    REQUEST_INFO_HEADER,
     ConnectOptions,
     RequestInfoPolicy,
     client_info,
     encode_client_info,
     stamp_request_info,
+    strip_request_info,
 )
 from gateway.events import (
     ERR_AUTH_TIMEOUT,
@@ -55,6 +57,8 @@ from storage.nats_time import format_rfc3339_nano
 from subjects.grammar import is_valid_subject, subject_matches
 
 log = structlog.get_logger(__name__)
+# what a delivered request's headers hold when its client's node stamped it (gateway/connect_options.py)
+REQUEST_INFO_MARK = b"\r\n" + REQUEST_INFO_HEADER.encode() + b": "
 
 # One read can carry hundreds of commands. Handled in slices, with the rest of the node
 # running in between, the first publishes' work (Raft appends, acks) goes ahead while
@@ -482,6 +486,10 @@ class ClientConnection(asyncio.Protocol):
             if headers is not None and space.prefix and headers.startswith(b"NATS/1.0 503"):
                 # the no-responders status names the subject as the client published it
                 headers = headers.replace(b"Nats-Subject: " + space.prefix.encode(), b"Nats-Subject: ", 1)
+        if headers is not None and REQUEST_INFO_MARK in headers:
+            policy = self.server.request_info
+            if policy is not None and subject.startswith(policy.delivered_prefixes):
+                headers = strip_request_info(headers)
         permissions = self.permissions
         if permissions is not None:
             if sid in self._filtered_sids and not permissions.may_receive(subject.decode()):

@@ -17,6 +17,7 @@ from gateway.connect_options import (
     client_info,
     encode_client_info,
     stamp_request_info,
+    strip_request_info,
 )
 from gateway.headers import decode_headers
 from gateway.router import Message, Router
@@ -35,6 +36,12 @@ def test_the_clients_own_headers_are_kept_and_a_forged_request_info_dropped() ->
     sent = b"NATS/1.0\r\nX-Mine: 1\r\nnats-request-info: forged\r\nNats-Request-Info: again\r\n\r\n"
     headers = decode_headers(stamp_request_info(sent, b'{"id":2}'))
     assert headers.fields == [("X-Mine", "1"), (REQUEST_INFO_HEADER, '{"id":2}')]
+
+
+def test_stripping_gives_back_what_the_client_sent() -> None:
+    assert strip_request_info(stamp_request_info(None, b"{}")) is None
+    mine = b"NATS/1.0\r\nX-Mine: 1\r\n\r\n"
+    assert strip_request_info(stamp_request_info(mine, b"{}")) == mine
 
 
 def test_client_info_leaves_out_what_is_empty_in_nats_servers_order() -> None:
@@ -72,11 +79,14 @@ async def test_requests_on_the_policys_subjects_carry_the_client_as_connect_name
     server.router.subscribe(">", received.put_nowait)
     client = await nats.connect(f"nats://{HOST}:{server.port}", name="app", allow_reconnect=False)
     try:
+        # a client watching the API gets the request as its client sent it, unstamped
+        spy = await client.subscribe("$JS.API.>")
         await client.publish("$JS.API.INFO", b"", headers={REQUEST_INFO_HEADER: '{"acc":"evil"}'})
         await client.publish("other.subject", b"")
         await client.flush()
         api = await asyncio.wait_for(received.get(), TIMEOUT)
         other = await asyncio.wait_for(received.get(), TIMEOUT)
+        watched = await spy.next_msg(TIMEOUT)
     finally:
         await client.close()
     assert api.subject == "$JS.API.INFO" and api.headers is not None
@@ -85,3 +95,6 @@ async def test_requests_on_the_policys_subjects_carry_the_client_as_connect_name
     assert info["server"] == "t1" and info["cluster"] == "c1" and info["host"] == "127.0.0.1"
     assert info["kind"] == "Client" and info["client_type"] == "nats" and info["id"] >= 1
     assert other.subject == "other.subject" and other.headers is None
+    # the forged header was replaced, then the stamp taken off: nothing left (nats-server would show the
+    # forgery here, a known difference, tests/node/test_api_audit.py compares the usual case)
+    assert watched.headers is None

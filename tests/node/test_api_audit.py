@@ -140,3 +140,35 @@ async def test_the_same_requests_give_the_same_audits_as_nats_server(
     assert {audit["client"].get("name") for audit in ours} == {"auditor"}
     for mine, real in zip(by_request(ours), by_request(theirs), strict=True):
         assert mine == real
+
+
+async def _what_a_spy_on_the_api_sees(urls: list[str]) -> list[tuple[str, dict[str, str] | None]]:
+    """A `$JS.API.>` subscriber on every node while a client asks for account info twice, once with a
+    header of its own: the subjects and headers the subscribers got."""
+    spies = [await nats.connect(url) for url in urls]
+    seen: asyncio.Queue[tuple[str, dict[str, str] | None]] = asyncio.Queue()
+
+    async def note(msg: nats.aio.msg.Msg) -> None:
+        seen.put_nowait((msg.subject, msg.headers))
+
+    for spy in spies:
+        await spy.subscribe("$JS.API.>", cb=note)
+        await spy.flush()
+    nc = await nats.connect(urls[0])
+    try:
+        await nc.request("$JS.API.INFO", b"", timeout=10)
+        await nc.request("$JS.API.INFO", b"", timeout=10, headers={"X-Mine": "1"})
+        got = [await asyncio.wait_for(seen.get(), 10) for _ in range(2 * len(spies))]
+    finally:
+        await nc.close()
+        for spy in spies:
+            await spy.close()
+    return sorted(got, key=repr)
+
+
+async def test_a_client_watching_the_api_sees_requests_as_their_client_sent_them(
+    jetraft: LocalCluster, reference: list[str]
+) -> None:
+    ours = await _what_a_spy_on_the_api_sees(jetraft.client_urls)
+    assert ours == await _what_a_spy_on_the_api_sees(reference)
+    assert ("$JS.API.INFO", None) in ours and ("$JS.API.INFO", {"X-Mine": "1"}) in ours
