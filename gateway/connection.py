@@ -382,6 +382,9 @@ class ClientConnection(asyncio.Protocol):
             # nats-server reports it and keeps the connection.
             self._write(encode_err(publish_violation(subject)))
             return
+        policy = self.server.request_info
+        # an API request in the client's own account (one without JetStream is answered and audited too)
+        asks_api = policy is not None and subject.startswith(policy.prefixes)
         space = self.space
         if space is not None:
             mapped = space.publish_subject(subject)
@@ -394,8 +397,8 @@ class ClientConnection(asyncio.Protocol):
             # nats-server acknowledges before it delivers, so a publisher subscribed to
             # its own subject sees +OK ahead of the MSG.
             self._write(OK_BYTES)
-        policy = self.server.request_info
-        if policy is not None and subject.startswith(policy.prefixes):
+        # or one reaching the JetStream account's API by way of an import
+        if policy is not None and (asks_api or subject.startswith(policy.prefixes)):
             headers = stamp_request_info(headers, self._request_info(policy))
         # Without pedantic, nats-server drops a message on an invalid subject silently.
         with contextlib.suppress(InvalidSubjectError):

@@ -112,16 +112,25 @@ def audited_call(request: Message) -> tuple[str, dict[str, Any]] | None:
 
 def send_api_response(ctx: NodeContext, request: Message, body: bytes, *, audit: bool = True) -> None:
     """Answer a client's JetStream API request, then audit the answer if anyone listens for audits."""
+    ctx.api_reply(request.reply, body)
+    if audit:
+        audit_api_response(ctx, request, body)
+
+
+def audit_api_response(ctx: NodeContext, request: Message, body: bytes, account_prefix: str = "") -> None:
+    """Publish the audit of `body`, the answer to `request`, in the account whose router subjects start with
+    `account_prefix` (empty: the JetStream account's), if anyone there listens and a client asked."""
     reply = request.reply
-    ctx.api_reply(reply, body)
-    if not audit or not reply or reply.startswith(INTERNAL_INBOX_PREFIX):
+    if not reply or reply.startswith(INTERNAL_INBOX_PREFIX):
         return
-    if not ctx.router.has_interest(API_AUDIT_SUBJECT):
+    audit_subject = account_prefix + API_AUDIT_SUBJECT
+    if not ctx.router.has_interest(audit_subject):
         return
     call = audited_call(request)
     if call is None:
         return
     subject, client = call
+    subject = subject.removeprefix(account_prefix)
     advisory = api_audit(
         server=ctx.name,
         client=client,
@@ -132,7 +141,7 @@ def send_api_response(ctx: NodeContext, request: Message, body: bytes, *, audit:
         now_ns=time.time_ns(),
         domain=ctx.domain,
     )
-    ctx.router.publish(API_AUDIT_SUBJECT, advisory)
+    ctx.router.publish(audit_subject, advisory)
 
 
 __all__ = [
@@ -140,6 +149,7 @@ __all__ = [
     "API_AUDIT_TYPE",
     "API_SUBJECT_HEADER",
     "api_audit",
+    "audit_api_response",
     "audited_call",
     "is_error_response",
     "send_api_response",

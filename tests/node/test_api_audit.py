@@ -15,7 +15,10 @@ import nats.js.errors
 import pytest
 
 from local.cluster import LocalCluster, node_available
+from local.ports import HOST
 from tests.node.cluster_fixtures import local_cluster
+from tests.node.config_file_node import node_from_config
+from tests.node.reference_server import nats_server_from_config
 from tests.pipeline.servers import NATS_SERVER, NatsServerProcesses
 
 pytestmark = pytest.mark.skipif(
@@ -172,3 +175,63 @@ async def test_a_client_watching_the_api_sees_requests_as_their_client_sent_them
     ours = await _what_a_spy_on_the_api_sees(jetraft.client_urls)
     assert ours == await _what_a_spy_on_the_api_sees(reference)
     assert ("$JS.API.INFO", None) in ours and ("$JS.API.INFO", {"X-Mine": "1"}) in ours
+
+
+# account B has no JetStream: its API requests are answered with 10039, and audited in B
+TWO_ACCOUNTS = """
+jetstream: enabled
+accounts: {
+    A: { users: [ {user: a, password: a} ], jetstream: enabled }
+    B: { users: [ {user: b, password: b} ] }
+}
+"""
+WITHOUT_JETSTREAM = [
+    ("$JS.API.INFO", b""),
+    ("$JS.API.STREAM.INFO.X", b""),
+    ("$JS.API.STREAM.CREATE.X", b'{"name":"X"}'),
+]
+
+
+async def _audits_without_jetstream(port: int) -> tuple[list[dict[str, Any]], int]:
+    """The audits B's listener sees while a B client asks B's API, and how many A's listener saw."""
+    in_a = await nats.connect(f"nats://a:a@{HOST}:{port}")
+    in_b = await nats.connect(f"nats://b:b@{HOST}:{port}")
+    seen_in_a: list[bytes] = []
+    seen_in_b: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+    async def note_a(msg: nats.aio.msg.Msg) -> None:
+        seen_in_a.append(msg.data)
+
+    async def note_b(msg: nats.aio.msg.Msg) -> None:
+        seen_in_b.put_nowait(json.loads(msg.data))
+
+    await in_a.subscribe(AUDIT, cb=note_a)
+    await in_b.subscribe(AUDIT, cb=note_b)
+    await in_a.flush()
+    await in_b.flush()
+    nc = await nats.connect(f"nats://b:b@{HOST}:{port}", name="bee")
+    try:
+        for subject, body in WITHOUT_JETSTREAM:
+            await nc.request(subject, body, timeout=10)
+        audits = [await asyncio.wait_for(seen_in_b.get(), 10) for _ in WITHOUT_JETSTREAM]
+        await in_a.flush()
+    finally:
+        await nc.close()
+        await in_a.close()
+        await in_b.close()
+    for audit in audits:
+        # a single server here: names of servers and a cluster differ by nature
+        audit["server"] = audit["client"]["server"] = "server"
+        audit["client"].pop("cluster", None)
+    return [_comparable(audit, {"server"}) for audit in audits], len(seen_in_a)
+
+
+async def test_an_account_without_jetstream_gets_its_audits_as_on_nats_server(tmp_path: Path) -> None:
+    reference, ours = tmp_path / "reference", tmp_path / "ours"
+    reference.mkdir()
+    ours.mkdir()
+    async with nats_server_from_config(reference, TWO_ACCOUNTS) as port:
+        expected = await _audits_without_jetstream(port)
+    assert expected[1] == 0 and {audit["client"]["acc"] for audit in expected[0]} == {"B"}
+    async with node_from_config(ours, TWO_ACCOUNTS) as node:
+        assert await _audits_without_jetstream(node.client_port) == expected
