@@ -110,11 +110,12 @@ def client_info(
     name: str,
     lang: str,
     version: str,
+    rtt_ns: int,
     server: str,
     cluster: str,
 ) -> dict[str, Any]:
     """nats-server's ClientInfo of a plain NATS client, its fields in nats-server's order, empty ones left
-    out as its `omitempty` does. (`rtt` is left out: this gateway does not measure a client's RTT.)"""
+    out as its `omitempty` does."""
     fields: list[tuple[str, Any]] = [
         ("start", start),
         ("host", host),
@@ -124,6 +125,7 @@ def client_info(
         ("name", name),
         ("lang", lang),
         ("ver", version),
+        ("rtt", rtt_ns),  # a Go Duration: nanoseconds
         ("server", server),
         ("cluster", cluster),
         ("kind", "Client"),

@@ -161,6 +161,9 @@ class ClientConnection(asyncio.Protocol):
         self.out_bytes = 0
         self.started_ns = time.time_ns()
         self.last_activity_ns = self.started_ns
+        self._started_monotonic_ns = time.monotonic_ns()
+        # nats-server's first estimate of the client's RTT: from accepting the connection to its CONNECT
+        self.rtt_ns = 0
         # this client's Nats-Request-Info value, made at its first request (its CONNECT is known by then)
         self._request_info_json: bytes | None = None
 
@@ -313,6 +316,7 @@ class ClientConnection(asyncio.Protocol):
         return False
 
     def _connect(self, event: Connect) -> None:
+        self.rtt_ns = max(1, time.monotonic_ns() - self._started_monotonic_ns)
         try:
             options = ConnectOptions.from_dict(event.options)
         except ProtocolError as exc:
@@ -416,6 +420,7 @@ class ClientConnection(asyncio.Protocol):
                 name=options.name,
                 lang=options.lang,
                 version=options.version,
+                rtt_ns=self.rtt_ns,
                 server=policy.server,
                 cluster=policy.cluster,
             )

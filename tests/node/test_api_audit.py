@@ -87,6 +87,7 @@ def _comparable(audit: dict[str, Any], servers: set[str]) -> dict[str, Any]:
         "request": audit.get("request"),
         "response": _strip(kept),
         "keys": sorted(audit),
+        "client_keys": sorted(audit["client"]),
     }
 
 
