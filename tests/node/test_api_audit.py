@@ -236,3 +236,42 @@ async def test_an_account_without_jetstream_gets_its_audits_as_on_nats_server(tm
     assert expected[1] == 0 and {audit["client"]["acc"] for audit in expected[0]} == {"B"}
     async with node_from_config(ours, TWO_ACCOUNTS) as node:
         assert await _audits_without_jetstream(node.client_port) == expected
+
+
+async def _audits_under_a_domain(port: int) -> list[dict[str, Any]]:
+    """The audits of two requests sent under the domain's API prefix ($JS.hub.API)."""
+    spy = await nats.connect(f"nats://{HOST}:{port}")
+    seen: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+    async def note(msg: nats.aio.msg.Msg) -> None:
+        seen.put_nowait(json.loads(msg.data))
+
+    await spy.subscribe(AUDIT, cb=note)
+    await spy.flush()
+    nc = await nats.connect(f"nats://{HOST}:{port}", name="auditor")
+    try:
+        await nc.request("$JS.hub.API.INFO", b"", timeout=10)
+        await nc.request("$JS.hub.API.STREAM.NAMES", b'{"offset":0}', timeout=10)
+        audits = [await asyncio.wait_for(seen.get(), 10) for _ in range(2)]
+    finally:
+        await nc.close()
+        await spy.close()
+    for audit in audits:
+        audit["server"] = audit["client"]["server"] = "server"
+        audit["client"].pop("cluster", None)
+    return [{**_comparable(audit, {"server"}), "domain": audit.get("domain")} for audit in audits]
+
+
+async def test_requests_under_the_domains_prefix_are_audited_as_on_nats_server(tmp_path: Path) -> None:
+    config = "jetstream: { domain: hub }\n"
+    reference, ours = tmp_path / "reference", tmp_path / "ours"
+    reference.mkdir()
+    ours.mkdir()
+    async with nats_server_from_config(reference, config) as port:
+        expected = await _audits_under_a_domain(port)
+    assert [(audit["subject"], audit["domain"]) for audit in expected] == [
+        ("$JS.API.INFO", "hub"),
+        ("$JS.API.STREAM.NAMES", "hub"),
+    ]
+    async with node_from_config(ours, config) as node:
+        assert await _audits_under_a_domain(node.client_port) == expected
