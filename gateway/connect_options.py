@@ -93,6 +93,17 @@ class RequestInfoPolicy:
     prefixes: tuple[str, ...]
     server: str  # this node's name: ClientInfo's `server`, the server the client is connected to
     cluster: str  # the cluster name INFO shows (empty: none)
+    # what follows a prefix on requests never audited, which need no stamp (Direct Get, pull requests:
+    # answered with messages, not API responses): each would otherwise carry it for nothing
+    unaudited: tuple[str, ...] = ()
+
+    def stamps(self, subject: str) -> bool:
+        """Whether a request on `subject`, already known to start with one of `prefixes`, gets the header."""
+        if not self.unaudited:
+            return True
+        return not any(
+            subject.startswith(prefix) and subject.startswith(self.unaudited, len(prefix)) for prefix in self.prefixes
+        )
 
     @functools.cached_property
     def delivered_prefixes(self) -> tuple[bytes, ...]:

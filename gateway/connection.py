@@ -388,7 +388,7 @@ class ClientConnection(asyncio.Protocol):
             return
         policy = self.server.request_info
         # an API request in the client's own account (one without JetStream is answered and audited too)
-        asks_api = policy is not None and subject.startswith(policy.prefixes)
+        asks_api = policy is not None and subject.startswith(policy.prefixes) and policy.stamps(subject)
         space = self.space
         if space is not None:
             mapped = space.publish_subject(subject)
@@ -402,7 +402,7 @@ class ClientConnection(asyncio.Protocol):
             # its own subject sees +OK ahead of the MSG.
             self._write(OK_BYTES)
         # or one reaching the JetStream account's API by way of an import
-        if policy is not None and (asks_api or subject.startswith(policy.prefixes)):
+        if policy is not None and (asks_api or (subject.startswith(policy.prefixes) and policy.stamps(subject))):
             headers = stamp_request_info(headers, self._request_info(policy))
         # Without pedantic, nats-server drops a message on an invalid subject silently.
         with contextlib.suppress(InvalidSubjectError):

@@ -38,6 +38,8 @@ API_AUDIT_TYPE = "io.nats.jetstream.advisory.v1.api_audit"
 # the API subject a client's request came in on, carried to the node that answers it
 API_SUBJECT_HEADER = "Jetraft-Api-Subject"
 API_PREFIX = "$JS.API."
+# API requests answered with messages, never audited (what follows `$JS.API.` or another API prefix)
+UNAUDITED_API_TAILS = ("DIRECT.GET.", "CONSUMER.MSG.NEXT.")
 # writes whose successful answer nats-server audits without the request body
 _WRITES_AUDITED_WITHOUT_REQUEST = tuple(
     API_PREFIX + op
@@ -148,6 +150,7 @@ __all__ = [
     "API_AUDIT_SUBJECT",
     "API_AUDIT_TYPE",
     "API_SUBJECT_HEADER",
+    "UNAUDITED_API_TAILS",
     "api_audit",
     "audit_api_response",
     "audited_call",

@@ -20,7 +20,7 @@ from typing import Any
 import grpc
 import structlog
 
-from cluster.api.audit import API_PREFIX
+from cluster.api.audit import API_PREFIX, UNAUDITED_API_TAILS
 from cluster.api.entry import ApiEntry
 from cluster.api.no_jetstream import NoJetStreamResponder
 from cluster.api.prefixes import PREFIX_QUEUE, PrefixMapper, domain_prefix
@@ -111,6 +111,7 @@ class Node:
             prefixes=(API_PREFIX, *(prefix.rstrip(".") + "." for prefix in _other_api_prefixes(config))),
             server=config.name,
             cluster=(_cluster_info(config) or {}).get("cluster", ""),
+            unaudited=UNAUDITED_API_TAILS,
         )
         self.mesh = RouteMesh(
             self.router,

@@ -44,6 +44,14 @@ def test_stripping_gives_back_what_the_client_sent() -> None:
     assert strip_request_info(stamp_request_info(mine, b"{}")) == mine
 
 
+def test_requests_answered_with_messages_are_not_stamped() -> None:
+    policy = RequestInfoPolicy(
+        prefixes=("$JS.API.", "$JS.hub.API."), server="n1", cluster="", unaudited=("DIRECT.GET.",)
+    )
+    assert policy.stamps("$JS.API.STREAM.INFO.S") and policy.stamps("$JS.hub.API.INFO")
+    assert not policy.stamps("$JS.API.DIRECT.GET.S") and not policy.stamps("$JS.hub.API.DIRECT.GET.S")
+
+
 def test_client_info_leaves_out_what_is_empty_in_nats_servers_order() -> None:
     info = client_info(
         start="2026-01-01T00:00:00Z",
@@ -65,7 +73,9 @@ def test_client_info_leaves_out_what_is_empty_in_nats_servers_order() -> None:
 @pytest_asyncio.fixture
 async def server() -> AsyncIterator[GatewayServer]:
     gateway = GatewayServer(Router(), name="t1")
-    gateway.request_info = RequestInfoPolicy(prefixes=("$JS.API.",), server="t1", cluster="c1")
+    gateway.request_info = RequestInfoPolicy(
+        prefixes=("$JS.API.",), server="t1", cluster="c1", unaudited=("DIRECT.GET.",)
+    )
     await gateway.start()
     try:
         yield gateway
@@ -84,9 +94,11 @@ async def test_requests_on_the_policys_subjects_carry_the_client_as_connect_name
         spy = await client.subscribe("$JS.API.>")
         await client.publish("$JS.API.INFO", b"", headers={REQUEST_INFO_HEADER: '{"acc":"evil"}'})
         await client.publish("other.subject", b"")
+        await client.publish("$JS.API.DIRECT.GET.S", b"")
         await client.flush()
         api = await asyncio.wait_for(received.get(), TIMEOUT)
         other = await asyncio.wait_for(received.get(), TIMEOUT)
+        direct_get = await asyncio.wait_for(received.get(), TIMEOUT)
         watched = await spy.next_msg(TIMEOUT)
     finally:
         await client.close()
@@ -96,6 +108,7 @@ async def test_requests_on_the_policys_subjects_carry_the_client_as_connect_name
     assert info["server"] == "t1" and info["cluster"] == "c1" and info["host"] == "127.0.0.1"
     assert info["kind"] == "Client" and info["client_type"] == "nats" and info["id"] >= 1 and info["rtt"] > 0
     assert other.subject == "other.subject" and other.headers is None
+    assert direct_get.subject == "$JS.API.DIRECT.GET.S" and direct_get.headers is None
     # the forged header was replaced, then the stamp taken off: nothing left (nats-server would show the
     # forgery here, a known difference, tests/node/test_api_audit.py compares the usual case)
     assert watched.headers is None

@@ -5,8 +5,9 @@ the client's rtt and start, ports, server names, the cluster's name, the respons
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -103,19 +104,48 @@ async def _store_one(nc: nats.NATS) -> None:
     raise AssertionError("aud.a never served")
 
 
+async def _interest_reached_every_server(urls: list[str], probes: asyncio.Queue[str]) -> None:
+    """The listener's interest travels to the other servers after its SUB (nats-server's routes, jetraft's
+    mesh alike), and a server publishes an audit only where it knows of interest: a probe published on
+    each server until the listener gets it (bounded)."""
+    for url in urls:
+        nc = await nats.connect(url)
+        try:
+            for _ in range(100):
+                await nc.publish(AUDIT, json.dumps({"probe": url}).encode())
+                try:
+                    if await asyncio.wait_for(probes.get(), 0.1) == url:
+                        break
+                except TimeoutError:
+                    continue
+            else:
+                raise AssertionError(f"the listener's interest never reached {url}")
+        finally:
+            await nc.close()
+        while not probes.empty():
+            probes.get_nowait()
+
+
 async def _audits(urls: list[str], servers: set[str]) -> list[dict[str, Any]]:
     """The audits a listener on another node sees while one client makes `REQUESTS` (each awaited)."""
     spy = await nats.connect(urls[1])
     seen: list[dict[str, Any]] = []
     expected_all = asyncio.Event()
 
+    probes: asyncio.Queue[str] = asyncio.Queue()
+
     async def note(msg: nats.aio.msg.Msg) -> None:
-        seen.append(json.loads(msg.data))
+        data = json.loads(msg.data)
+        if "probe" in data:
+            probes.put_nowait(data["probe"])
+            return
+        seen.append(data)
         if len(seen) == len(REQUESTS) - 1:  # a message found gets none
             expected_all.set()
 
     await spy.subscribe(AUDIT, cb=note)
     await spy.flush()
+    await _interest_reached_every_server(urls, probes)
     nc = await nats.connect(urls[0], name="auditor")
     try:
         for subject, body, *headers in REQUESTS:
@@ -146,20 +176,42 @@ async def test_the_same_requests_give_the_same_audits_as_nats_server(
         assert mine == real
 
 
+# an API subject nobody answers, on either server
+PROBE = "$JS.API.PROBE"
+
+
 async def _what_a_spy_on_the_api_sees(urls: list[str]) -> list[tuple[str, dict[str, str] | None]]:
     """A `$JS.API.>` subscriber on every node while a client asks for account info twice, once with a
     header of its own: the subjects and headers the subscribers got."""
     spies = [await nats.connect(url) for url in urls]
     seen: asyncio.Queue[tuple[str, dict[str, str] | None]] = asyncio.Queue()
 
-    async def note(msg: nats.aio.msg.Msg) -> None:
-        seen.put_nowait((msg.subject, msg.headers))
+    probed = [asyncio.Event() for _ in spies]
 
-    for spy in spies:
-        await spy.subscribe("$JS.API.>", cb=note)
+    def noter(index: int) -> Callable[[nats.aio.msg.Msg], Awaitable[None]]:
+        async def note(msg: nats.aio.msg.Msg) -> None:
+            if msg.subject == PROBE:
+                probed[index].set()
+            else:
+                seen.put_nowait((msg.subject, msg.headers))
+
+        return note
+
+    for index, spy in enumerate(spies):
+        await spy.subscribe("$JS.API.>", cb=noter(index))
         await spy.flush()
     nc = await nats.connect(urls[0])
     try:
+        # the spies' interest reaches the requester's server after their SUBs (routes, the mesh): a probe
+        # until every spy got one (bounded), as no event tells
+        for _ in range(100):
+            await nc.publish(PROBE, b"")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*(event.wait() for event in probed)), 0.1)
+            if all(event.is_set() for event in probed):
+                break
+        else:
+            raise AssertionError("the spies' interest never reached the requester's server")
         await nc.request("$JS.API.INFO", b"", timeout=10)
         await nc.request("$JS.API.INFO", b"", timeout=10, headers={"X-Mine": "1"})
         got = [await asyncio.wait_for(seen.get(), 10) for _ in range(2 * len(spies))]
