@@ -96,6 +96,9 @@ class RequestInfoPolicy:
     # what follows a prefix on requests never audited, which need no stamp (Direct Get, pull requests:
     # answered with messages, not API responses): each would otherwise carry it for nothing
     unaudited: tuple[str, ...] = ()
+    # what the header is for (the audits' subject, in the requester's account): while nobody listens there,
+    # requests are not stamped, and cost nothing more (empty: always stamped)
+    watched: str = ""
 
     def stamps(self, subject: str) -> bool:
         """Whether a request on `subject`, already known to start with one of `prefixes`, gets the header."""
@@ -165,3 +168,10 @@ def strip_request_info(headers: bytes) -> bytes | None:
     if kept == [b"NATS/1.0"]:
         return None
     return b"\r\n".join(kept) + b"\r\n\r\n"
+
+
+def drop_request_info(headers: bytes | None) -> bytes | None:
+    """`headers` without any `Nats-Request-Info` (one a client sent claims to be someone)."""
+    if headers is None or REQUEST_INFO_HEADER.lower().encode() not in headers.lower():
+        return headers
+    return strip_request_info(headers)

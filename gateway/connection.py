@@ -23,6 +23,7 @@ from gateway.connect_options import (
     ConnectOptions,
     RequestInfoPolicy,
     client_info,
+    drop_request_info,
     encode_client_info,
     stamp_request_info,
     strip_request_info,
@@ -386,9 +387,7 @@ class ClientConnection(asyncio.Protocol):
             # nats-server reports it and keeps the connection.
             self._write(encode_err(publish_violation(subject)))
             return
-        policy = self.server.request_info
-        # an API request in the client's own account (one without JetStream is answered and audited too)
-        asks_api = policy is not None and subject.startswith(policy.prefixes) and policy.stamps(subject)
+        client_subject = subject
         space = self.space
         if space is not None:
             mapped = space.publish_subject(subject)
@@ -401,12 +400,29 @@ class ClientConnection(asyncio.Protocol):
             # nats-server acknowledges before it delivers, so a publisher subscribed to
             # its own subject sees +OK ahead of the MSG.
             self._write(OK_BYTES)
-        # or one reaching the JetStream account's API by way of an import
-        if policy is not None and (asks_api or (subject.startswith(policy.prefixes) and policy.stamps(subject))):
-            headers = stamp_request_info(headers, self._request_info(policy))
+        policy = self.server.request_info
+        if policy is not None and (subject.startswith(policy.prefixes) or client_subject.startswith(policy.prefixes)):
+            headers = self._with_request_info(policy, client_subject, subject, headers)
         # Without pedantic, nats-server drops a message on an invalid subject silently.
         with contextlib.suppress(InvalidSubjectError):
             self.router.publish(subject, payload, reply, headers, origin=self)
+
+    def _with_request_info(
+        self, policy: RequestInfoPolicy, client_subject: str, subject: str, headers: bytes | None
+    ) -> bytes | None:
+        """`headers` with this client's Nats-Request-Info, on a request the JetStream API answers and audits,
+        while anyone listens for the audit: in the client's own account, or in the JetStream account the
+        request reaches by way of an import. Unwatched, a request travels as its client sent it."""
+        if client_subject.startswith(policy.prefixes):
+            audited_in = self.space.prefix if self.space is not None else ""
+            asked = client_subject
+        else:
+            audited_in, asked = "", subject  # the JetStream account's subjects are the router's as they are
+        if not policy.stamps(asked):
+            return headers
+        if policy.watched and not self.router.has_interest(audited_in + policy.watched):
+            return drop_request_info(headers)
+        return stamp_request_info(headers, self._request_info(policy))
 
     def _request_info(self, policy: RequestInfoPolicy) -> bytes:
         if self._request_info_json is None:

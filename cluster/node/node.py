@@ -20,7 +20,7 @@ from typing import Any
 import grpc
 import structlog
 
-from cluster.api.audit import API_PREFIX, UNAUDITED_API_TAILS
+from cluster.api.audit import API_AUDIT_SUBJECT, API_PREFIX, UNAUDITED_API_TAILS
 from cluster.api.entry import ApiEntry
 from cluster.api.no_jetstream import NoJetStreamResponder
 from cluster.api.prefixes import PREFIX_QUEUE, PrefixMapper, domain_prefix
@@ -112,6 +112,7 @@ class Node:
             server=config.name,
             cluster=(_cluster_info(config) or {}).get("cluster", ""),
             unaudited=UNAUDITED_API_TAILS,
+            watched=API_AUDIT_SUBJECT,
         )
         self.mesh = RouteMesh(
             self.router,

@@ -112,3 +112,23 @@ async def test_requests_on_the_policys_subjects_carry_the_client_as_connect_name
     # the forged header was replaced, then the stamp taken off: nothing left (nats-server would show the
     # forgery here, a known difference, tests/node/test_api_audit.py compares the usual case)
     assert watched.headers is None
+
+
+async def test_while_nobody_watches_requests_are_not_stamped_and_a_forgery_is_dropped() -> None:
+    gateway = GatewayServer(Router(), name="t1")
+    gateway.request_info = RequestInfoPolicy(prefixes=("$JS.API.",), server="t1", cluster="", watched="audits")
+    await gateway.start()
+    received: asyncio.Queue[Message] = asyncio.Queue()
+    gateway.router.subscribe("$JS.API.>", received.put_nowait)
+    client = await nats.connect(f"nats://{HOST}:{gateway.port}", allow_reconnect=False)
+    try:
+        await client.publish("$JS.API.INFO", b"", headers={REQUEST_INFO_HEADER: '{"acc":"evil"}', "X-Mine": "1"})
+        unwatched = await asyncio.wait_for(received.get(), TIMEOUT)
+        gateway.router.subscribe("audits", lambda msg: None)
+        await client.publish("$JS.API.INFO", b"")
+        watched = await asyncio.wait_for(received.get(), TIMEOUT)
+    finally:
+        await client.close()
+        await gateway.stop()
+    assert unwatched.headers == b"NATS/1.0\r\nX-Mine: 1\r\n\r\n"
+    assert watched.headers is not None and REQUEST_INFO_HEADER.encode() in watched.headers

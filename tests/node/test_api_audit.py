@@ -201,6 +201,9 @@ async def _what_a_spy_on_the_api_sees(urls: list[str]) -> list[tuple[str, dict[s
         await spy.subscribe("$JS.API.>", cb=noter(index))
         await spy.flush()
     nc = await nats.connect(urls[0])
+    # someone listens for audits on the requester's own server: requests are stamped there
+    await nc.subscribe(AUDIT)
+    await nc.flush()
     try:
         # the spies' interest reaches the requester's server after their SUBs (routes, the mesh): a probe
         # until every spy got one (bounded), as no event tells
