@@ -1,11 +1,23 @@
-"""The options a client sends in CONNECT, type-checked."""
+"""What a client says of itself: the options it sends in CONNECT, type-checked; and what the server says of
+it to others, its ClientInfo carried with its requests as nats-server's `Nats-Request-Info` header.
+
+nats-server adds this header (its `ClientInfo`, as JSON) where a client's request crosses into a service,
+the JetStream API among them, so that whichever server answers can name the client in its API audit
+advisory. Here the client's node stamps it on every publish to the subjects the node names
+(`RequestInfoPolicy.prefixes`, `$JS.API.` for a JetStream node), replacing any such header the client
+sent itself: a client cannot pass for another. The header travels with the request to the node that
+answers it (cluster/api/audit.py reads it there).
+"""
 
 from __future__ import annotations
 
+import functools
+import json
 from dataclasses import dataclass
 from typing import Any
 
 from gateway.events import ERR_BAD_CLIENT_PROTOCOL, ERR_NO_RESPONDERS_NEEDS_HEADERS, ProtocolError
+from gateway.headers import set_header
 
 # The highest client protocol level we speak: 1 = async INFO updates (cluster connect_urls).
 CLIENT_PROTOCOL = 1
@@ -67,3 +79,99 @@ class ConnectOptions:
             nkey=options.get("nkey"),
             sig=options.get("sig"),
         )
+
+
+# --- ClientInfo, carried with a client's requests ---------------------------------------------
+
+REQUEST_INFO_HEADER = "Nats-Request-Info"
+
+
+@dataclass(frozen=True)
+class RequestInfoPolicy:
+    """Which publishes get the header, and what the node says about itself in it."""
+
+    prefixes: tuple[str, ...]
+    server: str  # this node's name: ClientInfo's `server`, the server the client is connected to
+    cluster: str  # the cluster name INFO shows (empty: none)
+    # what follows a prefix on requests never audited, which need no stamp (Direct Get, pull requests:
+    # answered with messages, not API responses): each would otherwise carry it for nothing
+    unaudited: tuple[str, ...] = ()
+    # what the header is for (the audits' subject, in the requester's account): while nobody listens there,
+    # requests are not stamped, and cost nothing more (empty: always stamped)
+    watched: str = ""
+
+    def stamps(self, subject: str) -> bool:
+        """Whether a request on `subject`, already known to start with one of `prefixes`, gets the header."""
+        if not self.unaudited:
+            return True
+        return not any(
+            subject.startswith(prefix) and subject.startswith(self.unaudited, len(prefix)) for prefix in self.prefixes
+        )
+
+    @functools.cached_property
+    def delivered_prefixes(self) -> tuple[bytes, ...]:
+        """The prefixes as the subjects a connection delivers are spelled (bytes)."""
+        return tuple(prefix.encode() for prefix in self.prefixes)
+
+
+def client_info(
+    *,
+    start: str,
+    host: str,
+    client_id: int,
+    account: str,
+    user: str,
+    name: str,
+    lang: str,
+    version: str,
+    rtt_ns: int,
+    server: str,
+    cluster: str,
+) -> dict[str, Any]:
+    """nats-server's ClientInfo of a plain NATS client, its fields in nats-server's order, empty ones left
+    out as its `omitempty` does."""
+    fields: list[tuple[str, Any]] = [
+        ("start", start),
+        ("host", host),
+        ("id", client_id),
+        ("acc", account),
+        ("user", user),
+        ("name", name),
+        ("lang", lang),
+        ("ver", version),
+        ("rtt", rtt_ns),  # a Go Duration: nanoseconds
+        ("server", server),
+        ("cluster", cluster),
+        ("kind", "Client"),
+        ("client_type", "nats"),
+    ]
+    return {key: value for key, value in fields if value}
+
+
+def encode_client_info(info: dict[str, Any]) -> bytes:
+    """The header's value: compact JSON on one line (a header value holds no CR or LF)."""
+    return json.dumps(info, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def stamp_request_info(headers: bytes | None, info_json: bytes) -> bytes:
+    """`headers` (a block ending in its blank line, or None) whose `Nats-Request-Info` is `info_json`,
+    whatever the client sent under that name dropped."""
+    return set_header(headers, REQUEST_INFO_HEADER, info_json)
+
+
+def strip_request_info(headers: bytes) -> bytes | None:
+    """`headers` as the client sent them: without the `Nats-Request-Info` its node stamped (None when that
+    was all), for the clients that see the request itself (a `$JS.API.>` or `>` subscriber), as nats-server
+    adds it only where the request crosses into the JetStream service."""
+    start = REQUEST_INFO_HEADER.lower().encode() + b":"
+    kept = [part for part in headers[:-4].split(b"\r\n") if not part.lower().startswith(start)]
+    if kept == [b"NATS/1.0"]:
+        return None
+    return b"\r\n".join(kept) + b"\r\n\r\n"
+
+
+def drop_request_info(headers: bytes | None) -> bytes | None:
+    """`headers` without any `Nats-Request-Info` (one a client sent claims to be someone)."""
+    if headers is None or REQUEST_INFO_HEADER.lower().encode() not in headers.lower():
+        return headers
+    return strip_request_info(headers)

@@ -18,7 +18,16 @@ import structlog
 
 from gateway.accounts import GLOBAL_ACCOUNT, Accounts, AccountSpace
 from gateway.auth import Authenticator, Identity, SlowCheck
-from gateway.connect_options import ConnectOptions
+from gateway.connect_options import (
+    REQUEST_INFO_HEADER,
+    ConnectOptions,
+    RequestInfoPolicy,
+    client_info,
+    drop_request_info,
+    encode_client_info,
+    stamp_request_info,
+    strip_request_info,
+)
 from gateway.events import (
     ERR_AUTH_TIMEOUT,
     ERR_AUTHORIZATION,
@@ -45,9 +54,12 @@ from gateway.permissions import ConnectionPermissions
 from gateway.protocol import OK_BYTES, PING_BYTES, PONG_BYTES, ClientCommandParser, encode_err, encode_token
 from gateway.router import InvalidSubjectError, Router, Subscription
 from gateway.tls import TlsSettings
+from storage.nats_time import format_rfc3339_nano
 from subjects.grammar import is_valid_subject, subject_matches
 
 log = structlog.get_logger(__name__)
+# what a delivered request's headers hold when its client's node stamped it (gateway/connect_options.py)
+REQUEST_INFO_MARK = b"\r\n" + REQUEST_INFO_HEADER.encode() + b": "
 
 # One read can carry hundreds of commands. Handled in slices, with the rest of the node
 # running in between, the first publishes' work (Raft appends, acks) goes ahead while
@@ -80,6 +92,8 @@ class ClientPort(Protocol):
     tls_upgrade: ssl.SSLContext | None
     tls: TlsSettings | None
     accounts: Accounts | None
+    # which publishes carry the client's details to the server answering them (None: none do)
+    request_info: RequestInfoPolicy | None
 
     @property
     def connection_count(self) -> int: ...
@@ -148,6 +162,11 @@ class ClientConnection(asyncio.Protocol):
         self.out_bytes = 0
         self.started_ns = time.time_ns()
         self.last_activity_ns = self.started_ns
+        self._started_monotonic_ns = time.monotonic_ns()
+        # nats-server's first estimate of the client's RTT: from accepting the connection to its CONNECT
+        self.rtt_ns = 0
+        # this client's Nats-Request-Info value, made at its first request (its CONNECT is known by then)
+        self._request_info_json: bytes | None = None
 
     # --- asyncio.Protocol -------------------------------------------------------------
 
@@ -298,6 +317,7 @@ class ClientConnection(asyncio.Protocol):
         return False
 
     def _connect(self, event: Connect) -> None:
+        self.rtt_ns = max(1, time.monotonic_ns() - self._started_monotonic_ns)
         try:
             options = ConnectOptions.from_dict(event.options)
         except ProtocolError as exc:
@@ -367,6 +387,7 @@ class ClientConnection(asyncio.Protocol):
             # nats-server reports it and keeps the connection.
             self._write(encode_err(publish_violation(subject)))
             return
+        client_subject = subject
         space = self.space
         if space is not None:
             mapped = space.publish_subject(subject)
@@ -379,9 +400,48 @@ class ClientConnection(asyncio.Protocol):
             # nats-server acknowledges before it delivers, so a publisher subscribed to
             # its own subject sees +OK ahead of the MSG.
             self._write(OK_BYTES)
+        policy = self.server.request_info
+        if policy is not None and (subject.startswith(policy.prefixes) or client_subject.startswith(policy.prefixes)):
+            headers = self._with_request_info(policy, client_subject, subject, headers)
         # Without pedantic, nats-server drops a message on an invalid subject silently.
         with contextlib.suppress(InvalidSubjectError):
             self.router.publish(subject, payload, reply, headers, origin=self)
+
+    def _with_request_info(
+        self, policy: RequestInfoPolicy, client_subject: str, subject: str, headers: bytes | None
+    ) -> bytes | None:
+        """`headers` with this client's Nats-Request-Info, on a request the JetStream API answers and audits,
+        while anyone listens for the audit: in the client's own account, or in the JetStream account the
+        request reaches by way of an import. Unwatched, a request travels as its client sent it."""
+        if client_subject.startswith(policy.prefixes):
+            audited_in = self.space.prefix if self.space is not None else ""
+            asked = client_subject
+        else:
+            audited_in, asked = "", subject  # the JetStream account's subjects are the router's as they are
+        if not policy.stamps(asked):
+            return headers
+        if policy.watched and not self.router.has_interest(audited_in + policy.watched):
+            return drop_request_info(headers)
+        return stamp_request_info(headers, self._request_info(policy))
+
+    def _request_info(self, policy: RequestInfoPolicy) -> bytes:
+        if self._request_info_json is None:
+            options = self.options
+            info = client_info(
+                start=format_rfc3339_nano(self.started_ns),
+                host=self.remote_ip,
+                client_id=self.client_id,
+                account=self.space.account.name if self.space is not None else GLOBAL_ACCOUNT,
+                user=self.user,
+                name=options.name,
+                lang=options.lang,
+                version=options.version,
+                rtt_ns=self.rtt_ns,
+                server=policy.server,
+                cluster=policy.cluster,
+            )
+            self._request_info_json = encode_client_info(info)
+        return self._request_info_json
 
     def _subscribe(self, event: Sub) -> None:
         existing = self.subs.get(event.sid)
@@ -450,6 +510,10 @@ class ClientConnection(asyncio.Protocol):
             if headers is not None and space.prefix and headers.startswith(b"NATS/1.0 503"):
                 # the no-responders status names the subject as the client published it
                 headers = headers.replace(b"Nats-Subject: " + space.prefix.encode(), b"Nats-Subject: ", 1)
+        if headers is not None and REQUEST_INFO_MARK in headers:
+            policy = self.server.request_info
+            if policy is not None and subject.startswith(policy.delivered_prefixes):
+                headers = strip_request_info(headers)
         permissions = self.permissions
         if permissions is not None:
             if sid in self._filtered_sids and not permissions.may_receive(subject.decode()):

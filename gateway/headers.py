@@ -71,6 +71,19 @@ def extend_header_block(block: bytes | None, lines: bytes) -> bytes:
     return head + lines + _CRLF
 
 
+def set_header(block: bytes | None, name: str, value: bytes) -> bytes:
+    """A header block (ending with its blank line; None or empty for none) whose only `name` field, matched
+    without regard to case, is `value`: how a server overwrites what a client may have forged."""
+    line = name.encode() + b": " + value + _CRLF
+    if not block:
+        return STATUS_LINE + _CRLF + line + _CRLF
+    start = name.lower().encode() + b":"
+    if start in block.lower():
+        kept = [part for part in block[:-4].split(_CRLF) if not part.lower().startswith(start)]
+        block = _CRLF.join(kept) + _CRLF + _CRLF
+    return extend_header_block(block, line)
+
+
 def decode_headers(block: bytes | bytearray | memoryview) -> Headers:
     """Decode a header block (as carried by HPUB/HMSG, including the final empty line)."""
     # One decode of the whole block rather than one per name and value: this runs for every published

@@ -15,6 +15,7 @@ from typing import Any
 
 from gateway.accounts import Accounts
 from gateway.auth import Authenticator
+from gateway.connect_options import RequestInfoPolicy
 from gateway.connection import ClientConnection
 from gateway.limits import Limits, ServerStats
 from gateway.protocol import encode_info
@@ -72,6 +73,8 @@ class GatewayServer:
         self._server: asyncio.Server | None = None
         self._info: dict[str, Any] = {}
         self.tls = tls
+        # which publishes carry their client's details (Nats-Request-Info): set by a JetStream node
+        self.request_info: RequestInfoPolicy | None = None
         # Several accounts: each connection maps its client's subjects (None: one space, nothing to map).
         self.accounts = accounts if accounts is not None and len(accounts.accounts) > 1 else None
         # The context each connection upgrades with after its INFO (None: no TLS, or TLS before INFO).

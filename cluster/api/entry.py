@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from cluster.api.audit import API_SUBJECT_HEADER, send_api_response
 from cluster.api.consumer_subjects import (
     CONSUMER_API_PREFIX,
     META_CONSUMER_OPS,
@@ -35,7 +36,8 @@ from cluster.api.subjects import (
 )
 from cluster.runtime.context import NodeContext
 from cluster.runtime.leader_wait import wait_for_interest
-from gateway.headers import encode_headers
+from gateway.connect_options import REQUEST_INFO_HEADER
+from gateway.headers import encode_headers, set_header
 from gateway.router import Message, Subscription
 
 # INFO goes by way of the meta leader, which passes it on only if the stream (or consumer) still
@@ -108,6 +110,11 @@ class ApiEntry:
         self._forward(request, target, msg)
 
     def _forward(self, request: ApiRequest | ConsumerRequest, target: str, msg: Message) -> None:
+        # the answerer sees only `target`: the subject the client used goes along for its audit
+        if msg.headers is not None and REQUEST_INFO_HEADER.encode() in msg.headers:
+            msg = Message(
+                msg.subject, msg.reply, set_header(msg.headers, API_SUBJECT_HEADER, msg.subject.encode()), msg.payload
+            )
         if self._ctx.router.publish(target, msg.payload, msg.reply, msg.headers) == 0:
             self._ctx.spawn(self._forward_when_answerable(request, target, msg), "api-wait-for-leader")
 
@@ -132,4 +139,4 @@ class ApiEntry:
             body = request.error_body(error)
         else:
             body = error_response(request.response_type, error)
-        self._ctx.api_reply(msg.reply, body)
+        send_api_response(self._ctx, msg, body)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cluster.api.audit import audit_api_response
 from cluster.api.consumer_subjects import CONSUMER_API_PREFIX, ConsumerOp, parse_consumer_subject
 from cluster.api.errors import JSErrors, error_response, stream_info_error
 from cluster.api.subjects import API_QUEUE, API_SUBSCRIPTIONS, ApiOp, parse_api_subject
@@ -78,3 +79,5 @@ class NoJetStreamResponder:
         body = not_enabled_body(api_subject)
         if body is not None:
             self._ctx.reply(msg.reply, body)
+            # audited in the requester's account, as nats-server does (not counted: that account has no API)
+            audit_api_response(self._ctx, msg, body, account_prefix=msg.subject[: -len(api_subject)])

@@ -37,6 +37,7 @@ from cluster.api.advisories import (
     msg_terminated,
     new_event_id,
 )
+from cluster.api.audit import send_api_response
 from cluster.api.consumer_subjects import (
     META_CONSUMER_PREFIX,
     ConsumerOp,
@@ -617,7 +618,7 @@ class ConsumerLeader:
         if op is ConsumerOp.NEXT:
             self._queue_pull(msg.reply, msg.payload, time.time_ns())
             return
-        self.ctx.spawn(self._answer(op, msg.reply, msg.headers), f"consumer-api-{op.value}")
+        self.ctx.spawn(self._answer(op, msg), f"consumer-api-{op.value}")
 
     def _queue_pull(self, reply: str, body: bytes, now: int) -> None:
         try:
@@ -654,7 +655,8 @@ class ConsumerLeader:
             due_redeliveries(cfg, self.working, now)
         )
 
-    async def _answer(self, op: ConsumerOp, reply: str, headers: bytes | None) -> None:
+    async def _answer(self, op: ConsumerOp, msg: Message) -> None:
+        reply, headers = msg.reply, msg.headers
         try:
             # asked by way of the meta leader: answer with what it had applied (an update's config)
             index = meta_index_of(headers)
@@ -683,7 +685,7 @@ class ConsumerLeader:
             body = plain_error(
                 "io.nats.jetstream.api.v1.consumer_info_response", JSErrors.CLUSTER_NOT_AVAILABLE()
             )
-        self.ctx.api_reply(reply, body)
+        send_api_response(self.ctx, msg, body)
 
     async def _step_down(self) -> bytes:
         host, group = self.ctx.host, self.replica.group

@@ -36,6 +36,7 @@ from cluster.api.advisories import (
     stream_action,
     stream_advisory_subject,
 )
+from cluster.api.audit import send_api_response
 from cluster.api.consumer_subjects import META_CONSUMER_PREFIX, ConsumerRequest
 from cluster.api.errors import ApiError, JSErrors, error_response, plain_error, stream_info_error
 from cluster.api.lists import list_page
@@ -371,7 +372,7 @@ class MetaService:
             log.info("meta_request_unavailable", op=request.op.value, stream=request.stream, error=repr(exc))
             body = _error_body(request, JSErrors.CLUSTER_NOT_AVAILABLE())
         if body is not None:
-            self.ctx.api_reply(reply, body)
+            send_api_response(self.ctx, msg, body)
 
     async def _handle(self, request: ApiRequest, msg: Message) -> bytes | None:
         op, name = request.op, request.stream
@@ -436,7 +437,7 @@ class MetaService:
             log.info("meta_consumer_request_unavailable", op=request.op.value, error=repr(exc))
             body = consumer_error_body(request, JSErrors.CLUSTER_NOT_AVAILABLE())
         if body is not None and msg.reply:
-            self.ctx.api_reply(msg.reply, body)
+            send_api_response(self.ctx, msg, body)
 
     async def propose(self, op: MetaOp, body: dict[str, Any]) -> MetaResult:
         return await self._propose(op, body)

@@ -20,6 +20,7 @@ from typing import Any
 import grpc
 import structlog
 
+from cluster.api.audit import API_AUDIT_SUBJECT, API_PREFIX, UNAUDITED_API_TAILS
 from cluster.api.entry import ApiEntry
 from cluster.api.no_jetstream import NoJetStreamResponder
 from cluster.api.prefixes import PREFIX_QUEUE, PrefixMapper, domain_prefix
@@ -45,6 +46,7 @@ from cluster.runtime.metrics import NodeMetrics
 from cluster.runtime.workers import node_of
 from cluster.stream.leader import replica_progress
 from gateway.auth import make_authenticator
+from gateway.connect_options import RequestInfoPolicy
 from gateway.limits import Limits
 from gateway.router import Router
 from gateway.routes import RouteMesh, add_route_servicer
@@ -65,6 +67,11 @@ def _cluster_info(config: NodeConfig) -> dict[str, str] | None:
     if config.cluster_name:
         return {"cluster": config.cluster_name}
     return {"cluster": CLUSTER_NAME} if config.peers else None
+
+
+def _other_api_prefixes(config: NodeConfig) -> list[str]:
+    """The prefixes the API is also reached under (ADR-19: the domain's, imported ones)."""
+    return [*([domain_prefix(config.domain)] if config.domain else []), *config.api_prefixes]
 
 
 class Node:
@@ -98,6 +105,14 @@ class Node:
             tls=config.tls,
             accounts=config.accounts,
             reuse_port=config.workers > 1,
+        )
+        # a client's JetStream API requests carry its details to the node answering them, for its audit
+        self.server.request_info = RequestInfoPolicy(
+            prefixes=(API_PREFIX, *(prefix.rstrip(".") + "." for prefix in _other_api_prefixes(config))),
+            server=config.name,
+            cluster=(_cluster_info(config) or {}).get("cluster", ""),
+            unaudited=UNAUDITED_API_TAILS,
+            watched=API_AUDIT_SUBJECT,
         )
         self.mesh = RouteMesh(
             self.router,
@@ -189,8 +204,7 @@ class Node:
         await self.host.start()
         self.meta.start()
         self.api.open()
-        prefixes = [*([domain_prefix(config.domain)] if config.domain else []), *config.api_prefixes]
-        self.prefixes = PrefixMapper(self.ctx, prefixes)
+        self.prefixes = PrefixMapper(self.ctx, _other_api_prefixes(config))
         self.prefixes.open()
         if config.accounts is not None and len(config.accounts.accounts) > 1:
             self.no_jetstream = NoJetStreamResponder(self.ctx)

@@ -34,6 +34,7 @@ from cluster.api.advisories import (
     new_event_id,
     stream_leader_elected_subject,
 )
+from cluster.api.audit import send_api_response
 from cluster.api.errors import ApiError, JSErrors, plain_error, stream_info_error
 from cluster.api.response_types import LEADER_STEPDOWN_TYPE, MSG_DELETE_TYPE, STREAM_UPDATE_TYPE
 from cluster.api.subjects import ApiOp, parse_stream_subject, stream_subscription
@@ -682,7 +683,7 @@ class StreamLeader:
         except TimeoutError:
             body = _error_body(op, JSErrors.CLUSTER_NOT_AVAILABLE())
         if reply:
-            self.ctx.api_reply(reply, body)
+            send_api_response(self.ctx, msg, body)
 
     async def _handle(self, op: ApiOp, payload: bytes) -> bytes:
         replica, version = self.replica, self.ctx.server_version
@@ -758,7 +759,8 @@ class StreamLeader:
             # a message's fields are base64 or numbers: only an error reply has this key
             status = "ok" if b'"error":' not in body else _error_code(body)
         self._msg_gets(status).inc()
-        self.ctx.api_reply(msg.reply, body)
+        # a message found is answered without an audit, as nats-server's stream leader answers it
+        send_api_response(self.ctx, msg, body, audit=status != "ok")
 
     async def _fetch(self, payload: bytes) -> bytes:
         """A batch of committed messages for a mirror, held up to `wait_ms` when there is none yet."""
