@@ -112,7 +112,9 @@ def _merged(items: list[Any]) -> Any:
 async def workload(url: str) -> nats.NATS:
     """One named client: an R3 stream with three messages and a durable, and a queue subscription."""
     nc = await nats.connect(url, name="monitored")
-    js = nc.jetstream()
+    # generous: a freshly started 3-node nats-server once took over 5 s (nats-py's default) for the R3
+    # consumer on a loaded machine
+    js = nc.jetstream(timeout=20)
     await js.add_stream(name="ORDERS", subjects=["orders.>"], num_replicas=3)
     for _ in range(3):
         await js.publish("orders.new", b"hello")
