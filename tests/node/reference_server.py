@@ -7,12 +7,15 @@ import contextlib
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
 from local.ports import HOST, free_port_base
+from tests.node.config_file_node import node_from_config
 
 NATS_SERVER = Path(sys.executable).with_name("nats-server")
+T = TypeVar("T")
 
 
 @contextlib.asynccontextmanager
@@ -24,7 +27,10 @@ async def nats_server_from_config(tmp_path: Path, body: str, timeout: float = 30
     log_path = tmp_path / "nats-server.log"
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
-            [str(NATS_SERVER), "-c", str(config)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            [str(NATS_SERVER), "-c", str(config)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     try:
         loop = asyncio.get_running_loop()
@@ -50,3 +56,19 @@ async def nats_server_from_config(tmp_path: Path, body: str, timeout: float = 30
             except subprocess.TimeoutExpired:
                 proc.kill()
                 await asyncio.to_thread(proc.wait, 10)
+
+
+async def on_both_with_jetstream(
+    tmp_path: Path, accounts_conf: str, scenario: Callable[[int], Awaitable[T]]
+) -> tuple[T, T]:
+    """`scenario(client port)` against nats-server 2.15.1, then a jetraft node, each given `accounts_conf`
+    with JetStream on (an account's own `jetstream` block picks the account): (theirs, ours)."""
+    reference, ours = tmp_path / "ref", tmp_path / "jetraft"
+    reference.mkdir()
+    ours.mkdir()
+    async with nats_server_from_config(
+        reference, f"jetstream {{ store_dir: '{reference / 'js'}' }}\n" + accounts_conf
+    ) as port:
+        theirs = await scenario(port)
+    async with node_from_config(ours, "jetstream: enabled\n" + accounts_conf) as node:
+        return theirs, await scenario(node.client_port)

@@ -17,7 +17,7 @@ import nats
 
 from local.ports import HOST, free_port_base
 from tests.node.config_file_node import node_from_config
-from tests.node.reference_server import nats_server_from_config
+from tests.node.reference_server import nats_server_from_config, on_both_with_jetstream
 
 LIMITS_CONF = """
 accounts: {
@@ -99,18 +99,12 @@ async def _answers(port: int) -> list[dict[str, Any]]:
 
 
 async def test_account_limits_answer_as_nats_server(tmp_path: Path) -> None:
-    reference, ours = tmp_path / "ref", tmp_path / "jetraft"
-    reference.mkdir()
-    ours.mkdir()
-    async with nats_server_from_config(reference, f"jetstream {{ store_dir: '{reference / 'js'}' }}\n" + LIMITS_CONF) as port:
-        expected = await _answers(port)
+    expected, got = await on_both_with_jetstream(tmp_path, LIMITS_CONF, _answers)
     codes = [answer.get("error", {}).get("err_code") for answer in expected]
     assert codes == [10113, 10122, 10122, 10026, None, None, None, 10028, None, 10047, None, 10027,
                      10122, 10047, None, 10026, None, 10121, None, None, 10026, None, None, None]  # fmt: skip
     assert expected[-1]["limits"]["max_streams"] == 4
     assert expected[-1]["api"] == {"total": 23, "errors": 12}  # every answer before INFO's own
-    async with node_from_config(ours, "jetstream: enabled\n" + LIMITS_CONF) as node:
-        got = await _answers(node.client_port)
     for (subject, _), want, have in zip(SCENARIO, expected, got, strict=True):
         assert (subject, have) == (subject, want)
 
@@ -149,17 +143,12 @@ async def _publish_answers(port: int) -> list[Any]:
 
 
 async def test_a_publish_past_the_accounts_storage_is_refused_as_by_nats_server(tmp_path: Path) -> None:
-    reference, ours = tmp_path / "ref", tmp_path / "jetraft"
-    reference.mkdir()
-    ours.mkdir()
-    async with nats_server_from_config(reference, f"jetstream {{ store_dir: '{reference / 'js'}' }}\n" + PUBLISH_CONF) as port:
-        expected = await _publish_answers(port)
+    expected, got = await on_both_with_jetstream(tmp_path, PUBLISH_CONF, _publish_answers)
     assert [answer.get("error", {}).get("err_code") for answer in expected[6:9]] == [10002, 10002, 10002]
     assert expected[9] is None and expected[10]["error"]["err_code"] == 10002
     assert expected[-2]["storage"] == 284
     assert expected[-1] == {"total": 3, "errors": 0}
-    async with node_from_config(ours, "jetstream: enabled\n" + PUBLISH_CONF) as node:
-        assert await _publish_answers(node.client_port) == expected
+    assert got == expected
 
 
 JSZ_CONF = """
@@ -236,11 +225,6 @@ async def _sourced_messages(port: int) -> list[int]:
 
 
 async def test_a_source_stops_copying_at_the_accounts_storage_as_in_nats_server(tmp_path: Path) -> None:
-    reference, ours = tmp_path / "ref", tmp_path / "jetraft"
-    reference.mkdir()
-    ours.mkdir()
-    async with nats_server_from_config(reference, f"jetstream {{ store_dir: '{reference / 'js'}' }}\n" + SOURCE_CONF) as port:
-        expected = await _sourced_messages(port)
+    expected, got = await on_both_with_jetstream(tmp_path, SOURCE_CONF, _sourced_messages)
     assert expected == [1, 1, 1, 1, 1]
-    async with node_from_config(ours, "jetstream: enabled\n" + SOURCE_CONF) as node:
-        assert await _sourced_messages(node.client_port) == expected
+    assert got == expected

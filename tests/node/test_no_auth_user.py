@@ -10,8 +10,7 @@ from pathlib import Path
 import nats
 
 from local.ports import HOST
-from tests.node.config_file_node import node_from_config
-from tests.node.reference_server import nats_server_from_config
+from tests.node.reference_server import on_both_with_jetstream
 
 # nats-py's js-limits.conf, in substance: a user without a password is the no_auth_user
 CONF = """
@@ -43,12 +42,7 @@ async def _outcomes(port: int) -> list[object]:
 
 
 async def test_no_auth_user_as_nats_server(tmp_path: Path) -> None:
-    reference, ours = tmp_path / "ref", tmp_path / "jetraft"
-    reference.mkdir()
-    ours.mkdir()
-    async with nats_server_from_config(reference, f"jetstream {{ store_dir: '{reference / 'js'}' }}\n" + CONF) as port:
-        expected = await _outcomes(port)
+    expected, got = await on_both_with_jetstream(tmp_path, CONF, _outcomes)
     authorization_violation = "nats: 'Authorization Violation'"
     assert expected == [1, authorization_violation, authorization_violation, 10039, authorization_violation]
-    async with node_from_config(ours, "jetstream: enabled\n" + CONF) as node:
-        assert await _outcomes(node.client_port) == expected
+    assert got == expected
