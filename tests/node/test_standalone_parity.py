@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import nats
 import pytest
 
-from local.cluster import LocalCluster, node_available
-from tests.node.cluster_fixtures import local_cluster
-from tests.pipeline.servers import NATS_SERVER, NatsServerProcesses
+from local.cluster import node_available
+from tests.pipeline.servers import NATS_SERVER, JetStreamTarget, side_by_side
 
 pytestmark = pytest.mark.skipif(
     not (node_available() and NATS_SERVER.exists()), reason="needs `jetraft node` and nats-server"
@@ -22,15 +20,9 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def jetraft(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with local_cluster(tmp_path_factory.mktemp("standalone"), nodes=1) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with NatsServerProcesses(1, Path(tmp_path_factory.mktemp("standalone-nats-server"))) as servers:
-        yield servers.target().urls[0]
+def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, JetStreamTarget]]:
+    with side_by_side(tmp_path_factory, nodes=1) as started:
+        yield started
 
 
 async def _cluster_shapes(url: str) -> dict[str, Any]:
@@ -68,10 +60,10 @@ async def _cluster_shapes(url: str) -> dict[str, Any]:
 
 
 async def test_replies_carry_the_cluster_object_a_standalone_nats_server_does(
-    jetraft: LocalCluster, reference: str
+    clusters: dict[str, JetStreamTarget],
 ) -> None:
-    theirs = await _cluster_shapes(reference)
-    ours = await _cluster_shapes(jetraft.client_urls[0])
+    theirs = await _cluster_shapes(clusters["nats-server"].urls[0])
+    ours = await _cluster_shapes(clusters["jetraft"].urls[0])
     assert theirs == {
         "create": "absent",
         "info": {"leader": "me"},

@@ -9,14 +9,12 @@ import asyncio
 import json
 import re
 from collections.abc import Iterator
-from pathlib import Path
 
 import nats
 import pytest
 
-from local.cluster import LocalCluster, node_available
-from tests.node.cluster_fixtures import local_cluster
-from tests.pipeline.servers import NATS_SERVER, NatsServerProcesses
+from local.cluster import node_available
+from tests.pipeline.servers import NATS_SERVER, JetStreamTarget, side_by_side
 
 pytestmark = pytest.mark.skipif(
     not (node_available() and NATS_SERVER.exists()), reason="needs `jetraft node` and nats-server"
@@ -24,15 +22,9 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def jetraft(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with local_cluster(tmp_path_factory.mktemp("wildcard"), nodes=3) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
-    with NatsServerProcesses(3, Path(tmp_path_factory.mktemp("wildcard-nats-server"))) as servers:
-        yield servers.target().urls
+def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, JetStreamTarget]]:
+    with side_by_side(tmp_path_factory) as started:
+        yield started
 
 
 async def _what_a_wildcard_sees(urls: list[str]) -> set[str]:
@@ -63,10 +55,10 @@ async def _what_a_wildcard_sees(urls: list[str]) -> set[str]:
 
 
 async def test_a_wildcard_subscriber_sees_what_it_would_see_on_nats_server(
-    jetraft: LocalCluster, reference: list[str]
+    clusters: dict[str, JetStreamTarget],
 ) -> None:
-    ours = await _what_a_wildcard_sees(jetraft.client_urls)
-    theirs = await _what_a_wildcard_sees(reference)
+    ours = await _what_a_wildcard_sees(clusters["jetraft"].urls)
+    theirs = await _what_a_wildcard_sees(clusters["nats-server"].urls)
     assert not {s for s in ours if s.startswith(("$JSR.", "_JRI."))}, ours
     assert "$JS.EVENT.ADVISORY.API" in theirs
     assert ours == theirs
@@ -113,18 +105,20 @@ async def _elected(url: str) -> list[dict]:
 
 
 async def test_leader_elected_advisories_as_nats_server_sends_them(
-    jetraft: LocalCluster, reference: list[str]
+    clusters: dict[str, JetStreamTarget],
 ) -> None:
-    theirs = await _elected(reference[0])
+    theirs = await _elected(clusters["nats-server"].urls[0])
     assert [shape["type"].rsplit(".", 1)[1] for shape in theirs] == [
         "consumer_leader_elected",
         "stream_leader_elected",
     ]
-    assert await _elected(jetraft.client_urls[0]) == theirs
+    assert await _elected(clusters["jetraft"].urls[0]) == theirs
 
 
-async def test_a_client_cannot_publish_into_the_nodes_own_subjects(jetraft: LocalCluster) -> None:
-    nc = await nats.connect(jetraft.client_urls[0])
+async def test_a_client_cannot_publish_into_the_nodes_own_subjects(
+    clusters: dict[str, JetStreamTarget],
+) -> None:
+    nc = await nats.connect(clusters["jetraft"].urls[0])
     try:
         js = nc.jetstream(timeout=10)
         await js.add_stream(name="FORGED", subjects=["forged.>"], num_replicas=3)
