@@ -176,16 +176,18 @@ class RemoteInterest:
 class _Plan:
     """A matched subject turned into who gets a message on it."""
 
-    __slots__ = ("groups", "groups_by_name", "local", "peers")
+    __slots__ = ("groups", "groups_by_name", "internal", "local", "peers")
 
     def __init__(
         self,
         local: tuple[Subscription, ...],
         peers: tuple[str, ...],
         groups: tuple[QueueGroup[Subscription], ...],
+        internal: bool = False,
     ) -> None:
         self.local = local
         self.peers = peers
+        self.internal = internal  # the subject is in the internal space: no client publishes into it
         self.groups = groups
         self.groups_by_name = {group.name: group for group in groups}
 
@@ -213,7 +215,7 @@ def _build_plan(result: SublistResult[Subscription | RemoteInterest], internal: 
                 local_members.append(entry)  # type: ignore[arg-type]
         if local_members or weights:
             groups.append(QueueGroup(name, local_members, sorted(weights.items())))
-    return _Plan(tuple(local), tuple(peers), tuple(groups))
+    return _Plan(tuple(local), tuple(peers), tuple(groups), internal is not None)
 
 
 _NOBODY = _Plan((), (), ())
@@ -530,7 +532,7 @@ class Router:
             if reply and origin is not None and origin.no_responders:
                 self._no_responders_to_client(origin, subject, reply)
             raise
-        if origin is not None and self.internal_prefixes and self._internal_prefix_of(subject) is not None:
+        if plan.internal and origin is not None:
             plan = _NOBODY
         targets: Sequence[Subscription] = plan.local
         forwards: dict[str, list[str]] | None = None

@@ -462,16 +462,15 @@ class _PeerLink:
             delay = min(delay * 2, high)
 
     def _disconnected(self) -> None:
-        if self.connected:
+        was_connected, self.connected = self.connected, False
+        if was_connected:
             log.info(
                 "route to peer down",
                 peer=self.name,
                 frames_sent=self.frames_sent,
                 messages_sent=self.messages_sent,
             )
-            self.connected = False
             self.mesh._link_down(self.name)
-        self.connected = False
         self.session_open = False
         self.messages.clear()
         self.queued_bytes = 0

@@ -57,16 +57,14 @@ class ApiEntry:
         self._knows_stream = knows_stream
         self._knows_consumer = knows_consumer
         self._subs: list[Subscription] = []
-        self._handing_on = False  # registered with the router (cluster/api/handoff.py), once for good
+        # forwarded leader requests nobody here serves any more go on to the next leader, for good
+        hand_on_requests_in_flight(ctx)
         # what /jsz and /varz report as `api.total` and `api.errors` for this node
         self.requests = 0
         self.errors = 0
 
     def open(self) -> None:
         router = self._ctx.router
-        if not self._handing_on:
-            hand_on_requests_in_flight(self._ctx)
-            self._handing_on = True
         self._subs = [router.subscribe(subject, self._on_request, API_QUEUE) for subject in API_SUBSCRIPTIONS]
 
     def close(self) -> None:

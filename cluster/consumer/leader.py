@@ -714,8 +714,7 @@ class ConsumerLeader:
             state=working,
             num_pending=num_pending(cfg, working, self.replica.stream.store),
             num_waiting=len(self.queue),
-            # a node without peers answers as a nats-server without a cluster: consumers in no Raft group
-            cluster=self._cluster_info().to_json() if len(self.ctx.members) > 1 else None,
+            cluster=None if self.ctx.standalone else self._cluster_info().to_json(),
             push_bound=cfg.is_push and self.ctx.router.has_interest(cfg.deliver_subject),
             pause_remaining_ns=pause_remaining(cfg, now),
         )

@@ -89,6 +89,12 @@ class NodeContext:
     meta_progress: MetaProgress = field(default_factory=MetaProgress)
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
 
+    @property
+    def standalone(self) -> bool:
+        """A node without peers: it answers as a nats-server without a `cluster` block does (no
+        `cluster` object in create, update and list replies, nor in a consumer's)."""
+        return len(self.members) == 1
+
     def group_options(self, base: GroupOptions) -> GroupOptions:
         """`base` with this node's quiescence setting."""
         return replace(base, quiesce=self.quiesce) if base.quiesce != self.quiesce else base

@@ -701,10 +701,10 @@ class StreamLeader:
             return stream_info_response(info, version, total, request.offset)
         if op is ApiOp.CREATE_RESULT:
             # as a nats-server without a cluster: no `cluster` in the create and update replies
-            info = self.stream_info(with_cluster=not self._standalone)
+            info = self.stream_info(with_cluster=not self.ctx.standalone)
             return stream_create_response(info, version, did_create=payload == b"1")
         if op is ApiOp.LIST_ENTRY:
-            return orjson.dumps(self.stream_info(with_cluster=not self._standalone).to_json(None))
+            return orjson.dumps(self.stream_info(with_cluster=not self.ctx.standalone).to_json(None))
         if op is ApiOp.APPLY_UPDATE:
             # the meta leader sends the config it committed (this node's meta replica may lag behind it)
             wanted = (
@@ -718,7 +718,7 @@ class StreamLeader:
                     raise result.error
                 if not isinstance(result, ConfigApplied):
                     raise JSErrors.STREAM_UPDATE(err="config change did not apply")
-            return stream_update_response(self.stream_info(with_cluster=not self._standalone), version)
+            return stream_update_response(self.stream_info(with_cluster=not self.ctx.standalone), version)
         if op is ApiOp.STREAM_PURGE:
             purge = parse_purge_request(payload, replica.config)
             result = await replica.propose(purge.encode())
@@ -826,13 +826,8 @@ class StreamLeader:
             ),
         )
 
-    @property
-    def _standalone(self) -> bool:
-        """A node without peers: it answers as a nats-server without a `cluster` block does."""
-        return len(self.ctx.members) == 1
-
     def cluster_info(self) -> ClusterInfo:
-        if self._standalone:
+        if self.ctx.standalone:
             return ClusterInfo(leader=self.ctx.name)  # nats-server's, for a stream in no Raft group
         return leader_cluster_info(
             self.ctx.host, self.ctx.name, self.replica.group, self._since_ns, SYSTEM_ACCOUNT
