@@ -10,7 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import nats
+import nats.js.errors
 from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import PubAck
 
 from cluster.runtime.workers import node_of
 from local.cluster import LocalCluster, plan_free_nodes
@@ -51,6 +54,19 @@ async def connect_to_member(cluster: LocalCluster, member: str, **options: Any) 
             return nc
         await nc.close()
     raise AssertionError(f"64 connections to {url} never reached {member}")
+
+
+async def publish_when_served(js: JetStreamContext, subject: str, payload: bytes) -> PubAck:
+    """A publish to a stream created a moment ago. Right after the create reply, the stream's subjects may
+    not yet be served on the client's server: the leader's interest still travels to the other servers,
+    on nats-server's routes as on jetraft's mesh, and meanwhile the publish hears "no responders". So a
+    few bounded tries, as a client that just created a stream would make."""
+    for _ in range(50):
+        try:
+            return await js.publish(subject, payload)
+        except (nats.errors.NoRespondersError, nats.js.errors.NoStreamResponseError):
+            await asyncio.sleep(0.1)
+    raise AssertionError(f"{subject} never served")
 
 
 async def direct_get_from_every_replica(

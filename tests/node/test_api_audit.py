@@ -17,7 +17,7 @@ import pytest
 
 from local.cluster import LocalCluster, node_available
 from local.ports import HOST
-from tests.node.cluster_fixtures import local_cluster
+from tests.node.cluster_fixtures import local_cluster, publish_when_served
 from tests.node.config_file_node import node_from_config
 from tests.node.reference_server import nats_server_from_config
 from tests.pipeline.servers import NATS_SERVER, NatsServerProcesses
@@ -92,18 +92,6 @@ def _comparable(audit: dict[str, Any], servers: set[str]) -> dict[str, Any]:
     }
 
 
-async def _store_one(nc: nats.NATS) -> None:
-    """One message in AUD; the stream's subjects may not yet be served on the client's node just after its
-    create (nats-server and jetraft alike: interest travels), so a few bounded tries."""
-    for _ in range(50):
-        try:
-            await nc.jetstream(timeout=10).publish("aud.a", b"x")
-            return
-        except (nats.errors.NoRespondersError, nats.js.errors.NoStreamResponseError):
-            await asyncio.sleep(0.1)
-    raise AssertionError("aud.a never served")
-
-
 async def _interest_reached_every_server(urls: list[str], probes: asyncio.Queue[str]) -> None:
     """The listener's interest travels to the other servers after its SUB (nats-server's routes, jetraft's
     mesh alike), and a server publishes an audit only where it knows of interest: a probe published on
@@ -150,7 +138,7 @@ async def _audits(urls: list[str], servers: set[str]) -> list[dict[str, Any]]:
     try:
         for subject, body, *headers in REQUESTS:
             if subject == "$JS.API.STREAM.MSG.GET.AUD" and body == b'{"seq":1}':
-                await _store_one(nc)
+                await publish_when_served(nc.jetstream(timeout=10), "aud.a", b"x")
             await nc.request(subject, body, timeout=10, headers=headers[0] if headers else None)
         await asyncio.wait_for(expected_all.wait(), 10)
         await asyncio.sleep(0.3)  # an audit too many would arrive by now (no event marks its absence)

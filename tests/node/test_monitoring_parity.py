@@ -16,7 +16,7 @@ import nats
 import pytest
 
 from local.cluster import LocalCluster
-from tests.node.cluster_fixtures import local_cluster
+from tests.node.cluster_fixtures import local_cluster, publish_when_served
 from tests.pipeline.servers import NatsServerProcesses
 
 ENDPOINTS = [
@@ -117,7 +117,7 @@ async def workload(url: str) -> nats.NATS:
     js = nc.jetstream(timeout=20)
     await js.add_stream(name="ORDERS", subjects=["orders.>"], num_replicas=3)
     for _ in range(3):
-        await js.publish("orders.new", b"hello")
+        await publish_when_served(js, "orders.new", b"hello")
     await js.add_consumer("ORDERS", durable_name="C1")
     await nc.subscribe("foo.*", queue="workers")
     await nc.flush()
