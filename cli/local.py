@@ -45,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
         "--direct-get-policy",
         choices=DIRECT_GET_POLICIES,
         default=DEFAULT_DIRECT_GET_POLICY,
-        help="which replica answers a Direct Get (default: %(default)s, the one on the client's node)",
+        help="which replica answers a Direct Get (default: %(default)s: any replica or mirror, as nats-server picks a queue member)",
     )
     up.add_argument("--startup-timeout", type=float, default=60.0)
     up.add_argument(
