@@ -46,11 +46,13 @@ async def run(config: NodeConfig) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
-    await node.start()
-    report_started(node.http.port)
     try:
+        await node.start()
+        report_started(node.http.port)
         await stop.wait()
     finally:
+        # also after a failed start (a port taken): what did start (the cluster port's gRPC server)
+        # stops while the loop runs, instead of complaining from its finaliser once the loop is closed
         await node.stop()
 
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 import io
 import json
 import logging
+import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +18,7 @@ import structlog
 from cluster.node.logs import LEVEL_ENV, configure_logging, resolve_format, resolve_level
 from cluster.runtime.workers import node_of
 from local.cluster import LocalCluster, node_available, plan_free_nodes
+from local.ports import HOST, free_ports
 
 needs_node = pytest.mark.skipif(not node_available(), reason="needs a runnable `jetraft node`")
 
@@ -116,3 +120,28 @@ def test_filtered_levels_and_standard_library_lines_carry_the_node(restore_loggi
     assert all(r["node"] == "n2" for r in records)
     assert records[0]["group"] == "S-ORDERS" and records[0]["term"] == 4
     assert records[1]["logger"] == "grpc.test" and records[1]["level"] == "warning"
+
+
+@needs_node
+@pytest.mark.parametrize("taken", ["client", "http"])
+def test_a_node_whose_port_is_taken_says_so_in_one_line_and_exits_without_a_traceback(
+    tmp_path: Path, taken: str
+) -> None:
+    client_port, cluster_port, http_port = free_ports(3)
+    holder = socket.socket()
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    holder.bind((HOST, client_port if taken == "client" else http_port))
+    holder.listen()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "cluster.node.command", "--name", "n1", "--host", HOST,
+             "--port", str(client_port), "--cluster-port", str(cluster_port), "--http-port", str(http_port),
+             "--data-dir", str(tmp_path), "--log-format", "json"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        holder.close()
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    failures = [json.loads(line) for line in done.stderr.splitlines() if "node_failed_to_start" in line]
+    assert len(failures) == 1 and "address already in use" in failures[0]["error"], done.stderr
