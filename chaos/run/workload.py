@@ -7,6 +7,7 @@ import contextlib
 import random
 from typing import Any, Protocol
 
+from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import StreamConfig
 from nats.js.errors import NotFoundError
 
@@ -61,9 +62,19 @@ async def run_worker(
             await asyncio.sleep(FAILURE_BACKOFF)
 
 
-async def fresh_stream(client: PinnedClient, config: StreamConfig) -> None:
-    """The stream, created anew (a copy left from an earlier run on the same data is deleted)."""
+async def fresh_stream(client: PinnedClient, config: StreamConfig, attempts: int = 5) -> None:
+    """The stream, created anew (a copy left from an earlier run on the same data is deleted).
+
+    The delete is the cluster's first request of a run: on a loaded machine a cluster that has just
+    started can take longer than the client's timeout to answer it (one run in a hundred at a load
+    average of 12 on two cores), so it is asked again a few times, as the create is."""
     assert config.name is not None
-    with contextlib.suppress(NotFoundError):
-        await client.js.delete_stream(config.name)
+    for attempt in range(attempts):
+        try:
+            with contextlib.suppress(NotFoundError):
+                await client.js.delete_stream(config.name)
+            break
+        except NatsTimeoutError:
+            if attempt == attempts - 1:
+                raise
     await add_stream_when_placed(client.js, config)
