@@ -197,7 +197,14 @@ class RouteMesh:
         rerouted: bool = False,
     ) -> None:
         link = self._links.get(peer)
-        if link is None or not link.connected or link.queued_bytes >= self.queue_limit:
+        if (
+            link is None
+            or link.queued_bytes >= self.queue_limit
+            # A peer whose own call to us is up is evidently alive while ours to it still dials (it
+            # started or healed a moment ago, and ours is redialling at once): what goes to it, an
+            # answer to its request, waits for our call; the call's end, if it fails, drops it.
+            or not (link.connected or peer in self._inbound_sessions)
+        ):
             # Like a NATS route that is down or hopelessly backed up: lost for that node.
             self.dropped_messages += 1
             return
@@ -349,7 +356,15 @@ class RouteMesh:
                 if link_up:
                     self._tell_router(peer, subject, queue, interest.weight)
         if frame.messages:
-            self.messages_received[peer] = self.messages_received.get(peer, 0) + len(frame.messages)
+            self._deliver_messages(peer, frame)
+        router.output.flush()
+
+    def _deliver_messages(self, peer: str, frame: route_pb2.Frame) -> None:
+        router = self.router
+        self.messages_received[peer] = self.messages_received.get(peer, 0) + len(frame.messages)
+        # While our call to the peer still dials, its reply interest does not count here yet (see
+        # _link_up): its requests name it as where their answers go, as a passed-on request does.
+        answers_via = None if self.is_connected(peer) else peer
         for msg in frame.messages:
             try:
                 router.deliver_routed(
@@ -360,13 +375,12 @@ class RouteMesh:
                     [decode_token(q) for q in msg.queues],
                     decode_token(msg.deliver_as) if msg.HasField("deliver_as") else None,
                     # replies to a requester on this node find it without help
-                    msg.reply_via if msg.reply_via and msg.reply_via != self.node_name else None,
+                    msg.reply_via if msg.reply_via and msg.reply_via != self.node_name else answers_via,
                     from_peer=peer,
                     rerouted=msg.rerouted,
                 )
             except InvalidSubjectError as exc:
                 log.warning("bad message from peer", peer=peer, error=str(exc))
-        router.output.flush()
 
 
 class _RouteServicer(route_pb2_grpc.RouteServicer):

@@ -249,3 +249,44 @@ async def test_a_call_from_a_peer_cuts_short_our_backoff_before_redialling_it() 
         inbound.cancel()
     finally:
         await mesh.close()
+
+
+async def test_an_answer_to_a_peer_whose_call_we_are_still_dialling_goes_out_once_it_is_up() -> None:
+    """A peer that has just started (or healed) dials us and sends a request at once, while our own call
+    to it is still dialling: the answer can only travel on our call. It used to be dropped (the peer's
+    reply interest does not count until our call is up), and the requester waited out its timeout; the
+    first request of a freshly started cluster was lost that way. It now waits in our call's queue."""
+    router = Router()
+    router.subscribe("svc", lambda msg: router.publish(msg.reply or "", b"answer"))
+    dialling = _AnswersWhenLetThrough()
+    channel = _Channel([dialling])
+    mesh = RouteMesh(
+        router, "n1", "nats://n1", ping_interval=0.05, ping_timeout=30, reconnect_delay=(0.01, 0.05)
+    )
+    mesh.add_peer("n2", channel)  # type: ignore[arg-type]
+    request = route_pb2.Frame(
+        hello=route_pb2.Hello(node="n2", client_url="nats://n2", session="s"),
+        interest=[route_pb2.Interest(subject=b"_INBOX.n2.>", weight=1)],
+        messages=[route_pb2.RoutedMessage(subject=b"svc", reply=b"_INBOX.n2.1", payload=b"question")],
+    )
+    try:
+        await asyncio.wait_for(channel.dialled_event.wait(), 5)
+        inbound = asyncio.create_task(mesh.serve(_InboundCall(request)))  # type: ignore[arg-type]
+        while "n2" not in mesh._inbound_sessions:
+            await asyncio.sleep(0.01)
+        assert not mesh.is_connected("n2") and mesh.dropped_messages == 0
+        dialling.let_through.set()
+
+        def answers() -> list[tuple[str, bytes]]:
+            return [(decode_token(m.subject), m.payload) for f in dialling.writes for m in f.messages]
+
+        async def answered() -> None:
+            while not answers():
+                dialling.written.clear()
+                await dialling.written.wait()
+
+        await asyncio.wait_for(answered(), 5)
+        assert answers() == [("_INBOX.n2.1", b"answer")]
+        inbound.cancel()
+    finally:
+        await mesh.close()
