@@ -13,6 +13,8 @@ from typing import Any
 
 import orjson
 
+from cluster.api import go_json_scan
+
 _GO_ESCAPES = (
     (b"<", b"\\u003c"),
     (b">", b"\\u003e"),
@@ -85,27 +87,50 @@ def _kind(value: Any) -> str:
     )
 
 
-def _syntax_error(raw: bytes, exc: orjson.JSONDecodeError) -> str:
-    """Go's decoder's words for the common cases: a body cut short is `unexpected EOF`."""
-    if "unexpected end of data" in str(exc) or "EOF" in str(exc):
-        return "unexpected EOF"
-    return str(exc)
-
-
-def loads_request(payload: bytes | bytearray | memoryview | str, go_type: str) -> GoObject:
-    """Decode a JetStream API request body as nats-server decodes it into `server.<go_type>`; an empty
-    body or `null` is an empty request. Call `reject_unknown` once every field was read."""
-    raw = bytes(payload) if not isinstance(payload, str) else payload.encode()
-    if not raw.strip():
-        return GoObject({}, go_type)
+def decode_go(raw: bytes) -> Any:
+    """The value Go's Decoder makes of `raw`, or RequestJSONError with Go's words (cluster/api/
+    go_json_scan.py). Several objects one after another are read into the same request, as Go reads
+    each into the same struct: a later field overrides an earlier one. A body with no value is None."""
     try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise RequestJSONError(_syntax_error(raw, exc)) from None
+        spans = go_json_scan.scan_values(raw)
+    except go_json_scan.GoSyntaxError as exc:
+        raise RequestJSONError(str(exc)) from None
+    value: Any = None
+    for start, end in spans:
+        part = _loads_valid(raw[start:end])
+        if isinstance(value, dict) and isinstance(part, dict):
+            value = {**value, **part}
+        elif part is not None or value is None:
+            value = part
+    return value
+
+
+def _loads_valid(raw: bytes) -> Any:
+    """A value Go's scanner accepted; Go reads bytes that are no UTF-8 as U+FFFD, orjson refuses them."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return orjson.loads(raw.decode("utf-8", errors="replace"))
+
+
+def loads_request(
+    payload: bytes | bytearray | memoryview | str, go_type: str, *, objects_only: bool = False
+) -> GoObject:
+    """Decode a JetStream API request body as nats-server decodes it into `server.<go_type>`; an empty
+    body or `null` is an empty request. Call `reject_unknown` once every field was read.
+
+    `objects_only`: the requests nats-server reads only when the body starts like a JSON object or
+    array (its isJSONObjectOrArray: names, lists, infos, purges, stepdowns); any other body is empty."""
+    raw = bytes(payload) if not isinstance(payload, str) else payload.encode()
+    if objects_only and raw.lstrip(b" \t\r\n")[:1] not in (b"{", b"["):
+        return GoObject({}, go_type)
+    value = decode_go(raw)
     if value is None:
         return GoObject({}, go_type)
     if not isinstance(value, dict):
-        raise RequestJSONError(f"json: cannot unmarshal {_kind(value)} into Go value of type server.{go_type}")
+        raise RequestJSONError(
+            f"json: cannot unmarshal {_kind(value)} into Go value of type server.{go_type}"
+        )
     return GoObject(value, go_type)
 
 
@@ -140,10 +165,7 @@ def loads_object(payload: bytes | bytearray | memoryview | str) -> dict[str, Any
     raw = bytes(payload) if not isinstance(payload, str) else payload.encode()
     if not raw.strip():
         return {}
-    try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise RequestJSONError(str(exc)) from None
+    value = decode_go(raw)
     if value is None:
         # Go decodes `null` into a struct as "nothing set"
         return {}

@@ -211,15 +211,15 @@ class InfoRequest:
     offset: int = 0
 
 
-def _request_object(payload: bytes, go_type: str) -> dict[str, Any]:
+def _request_object(payload: bytes, go_type: str, *, objects_only: bool = False) -> dict[str, Any]:
     try:
-        return jsjson.loads_request(payload, go_type)
+        return jsjson.loads_request(payload, go_type, objects_only=objects_only)
     except jsjson.RequestJSONError as exc:
         raise JSErrors.INVALID_JSON(err=str(exc)) from None
 
 
 def parse_info_request(payload: bytes) -> InfoRequest:
-    obj = _request_object(payload, "JSApiStreamInfoRequest")
+    obj = _request_object(payload, "JSApiStreamInfoRequest", objects_only=True)
     try:
         request = InfoRequest(
             subjects_filter=jsjson.get_str(obj, "subjects_filter"),
@@ -243,7 +243,7 @@ class ListRequest:
 
 def parse_list_request(payload: bytes, go_type: str = "JSApiStreamNamesRequest") -> ListRequest:
     """`go_type`: JSApiStreamNamesRequest or JSApiStreamListRequest, which Go's errors name."""
-    obj = _request_object(payload, go_type)
+    obj = _request_object(payload, go_type, objects_only=True)
     try:
         request = ListRequest(
             offset=max(jsjson.get_int(obj, "offset"), 0), subject=jsjson.get_str(obj, "subject")
@@ -257,7 +257,7 @@ def parse_list_request(payload: bytes, go_type: str = "JSApiStreamNamesRequest")
 
 def parse_purge_request(payload: bytes, config: StreamConfig) -> Purge:
     """The PURGE entry to propose, or ApiError (sealed, deny_purge, seq with keep)."""
-    obj = _request_object(payload, "JSApiStreamPurgeRequest")
+    obj = _request_object(payload, "JSApiStreamPurgeRequest", objects_only=True)
     try:
         purge = Purge(
             filter=jsjson.get_str(obj, "filter"),

@@ -382,7 +382,8 @@ def test_republish_with_mapping_functions(clusters: dict[str, JetStreamTarget]) 
     ]
 
 
-BAD_BODIES = (b"", b"{", b"[]", b'{"unknown_field": 1}', b'{"name": 5}')
+# Go's own words for a syntax error (its offset too), bodies some requests do not read at all
+BAD_BODIES = (b"", b"{", b"[]", b'{"unknown_field": 1}', b'{"name": 5}', b'{"a":1,}', b"nul", b'"x"', b"\xff")
 # every JetStream API subject nats-server 2.15 serves, for a stream (BB, with consumer C) that exists
 # and one that does not; requests whose empty body would change the cluster (delete, purge, stepdown)
 # name a stream or consumer that does not exist
