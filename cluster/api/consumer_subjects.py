@@ -1,6 +1,6 @@
 """Which consumer API operation a `$JS.API.CONSUMER.>` subject names, and where it is answered.
 
-Creating, deleting, pausing, listing and naming consumers change or read the meta
+Creating, deleting, pausing, unpinning, listing and naming consumers change or read the meta
 group: they go to the meta leader on `$JSR.MC.<tail>` (the tail after
 `$JS.API.CONSUMER.`, so the create forms keep their filter tokens). INFO,
 MSG.NEXT and LEADER.STEPDOWN are the consumer leader's: they go to
@@ -31,6 +31,7 @@ class ConsumerOp(enum.StrEnum):
     NEXT = "NEXT"
     STEPDOWN = "STEPDOWN"
     PAUSE = "PAUSE"
+    UNPIN = "UNPIN"
     # internal: meta leader -> consumer leader
     CREATE_RESULT = "CREATE_RESULT"
     LIST_ENTRY = "LIST_ENTRY"
@@ -39,7 +40,14 @@ class ConsumerOp(enum.StrEnum):
 
 
 META_CONSUMER_OPS = frozenset(
-    {ConsumerOp.CREATE, ConsumerOp.DELETE, ConsumerOp.NAMES, ConsumerOp.LIST, ConsumerOp.PAUSE}
+    {
+        ConsumerOp.CREATE,
+        ConsumerOp.DELETE,
+        ConsumerOp.NAMES,
+        ConsumerOp.LIST,
+        ConsumerOp.PAUSE,
+        ConsumerOp.UNPIN,
+    }
 )
 
 RESPONSE_TYPES = {
@@ -51,6 +59,7 @@ RESPONSE_TYPES = {
     ConsumerOp.NEXT: "io.nats.jetstream.api.v1.consumer_getnext_response",
     ConsumerOp.STEPDOWN: "io.nats.jetstream.api.v1.consumer_leader_stepdown_response",
     ConsumerOp.PAUSE: "io.nats.jetstream.api.v1.consumer_pause_response",
+    ConsumerOp.UNPIN: "io.nats.jetstream.api.v1.consumer_unpin_response",
 }
 # what Go still prints after the error in some responses (the zero values of their other fields)
 # what nats-server's response structs print after the error (fields without omitempty)
@@ -95,8 +104,8 @@ def parse_consumer_subject(subject: str) -> ConsumerRequest | None:
         return ConsumerRequest(ConsumerOp(head), tokens[1], tokens[2], tail)
     if head == "MSG" and len(tokens) == 4 and tokens[1] == "NEXT":
         return ConsumerRequest(ConsumerOp.NEXT, tokens[2], tokens[3], tail)
-    if head == "PAUSE" and len(tokens) == 3:
-        return ConsumerRequest(ConsumerOp.PAUSE, tokens[1], tokens[2], tail)
+    if head in ("PAUSE", "UNPIN") and len(tokens) == 3:
+        return ConsumerRequest(ConsumerOp(head), tokens[1], tokens[2], tail)
     if head == "LEADER" and len(tokens) == 4 and tokens[1] == "STEPDOWN":
         return ConsumerRequest(ConsumerOp.STEPDOWN, tokens[2], tokens[3], tail)
     return None

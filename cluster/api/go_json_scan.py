@@ -25,7 +25,13 @@ _MAX_DEPTH = 10000  # jsontext refuses deeper nesting
 
 
 class GoSyntaxError(ValueError):
-    """A body Go's decoder refuses; str() is the description nats-server puts after `invalid JSON: `."""
+    """A body Go's decoder refuses; str() is the description nats-server puts after `invalid JSON: `
+    when it read the body with a Decoder: Go's `words`, then the offset (none for a body cut short).
+    Where nats-server reads with json.Unmarshal, it shows the words alone."""
+
+    def __init__(self, words: str, offset: int | None = None) -> None:
+        super().__init__(words if offset is None else f"{words} at offset {offset}")
+        self.words = words
 
 
 class _UnexpectedEOF(Exception):
@@ -98,7 +104,7 @@ def _invalid(raw: bytes, pos: int, where: str, *, escape: int = 0) -> GoSyntaxEr
         _, text = _first_rune(raw[pos:])
         label = "character"
         shown = quote_rune(text)
-    return GoSyntaxError(f"invalid {label} {shown} {where} at offset {pos + len(text)}")
+    return GoSyntaxError(f"invalid {label} {shown} {where}", pos + len(text))
 
 
 class _Reader:
@@ -253,3 +259,20 @@ def scan_values(raw: bytes) -> list[tuple[int, int]]:
             raise GoSyntaxError("unexpected EOF") from None
         spans.append((i, end))
         i = end
+
+
+def scan_unmarshal(raw: bytes) -> tuple[int, int]:
+    """The span of the one JSON value json.Unmarshal reads from `raw`; raises GoSyntaxError with its
+    words (`unexpected end of JSON input` for nothing or a value cut short; any text after the value
+    is `invalid character ... after top-level value`)."""
+    reader = _Reader(raw)
+    try:
+        start = reader.space(0)
+        end = reader.value(start, 0)
+    except _UnexpectedEOF:
+        raise GoSyntaxError("unexpected end of JSON input") from None
+    try:
+        after = reader.space(end)
+    except _UnexpectedEOF:
+        return start, end
+    raise _invalid(raw, after, "after top-level value")

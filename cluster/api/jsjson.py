@@ -134,6 +134,24 @@ def loads_request(
     return GoObject(value, go_type)
 
 
+def unmarshal_request(payload: bytes | bytearray | memoryview, go_type: str) -> GoObject:
+    """A request body read as nats-server reads the few it hands to json.Unmarshal (CONSUMER.UNPIN):
+    one value and nothing after it, unknown fields let through, Go's words without an offset."""
+    raw = bytes(payload)
+    try:
+        start, end = go_json_scan.scan_unmarshal(raw)
+    except go_json_scan.GoSyntaxError as exc:
+        raise RequestJSONError(exc.words) from None
+    value = _loads_valid(raw[start:end])
+    if value is None:
+        return GoObject({}, go_type)
+    if not isinstance(value, dict):
+        raise RequestJSONError(
+            f"json: cannot unmarshal {_kind(value)} into Go value of type server.{go_type}"
+        )
+    return GoObject(value, go_type)
+
+
 def reject_unknown(obj: dict[str, Any]) -> None:
     """nats-server refuses a request holding a field it does not know: so does jetraft, for every
     field its readers did not look at (a request that is a plain dict is not checked)."""

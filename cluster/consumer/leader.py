@@ -40,11 +40,13 @@ from cluster.api.advisories import (
 from cluster.api.audit import send_api_response
 from cluster.api.consumer_subjects import (
     META_CONSUMER_PREFIX,
+    RESPONSE_TYPES,
     ConsumerOp,
     consumer_subscription,
     parse_internal_consumer_subject,
 )
 from cluster.api.errors import ApiError, JSErrors, plain_error
+from cluster.api.stepdown import stepdown_candidates
 from cluster.consumer.acks import AckBody, AckKind, AckReply, ack_entry, parse_ack_body, parse_ack_reply
 from cluster.consumer.api import (
     ConsumerView,
@@ -84,6 +86,7 @@ from cluster.consumer.pull import (
 )
 from cluster.consumer.state import ConsumerState
 from cluster.runtime.catch_up import caught_up
+from cluster.runtime.context import CLUSTER_NAME
 from cluster.runtime.group_membership import converge_membership
 from cluster.runtime.internal_requests import NoRespondersError
 from cluster.runtime.meta_progress import meta_index_of
@@ -667,7 +670,7 @@ class ConsumerLeader:
                 return
             await asyncio.wait_for(self._ready.wait(), CATCH_UP_TIMEOUT * 2)
             if op is ConsumerOp.STEPDOWN:
-                body = await self._step_down()
+                body = await self._step_down(msg.payload)
             elif op in (ConsumerOp.INFO, ConsumerOp.CREATE_RESULT):
                 view = self.view()
                 body = (
@@ -680,16 +683,18 @@ class ConsumerLeader:
             else:
                 raise JSErrors.BAD_REQUEST()
         except ApiError as error:
-            body = plain_error("io.nats.jetstream.api.v1.consumer_info_response", error)
+            body = plain_error(_error_type(op), error)
         except (RaftHostError, TimeoutError):
-            body = plain_error(
-                "io.nats.jetstream.api.v1.consumer_info_response", JSErrors.CLUSTER_NOT_AVAILABLE()
-            )
+            body = plain_error(_error_type(op), JSErrors.CLUSTER_NOT_AVAILABLE())
         send_api_response(self.ctx, msg, body)
 
-    async def _step_down(self) -> bytes:
+    async def _step_down(self, payload: bytes) -> bytes:
         host, group = self.ctx.host, self.replica.group
-        others = [peer for peer in host.status(group).voters if peer != self.ctx.name]
+        voters = host.status(group).voters
+        others = [peer for peer in voters if peer != self.ctx.name]
+        allowed = stepdown_candidates(payload, self.ctx.name, voters, self.ctx.router.peer_labels, CLUSTER_NAME)
+        if allowed is not None:
+            others = [peer for peer in others if peer in allowed]
         if not others:
             raise JSErrors.STREAM_GENERAL(err="no replica to hand leadership to")
         await host.transfer_leadership(group, others[0])
@@ -723,3 +728,10 @@ class ConsumerLeader:
 def _consume_result(future: asyncio.Future[Any]) -> None:
     if not future.cancelled():
         future.exception()  # retrieved, so a lost proposal is not reported as never retrieved
+
+
+def _error_type(op: ConsumerOp) -> str:
+    """The response type an error to `op` carries: a stepdown's own, else the consumer info's."""
+    if op is ConsumerOp.STEPDOWN:
+        return RESPONSE_TYPES[ConsumerOp.STEPDOWN]
+    return RESPONSE_TYPES[ConsumerOp.INFO]

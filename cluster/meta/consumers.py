@@ -52,6 +52,7 @@ from cluster.consumer.config_check import (
     parse_create_subject,
 )
 from cluster.consumer.pause import is_paused, parse_pause_request, pause_response, with_pause
+from cluster.consumer.unpin import parse_unpin_group, unpin
 from cluster.meta.machine import MetaMachine, MetaOp, MetaResult
 from cluster.runtime.internal_requests import NoRespondersError
 from cluster.runtime.leader_wait import pass_on_when_served
@@ -127,6 +128,9 @@ class ConsumerAdmin:
             return delete_response()
         if op is ConsumerOp.PAUSE:
             return await self._pause(request.stream, request.consumer, pause_until)
+        if op is ConsumerOp.UNPIN:
+            # as nats-server in a cluster: the stream and the consumer are looked up before the body
+            return unpin(consumers[request.consumer].config, parse_unpin_group(msg.payload))
         # INFO, NEXT, STEPDOWN from a node that did not know the consumer yet: pass them on, to be
         # answered once the leader's node has what this one applied (a config just updated)
         target = consumer_subject(request.stream, request.consumer, op)
@@ -252,6 +256,7 @@ class ConsumerAdmin:
             LIST_LIMIT,
             lambda name: consumer_subject(stream, name, ConsumerOp.LIST_ENTRY),
             with_meta_index(None, self.meta.applied_index),
+            standalone=self.ctx.standalone,
         )
 
 

@@ -328,20 +328,23 @@ def subjects_page(totals: Mapping[str, int], offset: int) -> tuple[dict[str, int
     return {name: totals[name] for name in names}, total
 
 
-def stream_names_response(configs: Sequence[StreamConfig], request: ListRequest) -> bytes:
-    """STREAM.NAMES: sorted names (filtered by subject when asked), a page of at most 1024."""
+def stream_names_response(
+    configs: Sequence[StreamConfig], request: ListRequest, standalone: bool = False
+) -> bytes:
+    """STREAM.NAMES: sorted names (filtered by subject when asked), a page of at most 1024.
+
+    An empty page is Go's nil slice, `null`, where nats-server never appended a name to it: in a
+    cluster when no stream matched at all (a page past the end of the matches is `[]`), on a
+    standalone server whenever the page is empty."""
     names = sorted(
         cfg.name for cfg in configs if not request.subject or subjects_match_stream(request.subject, cfg)
     )
     offset = min(request.offset, len(names))
+    page: list[str] | None = names[offset : offset + NAMES_LIMIT]
+    if not (page if standalone else names):
+        page = None
     return jsjson.dumps(
-        {
-            "type": STREAM_NAMES_TYPE,
-            "total": len(names),
-            "offset": offset,
-            "limit": NAMES_LIMIT,
-            "streams": names[offset : offset + NAMES_LIMIT],
-        }
+        {"type": STREAM_NAMES_TYPE, "total": len(names), "offset": offset, "limit": NAMES_LIMIT, "streams": page}
     )
 
 
