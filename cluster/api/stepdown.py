@@ -26,7 +26,10 @@ def stepdown_candidates(
     raises ApiError 10025 for a body nats-server refuses, 10005 when no peer fits."""
     try:
         obj = jsjson.loads_request(payload, "JSApiLeaderStepdownRequest", objects_only=True)
-        placement = jsjson.get_object(obj, "placement")
+        value = obj.get("placement")
+        if value is not None and not isinstance(value, dict):
+            raise jsjson.type_error(obj, "placement", value, "server.Placement")
+        placement = None if value is None else jsjson.nested_object(obj, "placement", value)
         cluster = tags = preferred = None
         if placement is not None:
             cluster = jsjson.get_str(placement, "cluster")

@@ -58,3 +58,12 @@ def test_a_bad_body_is_invalid_json() -> None:
     with pytest.raises(ApiError) as refused:
         candidates({"placement": {"cluster": "jetraft"}, "force": True})
     assert refused.value.to_json()["description"] == 'invalid JSON: json: unknown field "force"'
+
+
+def test_a_placement_that_is_no_object_is_refused_in_gos_words() -> None:
+    with pytest.raises(ApiError) as refused:
+        candidates({"placement": 5})
+    assert refused.value.to_json()["description"] == (
+        "invalid JSON: json: cannot unmarshal number into Go struct field JSApiLeaderStepdownRequest.placement"
+        " of type server.Placement"
+    )

@@ -418,7 +418,15 @@ API_SUBJECTS = (
     "$JS.API.CONSUMER.PAUSE.BB.C",
     "$JS.API.CONSUMER.PAUSE.BB.NOPE",
     "$JS.API.CONSUMER.LEADER.STEPDOWN.BB.NOPE",
+    "$JS.API.CONSUMER.UNPIN.BB.C",
+    "$JS.API.CONSUMER.UNPIN.BB.NOPE",
+    "$JS.API.CONSUMER.CREATE.BB.D4.bb.x",
+    "$JS.API.DIRECT.GET.BB.bb.1",
 )
+# stepdowns of a stream and a consumer that exist, with bodies that are objects or arrays (any other
+# body is not read: the leader would step down, as nats-server's does)
+STEPDOWN_SUBJECTS = ("$JS.API.STREAM.LEADER.STEPDOWN.BB", "$JS.API.CONSUMER.LEADER.STEPDOWN.BB.C")
+STEPDOWN_BODIES = (b"{", b"[]", b'{"unknown_field": 1}', b'{"a":1,}', b'{"placement": 5}')
 
 
 async def _bad_bodies(nc: nats.NATS) -> list[Any]:
@@ -431,27 +439,29 @@ async def _bad_bodies(nc: nats.NATS) -> list[Any]:
             break
         except nats.errors.NoRespondersError:
             await asyncio.sleep(0.1)
-    for subject in API_SUBJECTS:
-        for body in BAD_BODIES:
-            try:
-                reply = await nc.request(subject, body, timeout=2.0)
-            except nats.errors.TimeoutError:
-                out.append((subject, body, "timeout"))
-                continue
-            except nats.errors.NoRespondersError:
-                out.append((subject, body, "no responders"))
-                continue
-            if reply.data:
-                answer = _stable(json.loads(reply.data))
-            else:
-                answer = {"status": (reply.headers or {}).get("Status")}
-            if "streams" in answer and "error" not in answer:
-                # the other tests' streams are listed too: what matters here is that the request was read
-                answer = {"type": answer["type"], "lists BB": "BB" in json.dumps(answer["streams"])}
-            if subject == "$JS.API.INFO":
-                # known difference: jetraft's account info counts neither stored bytes nor API calls yet
-                answer = {k: v for k, v in answer.items() if k not in ("storage", "memory", "api")}
-            out.append((subject, body, answer))
+    matrix = [(subject, body) for subject in API_SUBJECTS for body in BAD_BODIES]
+    matrix += [(subject, body) for subject in STEPDOWN_SUBJECTS for body in STEPDOWN_BODIES]
+    for subject, body in matrix:
+        try:
+            reply = await nc.request(subject, body, timeout=2.0)
+        except nats.errors.TimeoutError:
+            out.append((subject, body, "timeout"))
+            continue
+        except nats.errors.NoRespondersError:
+            out.append((subject, body, "no responders"))
+            continue
+        if reply.data.startswith(b"{"):
+            answer = _stable(json.loads(reply.data))
+        else:  # a status, or a message Direct Get found
+            headers = reply.headers or {}
+            answer = {"status": headers.get("Status"), "subject": headers.get("Nats-Subject"), "data": reply.data}
+        if "streams" in answer and "error" not in answer:
+            # the other tests' streams are listed too: what matters here is that the request was read
+            answer = {"type": answer["type"], "lists BB": "BB" in json.dumps(answer["streams"])}
+        if subject == "$JS.API.INFO":
+            # known difference: jetraft's account info counts neither stored bytes nor API calls yet
+            answer = {k: v for k, v in answer.items() if k not in ("storage", "memory", "api")}
+        out.append((subject, body, answer))
     return out
 
 
