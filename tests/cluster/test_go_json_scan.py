@@ -92,3 +92,16 @@ def test_objects_only_requests_read_no_other_body() -> None:
         assert jsjson.loads_request(body, "JSApiStreamInfoRequest", objects_only=True) == {}
     with pytest.raises(jsjson.RequestJSONError, match="unexpected EOF"):
         jsjson.loads_request(b" {", "JSApiStreamInfoRequest", objects_only=True)
+
+
+def test_a_lone_surrogate_escape_reads_as_the_replacement_character() -> None:
+    # Go's v1 decoder reads `\ud800` that pairs with nothing as U+FFFD; a pair stays one character
+    body = b'{"subject":"\\ud800x\\ud83d\\ude00"}'
+    assert jsjson.loads_request(body, "X") == {"subject": "\ufffdx\U0001f600"}
+
+
+def test_unpin_style_reads_refuse_what_follows_the_value() -> None:
+    with pytest.raises(jsjson.RequestJSONError) as refused:
+        jsjson.unmarshal_request(b'{"group":"g"} {', "JSApiConsumerUnpinRequest")
+    assert str(refused.value) == "invalid character '{' after top-level value"
+    assert jsjson.unmarshal_request(b' {"group":"g"}\n', "JSApiConsumerUnpinRequest") == {"group": "g"}
