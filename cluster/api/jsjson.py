@@ -96,7 +96,7 @@ def decode_go(raw: bytes) -> Any:
     A body orjson reads is one valid value, which Go reads the same: the byte-by-byte scan (about a
     hundred times slower) runs only for what orjson refuses."""
     try:
-        return orjson.loads(raw) if raw.strip() else None
+        return orjson.loads(raw) if raw.strip(b" \t\r\n") else None
     except orjson.JSONDecodeError:
         pass
     try:
