@@ -243,6 +243,7 @@ class JSErrors:
     CONSUMER_MAX_DELIVER_BACKOFF = ErrorSpec(
         400, 10116, "max deliver is required to be > length of backoff values"
     )
+    CONSUMER_INVALID_RESET = ErrorSpec(400, 10204, "invalid reset: {err}")
     CONSUMER_MULTIPLE_FILTERS_NOT_ALLOWED = ErrorSpec(
         400, 10137, "consumer with multiple subject filters cannot use subject based API"
     )

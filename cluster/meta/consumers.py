@@ -107,6 +107,8 @@ class ConsumerAdmin:
         pause_until = parse_pause_request(msg.payload) if op is ConsumerOp.PAUSE else None
         offset = _offset(msg.payload) if op in (ConsumerOp.NAMES, ConsumerOp.LIST) else 0
         create = self._read_create(request, msg.payload) if op is ConsumerOp.CREATE else None
+        if op is ConsumerOp.RESET and request.consumer not in machine.consumers.get(request.stream, {}):
+            return None  # nats-server's RESET is served by the consumer itself: nothing else answers
         if request.stream not in machine.streams:
             raise JSErrors.STREAM_NOT_FOUND()
         consumers = machine.consumers.get(request.stream, {})

@@ -559,10 +559,16 @@ async def _other_subjects(nc: nats.NATS) -> dict[str, list[Any]]:
         answer = await _request(nc, subject, timeout=1.0)
         known.append(answer if isinstance(answer, str) else answer["error"]["err_code"])
     same.append(await _request(nc, "$JS.API.STREAM.DELETE.EV", {"x": 1}))
-    # known difference: jetraft does not serve CONSUMER.RESET (nats-server 2.15's reset of a consumer's
-    # delivery to a sequence): no answer where nats-server answers with the consumer's info
-    reset = await _request(nc, "$JS.API.CONSUMER.RESET.EV.C1", {"seq": 3}, timeout=2.0)
-    known.append(reset if isinstance(reset, str) else reset.get("reset_seq"))
+    # CONSUMER.RESET: to a sequence (then a pull delivers from there), back to the ack floor, errors;
+    # a consumer that does not exist gets no answer (nats-server's consumers serve their own RESET)
+    for target, body in [("C1", b'{"seq": 3}'), ("C1", b""), ("C1", b"{"), ("NOPE", b"")]:
+        try:
+            reply = await nc.request(f"$JS.API.CONSUMER.RESET.EV.{target}", body, timeout=2.0)
+            same.append(_stable(json.loads(reply.data)))
+        except nats.errors.TimeoutError:
+            same.append("timeout")
+        if body:
+            same.append(await _reply(nc, "$JS.API.CONSUMER.MSG.NEXT.EV.C1", {"batch": 1, "no_wait": True}))
     return {"same": same, "known": known}
 
 
@@ -578,11 +584,12 @@ def test_the_other_api_subjects_and_request_forms(clusters: dict[str, JetStreamT
     theirs, ours = seen["nats-server"], seen["jetraft"]
     differ = [(i, want, got) for i, (want, got) in enumerate(zip(theirs["same"], ours["same"], strict=True)) if want != got]
     assert not differ, "\n".join(f"{i}: nats-server {want}\n   jetraft {got}" for i, want, got in differ)
-    assert theirs["known"] == [{"consumer_seq": 0, "stream_seq": 0}, ["g"], 10005, 10129, 3]
+    reset, pulled = ours["same"][-6:-4]  # a reset to sequence 3, then a pull: ev.a's first message since
+    assert reset["reset_seq"] == 3 and pulled["data"] == "m4" and ours["same"][-1] == "timeout"
+    assert theirs["known"] == [{"consumer_seq": 0, "stream_seq": 0}, ["g"], 10005, 10129]
     assert ours["known"] == [
         {"consumer_seq": 0, "stream_seq": 1},
         {"code": 500, "err_code": 10012, "description": "consumer priority groups are not supported by jetraft"},
-        "timeout",
         "timeout",
         "timeout",
     ]
