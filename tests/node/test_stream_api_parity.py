@@ -592,3 +592,26 @@ def test_the_other_api_subjects_and_request_forms(clusters: dict[str, JetStreamT
         "timeout",
         "timeout",
     ]
+
+
+async def _reset_and_fetch(nc: nats.NATS) -> list[Any]:
+    js = nc.jetstream()
+    await _create(nc, {"name": "RST", "subjects": ["rst.>"], "num_replicas": 3})
+    for i in range(3):
+        await js.publish("rst.a", b"m%d" % i)
+    sub = await js.pull_subscribe("rst.a", durable="P", stream="RST")
+    out: list[Any] = []
+    for step in ("fetch", "fetch", b'{"seq":2}', "fetch", b"", "fetch"):
+        if isinstance(step, bytes):
+            out.append(_stable(json.loads((await nc.request("$JS.API.CONSUMER.RESET.RST.P", step, 5.0)).data)))
+            continue
+        msgs = await sub.fetch(1, timeout=REQUEST_TIMEOUT)
+        out.append([(m.data, m.metadata.sequence.stream, m.metadata.sequence.consumer) for m in msgs])
+    return out
+
+
+def test_a_reset_consumer_delivers_from_its_new_sequence(clusters: dict[str, JetStreamTarget]) -> None:
+    seen = _compare(clusters, _reset_and_fetch)
+    # after the reset to 2, message 2 comes again as the consumer's first; an empty reset goes back to
+    # the ack floor (nothing acked: 2 again)
+    assert [seen[i] for i in (0, 1, 3, 5)] == [[(b"m0", 1, 1)], [(b"m1", 2, 2)], [(b"m1", 2, 1)], [(b"m1", 2, 1)]]
