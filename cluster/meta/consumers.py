@@ -58,6 +58,7 @@ from cluster.runtime.internal_requests import NoRespondersError
 from cluster.runtime.leader_wait import pass_on_when_served
 from cluster.runtime.meta_progress import with_meta_index
 from cluster.stream.config import stream_config_from_json
+from gateway.headers import encode_headers
 from gateway.router import Message
 
 if TYPE_CHECKING:
@@ -107,8 +108,15 @@ class ConsumerAdmin:
         pause_until = parse_pause_request(msg.payload) if op is ConsumerOp.PAUSE else None
         offset = _offset(msg.payload) if op in (ConsumerOp.NAMES, ConsumerOp.LIST) else 0
         create = self._read_create(request, msg.payload) if op is ConsumerOp.CREATE else None
-        if op is ConsumerOp.RESET and request.consumer not in machine.consumers.get(request.stream, {}):
-            return None  # nats-server's RESET is served by the consumer itself: nothing else answers
+        if op in (ConsumerOp.RESET, ConsumerOp.NEXT) and request.consumer not in machine.consumers.get(
+            request.stream, {}
+        ):
+            # nats-server's consumer itself serves these: without it nothing answers a RESET, and a
+            # pull request gets the no-responders status
+            if op is ConsumerOp.NEXT:
+                status = encode_headers([("Nats-Subject", CONSUMER_API_PREFIX + request.tail)], status=503)
+                self.ctx.reply(msg.reply, b"", status)
+            return None
         if request.stream not in machine.streams:
             raise JSErrors.STREAM_NOT_FOUND()
         consumers = machine.consumers.get(request.stream, {})

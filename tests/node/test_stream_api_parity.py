@@ -492,6 +492,24 @@ async def _reply(nc: nats.NATS, subject: str, body: Any = None, timeout: float =
     return {"headers": headers, "data": _stable(json.loads(data)) if data.startswith("{") else data}
 
 
+async def _pull(nc: nats.NATS, subject: str, body: Any, timeout: float = REQUEST_TIMEOUT) -> Any:
+    """The first answer to a pull request: a message (delivered under its stream subject, which
+    nats-py's request() cannot match to its inbox, hence a subscription) or a status."""
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox)
+    try:
+        await nc.publish(subject, json.dumps(body).encode(), reply=inbox)
+        try:
+            msg = await sub.next_msg(timeout=timeout)
+        except nats.errors.TimeoutError:
+            return "timeout"
+    finally:
+        await sub.unsubscribe()
+    headers = {k: v for k, v in (msg.headers or {}).items() if k not in JETRAFT_HEADERS}
+    subject = "inbox" if msg.subject == inbox else msg.subject
+    return {"subject": subject, "headers": headers, "data": msg.data.decode()}
+
+
 async def _other_subjects(nc: nats.NATS) -> dict[str, list[Any]]:
     """The $JS.API subjects and request forms the other scenarios leave out: names and lists with
     filters and offsets, Direct Get by subject in the subject, message deletes (erased or not) of
@@ -538,8 +556,9 @@ async def _other_subjects(nc: nats.NATS) -> dict[str, list[Any]]:
         listed = await _request(nc, "$JS.API.CONSUMER.LIST.EV", body)
         listed["consumers"] = [_without(c, {"ack_floor"} if c["name"] == "D1" else set()) for c in listed["consumers"]]
         same.append(listed)
-    same.append(await _reply(nc, "$JS.API.CONSUMER.MSG.NEXT.EV.C1", {"batch": 1, "no_wait": True}))
-    same.append(await _reply(nc, "$JS.API.CONSUMER.MSG.NEXT.EV.D1", {"batch": 1, "no_wait": True, "group": "g"}))
+    same.append(await _pull(nc, "$JS.API.CONSUMER.MSG.NEXT.EV.C1", {"batch": 1, "no_wait": True}))
+    same.append(await _pull(nc, "$JS.API.CONSUMER.MSG.NEXT.EV.D1", {"batch": 1, "no_wait": True, "group": "g"}))
+    same.append(await _pull(nc, "$JS.API.CONSUMER.MSG.NEXT.EV.NOPE", {"batch": 1, "no_wait": True}, timeout=2.0))
     for target, body in [("EV.C1", {"group": "g"}), ("EV.C1", {}), ("EV.NOPE", {"group": "g"}), ("NOPE.C1", {})]:
         same.append(await _request(nc, f"$JS.API.CONSUMER.UNPIN.{target}", body))
     for body in ({"filter": "ev.a", "keep": 1}, {"filter": "ev.b", "seq": 6}, {"keep": 2}):
@@ -584,6 +603,8 @@ def test_the_other_api_subjects_and_request_forms(clusters: dict[str, JetStreamT
     assert not differ, "\n".join(f"{i}: nats-server {want}\n   jetraft {got}" for i, want, got in differ)
     reset, back = ours["same"][-4:-2]  # to sequence 3, then back to the ack floor it left (2)
     assert (reset["reset_seq"], back["reset_seq"], back["ack_floor"]["stream_seq"]) == (3, 3, 2)
+    pulled = next(a for a in ours["same"] if isinstance(a, dict) and a.get("subject") == "ev.a")
+    assert pulled["data"] == "m4"  # the pull request was answered with a message
     assert ours["same"][-1] == "timeout"
     assert theirs["known"] == [{"consumer_seq": 0, "stream_seq": 0}, ["g"], 10005, 10129]
     assert ours["known"] == [
