@@ -1,9 +1,9 @@
 """Which consumer API operation a `$JS.API.CONSUMER.>` subject names, and where it is answered.
 
-Creating, deleting, pausing, listing and naming consumers change or read the meta
+Creating, deleting, pausing, unpinning, listing and naming consumers change or read the meta
 group: they go to the meta leader on `$JSR.MC.<tail>` (the tail after
 `$JS.API.CONSUMER.`, so the create forms keep their filter tokens). INFO,
-MSG.NEXT and LEADER.STEPDOWN are the consumer leader's: they go to
+MSG.NEXT, RESET and LEADER.STEPDOWN are the consumer leader's: they go to
 `$JSR.C.<stream>.<consumer>.<OP>` when this node knows the consumer, else to
 the meta leader, which answers "consumer not found" or passes them on.
 """
@@ -31,6 +31,8 @@ class ConsumerOp(enum.StrEnum):
     NEXT = "NEXT"
     STEPDOWN = "STEPDOWN"
     PAUSE = "PAUSE"
+    UNPIN = "UNPIN"
+    RESET = "RESET"
     # internal: meta leader -> consumer leader
     CREATE_RESULT = "CREATE_RESULT"
     LIST_ENTRY = "LIST_ENTRY"
@@ -39,7 +41,14 @@ class ConsumerOp(enum.StrEnum):
 
 
 META_CONSUMER_OPS = frozenset(
-    {ConsumerOp.CREATE, ConsumerOp.DELETE, ConsumerOp.NAMES, ConsumerOp.LIST, ConsumerOp.PAUSE}
+    {
+        ConsumerOp.CREATE,
+        ConsumerOp.DELETE,
+        ConsumerOp.NAMES,
+        ConsumerOp.LIST,
+        ConsumerOp.PAUSE,
+        ConsumerOp.UNPIN,
+    }
 )
 
 RESPONSE_TYPES = {
@@ -51,6 +60,8 @@ RESPONSE_TYPES = {
     ConsumerOp.NEXT: "io.nats.jetstream.api.v1.consumer_getnext_response",
     ConsumerOp.STEPDOWN: "io.nats.jetstream.api.v1.consumer_leader_stepdown_response",
     ConsumerOp.PAUSE: "io.nats.jetstream.api.v1.consumer_pause_response",
+    ConsumerOp.UNPIN: "io.nats.jetstream.api.v1.consumer_unpin_response",
+    ConsumerOp.RESET: "io.nats.jetstream.api.v1.consumer_reset_response",
 }
 # what Go still prints after the error in some responses (the zero values of their other fields)
 # what nats-server's response structs print after the error (fields without omitempty)
@@ -59,6 +70,7 @@ _ERROR_TRAILERS: dict[ConsumerOp, dict[str, Any]] = {
     ConsumerOp.PAUSE: {"paused": False, "pause_until": ZERO_TIME},
     ConsumerOp.NAMES: _PAGED_NONE,
     ConsumerOp.LIST: _PAGED_NONE,
+    ConsumerOp.RESET: {"reset_seq": 0},
 }
 
 
@@ -95,8 +107,8 @@ def parse_consumer_subject(subject: str) -> ConsumerRequest | None:
         return ConsumerRequest(ConsumerOp(head), tokens[1], tokens[2], tail)
     if head == "MSG" and len(tokens) == 4 and tokens[1] == "NEXT":
         return ConsumerRequest(ConsumerOp.NEXT, tokens[2], tokens[3], tail)
-    if head == "PAUSE" and len(tokens) == 3:
-        return ConsumerRequest(ConsumerOp.PAUSE, tokens[1], tokens[2], tail)
+    if head in ("PAUSE", "UNPIN", "RESET") and len(tokens) == 3:
+        return ConsumerRequest(ConsumerOp(head), tokens[1], tokens[2], tail)
     if head == "LEADER" and len(tokens) == 4 and tokens[1] == "STEPDOWN":
         return ConsumerRequest(ConsumerOp.STEPDOWN, tokens[2], tokens[3], tail)
     return None

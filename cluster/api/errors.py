@@ -243,6 +243,14 @@ class JSErrors:
     CONSUMER_MAX_DELIVER_BACKOFF = ErrorSpec(
         400, 10116, "max deliver is required to be > length of backoff values"
     )
+    CONSUMER_INVALID_RESET = ErrorSpec(400, 10204, "invalid reset: {err}")
+    CONSUMER_MULTIPLE_FILTERS_NOT_ALLOWED = ErrorSpec(
+        400, 10137, "consumer with multiple subject filters cannot use subject based API"
+    )
+    CONSUMER_INVALID_PRIORITY_GROUP = ErrorSpec(400, 10160, "Provided priority group does not exist for this consumer")
+    CONSUMER_INVALID_GROUP_NAME = ErrorSpec(
+        400, 10162, "Valid priority group name must match A-Z, a-z, 0-9, -_/=)+ and may not exceed 16 characters"
+    )
     CONSUMER_CREATE_FILTER_SUBJECT_MISMATCH = ErrorSpec(
         400, 10131, "Consumer create request did not match filtered subject from create subject"
     )

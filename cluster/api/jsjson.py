@@ -9,9 +9,12 @@ encoding is safe.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
+
+from cluster.api import go_json_scan
 
 _GO_ESCAPES = (
     (b"<", b"\\u003c"),
@@ -85,23 +88,85 @@ def _kind(value: Any) -> str:
     )
 
 
-def _syntax_error(raw: bytes, exc: orjson.JSONDecodeError) -> str:
-    """Go's decoder's words for the common cases: a body cut short is `unexpected EOF`."""
-    if "unexpected end of data" in str(exc) or "EOF" in str(exc):
-        return "unexpected EOF"
-    return str(exc)
+def decode_go(raw: bytes) -> Any:
+    """The value Go's Decoder makes of `raw`, or RequestJSONError with Go's words (cluster/api/
+    go_json_scan.py). Several objects one after another are read into the same request, as Go reads
+    each into the same struct: a later field overrides an earlier one. A body with no value is None.
 
-
-def loads_request(payload: bytes | bytearray | memoryview | str, go_type: str) -> GoObject:
-    """Decode a JetStream API request body as nats-server decodes it into `server.<go_type>`; an empty
-    body or `null` is an empty request. Call `reject_unknown` once every field was read."""
-    raw = bytes(payload) if not isinstance(payload, str) else payload.encode()
-    if not raw.strip():
-        return GoObject({}, go_type)
+    A body orjson reads is one valid value, which Go reads the same: the byte-by-byte scan (about a
+    hundred times slower) runs only for what orjson refuses."""
     try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise RequestJSONError(_syntax_error(raw, exc)) from None
+        return orjson.loads(raw) if raw.strip(b" \t\r\n") else None
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        spans = go_json_scan.scan_values(raw)
+    except go_json_scan.GoSyntaxError as exc:
+        raise RequestJSONError(str(exc)) from None
+    value: Any = None
+    for start, end in spans:
+        part = _loads_valid(raw[start:end])
+        if isinstance(value, dict) and isinstance(part, dict):
+            value = {**value, **part}
+        elif part is not None or value is None:
+            value = part
+    return value
+
+
+def _loads_valid(raw: bytes) -> Any:
+    """A value Go's scanner accepted. Go reads bytes that are no UTF-8 as U+FFFD; orjson refuses them,
+    and numbers past 64 bits, which Python's own reader takes (the field's type check then refuses)."""
+    text = raw.decode("utf-8", errors="replace")
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return _without_lone_surrogates(json.loads(text))
+
+
+def _without_lone_surrogates(value: Any) -> Any:
+    """Go reads a `\\uD800` escape that pairs with nothing as U+FFFD (Python's reader keeps it)."""
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, list):
+        return [_without_lone_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_without_lone_surrogates(k): _without_lone_surrogates(v) for k, v in value.items()}
+    return value
+
+
+def loads_request(
+    payload: bytes | bytearray | memoryview | str, go_type: str, *, objects_only: bool = False
+) -> GoObject:
+    """Decode a JetStream API request body as nats-server decodes it into `server.<go_type>`; an empty
+    body or `null` is an empty request. Call `reject_unknown` once every field was read.
+
+    `objects_only`: the requests nats-server reads only when the body starts like a JSON object or
+    array (its isJSONObjectOrArray: names, lists, infos, purges, stepdowns); any other body is empty."""
+    raw = bytes(payload) if not isinstance(payload, str) else payload.encode()
+    if objects_only and raw.lstrip(b" \t\r\n")[:1] not in (b"{", b"["):
+        return GoObject({}, go_type)
+    value = decode_go(raw)
+    if value is None:
+        return GoObject({}, go_type)
+    if not isinstance(value, dict):
+        raise RequestJSONError(
+            f"json: cannot unmarshal {_kind(value)} into Go value of type server.{go_type}"
+        )
+    return GoObject(value, go_type)
+
+
+def unmarshal_request(payload: bytes | bytearray | memoryview, go_type: str) -> GoObject:
+    """A request body read as nats-server reads the few it hands to json.Unmarshal (CONSUMER.UNPIN):
+    one value and nothing after it, unknown fields let through, Go's words without an offset."""
+    raw = bytes(payload)
+    try:
+        value = orjson.loads(raw)  # one valid value, read as json.Unmarshal reads it (see decode_go)
+    except orjson.JSONDecodeError:
+        try:
+            start, end = go_json_scan.scan_unmarshal(raw)
+        except go_json_scan.GoSyntaxError as exc:
+            raise RequestJSONError(exc.words) from None
+        value = _loads_valid(raw[start:end])
     if value is None:
         return GoObject({}, go_type)
     if not isinstance(value, dict):
@@ -140,10 +205,7 @@ def loads_object(payload: bytes | bytearray | memoryview | str) -> dict[str, Any
     raw = bytes(payload) if not isinstance(payload, str) else payload.encode()
     if not raw.strip():
         return {}
-    try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise RequestJSONError(str(exc)) from None
+    value = decode_go(raw)
     if value is None:
         # Go decodes `null` into a struct as "nothing set"
         return {}

@@ -23,10 +23,12 @@ async def list_page(
     limit: int,
     entry_subject: Callable[[str], str],
     headers: bytes | None = None,
+    standalone: bool = False,
 ) -> bytes:
     """`{"type", "total", "offset", "limit", key: [...]}` for names[offset:offset+limit], each entry asked
     of its leader at `entry_subject(name)` (with `headers`); those that do not answer are listed under
-    `missing`."""
+    `missing`. An empty page shows total 0 in a cluster (nats-server's clustered LIST answers before
+    it counts), the number of names on a standalone server."""
     offset = min(offset, len(names))
     page = names[offset : offset + limit]
 
@@ -44,7 +46,7 @@ async def list_page(
     entries = await asyncio.gather(*(entry(name) for name in page))
     out: dict[str, Any] = {
         "type": response_type,
-        "total": len(names),
+        "total": len(names) if page or standalone else 0,
         "offset": offset,
         "limit": limit,
         key: [e for e in entries if e is not None],

@@ -94,7 +94,7 @@ def info_response(view: ConsumerView, now_ns: int) -> bytes:
 
 def parse_offset(payload: bytes) -> int:
     """The `offset` of a NAMES / LIST request (empty body: 0); raises RequestJSONError."""
-    obj = jsjson.loads_request(payload, "JSApiConsumersRequest")
+    obj = jsjson.loads_request(payload, "JSApiConsumersRequest", objects_only=True)
     offset = max(jsjson.get_int(obj, "offset"), 0)
     jsjson.reject_unknown(obj)
     return offset

@@ -89,6 +89,8 @@ def check_create_request(subject: CreateSubject, request: CreateConsumerRequest)
         return cfg
     if cfg.durable_name and cfg.durable_name != subject.consumer:
         raise JSErrors.CONSUMER_NAME_DURABLE_MISMATCH()
+    if subject.filter_subject and cfg.filter_subjects:
+        raise JSErrors.CONSUMER_MULTIPLE_FILTERS_NOT_ALLOWED()
     if subject.filter_subject and subject.filter_subject != cfg.filter_subject:
         raise JSErrors.CONSUMER_CREATE_FILTER_SUBJECT_MISMATCH()
     return dataclasses.replace(cfg, name=subject.consumer)

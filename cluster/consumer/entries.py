@@ -35,6 +35,7 @@ class ConsumerOp(enum.IntEnum):
     TERM = 6
     FORGET = 7
     ACKS = 8
+    RESET = 9
 
 
 class ConsumerEntryDecodeError(ValueError):
@@ -167,7 +168,18 @@ class Acks:
         return _ACKS_HEAD.pack(ConsumerOp.ACKS, len(self.acks)) + b"".join([a.encode() for a in self.acks])
 
 
-ConsumerEntry = Start | Delivered | Ack | Nak | Progress | Term | Forget | Acks
+@dataclass(frozen=True, slots=True)
+class Reset:
+    """CONSUMER.RESET: start over at stream sequence `seq` (nothing pending, nothing delivered before
+    it, consumer sequences from 1 again), as nats-server's resetLocalStartingSeq does."""
+
+    seq: int
+
+    def encode(self) -> bytes:
+        return bytes([ConsumerOp.RESET]) + orjson.dumps({"seq": self.seq})
+
+
+ConsumerEntry = Start | Delivered | Ack | Nak | Progress | Term | Forget | Acks | Reset
 
 _ACK_KINDS: dict[ConsumerOp, type[Ack] | type[Progress] | type[Term]] = {
     ConsumerOp.ACK: Ack,
@@ -190,6 +202,8 @@ def decode_consumer_entry(data: bytes) -> ConsumerEntry:
             return Start(
                 int(body["start"]), tuple(int(s) for s in body.get("lps", ())), int(body.get("resume", 0))
             )
+        if op is ConsumerOp.RESET:
+            return Reset(int(orjson.loads(data[1:])["seq"]))
         if op is ConsumerOp.DELIVERED:
             _, ts, count = _DELIVERED_HEAD.unpack_from(data)
             if len(data) != _DELIVERED_HEAD.size + count * _DELIVERY.size:

@@ -40,17 +40,20 @@ from cluster.api.advisories import (
 from cluster.api.audit import send_api_response
 from cluster.api.consumer_subjects import (
     META_CONSUMER_PREFIX,
+    RESPONSE_TYPES,
     ConsumerOp,
     consumer_subscription,
     parse_internal_consumer_subject,
 )
-from cluster.api.errors import ApiError, JSErrors, plain_error
+from cluster.api.errors import ApiError, JSErrors, error_response, plain_error
+from cluster.api.stepdown import stepdown_candidates
 from cluster.consumer.acks import AckBody, AckKind, AckReply, ack_entry, parse_ack_body, parse_ack_reply
 from cluster.consumer.api import (
     ConsumerView,
     FlowControl,
     ack_sample,
     ack_sample_subject,
+    consumer_info,
     create_response,
     flow_control_request,
     flow_control_subject,
@@ -70,7 +73,7 @@ from cluster.consumer.delivery import (
     plan_deliveries,
     start_position,
 )
-from cluster.consumer.entries import AckLike, Acks, ConsumerEntry, Forget, ForgetReason
+from cluster.consumer.entries import AckLike, Acks, ConsumerEntry, Forget, ForgetReason, Reset
 from cluster.consumer.pause import is_paused, pause_remaining
 from cluster.consumer.pull import (
     PullRequest,
@@ -82,11 +85,14 @@ from cluster.consumer.pull import (
     no_wait_answer,
     parse_pull_request,
 )
+from cluster.consumer.reset import parse_reset_seq, reset_response, reset_seq
 from cluster.consumer.state import ConsumerState
 from cluster.runtime.catch_up import caught_up
+from cluster.runtime.context import CLUSTER_NAME
 from cluster.runtime.group_membership import converge_membership
 from cluster.runtime.internal_requests import NoRespondersError
 from cluster.runtime.meta_progress import meta_index_of
+from cluster.stream.config import Retention
 from cluster.stream.info import ClusterInfo
 from cluster.stream.leader import elected_members, leader_cluster_info
 from gateway.router import InterestWatch, InvalidSubjectError, Message, Subscription
@@ -667,7 +673,9 @@ class ConsumerLeader:
                 return
             await asyncio.wait_for(self._ready.wait(), CATCH_UP_TIMEOUT * 2)
             if op is ConsumerOp.STEPDOWN:
-                body = await self._step_down()
+                body = await self._step_down(msg.payload)
+            elif op is ConsumerOp.RESET:
+                body = await self._reset(msg.payload)
             elif op in (ConsumerOp.INFO, ConsumerOp.CREATE_RESULT):
                 view = self.view()
                 body = (
@@ -680,16 +688,33 @@ class ConsumerLeader:
             else:
                 raise JSErrors.BAD_REQUEST()
         except ApiError as error:
-            body = plain_error("io.nats.jetstream.api.v1.consumer_info_response", error)
+            body = _error_body(op, error)
         except (RaftHostError, TimeoutError):
-            body = plain_error(
-                "io.nats.jetstream.api.v1.consumer_info_response", JSErrors.CLUSTER_NOT_AVAILABLE()
-            )
+            body = _error_body(op, JSErrors.CLUSTER_NOT_AVAILABLE())
         send_api_response(self.ctx, msg, body)
 
-    async def _step_down(self) -> bytes:
+    async def _reset(self, payload: bytes) -> bytes:
+        """CONSUMER.RESET: through the consumer's group, answered once every replica will start over
+        at the same sequence (cluster/consumer/reset.py)."""
+        requested = parse_reset_seq(payload)
+        assert self.working is not None
+        store = self.replica.stream.store
+        seq = reset_seq(requested, self.replica.config, self.working.ack_floor_stream_seq, store.get_seq_from_time)
+        if self.replica.stream.config.retention is not Retention.LIMITS:
+            raise JSErrors.STREAM_GENERAL(
+                err="consumer reset on an interest or work-queue stream is not supported by jetraft"
+            )
+        await self._propose(Reset(seq))
+        self.kick()
+        return reset_response(consumer_info(self.view(), time.time_ns()), seq)
+
+    async def _step_down(self, payload: bytes) -> bytes:
         host, group = self.ctx.host, self.replica.group
-        others = [peer for peer in host.status(group).voters if peer != self.ctx.name]
+        voters = host.status(group).voters
+        others = [peer for peer in voters if peer != self.ctx.name]
+        allowed = stepdown_candidates(payload, self.ctx.name, voters, self.ctx.router.peer_labels, CLUSTER_NAME)
+        if allowed is not None:
+            others = [peer for peer in others if peer in allowed]
         if not others:
             raise JSErrors.STREAM_GENERAL(err="no replica to hand leadership to")
         await host.transfer_leadership(group, others[0])
@@ -723,3 +748,11 @@ class ConsumerLeader:
 def _consume_result(future: asyncio.Future[Any]) -> None:
     if not future.cancelled():
         future.exception()  # retrieved, so a lost proposal is not reported as never retrieved
+
+
+def _error_body(op: ConsumerOp, error: ApiError) -> bytes:
+    """An error answer to `op`: a stepdown's and a reset's carry their own response type (a reset's
+    with Go's zero `reset_seq` after it), the others the consumer info's."""
+    if op is ConsumerOp.RESET:
+        return error_response(RESPONSE_TYPES[op], error, reset_seq=0)
+    return plain_error(RESPONSE_TYPES[op if op is ConsumerOp.STEPDOWN else ConsumerOp.INFO], error)

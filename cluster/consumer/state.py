@@ -44,6 +44,7 @@ from cluster.consumer.entries import (
     ForgetReason,
     Nak,
     Progress,
+    Reset,
     Start,
     Term,
     decode_consumer_entry,
@@ -144,6 +145,8 @@ class ConsumerState:
             return self._start(entry)
         if not self.started:
             return _SKIPPED
+        if isinstance(entry, Reset):
+            return self._reset(entry.seq)
         if isinstance(entry, Delivered):
             return self._delivered(entry)
         if isinstance(entry, Ack):
@@ -187,6 +190,16 @@ class ConsumerState:
         self.delivered_stream_seq = self.ack_floor_stream_seq = self.start_seq - 1
         self.last_per_subject = lps
         self.lps_resume = entry.resume if lps else 0
+        return _NOTHING
+
+    def _reset(self, seq: int) -> ApplyResult:
+        self.start_seq = max(seq, 1)
+        self.delivered_stream_seq = self.ack_floor_stream_seq = self.start_seq - 1
+        self.delivered_consumer_seq = self.ack_floor_consumer_seq = 0
+        self.delivered_ts_ns = self.ack_floor_ts_ns = 0
+        self.pending.clear()
+        self.last_per_subject = []
+        self.lps_resume = 0
         return _NOTHING
 
     def _delivered(self, entry: Delivered) -> ApplyResult:

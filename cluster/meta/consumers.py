@@ -52,11 +52,13 @@ from cluster.consumer.config_check import (
     parse_create_subject,
 )
 from cluster.consumer.pause import is_paused, parse_pause_request, pause_response, with_pause
+from cluster.consumer.unpin import parse_unpin_group, unpin
 from cluster.meta.machine import MetaMachine, MetaOp, MetaResult
 from cluster.runtime.internal_requests import NoRespondersError
 from cluster.runtime.leader_wait import pass_on_when_served
 from cluster.runtime.meta_progress import with_meta_index
 from cluster.stream.config import stream_config_from_json
+from gateway.headers import encode_headers
 from gateway.router import Message
 
 if TYPE_CHECKING:
@@ -106,6 +108,15 @@ class ConsumerAdmin:
         pause_until = parse_pause_request(msg.payload) if op is ConsumerOp.PAUSE else None
         offset = _offset(msg.payload) if op in (ConsumerOp.NAMES, ConsumerOp.LIST) else 0
         create = self._read_create(request, msg.payload) if op is ConsumerOp.CREATE else None
+        if op in (ConsumerOp.RESET, ConsumerOp.NEXT) and request.consumer not in machine.consumers.get(
+            request.stream, {}
+        ):
+            # nats-server's consumer itself serves these: without it nothing answers a RESET, and a
+            # pull request gets the no-responders status
+            if op is ConsumerOp.NEXT:
+                status = encode_headers([("Nats-Subject", CONSUMER_API_PREFIX + request.tail)], status=503)
+                self.ctx.reply(msg.reply, b"", status)
+            return None
         if request.stream not in machine.streams:
             raise JSErrors.STREAM_NOT_FOUND()
         consumers = machine.consumers.get(request.stream, {})
@@ -127,6 +138,9 @@ class ConsumerAdmin:
             return delete_response()
         if op is ConsumerOp.PAUSE:
             return await self._pause(request.stream, request.consumer, pause_until)
+        if op is ConsumerOp.UNPIN:
+            # as nats-server in a cluster: the stream and the consumer are looked up before the body
+            return unpin(consumers[request.consumer].config, parse_unpin_group(msg.payload))
         # INFO, NEXT, STEPDOWN from a node that did not know the consumer yet: pass them on, to be
         # answered once the leader's node has what this one applied (a config just updated)
         target = consumer_subject(request.stream, request.consumer, op)
@@ -252,6 +266,7 @@ class ConsumerAdmin:
             LIST_LIMIT,
             lambda name: consumer_subject(stream, name, ConsumerOp.LIST_ENTRY),
             with_meta_index(None, self.meta.applied_index),
+            standalone=self.ctx.standalone,
         )
 
 

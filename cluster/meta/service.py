@@ -396,7 +396,8 @@ class MetaService:
                 )
             )
         if op is ApiOp.STREAM_NAMES:
-            return stream_names_response(list(self.configs().values()), parse_list_request(msg.payload))
+            request = parse_list_request(msg.payload)
+            return stream_names_response(list(self.configs().values()), request, self.ctx.standalone)
         if op is ApiOp.STREAM_LIST:
             return await self._list(msg.payload)
         if op is ApiOp.STREAM_CREATE:
@@ -562,6 +563,7 @@ class MetaService:
             LIST_LIMIT,
             lambda name: stream_subject(name, ApiOp.LIST_ENTRY),
             with_meta_index(None, self.applied_index),
+            standalone=self.ctx.standalone,
         )
 
     async def _stored_bytes(self) -> tuple[int, int]:

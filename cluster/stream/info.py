@@ -211,15 +211,15 @@ class InfoRequest:
     offset: int = 0
 
 
-def _request_object(payload: bytes, go_type: str) -> dict[str, Any]:
+def _request_object(payload: bytes, go_type: str, *, objects_only: bool = False) -> dict[str, Any]:
     try:
-        return jsjson.loads_request(payload, go_type)
+        return jsjson.loads_request(payload, go_type, objects_only=objects_only)
     except jsjson.RequestJSONError as exc:
         raise JSErrors.INVALID_JSON(err=str(exc)) from None
 
 
 def parse_info_request(payload: bytes) -> InfoRequest:
-    obj = _request_object(payload, "JSApiStreamInfoRequest")
+    obj = _request_object(payload, "JSApiStreamInfoRequest", objects_only=True)
     try:
         request = InfoRequest(
             subjects_filter=jsjson.get_str(obj, "subjects_filter"),
@@ -243,7 +243,7 @@ class ListRequest:
 
 def parse_list_request(payload: bytes, go_type: str = "JSApiStreamNamesRequest") -> ListRequest:
     """`go_type`: JSApiStreamNamesRequest or JSApiStreamListRequest, which Go's errors name."""
-    obj = _request_object(payload, go_type)
+    obj = _request_object(payload, go_type, objects_only=True)
     try:
         request = ListRequest(
             offset=max(jsjson.get_int(obj, "offset"), 0), subject=jsjson.get_str(obj, "subject")
@@ -257,7 +257,7 @@ def parse_list_request(payload: bytes, go_type: str = "JSApiStreamNamesRequest")
 
 def parse_purge_request(payload: bytes, config: StreamConfig) -> Purge:
     """The PURGE entry to propose, or ApiError (sealed, deny_purge, seq with keep)."""
-    obj = _request_object(payload, "JSApiStreamPurgeRequest")
+    obj = _request_object(payload, "JSApiStreamPurgeRequest", objects_only=True)
     try:
         purge = Purge(
             filter=jsjson.get_str(obj, "filter"),
@@ -328,20 +328,23 @@ def subjects_page(totals: Mapping[str, int], offset: int) -> tuple[dict[str, int
     return {name: totals[name] for name in names}, total
 
 
-def stream_names_response(configs: Sequence[StreamConfig], request: ListRequest) -> bytes:
-    """STREAM.NAMES: sorted names (filtered by subject when asked), a page of at most 1024."""
+def stream_names_response(
+    configs: Sequence[StreamConfig], request: ListRequest, standalone: bool = False
+) -> bytes:
+    """STREAM.NAMES: sorted names (filtered by subject when asked), a page of at most 1024.
+
+    An empty page is Go's nil slice, `null`, where nats-server never appended a name to it: in a
+    cluster when no stream matched at all (a page past the end of the matches is `[]`), on a
+    standalone server whenever the page is empty."""
     names = sorted(
         cfg.name for cfg in configs if not request.subject or subjects_match_stream(request.subject, cfg)
     )
     offset = min(request.offset, len(names))
+    page: list[str] | None = names[offset : offset + NAMES_LIMIT]
+    if not (page if standalone else names):
+        page = None
     return jsjson.dumps(
-        {
-            "type": STREAM_NAMES_TYPE,
-            "total": len(names),
-            "offset": offset,
-            "limit": NAMES_LIMIT,
-            "streams": names[offset : offset + NAMES_LIMIT],
-        }
+        {"type": STREAM_NAMES_TYPE, "total": len(names), "offset": offset, "limit": NAMES_LIMIT, "streams": page}
     )
 
 

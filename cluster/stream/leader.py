@@ -37,6 +37,7 @@ from cluster.api.advisories import (
 from cluster.api.audit import send_api_response
 from cluster.api.errors import ApiError, JSErrors, plain_error, stream_info_error
 from cluster.api.response_types import LEADER_STEPDOWN_TYPE, MSG_DELETE_TYPE, STREAM_UPDATE_TYPE
+from cluster.api.stepdown import stepdown_candidates
 from cluster.api.subjects import ApiOp, parse_stream_subject, stream_subscription
 from cluster.direct_get.staleness import FAST_INTERVAL, SLOW_INTERVAL, encode_beacon, position_subject
 from cluster.runtime.catch_up import caught_up
@@ -734,7 +735,7 @@ class StreamLeader:
             assert isinstance(result, Deleted)
             return msg_delete_response()
         if op is ApiOp.STREAM_LEADER_STEPDOWN:
-            return await self._step_down()
+            return await self._step_down(payload)
         if op is ApiOp.FETCH:
             return await self._fetch(payload)
         raise JSErrors.BAD_REQUEST()
@@ -790,9 +791,13 @@ class StreamLeader:
         messages = [found[seq] for seq in seqs]
         return encode_batch(state.first_seq, state.last_seq, messages, fresh_as_of_ns)
 
-    async def _step_down(self) -> bytes:
+    async def _step_down(self, payload: bytes) -> bytes:
         host, group = self.ctx.host, self.replica.group
-        others = [peer for peer in host.status(group).voters if peer != self.ctx.name]
+        voters = host.status(group).voters
+        others = [peer for peer in voters if peer != self.ctx.name]
+        allowed = stepdown_candidates(payload, self.ctx.name, voters, self.ctx.router.peer_labels, CLUSTER_NAME)
+        if allowed is not None:
+            others = [peer for peer in others if peer in allowed]
         if not others:
             raise JSErrors.STREAM_GENERAL(err="no replica to hand leadership to")
         progress = replica_progress(self.replica)

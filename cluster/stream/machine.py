@@ -42,7 +42,7 @@ import structlog
 
 from cluster.api.errors import ApiError, JSErrors
 from cluster.stream.atomic_batch import BatchChecks
-from cluster.stream.config import StreamConfig, stream_config_from_json
+from cluster.stream.config import StorageType, StreamConfig, stream_config_from_json
 from cluster.stream.dedup import DedupWindow
 from cluster.stream.entries import (
     DeleteMsg,
@@ -337,7 +337,9 @@ class StreamStateMachine:
         if not op.messages:
             return Rejected(JSErrors.ATOMIC_PUBLISH_INCOMPLETE_BATCH())
         ts = max(op.messages[0].timestamp_ns, self._last_ts)
-        messages = [m if m.timestamp_ns == ts else dataclasses.replace(m, timestamp_ns=ts) for m in op.messages]
+        messages = [
+            m if m.timestamp_ns == ts else dataclasses.replace(m, timestamp_ns=ts) for m in op.messages
+        ]
         checks = BatchChecks(self._config, self)
         for message in messages:
             verdict = checks.check(message)
@@ -458,9 +460,21 @@ class StreamStateMachine:
             return Rejected(JSErrors.STREAM_MSG_DELETE_FAILED(err="message delete not permitted"))
         removed = self.store.erase_msg(op.seq) if op.erase else self.store.remove_msg(op.seq)
         if not removed:
-            return Rejected(JSErrors.SEQUENCE_NOT_FOUND(seq=op.seq))
+            return Rejected(self._not_deleted(op.seq))
         self._dedup.forget_seqs((op.seq,))
         return Deleted(op.seq)
+
+    def _not_deleted(self, seq: int) -> ApiError:
+        """Why `seq` could not be deleted, in nats-server's words: its file store looks a sequence up
+        in its blocks only inside [first_seq, last_seq] of a stream holding messages, and fails the
+        others (10057: `no message found`, or `stream store EOF` past the last); a sequence inside
+        that was deleted already is `sequence N not found` (10043), as every sequence is in memory."""
+        if self._config.storage is StorageType.FILE:
+            state = self.store.state()
+            if seq == 0 or state.messages == 0 or not state.first_seq <= seq <= state.last_seq:
+                err = "stream store EOF" if seq > state.last_seq else "no message found"
+                return JSErrors.STREAM_MSG_DELETE_FAILED(err=err)
+        return JSErrors.SEQUENCE_NOT_FOUND(seq=seq)
 
     def _update_config(self, config: StreamConfig) -> EntryResult:
         previous_window = _window_for(self._config)

@@ -292,3 +292,16 @@ def test_create_or_update_decisions() -> None:
         with pytest.raises(ApiError) as caught:
             decide_create(CreateAction.CREATE_OR_UPDATE, base, dataclasses.replace(base, **update))
         assert (caught.value.code, caught.value.err_code, caught.value.description) == (500, 10012, message)
+
+
+def test_a_filter_in_the_create_subject_and_filter_subjects_in_the_body_is_refused_first() -> None:
+    # nats-server 2.15.1: 10137 comes before the filter mismatch (10131) that the body's lack of a
+    # `filter_subject` would also be
+    body = json.dumps({"stream_name": "S", "config": {"name": "C", "filter_subjects": ["s.a", "s.b"]}})
+    with pytest.raises(ApiError) as refused:
+        create("$JS.API.CONSUMER.CREATE.S.C.s.a", body.encode())
+    assert refused.value.to_json() == {
+        "code": 400,
+        "err_code": 10137,
+        "description": "consumer with multiple subject filters cannot use subject based API",
+    }

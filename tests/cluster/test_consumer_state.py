@@ -19,7 +19,16 @@ from cluster.consumer.delivery import (
     plan_deliveries,
     start_position,
 )
-from cluster.consumer.entries import Acks, ConsumerEntry, decode_consumer_entry
+from cluster.consumer.entries import (
+    Ack,
+    Acks,
+    ConsumerEntry,
+    Delivered,
+    Delivery,
+    Reset,
+    Start,
+    decode_consumer_entry,
+)
 from cluster.consumer.state import ConsumerState
 from cluster.stream.config import StreamConfig
 from storage.memory import MemoryStreamStore
@@ -367,3 +376,18 @@ def test_acks_batched_in_one_entry_apply_as_one_by_one() -> None:
     # the same burst again acknowledges nothing more (the NAK and WPI still touch pending 2 and 4)
     (again,) = batched.follower.apply([(len(batched.log) + 1, batched.log[-1])])
     assert again.acked == () and not again.skipped
+
+
+def test_a_reset_starts_over_at_its_sequence_and_round_trips() -> None:
+    assert decode_consumer_entry(Reset(7).encode()) == Reset(7)
+    state = ConsumerState(AckPolicy.EXPLICIT)
+    state.apply_entry(Start(1))
+    state.apply_entry(Delivered(5, (Delivery(1, 1, 1), Delivery(2, 2, 1), Delivery(3, 3, 1))))
+    state.apply_entry(Ack(1, 1, 6))
+    state.apply_entry(Reset(7))
+    assert (state.delivered_stream_seq, state.ack_floor_stream_seq, state.next_stream_seq) == (6, 6, 7)
+    assert (state.delivered_consumer_seq, state.ack_floor_consumer_seq, state.pending) == (0, 0, {})
+    assert state.wants(7) and not state.wants(6)
+    # consumer sequences start from 1 again
+    state.apply_entry(Delivered(9, (Delivery(7, 1, 1),)))
+    assert (state.delivered_consumer_seq, list(state.pending)) == (1, [7])

@@ -250,3 +250,22 @@ def test_paging_and_bad_list_requests() -> None:
 def test_account_info_matches_trace_04() -> None:
     body = account_info_response(AccountUsage(storage=114, streams=1, consumers=1, api_total=2))
     assert body == server_json("04-js-account-info.txt", "account_info")
+
+
+@pytest.mark.parametrize(
+    ("standalone", "request_", "streams"),
+    [
+        # as nats-server 2.15.1 answers with streams A and B: measured on one server; in a cluster side by
+        # side in tests/node/test_stream_api_parity.py
+        (False, ListRequest(subject="nomatch.>"), None),
+        (False, ListRequest(offset=5), []),
+        (True, ListRequest(subject="nomatch.>"), None),
+        (True, ListRequest(offset=5), None),
+        (True, ListRequest(offset=1), ["B"]),
+    ],
+)
+def test_an_empty_names_page_is_null_where_go_never_appended(
+    standalone: bool, request_: ListRequest, streams: list[str] | None
+) -> None:
+    configs = [StreamConfig(name=n, subjects=(f"{n.lower()}.>",)) for n in ("A", "B")]
+    assert orjson.loads(stream_names_response(configs, request_, standalone))["streams"] == streams

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from cluster.api.errors import JSErrors
-from cluster.stream.config import Discard, RePublish, StreamConfig, StreamSource
+from cluster.stream.config import Discard, RePublish, StorageType, StreamConfig, StreamSource
 from cluster.stream.config_check import normalize_stream_config
 from cluster.stream.entries import (
     DeleteMsg,
@@ -445,3 +445,40 @@ def test_a_purge_filter_that_is_no_valid_filter_purges_nothing() -> None:
     m, log = machine(), Log()
     results = m.apply([log(publish("s.a", b"1", T0)), log(Purge(filter="s..a").encode())])
     assert results[1] == Purged(0) and m.stream_state().messages == 1
+
+
+@pytest.mark.parametrize(
+    ("storage", "expected"),
+    [
+        # each answer is nats-server 2.15.1's to the same deletes (one node, a stream of six messages)
+        (
+            StorageType.FILE,
+            [
+                Deleted(1),
+                Deleted(3),
+                Rejected(JSErrors.STREAM_MSG_DELETE_FAILED(err="no message found")),  # below first_seq
+                Rejected(JSErrors.SEQUENCE_NOT_FOUND(seq=3)),  # inside, deleted already
+                Rejected(JSErrors.STREAM_MSG_DELETE_FAILED(err="stream store EOF")),  # past last_seq
+                Rejected(JSErrors.STREAM_MSG_DELETE_FAILED(err="no message found")),  # sequence 0
+            ],
+        ),
+        (
+            StorageType.MEMORY,
+            [Deleted(1), Deleted(3)] + [Rejected(JSErrors.SEQUENCE_NOT_FOUND(seq=s)) for s in (1, 3, 99, 0)],
+        ),
+    ],
+)
+def test_a_delete_that_finds_nothing_answers_as_the_storage_does(
+    storage: StorageType, expected: list[object]
+) -> None:
+    cfg = dataclasses.replace(CFG, storage=storage)
+    m = machine(cfg)
+    log = Log()
+    m.apply([log(publish(f"s.{i}", b"x", T0 + i, cfg)) for i in range(6)])
+    results = m.apply(
+        [
+            log(DeleteMsg(seq=seq, erase=erase).encode())
+            for seq, erase in [(1, True), (3, False), (1, True), (3, True), (99, True), (0, False)]
+        ]
+    )
+    assert results == expected

@@ -5,11 +5,17 @@ cluster and a 3-node jetraft cluster: what a client sees must agree.
   subjects of its own: read-only), read and watched as a bucket of its own;
 - a writable aggregate, which takes puts of its own beside the copied keys;
 - a mirror of a bucket with `mirror_direct`, which answers the origin bucket's Direct Gets;
-- an object store: multi-chunk objects of several MB, list, watch, metadata, delete, seal."""
+- a mirror read as the origin bucket (ADR-8's read replica: the origin's key prefix, read and watched
+  through the mirror stream), a mirror bucket of its own name through a subject transform, a mirror of
+  a subset of the keys; what would change a mirror is refused;
+- an object store: multi-chunk objects of several MB, list, watch, metadata, delete, seal;
+- object links (to an object, to a bucket, written as nats.go's AddLink writes them), a name put again,
+  headers, get of a deleted object and through a link to it, a watch with history, a sealed store."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import json
 import random
@@ -19,6 +25,7 @@ from typing import Any
 import nats
 import pytest
 from nats.js.api import ObjectMeta
+from nats.js.kv import KeyValue
 
 from local.cluster import node_available
 from tests.pipeline.servers import NATS_SERVER, JetStreamTarget, side_by_side
@@ -159,6 +166,102 @@ async def _topologies(url: str) -> list[Any]:
         await nc.close()
 
 
+async def _history(watcher: Any) -> list[Any]:
+    """(key, value, revision, operation) of what a KV watcher delivers up to its end of initial values."""
+    values = []
+    for _ in range(10):
+        entry = await watcher.updates(timeout=TIMEOUT)
+        if entry is None:
+            return values
+        values.append((entry.key, entry.value, entry.revision, entry.operation))
+    raise AssertionError(f"no end of initial values after {values}")
+
+
+async def _mirrors(url: str) -> list[Any]:
+    nc = await nats.connect(url, max_reconnect_attempts=0)
+    js = nc.jetstream()
+    seen: list[Any] = []
+    try:
+        origin = await js.create_key_value(bucket="ORIGIN", replicas=3, history=3, direct=True)
+        await origin.put("a", b"1")
+        await origin.put("b", b"2")
+        await origin.put("a", b"3")
+        await origin.delete("b")
+        mirror = {
+            "name": "READ_ORIGIN",
+            "mirror": {"name": "KV_ORIGIN"},
+            "mirror_direct": True,
+            "max_msgs_per_subject": 3,
+            "deny_delete": True,
+            "deny_purge": True,
+            "allow_direct": True,
+            "num_replicas": 3,
+        }
+        created = await _api(nc, "$JS.API.STREAM.CREATE.READ_ORIGIN", mirror)
+        seen.append(
+            created.get("error") or {k: created["config"].get(k) for k in ("mirror_direct", "subjects")}
+        )
+        await _until_copied(js, "READ_ORIGIN", 4)
+        # ADR-8's read replica: the origin bucket's keys, read through the mirror stream
+        replica = KeyValue(name="ORIGIN", stream="READ_ORIGIN", pre="$KV.ORIGIN.", js=js, direct=False)
+        entry = await replica.get("a")
+        seen.append((entry.key, entry.value, entry.revision))
+        try:
+            await replica.get("b")
+            seen.append("deleted key found")
+        except nats.js.errors.KeyNotFoundError:
+            seen.append("deleted key not found")
+        seen.append([(h.key, h.value, h.revision, h.operation) for h in await replica.history("a")])
+        seen.append(sorted(await replica.keys()))
+        watcher = await replica.watchall()
+        seen.append(await _history(watcher))
+        await origin.put("c", b"4")  # reaches the mirror's watchers
+        update = await watcher.updates(timeout=TIMEOUT)
+        seen.append((update.key, update.value, update.revision))
+        await watcher.stop()
+        seen.append(await _api(nc, "$JS.API.STREAM.PURGE.READ_ORIGIN", {}))
+        seen.append(await _api(nc, "$JS.API.STREAM.MSG.DELETE.READ_ORIGIN", {"seq": 1}))
+        try:
+            await js.publish("$KV.READ_ORIGIN.x", b"v", stream="READ_ORIGIN")
+            seen.append("published into a mirror")
+        except nats.js.errors.NoStreamResponseError:
+            seen.append("no stream takes it")
+
+        # a mirror that is a bucket of its own name: the origin's keys through a subject transform
+        renamed = _kv_stream(
+            "RENAMED",
+            max_msgs_per_subject=3,
+            mirror={
+                "name": "KV_ORIGIN",
+                "subject_transforms": [{"src": "$KV.ORIGIN.>", "dest": "$KV.RENAMED.>"}],
+            },
+        )
+        del renamed["subjects"]
+        seen.append((await _api(nc, "$JS.API.STREAM.CREATE.KV_RENAMED", renamed)).get("error"))
+        await _until_copied(js, "KV_RENAMED", 5)
+        bucket = await js.key_value("RENAMED")
+        seen.append(((await bucket.get("a")).value, (await bucket.get("c")).value))
+        status = await bucket.status()
+        seen.append((status.bucket, status.values, status.history))
+        try:
+            await bucket.put("z", b"no")
+            seen.append("put accepted")
+        except nats.js.errors.NoStreamResponseError:
+            seen.append("read-only: no stream takes the put")
+        watcher = await bucket.watch("a")
+        seen.append(await _history(watcher))
+        await watcher.stop()
+
+        subset = {"name": "SUBSET", "mirror": {"name": "KV_ORIGIN", "filter_subject": "$KV.ORIGIN.a"}}
+        seen.append((await _api(nc, "$JS.API.STREAM.CREATE.SUBSET", subset)).get("error"))
+        await _until_copied(js, "SUBSET", 1)
+        subset_replica = KeyValue(name="ORIGIN", stream="SUBSET", pre="$KV.ORIGIN.", js=js, direct=False)
+        seen.append(sorted(await subset_replica.keys()))
+        return seen
+    finally:
+        await nc.close()
+
+
 async def _objects(url: str) -> list[Any]:
     nc = await nats.connect(url, max_reconnect_attempts=0)
     js = nc.jetstream()
@@ -192,7 +295,72 @@ async def _objects(url: str) -> list[Any]:
         await nc.close()
 
 
-@pytest.mark.parametrize("scenario", [_topologies, _objects], ids=["kv-topologies", "object-store"])
+async def _link(js: Any, bucket: str, name: str, link: dict[str, str]) -> int:
+    """A link's meta message, as nats.go's AddLink / AddBucketLink write it (nats-py writes none)."""
+    meta = {"name": name, "bucket": bucket, "nuid": f"LINK{name}", "size": 0, "chunks": 0, "digest": ""}
+    meta["options"] = {"link": link}
+    subject = f"$O.{bucket}.M.{base64.urlsafe_b64encode(name.encode()).decode()}"
+    ack = await js.publish(subject, json.dumps(meta).encode(), headers={"Nats-Rollup": "sub"})
+    return int(ack.seq)
+
+
+async def _object_links(url: str) -> list[Any]:
+    nc = await nats.connect(url, max_reconnect_attempts=0)
+    js = nc.jetstream()
+    seen: list[Any] = []
+    try:
+        store = await js.create_object_store("LINKED", replicas=3)
+        watcher = await store.watch(include_history=True)
+        first = random.Random(3).randbytes(3 * 128 * 1024 + 5)
+        meta = ObjectMeta(name="a", description="first", headers={"X-Kind": ["blob"]})
+        info = await store.put("a", first, meta=meta)
+        seen.append((info.name, info.size, info.chunks, info.digest, info.headers))
+        second = random.Random(4).randbytes(128 * 1024 + 9)
+        again = await store.put("a", second)  # the same name again: new chunks, the old ones purged
+        seen.append((again.size, again.chunks, again.digest, again.nuid != info.nuid))
+        seen.append((await store.get("a")).data == second)
+        seen.append((await js.stream_info("OBJ_LINKED")).state.messages)
+        seen.append(await _link(js, "LINKED", "to-a", {"bucket": "LINKED", "name": "a"}))
+        seen.append(await _link(js, "LINKED", "to-bucket", {"bucket": "LINKED"}))
+        linked = await store.get("to-a")
+        seen.append((linked.info.name, linked.data == second))
+        try:
+            await store.get("to-bucket")
+            seen.append("bucket link read")
+        except nats.js.errors.LinkIsABucketError:
+            seen.append("a link to a bucket is no object")
+        await store.delete("a")
+        for name, show_deleted in (("a", False), ("a", True), ("to-a", False), ("", False)):
+            try:
+                got = await store.get(name, show_deleted=show_deleted)
+                seen.append((name, got.info.deleted, got.info.size, got.data))
+            except nats.js.errors.ObjectNotFoundError:
+                seen.append((name, show_deleted, "not found"))
+        seen.append(sorted((o.name, bool(o.deleted), o.size) for o in await store.list(ignore_deletes=False)))
+        updates: list[Any] = []
+        while len(updates) < 6:  # the end of (no) initial values, then each meta message in order
+            entry = await watcher.updates(timeout=TIMEOUT)
+            updates.append(entry and (entry.name, entry.size, bool(entry.deleted)))
+        seen.append(updates)
+        seen.append((await js.stream_info("OBJ_LINKED")).state.messages)
+        await store.seal()
+        try:
+            await store.delete("to-a")
+            seen.append("deleted after seal")
+        except nats.js.errors.BadRequestError as exc:
+            seen.append(exc.description)
+        seen.append((await store.status()).sealed)
+        await watcher.stop()
+        return seen
+    finally:
+        await nc.close()
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [_topologies, _mirrors, _objects, _object_links],
+    ids=["kv-topologies", "kv-mirrors", "object-store", "object-links"],
+)
 async def test_as_on_nats_server(clusters: dict[str, JetStreamTarget], scenario: Any) -> None:
     expected = await scenario(clusters["nats-server"].urls[0])
     got = await scenario(clusters["jetraft"].urls[0])

@@ -1,0 +1,45 @@
+"""Unpinning a consumer's pinned client (`$JS.API.CONSUMER.UNPIN.<stream>.<consumer>`), as nats-server
+2.15.1 answers it.
+
+jetraft refuses priority groups when a consumer is created (cluster/consumer/config_check.py), so no
+consumer here has a group to unpin: a request naming a well-formed group is answered as nats-server
+answers one naming a group the consumer does not have (10160), after the same checks, in the same
+order: the stream, the consumer, then the body (read by json.Unmarshal: unknown fields pass, Go's
+words carry no offset), its group set (10025) and well-formed (10162).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from cluster.api import jsjson
+from cluster.api.errors import JSErrors
+
+UNPIN_TYPE = "io.nats.jetstream.api.v1.consumer_unpin_response"
+_GROUP_NAME = re.compile(r"[a-zA-Z0-9/_=-]{1,16}")
+
+
+def parse_unpin_group(payload: bytes) -> str:
+    """The group an UNPIN request names; raises ApiError 10025 or 10162."""
+    try:
+        obj = jsjson.unmarshal_request(payload, "JSApiConsumerUnpinRequest")
+        group = jsjson.get_str(obj, "group")
+    except jsjson.RequestJSONError as exc:
+        raise JSErrors.INVALID_JSON(err=str(exc)) from None
+    if not group:
+        raise JSErrors.INVALID_JSON(err="consumer group not specified")
+    if not _GROUP_NAME.fullmatch(group):
+        raise JSErrors.CONSUMER_INVALID_GROUP_NAME()
+    return group
+
+
+def unpin(config: dict[str, Any], group: str) -> bytes:
+    """The answer for a consumer with `config`: 10160 when it has no such group, else success (with
+    no client ever pinned here there is nothing to release, as for a nats-server group with no pin)."""
+    if group not in (config.get("priority_groups") or ()):
+        raise JSErrors.CONSUMER_INVALID_PRIORITY_GROUP()
+    return jsjson.dumps({"type": UNPIN_TYPE})
+
+
+__all__ = ["UNPIN_TYPE", "parse_unpin_group", "unpin"]
