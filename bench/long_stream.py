@@ -155,6 +155,7 @@ class Row:
     restart_to_direct_get_seconds: float = 0.0
     rss_mib_after_restart: float = 0.0
     publish_errors: int = 0
+    duplicate_window_s: float | None = None
 
 
 class AckCounter(asyncio.Protocol):
@@ -201,11 +202,15 @@ class AckCounter(asyncio.Protocol):
         self.progress.set()
 
 
-async def fill(node: Node, count: int, size: int, window: int, row: Row, data_dir: Path) -> None:
+async def fill(
+    node: Node, count: int, size: int, window: int, row: Row, data_dir: Path, duplicate_window: float | None = None
+) -> None:
     nc = await nats.connect(node.url)
     try:
         js = nc.jetstream(timeout=30)
-        await js.add_stream(name=STREAM, subjects=[SUBJECT], num_replicas=1, allow_direct=True)
+        await js.add_stream(
+            name=STREAM, subjects=[SUBJECT], num_replicas=1, allow_direct=True, duplicate_window=duplicate_window
+        )
     finally:
         await nc.close()
     address = urlparse(node.url)
@@ -289,10 +294,10 @@ async def recovered(url: str, count: int, row: Row, began: float) -> None:
 
 
 def measure(server: str, args: argparse.Namespace) -> Row:
-    row = Row(server, args.messages, args.size)
+    row = Row(server, args.messages, args.size, duplicate_window_s=args.duplicate_window)
     with node_for(server, args.nats_server) as node:
         data_dir = node.cluster.data_dir if isinstance(node, JetraftNode) else node.directory / "store"
-        asyncio.run(fill(node, args.messages, args.size, args.window, row, data_dir))
+        asyncio.run(fill(node, args.messages, args.size, args.window, row, data_dir, args.duplicate_window))
         row.stop_seconds = round(node.stop(), 2)
         began = time.perf_counter()
         node.start()
@@ -308,6 +313,9 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=10_000_000)
     parser.add_argument("--size", type=int, default=32, help="payload bytes")
     parser.add_argument("--window", type=int, default=2000, help="publishes awaiting their PubAck")
+    parser.add_argument(
+        "--duplicate-window", type=float, help="the stream's duplicate window in seconds (the servers' default: 120)"
+    )
     parser.add_argument("--servers", default=f"{NATS_DEFAULT},{JETRAFT}")
     parser.add_argument("--nats-server", type=Path, default=DEFAULT_NATS)
     parser.add_argument("--json", type=Path, help="write the rows here too")
