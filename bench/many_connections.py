@@ -142,6 +142,7 @@ class Row:
     connect_cpu_percent: float = 0.0
     burst_deliveries_per_s: float = 0.0
     fanout_cpu_percent: float = 0.0
+    client_cpu_percent: float = 0.0  # this process's, over the fan-out: the client's share of the bottleneck
     node_cpu_us_per_delivery: float = 0.0
     latency_p50_ms: float = 0.0
     latency_p99_ms: float = 0.0
@@ -210,6 +211,7 @@ async def measure(server: str, cluster: RunningCluster, args: argparse.Namespace
     header = b"PUB " + SUBJECT + f" {PAYLOAD_BYTES}\r\n".encode()
 
     cpu_before = cpu_seconds(pid)
+    client_before = time.process_time()
     began = time.perf_counter()
     for _ in range(args.burst):
         writer.write(header + stamped(padding) + b"\r\n")
@@ -229,6 +231,7 @@ async def measure(server: str, cluster: RunningCluster, args: argparse.Namespace
     fanout_s = burst_s + time.perf_counter() - rounds_began
     cpu = cpu_seconds(pid) - cpu_before
     row.fanout_cpu_percent = round(100 * cpu / fanout_s, 1)
+    row.client_cpu_percent = round(100 * (time.process_time() - client_before) / fanout_s, 1)
     row.node_cpu_us_per_delivery = round(1e6 * cpu / ((args.burst + args.rounds) * args.connections), 2)
     latencies_ms = [ns / 1e6 for ns in fanout.latencies_ns]
     row.latency_p50_ms = round(statistics.median(latencies_ms), 2)
@@ -266,7 +269,7 @@ def main() -> int:
         print(json.dumps(asdict(rows[-1])), flush=True)
     print(
         "| server | connections | connect all | handshake p50 / p99 ms | node CPU connecting "
-        "| burst deliveries/s | delivery latency p50 / p99 ms | last of N p50 / p99 ms | node CPU fan-out "
+        "| burst deliveries/s | delivery latency p50 / p99 ms | last of N p50 / p99 ms | node / client CPU fan-out "
         "| node CPU us/delivery | RSS MiB idle / connected / after |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
@@ -275,7 +278,8 @@ def main() -> int:
             f"| {row.server} | {row.connections:,} | {row.connect_seconds} s "
             f"| {row.handshake_p50_ms} / {row.handshake_p99_ms} | {row.connect_cpu_percent}% "
             f"| {row.burst_deliveries_per_s:,.0f} | {row.latency_p50_ms} / {row.latency_p99_ms} "
-            f"| {row.last_delivery_p50_ms} / {row.last_delivery_p99_ms} | {row.fanout_cpu_percent}% "
+            f"| {row.last_delivery_p50_ms} / {row.last_delivery_p99_ms} "
+            f"| {row.fanout_cpu_percent}% / {row.client_cpu_percent}% "
             f"| {row.node_cpu_us_per_delivery} | {row.rss_mib_idle} / {row.rss_mib_connected} / {row.rss_mib_after} |"
         )
         if row.lost_connections or row.errors:
