@@ -170,6 +170,11 @@ class AckCounter(asyncio.Protocol):
         self.progress = asyncio.Event()
         self.pong = asyncio.Event()
         self.closed = asyncio.get_running_loop().create_future()
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.closed.done():
@@ -199,6 +204,9 @@ class AckCounter(asyncio.Protocol):
                 self.expect = int(line.rsplit(b" ", 1)[1]) + 2
             elif line == b"PONG":
                 self.pong.set()
+            elif line == b"PING" and self.transport is not None:
+                # the server pings every 2 minutes and closes a connection that leaves 2 unanswered
+                self.transport.write(b"PONG\r\n")
         self.progress.set()
 
 
