@@ -80,6 +80,7 @@ def nats_server_config(
     own_cluster_port: int,
     store_dir: Path,
     sync_always: bool,
+    extra: str = "",
 ) -> str:
     routes = ", ".join(f'"nats-route://{HOST}:{port}"' for port in cluster_ports if port != own_cluster_port)
     sync = "  sync_interval: always\n" if sync_always else ""
@@ -89,6 +90,7 @@ def nats_server_config(
         f'http: "{HOST}:{http_port}"\n'
         f'jetstream {{\n  store_dir: "{store_dir}"\n{sync}}}\n'
         f'cluster {{\n  name: "bench"\n  listen: "{HOST}:{own_cluster_port}"\n  routes: [{routes}]\n}}\n'
+        f"{extra}"
     )
 
 
@@ -102,7 +104,8 @@ def nats_server_healthy(http_port: int) -> bool:
 
 
 @contextlib.contextmanager
-def nats_server_cluster(binary: Path, sync_always: bool) -> Iterator[RunningCluster]:
+def nats_server_cluster(binary: Path, sync_always: bool, extra_config: str = "") -> Iterator[RunningCluster]:
+    """Three nats-server processes in one cluster; `extra_config` is appended to each one's config file."""
     ports = free_ports(9)
     client_ports, http_ports, cluster_ports = ports[0:3], ports[3:6], ports[6:9]
     procs: list[subprocess.Popen[bytes]] = []
@@ -114,7 +117,7 @@ def nats_server_cluster(binary: Path, sync_always: bool) -> Iterator[RunningClus
                 config.write_text(
                     nats_server_config(
                         name, client_ports[index], http_ports[index], cluster_ports,
-                        cluster_ports[index], Path(tmp) / name, sync_always,
+                        cluster_ports[index], Path(tmp) / name, sync_always, extra_config,
                     )
                 )  # fmt: skip
                 log = open(Path(tmp) / f"{name}.log", "ab")  # noqa: SIM115 - the child owns it

@@ -6,6 +6,10 @@ from dataclasses import dataclass
 
 from gateway.protocol import DEFAULT_MAX_CONTROL_LINE, DEFAULT_MAX_PAYLOAD
 
+# nats-server's max_pending default: bytes queued to one client before it is cut off as a slow consumer;
+# max_payload may not be higher.
+DEFAULT_MAX_PENDING = 64 * 1024 * 1024
+
 
 @dataclass(frozen=True, slots=True)
 class Limits:
@@ -14,7 +18,7 @@ class Limits:
     max_payload: int = DEFAULT_MAX_PAYLOAD
     max_control_line: int = DEFAULT_MAX_CONTROL_LINE
     # Bytes queued to one client before it is cut off as a slow consumer.
-    max_pending: int = 64 * 1024 * 1024
+    max_pending: int = DEFAULT_MAX_PENDING
     ping_interval: float = 120.0
     max_pings_out: int = 2
     auth_timeout: float = 2.0

@@ -51,6 +51,9 @@ _PAIR = struct.Struct(">QQ")
 _MAX_GROUP_NAME_BYTES = 1024
 # Entries kept in memory behind the last index; older reads go to RocksDB.
 DEFAULT_TAIL_ENTRIES = 65_536
+# ... and at most this many bytes of them (once on disk): with 8 MB messages a count alone let a stream
+# hold every entry since its last snapshot (up to 20,000) in memory.
+DEFAULT_TAIL_BYTES = 32 * 1024 * 1024
 
 
 # A taken batch, and per storage (last index, rewrite count) to trim its in-memory tail once written.
@@ -110,7 +113,9 @@ def _decode_snapshot_metadata(value: bytes) -> SnapshotMetadata:
 class RocksLogEngine:
     """The node's Raft-log database: opens groups, batches their writes, fsyncs once per persist."""
 
-    def __init__(self, path: str | Path, *, tail_entries: int = DEFAULT_TAIL_ENTRIES) -> None:
+    def __init__(
+        self, path: str | Path, *, tail_entries: int = DEFAULT_TAIL_ENTRIES, tail_bytes: int = DEFAULT_TAIL_BYTES
+    ) -> None:
         options = Options(raw_mode=True)
         options.create_if_missing(True)
         # The WAL is what makes a write durable; RocksDB's own background flushes
@@ -118,6 +123,7 @@ class RocksLogEngine:
         self._db = Rdict(str(path), options)
         self._path = Path(path)
         self._tail_entries = tail_entries
+        self._tail_bytes = tail_bytes
         self._pending = WriteBatch(raw_mode=True)
         # Groups that staged entries into _pending: their in-memory tails may be
         # trimmed once that batch is on disk, not before.
@@ -157,7 +163,7 @@ class RocksLogEngine:
         if group in self._groups:
             raise ValueError(f"group {group!r} is already open")
         registry_key = b"G" + group.encode()
-        storage = RocksLogStorage(self, group, self._tail_entries)
+        storage = RocksLogStorage(self, group, self._tail_entries, self._tail_bytes)
         if self._db.get(registry_key) is None:
             storage._initialise(conf_state or ConfState())
             self._pending.put(registry_key, b"")
@@ -284,12 +290,15 @@ class RocksLogEngine:
 class RocksLogStorage:
     """One group's log, term, vote, commit and snapshot in the shared database."""
 
-    def __init__(self, engine: RocksLogEngine, group: str, tail_entries: int) -> None:
+    def __init__(
+        self, engine: RocksLogEngine, group: str, tail_entries: int, tail_bytes: int = DEFAULT_TAIL_BYTES
+    ) -> None:
         self._engine = engine
         self.group = group
         self._prefix = _group_prefix(group)
         self._entry_prefix = self._prefix + b"e"
         self._tail_limit = max(tail_entries, 1)
+        self._tail_bytes_limit = max(tail_bytes, 1)
         self._hard_state = HardState()
         self._snapshot = Snapshot()
         # The last compacted entry: its term is still answered by term().
@@ -303,6 +312,7 @@ class RocksLogStorage:
         # The most recent entries, _tail[k] at index _tail_first + k, ending at _last.
         self._tail: list[Entry] = []
         self._tail_first = 1
+        self._tail_bytes = 0  # the payload bytes in _tail
         # Bumped whenever stored entries are replaced (truncation, snapshot install).
         self._rewrites = 0
         self._dropped = False
@@ -337,6 +347,7 @@ class RocksLogStorage:
             entry = _decode_entry(index, value)
             self._note_term(index, entry.term)
             self._tail.append(entry)
+            self._tail_bytes += len(entry.data)
             self._last = index
             expected += 1
         self._trim_tail(self._last)
@@ -436,6 +447,7 @@ class RocksLogStorage:
             if entry.term != self._run_terms[-1]:
                 self._note_term(entry.index, entry.term)
         self._tail.extend(entries)
+        self._tail_bytes += sum(len(entry.data) for entry in entries)
         self._last = entries[-1].index
         self._engine._dirty.add(self)
 
@@ -455,6 +467,7 @@ class RocksLogStorage:
         self._run_starts.clear()
         self._run_terms.clear()
         self._tail = []
+        self._tail_bytes = 0
         self._tail_first = snapshot.index + 1
         self._rewrites += 1
 
@@ -489,8 +502,7 @@ class RocksLogStorage:
             self._run_starts.clear()
             self._run_terms.clear()
         if index >= self._tail_first:
-            del self._tail[: index + 1 - self._tail_first]
-            self._tail_first = index + 1
+            self._drop_tail_front(index + 1 - self._tail_first)
 
     # --- helpers ---
 
@@ -513,18 +525,35 @@ class RocksLogStorage:
         del self._run_starts[cut:]
         del self._run_terms[cut:]
         if index >= self._tail_first:
+            self._tail_bytes -= sum(len(entry.data) for entry in self._tail[index - self._tail_first :])
             del self._tail[index - self._tail_first :]
         else:
             self._tail = []
+            self._tail_bytes = 0
             self._tail_first = index
         self._last = index - 1
 
     def _trim_tail(self, durable_last: int) -> None:
-        """Keep at most the tail limit in memory, dropping only entries up to `durable_last`."""
-        excess = min(len(self._tail) - self._tail_limit, durable_last + 1 - self._tail_first)
+        """Keep at most the tail limits (entries, bytes) in memory, dropping only entries up to `durable_last`."""
+        durable = durable_last + 1 - self._tail_first
+        excess = min(len(self._tail) - self._tail_limit, durable)
         if excess > self._tail_limit // 4:  # trim in chunks, not on every append
-            del self._tail[:excess]
-            self._tail_first += excess
+            self._drop_tail_front(excess)
+            durable -= excess
+        if self._tail_bytes > self._tail_bytes_limit:
+            # down to three quarters of the limit, so that big entries do not trim on every append
+            target = self._tail_bytes_limit * 3 // 4
+            count = 0
+            dropped = 0
+            while count < durable and self._tail_bytes - dropped > target:
+                dropped += len(self._tail[count].data)
+                count += 1
+            self._drop_tail_front(count)
+
+    def _drop_tail_front(self, count: int) -> None:
+        self._tail_bytes -= sum(len(entry.data) for entry in self._tail[:count])
+        del self._tail[:count]
+        self._tail_first += count
 
     def _check_writable(self) -> None:
         if self._dropped:

@@ -15,6 +15,7 @@ from cluster.node.natsconf.settings import ConfKeyError, node_settings
 from cluster.runtime.account_limits import UNLIMITED, JetStreamAccountLimits
 from gateway.accounts import Accounts
 from gateway.auth import NkeyUser, User
+from gateway.limits import DEFAULT_MAX_PENDING
 from gateway.protocol import DEFAULT_MAX_PAYLOAD
 from gateway.queue_policy import POLICY_NAMES
 from gateway.tls import TlsSettings, server_context
@@ -165,6 +166,10 @@ class NodeConfig:
                 raise ConfigError(f"cluster tls: cannot use its files: {exc}") from exc
         if self.max_payload < 1 or self.auth_timeout <= 0:
             raise ConfigError("max_payload must be at least 1 and the auth timeout positive")
+        if self.max_payload > DEFAULT_MAX_PENDING:  # nats-server's check and words (max_pending is not settable yet)
+            raise ConfigError(
+                f"max_payload ({self.max_payload}) cannot be higher than max_pending ({DEFAULT_MAX_PENDING})"
+            )
         self._validate_workers()
 
     def _validate_workers(self) -> None:

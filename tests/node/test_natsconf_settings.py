@@ -114,6 +114,8 @@ def test_variables_used_as_variables_are_not_settings(tmp_path: Path) -> None:
         ("server_name: n1\nlisten: 127.0.0.1:4222\nhttp: 10.0.0.1:8222\n", "one address"),
         ("server_name: n1\nlisten: 127.0.0.1:70000\n", "expected host:port"),
         ("server_name: n1\nmax_payload: -1\n", "max_payload: expected an integer"),
+        # nats-server's own words: max_payload may not pass max_pending (64 MB by default)
+        ("server_name: n1\nmax_payload: 65MB\n", r"max_payload \(68157440\) cannot be higher than max_pending \(67108864\)"),
         (
             "server_name: n1\nauthorization { users: [ {nkey: UABC} ] }\n",
             r"authorization.users\[0\].nkey: 'UABC' is not an nkey user public key",
@@ -269,3 +271,9 @@ def test_users_of_accounts_know_their_account(tmp_path: Path) -> None:
     )
     assert config.accounts is not None and config.accounts.home == "A"
     assert sorted((u.name, u.account) for u in config.users if isinstance(u, User)) == [("a", "A"), ("b", "B")]
+
+
+@pytest.mark.parametrize("size", ["8MB", "64MB"])
+def test_max_payload_up_to_max_pending_is_taken(tmp_path: Path, size: str) -> None:
+    config = _load(tmp_path, f"server_name: n1\nmax_payload: {size}\n")
+    assert config.max_payload == int(size.removesuffix("MB")) * 1024 * 1024

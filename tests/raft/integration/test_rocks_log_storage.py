@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from raft.log_storage import CompactedError, MemoryLogStorage, SnapshotOutOfDateError, UnavailableError
-from raft.rocks_log_storage import RocksLogEngine, RocksLogStorage, StorageClosedError
+from raft.rocks_log_storage import DEFAULT_TAIL_BYTES, RocksLogEngine, RocksLogStorage, StorageClosedError
 from raft.types import ConfState, Entry, EntryType, HardState, Snapshot, SnapshotMetadata
 
 VOTERS = ConfState(voters=("n1", "n2", "n3"))
@@ -183,6 +183,7 @@ def _check_same(rocks: RocksLogStorage, memory: MemoryLogStorage) -> None:
     )
     assert rocks.initial_state() == memory.initial_state()
     assert rocks.snapshot() == memory.snapshot()
+    assert rocks._tail_bytes == sum(len(entry.data) for entry in rocks._tail)
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -190,7 +191,7 @@ def test_random_operations_match_memory_storage_across_reopens(tmp_path: Path, s
     """A model check: the memory storage is the oracle, with a tiny tail so reads hit the disk."""
     rng = random.Random(seed)
     memory = MemoryLogStorage(VOTERS)
-    engine = RocksLogEngine(tmp_path / "raft", tail_entries=4)
+    engine = RocksLogEngine(tmp_path / "raft", tail_entries=4, tail_bytes=24)
     rocks = engine.open_group("g", conf_state=VOTERS)
     term = 1
     try:
@@ -233,7 +234,7 @@ def test_random_operations_match_memory_storage_across_reopens(tmp_path: Path, s
             else:
                 engine.persist_blocking()
                 engine.close()
-                engine = RocksLogEngine(tmp_path / "raft", tail_entries=4)
+                engine = RocksLogEngine(tmp_path / "raft", tail_entries=4, tail_bytes=24)
                 rocks = engine.open_group("g")
             _check_same(rocks, memory)
     finally:
@@ -241,7 +242,7 @@ def test_random_operations_match_memory_storage_across_reopens(tmp_path: Path, s
 
 
 async def test_entries_rewritten_while_a_persist_runs_are_read_back_correctly(tmp_path: Path) -> None:
-    engine = RocksLogEngine(tmp_path / "raft", tail_entries=4)
+    engine = RocksLogEngine(tmp_path / "raft", tail_entries=4, tail_bytes=24)
     try:
         storage = engine.open_group("g1", conf_state=VOTERS)
         storage.append(_entries(1, 40, term=1))
@@ -273,5 +274,43 @@ def test_a_taken_write_belongs_to_its_taker_alone(tmp_path: Path) -> None:
     try:
         assert engine.open_group("g1").entries(1, 4) == _entries(1, 3)
         assert engine.take_staged() is None
+    finally:
+        engine.close()
+
+
+def _tail_bytes(storage: RocksLogStorage) -> int:
+    return sum(len(entry.data) for entry in storage._tail)
+
+
+def test_the_memory_tail_is_bounded_in_bytes_by_default(tmp_path: Path) -> None:
+    """A stream of 8 MB messages kept every entry since the last snapshot (up to 20,000) in memory:
+    the tail was bounded only by its entry count. With big entries it is bounded by bytes."""
+    engine = RocksLogEngine(tmp_path / "raft")
+    try:
+        storage = engine.open_group("g1", conf_state=VOTERS)
+        big = 2 * 1024 * 1024
+        written = [Entry(term=1, index=i, data=bytes([i % 256]) * big) for i in range(1, 49)]
+        for entry in written:
+            storage.append([entry])
+            engine.persist_blocking()
+        assert _tail_bytes(storage) <= DEFAULT_TAIL_BYTES < 48 * big
+        assert storage.entries(1, 49) == written  # the older ones from disk
+    finally:
+        engine.close()
+
+
+def test_the_memory_tail_keeps_entries_not_yet_on_disk_whatever_their_size(tmp_path: Path) -> None:
+    engine = RocksLogEngine(tmp_path / "raft", tail_bytes=1024)
+    try:
+        storage = engine.open_group("g1", conf_state=VOTERS)
+        storage.append([Entry(term=1, index=i, data=b"y" * 600) for i in range(1, 5)])
+        engine.persist_blocking()
+        assert _tail_bytes(storage) <= 1024
+        staged = [Entry(term=1, index=i, data=b"z" * 600) for i in range(5, 9)]
+        storage.append(staged)  # staged, not persisted: only memory holds them
+        assert storage._tail[-4:] == staged
+        engine.persist_blocking()
+        assert _tail_bytes(storage) <= 1024
+        assert storage.entries(1, 9)[4:] == staged
     finally:
         engine.close()
