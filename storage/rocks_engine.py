@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
-from rocksdict import Options, Rdict, ReadOptions, WriteBatch
+from rocksdict import DBRecoveryMode, Options, Rdict, ReadOptions, WriteBatch
 
 from storage.errors import CorruptStoreError, InvalidRequestError, StoreClosedError
 
@@ -57,7 +57,28 @@ def rocks_options() -> Options:
     options = Options(raw_mode=True)
     options.create_if_missing(True)
     options.create_missing_column_families(True)
+    # Damage is refused, not worked around: RocksDB's default WAL recovery stops replaying at the first bad
+    # record and opens with every later write (synced ones too) silently gone. Only a log that ends inside
+    # a record is opened without that record (StreamStoreEngine.tail_was_torn).
+    options.set_wal_recovery_mode(DBRecoveryMode.absolute_consistency())
+    options.set_paranoid_checks(True)
     return options
+
+
+def is_torn_tail(exc: Exception) -> bool:
+    """RocksDB's refusal (absolute consistency) of a write-ahead log that ends inside a record."""
+    text = str(exc)
+    return text.startswith("Corruption") and (
+        "truncated record body" in text or "encountering EOF" in text or "truncated header" in text
+    )
+
+
+def damage_error(exc: Exception, where: str) -> Exception:
+    """rocksdict raises a bare Exception carrying RocksDB's status: a Corruption becomes CorruptStoreError."""
+    text = str(exc)
+    if text.startswith("Corruption") or "checksum mismatch" in text:
+        return CorruptStoreError(f"stream store damaged ({where}): {text}")
+    return exc
 
 
 def read_options() -> ReadOptions:
@@ -93,11 +114,20 @@ class StreamStoreEngine:
         self._lock = threading.Lock()
         self._closed = False
         self._open: dict[str, AttachedStore] = {}
-        self.db = Rdict(
-            str(self._path),
-            rocks_options(),
-            column_families={MSGS_CF: rocks_options(), META_CF: rocks_options(), TTLS_CF: rocks_options()},
-        )
+        # Whether the write-ahead log ended in an incomplete record, dropped at open: a kill -9 in the middle
+        # of a large write leaves one. What a store loses that way it had not synced, or its Raft log holds
+        # it: its applied index goes back with it, in the same write group, and the entries apply again.
+        self.tail_was_torn = False
+        try:
+            self.db = self._open_db(DBRecoveryMode.absolute_consistency())
+        except Exception as exc:
+            if not is_torn_tail(exc):
+                raise damage_error(exc, f"opening {self._path}") from exc
+            try:
+                self.db = self._open_db(DBRecoveryMode.tolerate_corrupted_tail_records())
+            except Exception as again:
+                raise damage_error(again, f"opening {self._path}") from again
+            self.tail_was_torn = True
         self.db.set_read_options(read_options())
         self.msgs_cf = self.db.get_column_family(MSGS_CF)
         self.msgs_handle = self.db.get_column_family_handle(MSGS_CF)
@@ -113,13 +143,25 @@ class StreamStoreEngine:
             self._release()
             raise
 
+    def _open_db(self, wal_recovery: DBRecoveryMode) -> Rdict:
+        options = rocks_options()
+        options.set_wal_recovery_mode(wal_recovery)
+        return Rdict(
+            str(self._path),
+            options,
+            column_families={MSGS_CF: rocks_options(), META_CF: rocks_options(), TTLS_CF: rocks_options()},
+        )
+
     def _check_format(self) -> None:
         stored = self.db.get(_FORMAT_KEY)
         if stored == _FORMAT:
             return
         if stored is not None:
             raise CorruptStoreError(f"unknown stream store engine format {stored!r} in {self._path}")
-        if next(iter(self.msgs_cf.keys()), None) is not None or next(iter(self.meta_cf.keys()), None) is not None:
+        if (
+            next(iter(self.msgs_cf.keys()), None) is not None
+            or next(iter(self.meta_cf.keys()), None) is not None
+        ):
             # Its keys have no store id: read as this layout they would be misread, not refused.
             raise CorruptStoreError(
                 f"{self._path} is one stream's database of the old layout: "
@@ -217,6 +259,20 @@ class StreamStoreEngine:
                 return
             yield key, it.value()
             it.next()
+        # An iterator that meets a damaged block stops as if the data ended there: only its status tells.
+        try:
+            it.status()
+        except Exception as exc:
+            raise damage_error(exc, "scanning") from exc
+
+    def verify(self) -> None:
+        """Read every key and value of the database, so RocksDB checks every block's checksum; raises
+        CorruptStoreError at the first damage. What a kill -9 leaves is checked this way at start."""
+        with self._lock:
+            self._check_open()
+            for cf in (self.db, self.msgs_cf, self.meta_cf, self.ttls_cf):
+                for _ in self.scan(cf, b"", b"\xff" * 17):
+                    pass
 
     def close(self) -> None:
         """Close every store still open (cleanly, saving its index), flush and close the database."""
@@ -259,4 +315,13 @@ class StreamStoreEngine:
             raise StoreClosedError("stream store engine is closed")
 
 
-__all__ = ["META_CF", "MSGS_CF", "STORE_ID", "TTLS_CF", "AttachedStore", "StreamStoreEngine", "prefix_end"]
+__all__ = [
+    "META_CF",
+    "MSGS_CF",
+    "STORE_ID",
+    "TTLS_CF",
+    "AttachedStore",
+    "StreamStoreEngine",
+    "damage_error",
+    "prefix_end",
+]
