@@ -45,6 +45,14 @@ class LocalControl:
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.cluster.procs[node].pid, signal.SIGCONT)
 
+    def health_problem(self, node: str) -> str | None:
+        status, body = self.cluster.health_report(node)
+        if status == 200:
+            return None
+        if body is None:
+            return "/healthz does not answer"
+        return str(body.get("error") or body.get("problems") or f"/healthz {status}")
+
 
 # what a node should never log, faults or not (issue 23): counted per node log, lines shown in the report
 LOG_PROBLEMS = ("Traceback", "exception was never retrieved")

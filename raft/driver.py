@@ -420,6 +420,10 @@ class RaftHost:
     def groups(self) -> list[str]:
         return list(self._groups)
 
+    def recovering_groups(self) -> list[str]:
+        """Groups whose member here lost state with damaged files and waits to be caught up (no vote)."""
+        return sorted(name for name, group in self._groups.items() if group.core.recovering)
+
     def status(self, name: str) -> GroupStatus:
         group = self._group(name)
         core = group.core

@@ -36,6 +36,9 @@ class ClusterControl(Protocol):
     def resume(self, node: str) -> None:
         """SIGCONT."""
 
+    def health_problem(self, node: str) -> str | None:
+        """What the node's /healthz reports wrong (None: healthy)."""
+
 
 class FaultInjector:
     def __init__(self, control: ClusterControl, links: LinkFaults) -> None:

@@ -294,6 +294,11 @@ class Node:
         problems = self._health_judge.judge(
             observe(self.config.name, peers, reachable, views), time.monotonic()
         )
+        # not a passing moment: until caught up this node cannot vote, so it cannot stand in for a peer
+        problems += [
+            f"raft group {group}: recovering from damaged files, not voting until its leader has caught it up"
+            for group in self.host.recovering_groups()
+        ]
         return problems, reachable
 
     async def _refresh_metrics(self) -> None:
