@@ -43,6 +43,7 @@ from raft.log_storage import (
     entry_size,
     limit_size,
 )
+from raft.sync_point import record_sync_point, recording
 from raft.types import ConfState, Entry, EntryType, HardState, Snapshot, SnapshotMetadata
 
 _ENTRY_HEADER = struct.Struct(">QB")
@@ -176,6 +177,7 @@ class RocksLogEngine:
         )
         self._write_lock = threading.Lock()
         self._closed = False
+        self._record_sync_points = recording()
         self.fsyncs = 0
         self.batches = 0
 
@@ -289,6 +291,8 @@ class RocksLogEngine:
             self.batches += 1
             if sync:
                 self.fsyncs += 1
+                if self._record_sync_points:
+                    record_sync_point(self._path)
 
     # --- reading (used by the groups) ---
 

@@ -41,6 +41,7 @@ from typing import Protocol
 from rocksdict import DBRecoveryMode, Options, Rdict, ReadOptions, WriteBatch
 
 from storage.errors import CorruptStoreError, InvalidRequestError, StoreClosedError
+from storage.sync_point import record_sync_point, recording
 
 MSGS_CF = "msgs"
 META_CF = "meta"
@@ -114,6 +115,7 @@ class StreamStoreEngine:
         self._lock = threading.Lock()
         self._closed = False
         self._open: dict[str, AttachedStore] = {}
+        self._record_sync_points = recording()
         # Whether the write-ahead log ended in an incomplete record, dropped at open: a kill -9 in the middle
         # of a large write leaves one. What a store loses that way it had not synced, or its Raft log holds
         # it: its applied index goes back with it, in the same write group, and the entries apply again.
@@ -245,6 +247,8 @@ class StreamStoreEngine:
         """Fsync the write-ahead log: every write of every store made so far is durable."""
         self._check_open()
         self.db.flush_wal(True)
+        if self._record_sync_points:
+            record_sync_point(self._path)
 
     @staticmethod
     def scan(cf: Rdict, start: bytes, end: bytes) -> Iterator[tuple[bytes, bytes]]:

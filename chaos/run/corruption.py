@@ -1,4 +1,5 @@
-"""Damage a stopped node's files: flipped bits, or a truncated write-ahead log (RocksDB's `*.log`).
+"""Damage a stopped node's files: flipped bits, a truncated write-ahead log (RocksDB's `*.log`), or the
+writes made after its last fsync dropped.
 
 Applied to a node killed a moment before and restarted at heal: the node must
 notice and repair from its peers, never serve what it damaged. Seeded: the
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+
+from storage.sync_point import SYNC_POINT_FILE
 
 FLIPS = 16
 
@@ -52,4 +55,32 @@ def truncate_logs(data_dir: Path, rng: random.Random) -> list[str]:
         with open(path, "r+b") as file:
             file.truncate(keep)
         done.append(f"{path.relative_to(data_dir)} {size} -> {keep} bytes")
+    return done
+
+
+def drop_unsynced(data_dir: Path, rng: random.Random) -> list[str]:
+    """Cut each database's write-ahead logs back to where they stood at its last fsync (`SYNC-POINT`, which
+    a node writes with JETRAFT_RECORD_SYNC_POINTS=1): the newer logs emptied, the synced one cut to its
+    synced size. That is what a power cut may take from a node that had just been killed: only writes it
+    had not synced, and jetraft acknowledges nothing before its Raft log is synced. `rng` is unused: the
+    damage is decided by the node's own sync points."""
+    del rng
+    done: list[str] = []
+    for point in sorted(data_dir.rglob(SYNC_POINT_FILE)):
+        db_dir = point.parent
+        name, size_text = point.read_text().split()
+        synced_size = int(size_text)
+        for log in sorted(db_dir.glob("*.log")):
+            if log.name < name:
+                continue  # older logs were synced whole before this one began
+            size = log.stat().st_size
+            keep = synced_size if log.name == name else 0
+            if size > keep:
+                with open(log, "r+b") as file:
+                    file.truncate(keep)
+                done.append(f"{log.relative_to(data_dir)} {size} -> {keep} bytes (unsynced)")
+    if not done:
+        done.append(
+            "nothing unsynced to drop" if any(data_dir.rglob(SYNC_POINT_FILE)) else "no sync point recorded"
+        )
     return done

@@ -5,12 +5,12 @@ engines open with the strict settings (raft/rocks_log_storage.py,
 storage/rocks_engine.py), so a flipped bit or a cut log is an error, never a
 quietly shorter log. What is checked here, at start:
 
-- opening both databases (a damaged WAL, MANIFEST, table footer or index); a
+- opening both databases (a damaged WAL, MANIFEST, table footer or index). A
   write-ahead log that merely ends inside a record (a kill -9 during a large
   write leaves one, and so does a log cut short: the file cannot tell) is
-  opened without that record: the stream stores replay what they lose from
-  their Raft logs, and a Raft log so opened keeps its entries but every group
-  recovers (below) as if what followed had been acknowledged and lost;
+  opened without that record: a stream store replays what it loses from its
+  Raft log; for the Raft log it counts as damage, since a cut may have taken
+  acknowledged entries (and a store that applied them could not start);
 - every Raft group's log, read whole (`RocksLogEngine.verify`): its blocks, no
   hole, no log ending before the commit index it wrote;
 - every stream store's blocks (`StreamStoreEngine.verify`), unless the node
@@ -77,14 +77,6 @@ def open_node_state(data_dir: Path) -> NodeState:
         state.damage = reason
         return state
     state.recovery = RecoveryLedger.load(data_dir)
-    if state.raft.tail_was_torn:
-        # The Raft log ended inside a record: a kill -9 in the middle of a write, or a log cut short, which
-        # looks the same. Its entries and votes are kept, but what followed a cut may have been acknowledged:
-        # every group waits to be caught up before it votes again.
-        reason = "the raft log's write-ahead log ended inside a record; its incomplete tail was dropped"
-        log.warning("raft_log_tail_torn", data_dir=str(data_dir))
-        state.recovery = RecoveryLedger.begin(data_dir, reason)
-        state.damage = reason
     return state
 
 
@@ -107,6 +99,11 @@ def _take_clean_stop(data_dir: Path) -> bool:
 def _open_checked(data_dir: Path, *, verify_streams: bool) -> NodeState:
     raft = RocksLogEngine(data_dir / RAFT_DIR)
     try:
+        if raft.tail_was_torn:
+            # A kill -9 in the middle of a write, or a log cut short: the file cannot tell. A cut may have
+            # taken entries this node acknowledged and its stream stores applied (a store ahead of its log
+            # cannot start), so it counts as damage.
+            raise RaftLogDamagedError("the raft log's write-ahead log ends inside a record")
         raft.verify()
         streams = StreamStoreEngine(data_dir / STREAMS_DB, legacy_root=data_dir / LEGACY_STREAMS_DIR)
     except BaseException:
