@@ -1150,8 +1150,15 @@ class RaftCore:
         log = self._log
         if msg.reject and msg.context == LOST_ENTRIES:
             # The follower lost entries it had acknowledged: its match index goes back (a lower match only
-            # delays commits, so a late or duplicated notice is harmless) and it is probed from there.
-            progress.lost_entries(min(msg.reject_hint, log.last_index()))
+            # delays commits, so a late or duplicated notice is harmless) and it is probed from there. It
+            # says so at every heartbeat until caught up: one already probed there, or with a snapshot on
+            # its way, is left alone (a snapshot sent again at every heartbeat would never finish).
+            last = min(msg.reject_hint, log.last_index())
+            if progress.state is ProgressState.SNAPSHOT or (
+                progress.state is ProgressState.PROBE and progress.match <= last and progress.next <= last + 1
+            ):
+                return
+            progress.lost_entries(last)
             self._send_appends(msg.from_, send_if_empty=True)
             return
         if msg.reject:

@@ -6,6 +6,7 @@ import random
 
 from raft.core import RaftConfig, RaftCore
 from raft.log_storage import MemoryLogStorage
+from raft.progress import ProgressState
 from raft.types import CAMPAIGN_TRANSFER, LOST_ENTRIES, ConfState, Message, MessageType, Role
 
 from .harness import Harness, Node, isolate
@@ -134,3 +135,25 @@ def test_a_late_lost_entries_notice_only_lowers_the_match_it_never_loses_commits
     assert leader.progress["n2"].match == 2 and leader.commit_index == 4
     h.stabilize()
     assert leader.progress["n2"].match == leader.last_index
+
+
+def test_a_lost_entries_notice_does_not_send_a_second_snapshot_while_one_is_on_its_way() -> None:
+    h = _committed_on_n1_and_n2_only()
+    leader = h.core("n1")
+    progress = leader.progress["n2"]
+    progress.become_snapshot(4)
+    h.pending.clear()
+    leader.step(
+        Message(
+            type=MessageType.APPEND_RESP,
+            from_="n2",
+            to="n1",
+            term=leader.term,
+            index=0,
+            reject=True,
+            reject_hint=0,
+            context=LOST_ENTRIES,
+        )
+    )
+    assert progress.state is ProgressState.SNAPSHOT and progress.match == 4
+    assert not [m for m in leader.ready().messages if m.to == "n2"]
