@@ -19,7 +19,7 @@ from chaos.run import table
 from chaos.run.runner import WORKLOADS, RunSettings, make_workload, run
 from chaos.run.schedule import FAULTS, GROUPS, LOST_UNSYNCED, parse_faults
 from local.cluster import LocalCluster, faultable_cluster
-from storage.sync_point import SYNC_POINTS_ENV
+from storage.rocks_engine import SYNC_POINTS_ENV
 
 EXIT_VALID, EXIT_INVALID, EXIT_USAGE, EXIT_UNKNOWN = 0, 1, 2, 3
 

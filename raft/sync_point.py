@@ -5,7 +5,7 @@ every fsync of a database's write-ahead log, the newest log file's name and
 size to `SYNC-POINT` in the database directory (a plain write, no fsync: the
 fault it serves is a kill -9, which keeps the page cache). Cutting each log
 back to that point after a kill -9 drops exactly what the node wrote but had
-not synced, as a power cut may. `storage/sync_point.py` is the same for the stream
+not synced, as a power cut may. `storage/rocks_engine.py` has the same for the stream
 stores (raft and storage do not import each other).
 """
 

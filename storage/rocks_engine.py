@@ -32,6 +32,7 @@ A data directory written before this engine (one database per stream under
 
 from __future__ import annotations
 
+import os
 import struct
 import threading
 from collections.abc import Iterator
@@ -41,7 +42,6 @@ from typing import Protocol
 from rocksdict import DBRecoveryMode, Options, Rdict, ReadOptions, WriteBatch
 
 from storage.errors import CorruptStoreError, InvalidRequestError, StoreClosedError
-from storage.sync_point import record_sync_point, recording
 
 MSGS_CF = "msgs"
 META_CF = "meta"
@@ -89,6 +89,29 @@ def read_options() -> ReadOptions:
     return options
 
 
+# Test hook for the chaos fault lost-unsynced: where the write-ahead log stood at its last fsync. With
+# JETRAFT_RECORD_SYNC_POINTS=1 in its environment, a node writes, after every fsync of this database's WAL,
+# the newest log file's name and size to SYNC-POINT in the database directory (a plain write, no fsync: the
+# fault is a kill -9, which keeps the page cache). raft/sync_point.py is the same for the Raft logs.
+SYNC_POINTS_ENV = "JETRAFT_RECORD_SYNC_POINTS"
+SYNC_POINT_FILE = "SYNC-POINT"
+
+
+def sync_points_recorded() -> bool:
+    return os.environ.get(SYNC_POINTS_ENV) == "1"
+
+
+def record_sync_point(db_dir: Path) -> None:
+    """After an fsync of the WAL: the newest `*.log` and its size, to `SYNC-POINT`."""
+    logs = sorted(entry.name for entry in os.scandir(db_dir) if entry.name.endswith(".log"))
+    if not logs:
+        return
+    size = os.stat(db_dir / logs[-1]).st_size
+    tmp = db_dir / (SYNC_POINT_FILE + ".tmp")
+    tmp.write_text(f"{logs[-1]} {size}\n")
+    os.replace(tmp, db_dir / SYNC_POINT_FILE)
+
+
 def prefix_end(prefix: bytes) -> bytes:
     """The first key after every key that starts with the fixed-width `prefix`."""
     return STORE_ID.pack(STORE_ID.unpack(prefix)[0] + 1)
@@ -115,7 +138,7 @@ class StreamStoreEngine:
         self._lock = threading.Lock()
         self._closed = False
         self._open: dict[str, AttachedStore] = {}
-        self._record_sync_points = recording()
+        self._record_sync_points = sync_points_recorded()
         # Whether the write-ahead log ended in an incomplete record, dropped at open: a kill -9 in the middle
         # of a large write leaves one. What a store loses that way it had not synced, or its Raft log holds
         # it: its applied index goes back with it, in the same write group, and the entries apply again.
@@ -323,6 +346,8 @@ __all__ = [
     "META_CF",
     "MSGS_CF",
     "STORE_ID",
+    "SYNC_POINTS_ENV",
+    "SYNC_POINT_FILE",
     "TTLS_CF",
     "AttachedStore",
     "StreamStoreEngine",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from storage.sync_point import SYNC_POINT_FILE
+from storage.rocks_engine import SYNC_POINT_FILE
 
 FLIPS = 16
 

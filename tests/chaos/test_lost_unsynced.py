@@ -17,8 +17,7 @@ from chaos.run.corruption import drop_unsynced
 from raft.rocks_log_storage import RocksLogEngine
 from storage.config import StoreConfig
 from storage.rocks import RocksStreamStore
-from storage.rocks_engine import StreamStoreEngine
-from storage.sync_point import SYNC_POINTS_ENV
+from storage.rocks_engine import SYNC_POINTS_ENV, StreamStoreEngine
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 _WRITER = """
