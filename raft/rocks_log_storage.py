@@ -177,7 +177,10 @@ class RocksLogEngine:
         )
         self._write_lock = threading.Lock()
         self._closed = False
+        # what recovery found is as durable as the files it came from: the first sync point is the open
         self._record_sync_points = recording()
+        if self._record_sync_points:
+            record_sync_point(self._path)
         self.fsyncs = 0
         self.batches = 0
 

@@ -138,7 +138,6 @@ class StreamStoreEngine:
         self._lock = threading.Lock()
         self._closed = False
         self._open: dict[str, AttachedStore] = {}
-        self._record_sync_points = sync_points_recorded()
         # Whether the write-ahead log ended in an incomplete record, dropped at open: a kill -9 in the middle
         # of a large write leaves one. What a store loses that way it had not synced, or its Raft log holds
         # it: its applied index goes back with it, in the same write group, and the entries apply again.
@@ -162,6 +161,10 @@ class StreamStoreEngine:
         self.ttls_handle = self.db.get_column_family_handle(TTLS_CF)
         for cf in (self.msgs_cf, self.meta_cf, self.ttls_cf):
             cf.set_read_options(read_options())
+        # what recovery found is as durable as the files it came from: the first sync point is the open
+        self._record_sync_points = sync_points_recorded()
+        if self._record_sync_points:
+            record_sync_point(self._path)
         try:
             self._check_format()
         except BaseException:

@@ -13,6 +13,9 @@ from pathlib import Path
 
 from storage.rocks_engine import SYNC_POINT_FILE
 
+# where a node sets damaged files aside (cluster/node/damage.py): not the node's data any more
+DAMAGED_DIR = "damaged"
+
 FLIPS = 16
 
 
@@ -21,7 +24,10 @@ def candidate_files(data_dir: Path) -> list[Path]:
     return sorted(
         path
         for path in data_dir.rglob("*")
-        if path.is_file() and path.suffix in (".sst", ".log") and path.stat().st_size > 0
+        if path.is_file()
+        and path.suffix in (".sst", ".log")
+        and path.stat().st_size > 0
+        and DAMAGED_DIR not in path.relative_to(data_dir).parts  # set aside by the node after earlier damage
     )
 
 
@@ -66,7 +72,9 @@ def drop_unsynced(data_dir: Path, rng: random.Random) -> list[str]:
     damage is decided by the node's own sync points."""
     del rng
     done: list[str] = []
-    for point in sorted(data_dir.rglob(SYNC_POINT_FILE)):
+    for point in sorted(
+        p for p in data_dir.rglob(SYNC_POINT_FILE) if DAMAGED_DIR not in p.relative_to(data_dir).parts
+    ):
         db_dir = point.parent
         name, size_text = point.read_text().split()
         synced_size = int(size_text)

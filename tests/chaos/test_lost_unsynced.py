@@ -29,27 +29,32 @@ from storage.config import StoreConfig
 from storage.rocks import RocksStreamStore
 from storage.rocks_engine import StreamStoreEngine
 data = Path(sys.argv[1])
+synced = int(sys.argv[2])
 raft = RocksLogEngine(data / "raft")
 group = raft.open_group("g1", conf_state=ConfState(voters=("n1", "n2", "n3")))
 streams = StreamStoreEngine(data / "streams.rocks")
 store = RocksStreamStore(streams, "s", StoreConfig())
 for index in range(1, 101):
     group.append([Entry(term=1, index=index, data=b"x" * 100)])
-    raft.persist_blocking(sync=index <= 60)
-    with store.write_group(sync=index <= 60):
+    raft.persist_blocking(sync=index <= synced)
+    with store.write_group(sync=index <= synced):
         store.store_msg("s", None, b"y" * 100, 1_700_000_000_000_000_000 + index)
 os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
-def _crashed_writer(data: Path, record: bool) -> None:
+def _crashed_writer(data: Path, record: bool, synced: int = 60) -> None:
     env = (
         {**os.environ, SYNC_POINTS_ENV: "1"}
         if record
         else {k: v for k, v in os.environ.items() if k != SYNC_POINTS_ENV}
     )
     subprocess.run(
-        [sys.executable, "-c", _WRITER, str(data)], cwd=REPO_ROOT, env=env, check=False, timeout=60
+        [sys.executable, "-c", _WRITER, str(data), str(synced)],
+        cwd=REPO_ROOT,
+        env=env,
+        check=False,
+        timeout=60,
     )
 
 
@@ -83,3 +88,10 @@ def test_without_recorded_sync_points_the_fault_drops_nothing_and_says_so(tmp_pa
     _crashed_writer(tmp_path, record=False)
     assert drop_unsynced(tmp_path, random.Random(1)) == ["no sync point recorded"]
     assert _reopened(tmp_path) == (100, 100)
+
+
+def test_a_database_never_synced_since_it_opened_loses_every_write_since(tmp_path: Path) -> None:
+    """Its sync point is the open: what recovery found there is as durable as its files."""
+    _crashed_writer(tmp_path, record=True, synced=0)
+    drop_unsynced(tmp_path, random.Random(1))
+    assert _reopened(tmp_path) == (0, 0)
