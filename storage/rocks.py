@@ -907,7 +907,10 @@ class RocksStreamStore:
             try:
                 record = self._msgs_cf.get(self._k(seq))
             except Exception as exc:  # rocksdict raises a bare Exception for RocksDB's Corruption status
-                raise damage_error(exc, f"sequence {seq}") from exc
+                error = damage_error(exc, f"store {self._name}, sequence {seq}")
+                if isinstance(error, CorruptStoreError):
+                    self._engine.note_damage(str(error))
+                raise error from exc
             if record is None:
                 raise CorruptStoreError(f"index lists sequence {seq} but RocksDB has no record for it")
         return record

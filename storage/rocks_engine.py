@@ -138,6 +138,7 @@ class StreamStoreEngine:
         self._lock = threading.Lock()
         self._closed = False
         self._open: dict[str, AttachedStore] = {}
+        self._damage_seen: str | None = None
         # Whether the write-ahead log ended in an incomplete record, dropped at open: a kill -9 in the middle
         # of a large write leaves one. What a store loses that way it had not synced, or its Raft log holds
         # it: its applied index goes back with it, in the same write group, and the entries apply again.
@@ -200,6 +201,16 @@ class StreamStoreEngine:
     @property
     def path(self) -> Path:
         return self._path
+
+    @property
+    def damage_seen(self) -> str | None:
+        """Damage a read met while the node ran (None: none): the node is not clean, and says so."""
+        return self._damage_seen
+
+    def note_damage(self, what: str) -> None:
+        with self._lock:
+            if self._damage_seen is None:
+                self._damage_seen = what
 
     @property
     def closed(self) -> bool:

@@ -253,7 +253,9 @@ class Node:
         self.engine.close()
         # after the replicas closed their stores (meta.stop); one still opening is closed with it
         await asyncio.to_thread(self.stream_stores.close)
-        mark_clean_stop(self.config.node_data_dir)
+        if self.stream_stores.damage_seen is None:
+            # damage met while running: the next start reads every store and repairs from the peers
+            mark_clean_stop(self.config.node_data_dir)
         await self.http.stop()
 
     # -- callbacks ---------------------------------------------------------------------------
@@ -294,6 +296,9 @@ class Node:
         problems = self._health_judge.judge(
             observe(self.config.name, peers, reachable, views), time.monotonic()
         )
+        damage = self.stream_stores.damage_seen
+        if damage is not None:
+            problems.append(f"{damage}; restart the node to repair it from its peers")
         # not a passing moment: until caught up this node cannot vote, so it cannot stand in for a peer
         problems += [
             f"raft group {group}: recovering from damaged files, not voting until its leader has caught it up"
