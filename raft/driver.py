@@ -420,6 +420,16 @@ class RaftHost:
     def groups(self) -> list[str]:
         return list(self._groups)
 
+    def retire_recovery(self) -> bool:
+        """If every group running here has caught up since the node's damaged state was discarded, retire
+        the recovery ledger (the caller knows these are all the groups it had); whether it was retired."""
+        recovery = self.recovery
+        if recovery is None or not recovery.done(list(self._groups)):
+            return False
+        recovery.retire()
+        self.recovery = None
+        return True
+
     def recovering_groups(self) -> list[str]:
         """Groups whose member here lost state with damaged files and waits to be caught up (no vote)."""
         return sorted(name for name, group in self._groups.items() if group.core.recovering)

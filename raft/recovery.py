@@ -10,9 +10,10 @@ the Ready that caught it up is on disk. A crash in between leaves the group
 recovering again, which is the safe direction.
 
 It does not know which groups the node had (their names were in the damaged
-files): every group the node runs while the ledger is open starts recovering,
-including one created later, which costs a new group one round of catching up
-before this member votes. A group whose only voter is this node is not held
+files): every group the node runs while the ledger is open starts recovering.
+Once the node has caught up with its meta leader and started every replica
+assigned to it, and every one of those has caught up, the node retires the
+ledger (cluster/node/node.py): a group created after that is new here. A group whose only voter is this node is not held
 back (RaftCore): it has no peer to recover from.
 """
 
@@ -63,6 +64,15 @@ class RecoveryLedger:
         self._caught_up.add(group)
         self._write(None)
 
+    def done(self, running: list[str]) -> bool:
+        """Every group in `running` has caught up (the caller knows these are all it had)."""
+        return all(group in self._caught_up for group in running)
+
+    def retire(self) -> None:
+        """Recovery is over: groups created from now on are new here, with nothing to recover."""
+        self.path.unlink(missing_ok=True)
+        _fsync_dir(self.path.parent)
+
     def _write(self, reason: str | None) -> None:
         body: dict[str, object] = {"caught_up": sorted(self._caught_up)}
         if reason is not None:
@@ -73,11 +83,15 @@ class RecoveryLedger:
             file.flush()
             os.fsync(file.fileno())
         os.replace(tmp, self.path)
-        directory = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        _fsync_dir(self.path.parent)
+
+
+def _fsync_dir(path: Path) -> None:
+    directory = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
 
 
 __all__ = ["LEDGER_FILE", "RecoveryLedger"]

@@ -132,7 +132,6 @@ class Node:
         state = open_node_state(config.node_data_dir)
         self.engine = state.raft
         self.stream_stores = state.streams
-        self.recovery = state.recovery
         self.host = RaftHost(
             config.name, self.engine, on_leader_change=self._leader_changed, recovery=state.recovery
         )
@@ -325,6 +324,10 @@ class Node:
                 metrics.raft_term.labels(group, node).set(status.term)
             if self.meta is None:
                 continue
+            # caught up with the meta leader and every replica assigned here started: these are all the
+            # groups it had, and once all have caught up the groups created later have nothing to recover
+            if self.host.recovery is not None and self.meta.current and self.host.retire_recovery():
+                log.info("raft_recovery_complete", node=node)
             now = time.time_ns()
             for replica in list(self.meta.replicas.values()):
                 if replica.role is not Role.LEADER or replica.stopped:

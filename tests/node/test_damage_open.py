@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cluster.node.damage import DAMAGED_DIR, mark_clean_stop, open_node_state
-from raft.recovery import LEDGER_FILE
+from raft.recovery import LEDGER_FILE, RecoveryLedger
 from raft.types import ConfState, Entry, HardState
 
 VOTERS = ConfState(voters=("n1", "n2", "n3"))
@@ -62,3 +62,11 @@ def test_damaged_files_are_set_aside_and_every_group_recovers(tmp_path: Path) ->
     finally:
         state.raft.close()
         state.streams.close()
+
+
+def test_the_ledger_is_done_once_every_running_group_caught_up_and_retires_for_good(tmp_path: Path) -> None:
+    ledger = RecoveryLedger.begin(tmp_path, "test")
+    ledger.caught_up("_meta_")
+    assert ledger.done(["_meta_"]) and not ledger.done(["_meta_", "S-a"])
+    ledger.retire()
+    assert RecoveryLedger.load(tmp_path) is None
