@@ -17,8 +17,9 @@ from typing import Any
 from chaos.check.history import read_jsonl
 from chaos.run import table
 from chaos.run.runner import WORKLOADS, RunSettings, make_workload, run
-from chaos.run.schedule import FAULTS, GROUPS, parse_faults
+from chaos.run.schedule import FAULTS, GROUPS, LOST_UNSYNCED, parse_faults
 from local.cluster import LocalCluster, faultable_cluster
+from storage.rocks_engine import SYNC_POINTS_ENV
 
 EXIT_VALID, EXIT_INVALID, EXIT_USAGE, EXIT_UNKNOWN = 0, 1, 2, 3
 
@@ -44,6 +45,14 @@ class LocalControl:
     def resume(self, node: str) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.cluster.procs[node].pid, signal.SIGCONT)
+
+    def health_problem(self, node: str) -> str | None:
+        status, body = self.cluster.health_report(node)
+        if status == 200:
+            return None
+        if body is None:
+            return "/healthz does not answer"
+        return str(body.get("error") or body.get("problems") or f"/healthz {status}")
 
 
 # what a node should never log, faults or not (issue 23): counted per node log, lines shown in the report
@@ -211,12 +220,24 @@ def run_one(settings: RunSettings, nodes: int, out: Path) -> dict[str, Any]:
     """One run on a fresh cluster whose data and logs go under `out`; its report, as written to report.json."""
     out.mkdir(parents=True, exist_ok=True)
     _progress(f"starting {nodes} nodes, every link through Toxiproxy; run directory {out}")
-    with faultable_cluster(out / "cluster", nodes=nodes, mirror_nodes=0) as cluster:
-        assert cluster.toxiproxy_url is not None
-        urls = {spec.name: spec.client_url for spec in cluster.specs}
-        report = asyncio.run(
-            run(settings, urls, LocalControl(cluster), cluster.toxiproxy_url, out, _progress)
-        )
+    # lost-unsynced cuts a killed node's logs back to its last fsync, which its nodes must record
+    records_sync_points = LOST_UNSYNCED in settings.faults
+    previous = os.environ.get(SYNC_POINTS_ENV)
+    if records_sync_points:
+        os.environ[SYNC_POINTS_ENV] = "1"
+    try:
+        with faultable_cluster(out / "cluster", nodes=nodes, mirror_nodes=0) as cluster:
+            assert cluster.toxiproxy_url is not None
+            urls = {spec.name: spec.client_url for spec in cluster.specs}
+            report = asyncio.run(
+                run(settings, urls, LocalControl(cluster), cluster.toxiproxy_url, out, _progress)
+            )
+    finally:
+        if records_sync_points:
+            if previous is None:
+                os.environ.pop(SYNC_POINTS_ENV, None)
+            else:
+                os.environ[SYNC_POINTS_ENV] = previous
     summary = report.to_json()
     summary["node_log_problems"] = node_log_problems(out / "cluster" / "logs")
     (out / "report.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")

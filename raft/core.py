@@ -25,6 +25,7 @@ from raft.raft_log import LogInvariantError, RaftLog
 from raft.read_index import ReadIndexQueue
 from raft.types import (
     CAMPAIGN_TRANSFER,
+    LOST_ENTRIES,
     QUIESCE,
     ConfChange,
     ConfChangeRecord,
@@ -90,6 +91,10 @@ class RaftConfig:
     # stops heartbeating, and its followers stop their election timers, until something happens
     # (see `quiesced`). Needs a host that reports peers' liveness (`peer_down`, `peer_up`).
     quiesce: bool = False
+    # This member lost log entries or a term and vote it may have acknowledged or granted (its files were
+    # damaged and discarded, see docs/chaos.md): until a leader has brought it up to that leader's commit
+    # index it neither votes nor campaigns, and it tells the leader its log went backwards.
+    recovering: bool = False
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -158,6 +163,8 @@ class RaftCore:
         self._set_conf(self._conf_history[-1][1])
         self._become_follower(hard.term, None)
         self._vote = hard.vote
+        # A group of which it is the only voter has no peer to recover from: what it lost is lost.
+        self._recovering = config.recovering and self._conf.voters != (self._id,)
         self._prev_hard = HardState(self._term, self._vote, self._log.committed)
         self._prev_soft = SoftState(self._leader_id, self._role)
 
@@ -215,6 +222,11 @@ class RaftCore:
     @property
     def lead_transferee(self) -> NodeId | None:
         return self._lead_transferee
+
+    @property
+    def recovering(self) -> bool:
+        """Whether it still waits to be caught up after losing state (RaftConfig.recovering)."""
+        return self._recovering
 
     @property
     def quiesced(self) -> bool:
@@ -554,6 +566,9 @@ class RaftCore:
     # ------------------------------------------------------------------ elections
 
     def _promotable(self) -> bool:
+        if self._recovering:
+            # Its log may lack committed entries it acknowledged: it could win with a log missing them.
+            return False
         if self._id in self._conf.voters:
             return True
         # A leader that appended its own removal and lost leadership before it
@@ -668,6 +683,11 @@ class RaftCore:
 
     def _handle_vote_request(self, msg: Message) -> None:
         is_pre = msg.type is MessageType.PRE_VOTE
+        if self._recovering:
+            # It may have voted in this term already, or acknowledged entries the candidate lacks, and no
+            # longer know it (Protocol-Aware Recovery, Alagappan et al., FAST 2018): no vote of any kind.
+            self._send(_RESPONSE_TYPE[msg.type], msg.from_, reject=True)
+            return
         can_vote = (
             self._vote == msg.from_
             or (self._vote is None and self._leader_id is None)
@@ -717,6 +737,7 @@ class RaftCore:
             # agrees on everything before, Log Matching) may the leader's commit index apply to it.
             if self._log.match_term(msg.index, msg.log_term):
                 self._log.commit_to(min(msg.commit, msg.index))
+                self._recovered_if_holds(msg.index, msg.commit)
         elif mtype is MessageType.SNAPSHOT:
             self._election_elapsed = 0
             self._leader_id = msg.from_
@@ -749,15 +770,45 @@ class RaftCore:
         if written_from:
             self._track_conf_entries(written_from, msg.entries[written_from - msg.index - 1 :])
         self._send(MessageType.APPEND_RESP, msg.from_, index=last_new)
+        self._recovered_if_holds(last_new, msg.commit)
+
+    def _recovered_if_holds(self, matched: int, leader_commit: int) -> None:
+        """The leader's log agrees with ours up to `matched`: once that covers the leader's commit index we
+        hold every entry that may have been committed with our lost acknowledgements, and vote again."""
+        if self._recovering and matched >= leader_commit:
+            self._recovering = False
+
+    def _tell_leader_we_lost_entries(self, leader: NodeId) -> None:
+        """A leader keeps the match index we acknowledged before losing entries, and would send only what
+        follows it: this rejection (LOST_ENTRIES) makes it probe again from our real last index."""
+        last = self._log.last_index()
+        self._send(
+            MessageType.APPEND_RESP,
+            leader,
+            index=last,
+            reject=True,
+            reject_hint=last,
+            log_term=0,
+            context=LOST_ENTRIES,
+        )
 
     def _handle_heartbeat(self, msg: Message) -> None:
         log = self._log
+        if self._recovering:
+            self._tell_leader_we_lost_entries(msg.from_)
         log.commit_to(min(msg.commit, log.last_index()))
         if msg.context == QUIESCE:
             # Only a log that ends with the leader's last entry, all of it committed, may stop
             # listening for elections: nothing is on its way to it.
             holds_all = msg.index == log.last_index() and log.match_term(msg.index, msg.log_term)
-            self._quiesced = holds_all and log.committed == msg.index and msg.from_ not in self._peers_down
+            if holds_all and log.committed == msg.index:
+                self._recovered_if_holds(msg.index, msg.index)
+            self._quiesced = (
+                holds_all
+                and log.committed == msg.index
+                and msg.from_ not in self._peers_down
+                and not self._recovering
+            )
             self._send(MessageType.HEARTBEAT_RESP, msg.from_, context=QUIESCE, reject=not self._quiesced)
             return
         self._send(MessageType.HEARTBEAT_RESP, msg.from_, context=msg.context)
@@ -1097,6 +1148,19 @@ class RaftCore:
 
     def _handle_append_response(self, msg: Message, progress: Progress) -> None:
         log = self._log
+        if msg.reject and msg.context == LOST_ENTRIES:
+            # The follower lost entries it had acknowledged: its match index goes back (a lower match only
+            # delays commits, so a late or duplicated notice is harmless) and it is probed from there. It
+            # says so at every heartbeat until caught up: one already probed there, or with a snapshot on
+            # its way, is left alone (a snapshot sent again at every heartbeat would never finish).
+            last = min(msg.reject_hint, log.last_index())
+            if progress.state is ProgressState.SNAPSHOT or (
+                progress.state is ProgressState.PROBE and progress.match <= last and progress.next <= last + 1
+            ):
+                return
+            progress.lost_entries(last)
+            self._send_appends(msg.from_, send_if_empty=True)
+            return
         if msg.reject:
             next_probe = msg.reject_hint
             if msg.log_term > 0:

@@ -42,6 +42,7 @@ import structlog
 from raft.core import ConfChangeRejectedError, ProposalDroppedError, RaftConfig, RaftCore, RaftError
 from raft.liveness import NodeLiveness
 from raft.log_storage import MemoryLogStorage
+from raft.recovery import RecoveryLedger
 from raft.rocks_log_storage import RocksLogEngine, RocksLogStorage
 from raft.transport import RaftTransport
 from raft.types import (
@@ -288,9 +289,12 @@ class RaftHost:
         transport_options: dict[str, Any] | None = None,
         keepalive_ticks: int = 4,
         liveness_timeout: float = 1.0,
+        recovery: RecoveryLedger | None = None,
     ) -> None:
         self.node_id = node_id
         self.engine = engine
+        # set when this node discarded damaged Raft state: its groups start recovering (raft/recovery.py)
+        self.recovery = recovery
         self.tick_interval = tick_interval
         # ticks fired so far: every group core starts at this phase (RaftConfig.tick_phase)
         self._ticks = 0
@@ -385,8 +389,11 @@ class RaftHost:
             applied=applied,
             tick_phase=self._ticks,
             quiesce=options.quiesce,
+            recovering=self.recovery is not None and self.recovery.recovering(name),
         )
         core = RaftCore(config, storage, random.Random(secrets.randbits(64)))
+        if config.recovering:
+            log.warning("raft_group_recovering", group=name, node=self.node_id, voting=not core.recovering)
         for peer in self.liveness.down():
             core.peer_down(peer)
         group = _Group(self, name, core, storage, machine, options)
@@ -412,6 +419,20 @@ class RaftHost:
 
     def groups(self) -> list[str]:
         return list(self._groups)
+
+    def retire_recovery(self) -> bool:
+        """If every group running here has caught up since the node's damaged state was discarded, retire
+        the recovery ledger (the caller knows these are all the groups it had); whether it was retired."""
+        recovery = self.recovery
+        if recovery is None or not recovery.done(list(self._groups)):
+            return False
+        recovery.retire()
+        self.recovery = None
+        return True
+
+    def recovering_groups(self) -> list[str]:
+        """Groups whose member here lost state with damaged files and waits to be caught up (no vote)."""
+        return sorted(name for name, group in self._groups.items() if group.core.recovering)
 
     def status(self, name: str) -> GroupStatus:
         group = self._group(name)
@@ -711,6 +732,9 @@ class RaftHost:
         self.iterations += 1
         dirty, self._dirty = self._dirty, set()
         readies: list[tuple[_Group, Ready, Sequence[Message]]] = []
+        # groups whose core caught up after this node's damaged state was discarded: struck off the
+        # recovery ledger once the Ready taken now, which holds what they caught up, is on disk
+        recovered: list[str] = []
         for group in dirty:
             if group.stopped:
                 continue
@@ -721,6 +745,8 @@ class RaftHost:
             self._keep_awake(group)
             core = group.core
             if core.has_ready():
+                if self.recovery is not None and not core.recovering and self.recovery.recovering(group.name):
+                    recovered.append(group.name)
                 readies.append((group, core.ready(), ()))
         if not readies:
             return
@@ -754,6 +780,10 @@ class RaftHost:
                 for group, _, _ in readies:
                     self._fail_group(group, exc)
                 return
+        if recovered and self.recovery is not None:
+            for name in recovered:
+                self.recovery.caught_up(name)
+                log.info("raft_group_recovered", group=name, node=self.node_id)
 
         # Commit notices go out after the applying below: each gRPC write costs its link task a few
         # hundred microseconds of this loop, and the proposals' callbacks (PubAcks) scheduled by the

@@ -111,6 +111,12 @@ class Progress:
         self.next = max(self.next, index + 1)
         return updated
 
+    def lost_entries(self, last_index: int) -> None:
+        """The follower lost what it had acknowledged beyond `last_index`: probe it again from there."""
+        self.match = min(self.match, last_index)
+        self._reset_state(ProgressState.PROBE)
+        self.next = last_index + 1
+
     def maybe_decrease_to(self, rejected: int, match_hint: int) -> bool:
         """The follower rejected an append at `rejected`; False if the rejection is stale."""
         if self.state is ProgressState.REPLICATE:

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import orjson
-from rocksdict import Options, Rdict, ReadOptions, WriteBatch, WriteOptions
+from rocksdict import DBRecoveryMode, Options, Rdict, ReadOptions, WriteBatch, WriteOptions
 
 from raft.log_storage import (
     CompactedError,
@@ -43,6 +43,7 @@ from raft.log_storage import (
     entry_size,
     limit_size,
 )
+from raft.sync_point import record_sync_point, recording
 from raft.types import ConfState, Entry, EntryType, HardState, Snapshot, SnapshotMetadata
 
 _ENTRY_HEADER = struct.Struct(">QB")
@@ -59,8 +60,34 @@ DEFAULT_TAIL_BYTES = 32 * 1024 * 1024
 # A taken batch, and per storage (last index, rewrite count) to trim its in-memory tail once written.
 StagedWrite = tuple[WriteBatch, list[tuple["RocksLogStorage", int, int]]]
 
+
 class StorageClosedError(RuntimeError):
     """The engine was closed; the group cannot be read or written any more."""
+
+
+class RaftLogDamagedError(RuntimeError):
+    """The Raft-log database is damaged: a checksum failed, a write-ahead log was cut, entries are missing."""
+
+
+def is_torn_tail(exc: Exception) -> bool:
+    """RocksDB's refusal of a write-ahead log that ends inside a record (absolute consistency).
+
+    A kill -9 in the middle of a large write leaves one (the process dies between two of the write's
+    system calls), and so does a log cut short by damage: from the file alone the two look the same. The
+    engine then opens with the incomplete record dropped and says so (`tail_was_torn`): what follows the
+    cut, if it was a cut, may have been acknowledged, so the node recovers as if it had lost it."""
+    text = str(exc)
+    return text.startswith("Corruption") and (
+        "truncated record body" in text or "encountering EOF" in text or "truncated header" in text
+    )
+
+
+def _damage(exc: Exception, where: str) -> Exception:
+    """rocksdict raises a bare Exception carrying RocksDB's status: a Corruption becomes RaftLogDamagedError."""
+    text = str(exc)
+    if text.startswith("Corruption") or "checksum mismatch" in text:
+        return RaftLogDamagedError(f"raft log damaged ({where}): {text}")
+    return exc
 
 
 def _group_prefix(group: str) -> bytes:
@@ -118,9 +145,26 @@ class RocksLogEngine:
     ) -> None:
         options = Options(raw_mode=True)
         options.create_if_missing(True)
+        # RocksDB's default WAL recovery stops at the first bad record and opens without every later write,
+        # synced ones included: entries acknowledged, a vote granted, silently gone. Refuse instead (the
+        # node then recovers from its peers, raft/recovery.py). A kill -9 never leaves a partial record.
+        options.set_wal_recovery_mode(DBRecoveryMode.absolute_consistency())
+        options.set_paranoid_checks(True)
         # The WAL is what makes a write durable; RocksDB's own background flushes
         # and compactions do not need to be fsynced for that.
-        self._db = Rdict(str(path), options)
+        # Whether the write-ahead log ended in an incomplete record, dropped at open (see `open_rocks`).
+        self.tail_was_torn = False
+        try:
+            self._db = Rdict(str(path), options)
+        except Exception as exc:
+            if not is_torn_tail(exc):
+                raise _damage(exc, f"opening {path}") from exc
+            options.set_wal_recovery_mode(DBRecoveryMode.tolerate_corrupted_tail_records())
+            try:
+                self._db = Rdict(str(path), options)
+            except Exception as again:
+                raise _damage(again, f"opening {path}") from again
+            self.tail_was_torn = True
         self._path = Path(path)
         self._tail_entries = tail_entries
         self._tail_bytes = tail_bytes
@@ -139,6 +183,10 @@ class RocksLogEngine:
         )
         self._write_lock = threading.Lock()
         self._closed = False
+        # what recovery found is as durable as the files it came from: the first sync point is the open
+        self._record_sync_points = recording()
+        if self._record_sync_points:
+            record_sync_point(self._path)
         self.fsyncs = 0
         self.batches = 0
 
@@ -252,12 +300,17 @@ class RocksLogEngine:
             self.batches += 1
             if sync:
                 self.fsyncs += 1
+                if self._record_sync_points:
+                    record_sync_point(self._path)
 
     # --- reading (used by the groups) ---
 
     def _get(self, key: bytes) -> bytes | None:
         self._check_open()
-        return self._db.get(key)
+        try:
+            return self._db.get(key)
+        except Exception as exc:
+            raise _damage(exc, "reading") from exc
 
     def _scan(self, start: bytes, end: bytes) -> Iterable[tuple[bytes, bytes]]:
         self._check_open()
@@ -271,6 +324,26 @@ class RocksLogEngine:
                 return
             yield key, it.value()
             it.next()
+        # An iterator that meets a damaged block stops as if the data ended there: only its status tells.
+        try:
+            it.status()
+        except Exception as exc:
+            raise _damage(exc, "scanning") from exc
+
+    def verify(self) -> None:
+        """Recover every stored group as opening it would, without keeping it: raises RaftLogDamagedError if
+        any block fails its checksum or a group's log has a hole or ends before its commit index."""
+        for group in self.groups():
+            if group in self._groups:
+                continue
+            storage = RocksLogStorage(self, group, 1)
+            storage._recover()
+            if storage._hard_state.commit > storage._last:
+                # Entries it had durably written (its commit index says so) are gone: a log cut short.
+                raise RaftLogDamagedError(
+                    f"raft log of group {group!r} ends at {storage._last}, before its commit index "
+                    f"{storage._hard_state.commit}"
+                )
 
     def _check_open(self) -> None:
         if self._closed:
@@ -324,6 +397,13 @@ class RocksLogStorage:
         self._engine.stage().put(self._prefix + b"m", _encode_snapshot_metadata(self._snapshot.metadata))
 
     def _recover(self) -> None:
+        try:
+            self._recover_stored()
+        except (struct.error, ValueError, KeyError, orjson.JSONDecodeError) as exc:
+            # checksums passed, yet a record does not decode: damaged all the same
+            raise RaftLogDamagedError(f"raft log of group {self.group!r} is unreadable: {exc}") from exc
+
+    def _recover_stored(self) -> None:
         engine = self._engine
         hard = engine._get(self._prefix + b"h")
         if hard is not None:
@@ -341,7 +421,7 @@ class RocksLogStorage:
         for key, value in engine._scan(self._entry_key(expected), self._prefix + b"f"):
             index = _INDEX.unpack_from(key, len(self._entry_prefix))[0]
             if index != expected:
-                raise RuntimeError(
+                raise RaftLogDamagedError(
                     f"raft log of group {self.group!r} has a hole at {expected} (found {index})"
                 )
             entry = _decode_entry(index, value)

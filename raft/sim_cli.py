@@ -27,6 +27,8 @@ SUMMARY_FIELDS = (
     "snapshots_installed",
     "quiesced_ticks",
     "liveness_reports",
+    "disks_lost",
+    "recoveries",
     "messages",
     "dropped",
 )

@@ -208,6 +208,10 @@ CAMPAIGN_TRANSFER = b"transfer"
 # hold. The follower's HEARTBEAT_RESP carries it back, with `reject` if it did not quiesce.
 QUIESCE = b"quiesce"
 
+# Context of a rejecting APPEND_RESP from a member that lost entries it had acknowledged (RaftConfig.
+# recovering): `reject_hint` is its real last index, below the match index its leader holds for it.
+LOST_ENTRIES = b"lost-entries"
+
 
 @dataclass(frozen=True, slots=True)
 class Message:

@@ -80,7 +80,7 @@ from storage.model import (
 )
 from storage.msg_ttl import NATS_TTL, TTL_NEVER, stored_ttl, ttl_deadline_ns
 from storage.record import decode_record, encode_record, record_header, record_ts
-from storage.rocks_engine import StreamStoreEngine, prefix_end
+from storage.rocks_engine import StreamStoreEngine, damage_error, prefix_end
 from storage.rocks_migrate import migrate_legacy_store
 from storage.seq_set import SeqSet
 from storage.snapshot import SnapshotHeader, SnapshotReader, encode_snapshot
@@ -181,8 +181,11 @@ class RocksStreamStore:
             if engine.legacy_root is not None:
                 migrate_legacy_store(engine, engine.legacy_root / name, self._prefix)
             self._open_existing(config)
-        except BaseException:
+        except BaseException as exc:
             self._release_db()
+            if isinstance(exc, Exception) and type(exc) is Exception:
+                # rocksdict's bare Exception: RocksDB's status (a Corruption becomes CorruptStoreError)
+                raise damage_error(exc, f"opening store {name}") from exc
             raise
 
     @classmethod
@@ -767,7 +770,11 @@ class RocksStreamStore:
                 raise
             batch = WriteBatch(raw_mode=True)
             batch.put(self._mkey(_META_CONFIG), orjson.dumps(header.config.to_json_dict()), self._meta_handle)
-            batch.put(self._mkey(_META_LAST), self._last_value(header.last_seq, header.last_ts_ns), self._meta_handle)
+            batch.put(
+                self._mkey(_META_LAST),
+                self._last_value(header.last_seq, header.last_ts_ns),
+                self._meta_handle,
+            )
             if header.metadata is not None:
                 batch.put(self._mkey(_META_APPLIED), header.metadata, self._meta_handle)
             batch.delete(self._mkey(_META_RESTORING), self._meta_handle)
@@ -858,7 +865,9 @@ class RocksStreamStore:
         if not self._dirty:
             return
         index = self._index
-        self._batch.put(self._mkey(_META_LAST), self._last_value(index.last_seq, index.last_ts), self._meta_handle)
+        self._batch.put(
+            self._mkey(_META_LAST), self._last_value(index.last_seq, index.last_ts), self._meta_handle
+        )
         batch, self._batch = self._batch, WriteBatch(raw_mode=True)
         self._dirty = False
         try:
@@ -895,7 +904,13 @@ class RocksStreamStore:
     def _record(self, seq: int) -> bytes:
         record = self._pending.get(seq)
         if record is None:
-            record = self._msgs_cf.get(self._k(seq))
+            try:
+                record = self._msgs_cf.get(self._k(seq))
+            except Exception as exc:  # rocksdict raises a bare Exception for RocksDB's Corruption status
+                error = damage_error(exc, f"store {self._name}, sequence {seq}")
+                if isinstance(error, CorruptStoreError):
+                    self._engine.note_damage(str(error))
+                raise error from exc
             if record is None:
                 raise CorruptStoreError(f"index lists sequence {seq} but RocksDB has no record for it")
         return record

@@ -32,13 +32,14 @@ A data directory written before this engine (one database per stream under
 
 from __future__ import annotations
 
+import os
 import struct
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
-from rocksdict import Options, Rdict, ReadOptions, WriteBatch
+from rocksdict import DBRecoveryMode, Options, Rdict, ReadOptions, WriteBatch
 
 from storage.errors import CorruptStoreError, InvalidRequestError, StoreClosedError
 
@@ -57,7 +58,28 @@ def rocks_options() -> Options:
     options = Options(raw_mode=True)
     options.create_if_missing(True)
     options.create_missing_column_families(True)
+    # Damage is refused, not worked around: RocksDB's default WAL recovery stops replaying at the first bad
+    # record and opens with every later write (synced ones too) silently gone. Only a log that ends inside
+    # a record is opened without that record (StreamStoreEngine.tail_was_torn).
+    options.set_wal_recovery_mode(DBRecoveryMode.absolute_consistency())
+    options.set_paranoid_checks(True)
     return options
+
+
+def is_torn_tail(exc: Exception) -> bool:
+    """RocksDB's refusal (absolute consistency) of a write-ahead log that ends inside a record."""
+    text = str(exc)
+    return text.startswith("Corruption") and (
+        "truncated record body" in text or "encountering EOF" in text or "truncated header" in text
+    )
+
+
+def damage_error(exc: Exception, where: str) -> Exception:
+    """rocksdict raises a bare Exception carrying RocksDB's status: a Corruption becomes CorruptStoreError."""
+    text = str(exc)
+    if text.startswith("Corruption") or "checksum mismatch" in text:
+        return CorruptStoreError(f"stream store damaged ({where}): {text}")
+    return exc
 
 
 def read_options() -> ReadOptions:
@@ -65,6 +87,29 @@ def read_options() -> ReadOptions:
     # RocksDB's default, made explicit: reads skip the record hash because of it.
     options.set_verify_checksums(True)
     return options
+
+
+# Test hook for the chaos fault lost-unsynced: where the write-ahead log stood at its last fsync. With
+# JETRAFT_RECORD_SYNC_POINTS=1 in its environment, a node writes, after every fsync of this database's WAL,
+# the newest log file's name and size to SYNC-POINT in the database directory (a plain write, no fsync: the
+# fault is a kill -9, which keeps the page cache). raft/sync_point.py is the same for the Raft logs.
+SYNC_POINTS_ENV = "JETRAFT_RECORD_SYNC_POINTS"
+SYNC_POINT_FILE = "SYNC-POINT"
+
+
+def sync_points_recorded() -> bool:
+    return os.environ.get(SYNC_POINTS_ENV) == "1"
+
+
+def record_sync_point(db_dir: Path) -> None:
+    """After an fsync of the WAL: the newest `*.log` and its size, to `SYNC-POINT`."""
+    logs = sorted(entry.name for entry in os.scandir(db_dir) if entry.name.endswith(".log"))
+    if not logs:
+        return
+    size = os.stat(db_dir / logs[-1]).st_size
+    tmp = db_dir / (SYNC_POINT_FILE + ".tmp")
+    tmp.write_text(f"{logs[-1]} {size}\n")
+    os.replace(tmp, db_dir / SYNC_POINT_FILE)
 
 
 def prefix_end(prefix: bytes) -> bytes:
@@ -93,11 +138,21 @@ class StreamStoreEngine:
         self._lock = threading.Lock()
         self._closed = False
         self._open: dict[str, AttachedStore] = {}
-        self.db = Rdict(
-            str(self._path),
-            rocks_options(),
-            column_families={MSGS_CF: rocks_options(), META_CF: rocks_options(), TTLS_CF: rocks_options()},
-        )
+        self._damage_seen: str | None = None
+        # Whether the write-ahead log ended in an incomplete record, dropped at open: a kill -9 in the middle
+        # of a large write leaves one. What a store loses that way it had not synced, or its Raft log holds
+        # it: its applied index goes back with it, in the same write group, and the entries apply again.
+        self.tail_was_torn = False
+        try:
+            self.db = self._open_db(DBRecoveryMode.absolute_consistency())
+        except Exception as exc:
+            if not is_torn_tail(exc):
+                raise damage_error(exc, f"opening {self._path}") from exc
+            try:
+                self.db = self._open_db(DBRecoveryMode.tolerate_corrupted_tail_records())
+            except Exception as again:
+                raise damage_error(again, f"opening {self._path}") from again
+            self.tail_was_torn = True
         self.db.set_read_options(read_options())
         self.msgs_cf = self.db.get_column_family(MSGS_CF)
         self.msgs_handle = self.db.get_column_family_handle(MSGS_CF)
@@ -107,11 +162,24 @@ class StreamStoreEngine:
         self.ttls_handle = self.db.get_column_family_handle(TTLS_CF)
         for cf in (self.msgs_cf, self.meta_cf, self.ttls_cf):
             cf.set_read_options(read_options())
+        # what recovery found is as durable as the files it came from: the first sync point is the open
+        self._record_sync_points = sync_points_recorded()
+        if self._record_sync_points:
+            record_sync_point(self._path)
         try:
             self._check_format()
         except BaseException:
             self._release()
             raise
+
+    def _open_db(self, wal_recovery: DBRecoveryMode) -> Rdict:
+        options = rocks_options()
+        options.set_wal_recovery_mode(wal_recovery)
+        return Rdict(
+            str(self._path),
+            options,
+            column_families={MSGS_CF: rocks_options(), META_CF: rocks_options(), TTLS_CF: rocks_options()},
+        )
 
     def _check_format(self) -> None:
         stored = self.db.get(_FORMAT_KEY)
@@ -119,7 +187,10 @@ class StreamStoreEngine:
             return
         if stored is not None:
             raise CorruptStoreError(f"unknown stream store engine format {stored!r} in {self._path}")
-        if next(iter(self.msgs_cf.keys()), None) is not None or next(iter(self.meta_cf.keys()), None) is not None:
+        if (
+            next(iter(self.msgs_cf.keys()), None) is not None
+            or next(iter(self.meta_cf.keys()), None) is not None
+        ):
             # Its keys have no store id: read as this layout they would be misread, not refused.
             raise CorruptStoreError(
                 f"{self._path} is one stream's database of the old layout: "
@@ -130,6 +201,16 @@ class StreamStoreEngine:
     @property
     def path(self) -> Path:
         return self._path
+
+    @property
+    def damage_seen(self) -> str | None:
+        """Damage a read met while the node ran (None: none): the node is not clean, and says so."""
+        return self._damage_seen
+
+    def note_damage(self, what: str) -> None:
+        with self._lock:
+            if self._damage_seen is None:
+                self._damage_seen = what
 
     @property
     def closed(self) -> bool:
@@ -203,6 +284,8 @@ class StreamStoreEngine:
         """Fsync the write-ahead log: every write of every store made so far is durable."""
         self._check_open()
         self.db.flush_wal(True)
+        if self._record_sync_points:
+            record_sync_point(self._path)
 
     @staticmethod
     def scan(cf: Rdict, start: bytes, end: bytes) -> Iterator[tuple[bytes, bytes]]:
@@ -217,6 +300,20 @@ class StreamStoreEngine:
                 return
             yield key, it.value()
             it.next()
+        # An iterator that meets a damaged block stops as if the data ended there: only its status tells.
+        try:
+            it.status()
+        except Exception as exc:
+            raise damage_error(exc, "scanning") from exc
+
+    def verify(self) -> None:
+        """Read every key and value of the database, so RocksDB checks every block's checksum; raises
+        CorruptStoreError at the first damage. What a kill -9 leaves is checked this way at start."""
+        with self._lock:
+            self._check_open()
+            for cf in (self.db, self.msgs_cf, self.meta_cf, self.ttls_cf):
+                for _ in self.scan(cf, b"", b"\xff" * 17):
+                    pass
 
     def close(self) -> None:
         """Close every store still open (cleanly, saving its index), flush and close the database."""
@@ -259,4 +356,15 @@ class StreamStoreEngine:
             raise StoreClosedError("stream store engine is closed")
 
 
-__all__ = ["META_CF", "MSGS_CF", "STORE_ID", "TTLS_CF", "AttachedStore", "StreamStoreEngine", "prefix_end"]
+__all__ = [
+    "META_CF",
+    "MSGS_CF",
+    "STORE_ID",
+    "SYNC_POINTS_ENV",
+    "SYNC_POINT_FILE",
+    "TTLS_CF",
+    "AttachedStore",
+    "StreamStoreEngine",
+    "damage_error",
+    "prefix_end",
+]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Protocol
 
 from chaos.readafterwrite.faults import LinkFaults
-from chaos.run.corruption import flip_bits, truncate_logs
+from chaos.run.corruption import drop_unsynced, flip_bits, truncate_logs
 from chaos.run.schedule import Targets
 
 
@@ -36,6 +36,9 @@ class ClusterControl(Protocol):
     def resume(self, node: str) -> None:
         """SIGCONT."""
 
+    def health_problem(self, node: str) -> str | None:
+        """What the node's /healthz reports wrong (None: healthy)."""
+
 
 class FaultInjector:
     def __init__(self, control: ClusterControl, links: LinkFaults) -> None:
@@ -48,7 +51,9 @@ class FaultInjector:
         for node in targets.kill:
             await asyncio.to_thread(self.control.kill, node)
         for node in targets.corrupt:
-            damage_files = flip_bits if targets.corrupt_mode == "bits" else truncate_logs
+            damage_files = {"bits": flip_bits, "truncate": truncate_logs, "unsynced": drop_unsynced}[
+                targets.corrupt_mode
+            ]
             damage += await asyncio.to_thread(damage_files, self.control.data_dir(node), rng)
         for node in targets.pause:
             await asyncio.to_thread(self.control.pause, node)

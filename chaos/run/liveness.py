@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,7 +56,15 @@ async def create_liveness_stream(client: PinnedClient, replicas: int) -> None:
     await fresh_stream(client, config)
 
 
-async def check_liveness(clients: list[PinnedClient], bound: float, op_timeout: float = 2.0) -> Liveness:
+async def check_liveness(
+    clients: list[PinnedClient],
+    bound: float,
+    op_timeout: float = 2.0,
+    *,
+    health_problem: Callable[[str], str | None] | None = None,
+    restarted: Iterable[str] = (),
+) -> Liveness:
+    """`restarted`: nodes the fault restarted, which must also report healthy (`wait_healthy`)."""
     result = Liveness(bound)
     started = time.monotonic()
 
@@ -77,4 +86,29 @@ async def check_liveness(clients: list[PinnedClient], bound: float, op_timeout: 
         result.served_after[client.node] = None
 
     await asyncio.gather(*(serve(client) for client in clients))
+    if health_problem is not None:
+        await wait_healthy(health_problem, restarted, result, started)
     return result
+
+
+async def wait_healthy(
+    health_problem: Callable[[str], str | None], nodes: Iterable[str], result: Liveness, started: float
+) -> None:
+    """A node restarted by the fault (killed, or its files damaged) is not back until its /healthz says
+    so: a node recovering from damaged files serves its clients through its peers before it has caught
+    up, but cannot vote, and the next fault must not find it so. Within the same bound as the serving."""
+    for node in nodes:
+        if result.served_after.get(node) is None:
+            continue
+        deadline = started + result.bound
+        while True:
+            problem = await asyncio.to_thread(health_problem, node)
+            if problem is None:
+                served = result.served_after[node] or 0.0
+                result.served_after[node] = max(served, time.monotonic() - started)
+                break
+            if time.monotonic() >= deadline:
+                result.served_after[node] = None
+                result.last_error[node] = f"serves, but /healthz: {problem}"
+                break
+            await asyncio.sleep(RETRY_PAUSE)

@@ -218,7 +218,14 @@ async def _one_fault(
     finally:
         await injector.heal(chosen)
     healed_at = recorder.now() / 1e9
-    liveness = (await check_liveness(clients, settings.liveness_bound)).to_json()
+    liveness = (
+        await check_liveness(
+            clients,
+            settings.liveness_bound,
+            health_problem=injector.control.health_problem,
+            restarted=chosen.kill,
+        )
+    ).to_json()
     progress(
         f"fault {step.index} {step.kind} {chosen.describe()} (leader was {leader}) {step.duration:.1f}s; "
         f"after heal: {_liveness_line(liveness)}"

@@ -31,6 +31,7 @@ LATENCY = "latency"
 PEER_REMOVE = "peer-remove"
 CORRUPT_BITS = "corrupt-bits"
 CORRUPT_TRUNCATE = "corrupt-truncate"
+LOST_UNSYNCED = "lost-unsynced"
 
 FAULTS: dict[str, str] = {
     KILL_LEADER: "kill -9 the stream leader, restart it at heal",
@@ -47,15 +48,16 @@ FAULTS: dict[str, str] = {
     PEER_REMOVE: "membership change under load: STREAM.PEER.REMOVE of a follower replica (needs --nodes 4+)",
     CORRUPT_BITS: "kill -9 a follower, flip 16 random bits in its data files, restart it at heal",
     CORRUPT_TRUNCATE: "kill -9 a follower, cut its newest write-ahead logs short, restart it at heal",
+    LOST_UNSYNCED: "kill -9 any node and drop what it wrote after its last fsync, restart it at heal",
 }
-# what the cluster is expected to survive today, on 3 nodes: file corruption is repaired from peers only once
-# issue 23's second half is built, and a replica can only be replaced with a spare node, so `all` leaves
-# them out; `corrupt` and `membership` ask for them
-SURVIVABLE = [name for name in FAULTS if name not in (CORRUPT_BITS, CORRUPT_TRUNCATE, PEER_REMOVE)]
+# what the cluster is expected to survive, on 3 nodes: a replica can only be replaced with a spare node, so
+# `all` leaves peer removal out; `membership` asks for it
+SURVIVABLE = [name for name in FAULTS if name != PEER_REMOVE]
 # `--faults` shorthands
 GROUPS: dict[str, list[str]] = {
     "all": SURVIVABLE,
     "corrupt": [CORRUPT_BITS, CORRUPT_TRUNCATE],
+    "crash": [LOST_UNSYNCED],
     "membership": [PEER_REMOVE],
     "kill": [KILL_LEADER, KILL_FOLLOWER, KILL_MAJORITY],
     "pause": [PAUSE_LEADER, PAUSE_FOLLOWER],
@@ -198,6 +200,9 @@ def targets(
         return Targets(
             kill=(victim,), corrupt=(victim,), corrupt_mode="bits" if kind == CORRUPT_BITS else "truncate"
         )
+    if kind == LOST_UNSYNCED:
+        victim = rng.choice(ordered)
+        return Targets(kill=(victim,), corrupt=(victim,), corrupt_mode="unsynced")
     if kind == PEER_REMOVE:
         members = sorted(replicas) if replicas else ordered
         return Targets(remove_peer=(rng.choice([node for node in members if node != leader_now] or members),))

@@ -97,7 +97,7 @@ from cluster.stream.info import ClusterInfo
 from cluster.stream.leader import elected_members, leader_cluster_info
 from gateway.router import InterestWatch, InvalidSubjectError, Message, Subscription
 from raft.driver import RaftHostError
-from storage.errors import MsgNotFoundError
+from storage.errors import CorruptStoreError, MsgNotFoundError
 
 if TYPE_CHECKING:
     from cluster.runtime.context import NodeContext
@@ -346,10 +346,16 @@ class ConsumerLeader:
 
     def _serve(self, now: int) -> None:
         paused = self._check_pause(now)
-        if self.replica.config.is_push:
-            self._serve_push(now, paused)
-        else:
-            self._serve_pulls(now, paused)
+        try:
+            if self.replica.config.is_push:
+                self._serve_push(now, paused)
+            else:
+                self._serve_pulls(now, paused)
+        except CorruptStoreError as exc:
+            # A stored message failed its checks when read: never delivered. The round that meets it
+            # delivers nothing (nats-server would still send the messages before it); the next round, once
+            # the node has repaired its store from its peers, goes on.
+            log.error("stored_message_damaged", stream=self.stream_name, consumer=self.name, error=str(exc))
         self._check_inactive(now)
 
     def _check_pause(self, now: int) -> bool:

@@ -18,13 +18,17 @@ import enum
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import structlog
+
 from cluster.direct_get.request import BadDirectGet, DirectGetRequest
 from gateway.headers import extend_header_block
-from storage.errors import InvalidSubjectError, MsgNotFoundError, TooManyResultsError
+from storage.errors import CorruptStoreError, InvalidSubjectError, MsgNotFoundError, TooManyResultsError
 from storage.interface import StreamStore
 from storage.model import StoredMsg
 from storage.nats_time import format_optional_ts
 from subjects.grammar import is_valid_filter
+
+log = structlog.get_logger(__name__)
 
 # what nats-server uses when a request sets no max_bytes (its max_pending default)
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
@@ -133,6 +137,10 @@ def direct_get_frames(
         msg = _load_single(request, store)
     except (MsgNotFoundError, InvalidSubjectError):  # a subject that is no valid filter matches nothing
         return iter([status_frame(404, "Message Not Found", responder, last_seq)])
+    except CorruptStoreError as exc:
+        # never the damaged bytes; nats-server folds every load error into a 404
+        log.error("stored_message_damaged", error=str(exc))
+        return iter([status_frame(404, "Message Not Found", responder, last_seq)])
     return iter([_message_frame(msg, responder, last_seq, request.no_hdr)])
 
 
@@ -167,7 +175,9 @@ def _batch_frames(
     for sent in range(request.batch):
         try:
             msg = store.load_next_msg(filter_, seq)
-        except MsgNotFoundError:
+        except (MsgNotFoundError, CorruptStoreError) as exc:
+            if isinstance(exc, CorruptStoreError):
+                log.error("stored_message_damaged", error=str(exc))
             if not sent:
                 yield status_frame(404, "Message Not Found", responder, last_seq)
                 return
@@ -214,6 +224,10 @@ def _answer_multi_last(
             messages.append(store.load_msg(seq))
         except MsgNotFoundError:
             continue  # removed since the seqs were read
+        except CorruptStoreError as exc:
+            # as nats-server: a message resolved but failed to load answers 404, whatever the cause
+            log.error("stored_message_damaged", error=str(exc))
+            return [status_frame(404, "Message Not Found", responder, last_seq)]
     if not messages:
         return [status_frame(404, "No Results", responder, last_seq)]
     max_bytes = request.max_bytes or DEFAULT_MAX_BYTES

@@ -30,6 +30,7 @@ from cluster.meta.service import MetaService
 from cluster.node.cluster_auth import call_metadata, cluster_server_interceptors
 from cluster.node.cluster_tls import peer_channel, server_credentials
 from cluster.node.config import NodeConfig
+from cluster.node.damage import mark_clean_stop, open_node_state
 from cluster.node.health import HealthJudge, StreamView, observe
 from cluster.node.http_server import NodeHttpServer
 from cluster.node.monitoring import NodeMonitor
@@ -52,10 +53,8 @@ from gateway.router import Router
 from gateway.routes import RouteMesh, add_route_servicer
 from gateway.server import GatewayServer
 from raft.driver import RaftHost, RaftHostError
-from raft.rocks_log_storage import RocksLogEngine
 from raft.transport import add_raft_servicer, grpc_channel_options, grpc_server_options
 from raft.types import NodeId, Role
-from storage.rocks_engine import StreamStoreEngine
 
 log = structlog.get_logger(__name__)
 
@@ -92,7 +91,9 @@ class Node:
             name=config.name,
             host=config.host,
             port=config.client_port,
-            auth=make_authenticator(config.user, config.password, config.token, config.users, config.no_auth_user),
+            auth=make_authenticator(
+                config.user, config.password, config.token, config.users, config.no_auth_user
+            ),
             advertise=config.advertise,
             limits=Limits(
                 max_payload=config.max_payload,
@@ -125,12 +126,15 @@ class Node:
             options=grpc_server_options(), interceptors=cluster_server_interceptors(config.cluster_secret)
         )
         self.channels: dict[str, grpc.aio.Channel] = {}
-        data_dir = config.node_data_dir
-        data_dir.mkdir(parents=True, exist_ok=True)
-        self.engine = RocksLogEngine(data_dir / "raft")
-        # every file stream's store; per-stream databases of the old layout under streams/ move in when opened
-        self.stream_stores = StreamStoreEngine(data_dir / "streams.rocks", legacy_root=data_dir / "streams")
-        self.host = RaftHost(config.name, self.engine, on_leader_change=self._leader_changed)
+        # the Raft logs and every file stream's store (per-stream databases of the old layout under streams/
+        # move in when opened), checked as they open: damaged ones are set aside and the node recovers
+        # from its peers (cluster/node/damage.py)
+        state = open_node_state(config.node_data_dir)
+        self.engine = state.raft
+        self.stream_stores = state.streams
+        self.host = RaftHost(
+            config.name, self.engine, on_leader_change=self._leader_changed, recovery=state.recovery
+        )
         self._health_judge = HealthJudge()
         self.monitor = NodeMonitor(self, lambda: self.http.port)
         self.http = NodeHttpServer(config.host, config.http_port, self.metrics.registry, self.monitor)
@@ -248,6 +252,9 @@ class Node:
         self.engine.close()
         # after the replicas closed their stores (meta.stop); one still opening is closed with it
         await asyncio.to_thread(self.stream_stores.close)
+        if self.stream_stores.damage_seen is None:
+            # damage met while running: the next start reads every store and repairs from the peers
+            mark_clean_stop(self.config.node_data_dir)
         await self.http.stop()
 
     # -- callbacks ---------------------------------------------------------------------------
@@ -288,6 +295,14 @@ class Node:
         problems = self._health_judge.judge(
             observe(self.config.name, peers, reachable, views), time.monotonic()
         )
+        damage = self.stream_stores.damage_seen
+        if damage is not None:
+            problems.append(f"{damage}; restart the node to repair it from its peers")
+        # not a passing moment: until caught up this node cannot vote, so it cannot stand in for a peer
+        problems += [
+            f"raft group {group}: recovering from damaged files, not voting until its leader has caught it up"
+            for group in self.host.recovering_groups()
+        ]
         return problems, reachable
 
     async def _refresh_metrics(self) -> None:
@@ -309,6 +324,10 @@ class Node:
                 metrics.raft_term.labels(group, node).set(status.term)
             if self.meta is None:
                 continue
+            # caught up with the meta leader and every replica assigned here started: these are all the
+            # groups it had, and once all have caught up the groups created later have nothing to recover
+            if self.host.recovery is not None and self.meta.current and self.host.retire_recovery():
+                log.info("raft_recovery_complete", node=node)
             now = time.time_ns()
             for replica in list(self.meta.replicas.values()):
                 if replica.role is not Role.LEADER or replica.stopped:

@@ -12,13 +12,17 @@ import base64
 from dataclasses import dataclass
 from typing import Any
 
+import structlog
+
 from cluster.api import jsjson
 from cluster.api.errors import ApiError, JSErrors, error_response
 from cluster.api.response_types import MSG_GET_TYPE
-from storage.errors import InvalidSubjectError, MsgNotFoundError
+from storage.errors import CorruptStoreError, InvalidSubjectError, MsgNotFoundError
 from storage.interface import StreamStore
 from storage.model import StoredMsg
 from storage.nats_time import format_optional_ts, parse_request_time
+
+log = structlog.get_logger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +90,10 @@ def load_for_msg_get(request: MsgGetRequest, store: StreamStore) -> StoredMsg:
             return store.load_msg(seq)
         return store.load_last_msg(request.last_by_subj)
     except (MsgNotFoundError, InvalidSubjectError):
+        raise JSErrors.NO_MESSAGE_FOUND() from None
+    except CorruptStoreError as exc:
+        # never the damaged bytes; nats-server folds every load error into "no message found"
+        log.error("stored_message_damaged", error=str(exc))
         raise JSErrors.NO_MESSAGE_FOUND() from None
 
 

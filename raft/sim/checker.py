@@ -110,6 +110,15 @@ class SafetyChecker:
             log.terms.append(entry.term)
             previous = current
 
+    def on_lost_tail(self, node_id: str, last_index: int) -> None:
+        """The node's disk lost every entry after `last_index`."""
+        log = self._persisted.get(node_id)
+        if log is not None and last_index >= log.base_index:
+            del log.chains[last_index - log.base_index :]
+            del log.terms[last_index - log.base_index :]
+        elif log is not None:
+            self.forget(node_id)
+
     def forget(self, node_id: str) -> None:
         """The node lost its disk (it is gone for good)."""
         self._persisted.pop(node_id, None)

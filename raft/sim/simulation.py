@@ -47,6 +47,8 @@ class SimOptions:
     learners: int = 0
     steps: int = 1500
     trace: bool = False
+    # crashes that damage the disk: a node loses its log's tail, or all of it, and maybe its term and vote
+    disk_faults: bool = True
 
 
 @dataclass(slots=True)
@@ -109,6 +111,10 @@ class Simulation:
         # completed: the window in which counting its unsynced copy would be unsafe.
         self.p_crash_after_early_send = rng.choice((0.0, 0.02, 0.05)) if self.async_persist else 0.0
         self.network = SimNetwork(rng, self.chaos_faults)
+        # Disk damage draws from a generator of its own, so seeds that never damage a disk replay as they
+        # did before the fault existed.
+        self.disk_rng = random.Random(f"disk-{seed}")
+        self.p_lose_disk = self.disk_rng.choice((0.0, 0.002, 0.005)) if options.disk_faults else 0.0
         self.checker = SafetyChecker()
         ids = [f"n{i}" for i in range(1, options.nodes + 1)]
         self.min_voters = 1 if shrink_to_one else options.nodes
@@ -151,7 +157,7 @@ class Simulation:
         self.stats["duplicated"] = self.network.duplicated
         return result
 
-    def _config(self, node_id: str, applied: int) -> RaftConfig:
+    def _config(self, node_id: str, applied: int, recovering: bool) -> RaftConfig:
         return RaftConfig(
             id=node_id,
             election_tick=ELECTION_TICK,
@@ -164,6 +170,7 @@ class Simulation:
             max_committed_size_per_ready=self.max_committed_per_ready,
             applied=applied,
             quiesce=self.quiesce,
+            recovering=recovering,
         )
 
     def _trace(self, line: str) -> None:
@@ -245,6 +252,8 @@ class Simulation:
 
     def _take_ready(self, node: SimNode) -> None:
         core = node.live_core
+        # Taken after its core caught up, this Ready holds what it caught up: once written, the marker goes.
+        node.ready_clears_damage = node.damaged and not core.recovering
         ready = core.ready()
         held = ready.messages
         if self.async_persist:
@@ -310,6 +319,10 @@ class Simulation:
             storage.set_hard_state(ready.hard_state)
         if ready.must_sync:
             node.synced_hard_state = storage.hard_state
+        if node.damaged and node.ready_clears_damage:
+            node.damaged = False
+            self.stats["recoveries"] += 1
+            self._trace(f"{node.id} recovered (last index {core.last_index}, commit {core.commit_index})")
         self.checker.on_persist(node.id, ready.snapshot, ready.entries)
         if crash_point == "after-persist":
             self._crash(node, "after persisting a Ready, before sending")
@@ -384,13 +397,22 @@ class Simulation:
                 self._trace("heal")
         if self.p_crash and rng.random() < self.p_crash and self._can_crash():
             self._crash(rng.choice(self._alive()), "between steps")
+        if self.p_lose_disk and self.disk_rng.random() < self.p_lose_disk and self._can_crash():
+            candidates = self._may_lose_disk()
+            if candidates:
+                self._lose_disk(self.disk_rng.choice(candidates))
         for node in list(self.nodes.values()):
             if not node.alive and not node.removed and rng.random() < 0.03:
                 self._restart(node)
         if leader is not None and not leader.alive:
             leader = None  # crashed or shut down above
         if leader is not None and self.p_conf_change and rng.random() < self.p_conf_change:
-            self._change_membership(leader)
+            if any(node.damaged for node in self.nodes.values()):
+                # as an operator would: no membership change while a member cannot vote (removing another
+                # voter could leave the recovering one needed for every majority, which it refuses)
+                self.stats["conf_changes_deferred"] += 1
+            else:
+                self._change_membership(leader)
         if leader is not None and self.p_transfer and rng.random() < self.p_transfer:
             voters = [v for v in leader.live_core.voters if v != leader.id]
             if voters:
@@ -465,8 +487,48 @@ class Simulation:
         self._trace(f"partition {kind} {groups}")
 
     def _can_crash(self) -> bool:
-        crashed = sum(1 for n in self.nodes.values() if not n.alive and not n.removed)
+        # A node still recovering from a damaged disk cannot vote: it counts as down.
+        crashed = sum(1 for n in self.nodes.values() if (not n.alive or n.damaged) and not n.removed)
         return crashed < self.max_crashed
+
+    def _may_lose_disk(self) -> list[SimNode]:
+        """Voters whose disk may be damaged: the others must keep a majority of the voters that can vote
+        (a damaged node does not vote until caught up). A lone voter's loss is not recoverable from its peers
+        at all: that is data loss, not a Raft fault."""
+        leader = self._leader()
+        if leader is None:
+            return []
+        voters = leader.live_core.voters
+        unable = sum(
+            1 for v in voters if (node := self.nodes.get(v)) is None or not node.alive or node.damaged
+        )
+        if len(voters) < 3 or unable + 1 > (len(voters) - 1) // 2:
+            return []
+        return [self.nodes[v] for v in voters if self.nodes[v].alive and not self.nodes[v].damaged]
+
+    def _lose_disk(self, node: SimNode) -> None:
+        """Crash `node` with its disk damaged: its log's tail or all of it, and maybe its term and vote."""
+        rng = self.disk_rng
+        conf = node.live_core.conf_state
+        last = node.storage.last_index()
+        self._crash(node, "with its disk damaged")
+        if rng.random() < 0.3:
+            keep_through, keep_hard_state = None, False
+        else:
+            keep_through, keep_hard_state = (
+                rng.randint(node.storage.snapshot().index, last),
+                rng.random() < 0.5,
+            )
+        node.lose_disk(keep_through, keep_hard_state, conf)
+        if keep_through is None:
+            self.checker.forget(node.id)
+        else:
+            self.checker.on_lost_tail(node.id, node.storage.last_index())
+        self.stats["disks_lost"] += 1
+        self._trace(
+            f"{node.id} lost its log after {keep_through if keep_through is not None else 'nothing'} (of {last}), "
+            f"{'kept' if keep_hard_state else 'lost'} its term and vote"
+        )
 
     def _crash(self, node: SimNode, when: str) -> None:
         node.crash()

@@ -25,7 +25,12 @@ SHORT = ["--time", "5", "--fault-seconds", "2:3", "--quiet-seconds", "0.5:1", "-
 
 @pytest.mark.parametrize(
     ("workload", "faults", "seed"),
-    [("queue", "kill-leader,partition-one-way", 11), ("register", "isolate-leader,pause-follower", 12)],
+    [
+        ("queue", "kill-leader,partition-one-way", 11),
+        ("register", "isolate-leader,pause-follower", 12),
+        # damaged files repaired from the peers, and writes lost since the last fsync (docs/chaos.md)
+        ("queue", "corrupt-bits,corrupt-truncate,lost-unsynced", 13),
+    ],
 )
 def test_a_short_seeded_run_is_valid_and_every_node_serves_after_every_heal(
     workload: str, faults: str, seed: int, tmp_path: Path

@@ -250,6 +250,9 @@ class RecordingControl:
     def data_dir(self, node: str) -> Path:
         return self.root / node
 
+    def health_problem(self, node: str) -> str | None:
+        return None
+
 
 async def test_a_corrupt_fault_kills_damages_then_restarts_the_node_and_says_what_it_damaged(
     tmp_path: Path,

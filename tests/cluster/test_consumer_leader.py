@@ -27,7 +27,9 @@ from cluster.stream.config import StreamConfig
 from gateway.headers import decode_headers
 from gateway.router import Message, Router
 from storage.config import StoreConfig
+from storage.errors import CorruptStoreError
 from storage.memory import MemoryStreamStore
+from storage.model import MsgBatch, StoredMsg
 
 STREAM = StreamConfig(name="S", subjects=("s.>",))
 MS = 1_000_000
@@ -75,7 +77,9 @@ class Replica:
 
 
 @asynccontextmanager
-async def leading(config: ConsumerConfig, messages: int = 1) -> AsyncIterator[tuple[ConsumerLeader, Router]]:
+async def leading(
+    config: ConsumerConfig, messages: int = 1, store: MemoryStreamStore | None = None
+) -> AsyncIterator[tuple[ConsumerLeader, Router]]:
     router = Router()
     host = InstantHost()
     ctx = NodeContext(
@@ -87,12 +91,14 @@ async def leading(config: ConsumerConfig, messages: int = 1) -> AsyncIterator[tu
         data_dir=Path("/nonexistent"),
         members=("n1",),
     )
-    store = MemoryStreamStore(StoreConfig())
+    store = store if store is not None else MemoryStreamStore(StoreConfig())
     for i in range(messages):
         store.store_msg("s.a", None, b"m%d" % i, time.time_ns())
     cfg = normalize_consumer_config(config, STREAM)
     assignment = ConsumerAssignment("S", "C", cfg.to_json(), ["n1"], 1)
-    replica = Replica(ctx, assignment, cfg, ConsumerState(cfg.ack_policy), SimpleNamespace(store=store, group="S"))
+    replica = Replica(
+        ctx, assignment, cfg, ConsumerState(cfg.ack_policy), SimpleNamespace(store=store, group="S")
+    )
     leader = ConsumerLeader(replica)  # type: ignore[arg-type]
     leader.open()
     try:
@@ -157,7 +163,9 @@ async def test_a_paused_pull_consumer_delivers_after_the_pause_and_says_so() -> 
         arrived = asyncio.Event()
         router.subscribe("_INBOX.puller", lambda m: (got.append(m), arrived.set()))
         advisories: list[dict[str, Any]] = []
-        router.subscribe("$JS.EVENT.ADVISORY.CONSUMER.PAUSE.S.C", lambda m: advisories.append(json.loads(m.payload)))
+        router.subscribe(
+            "$JS.EVENT.ADVISORY.CONSUMER.PAUSE.S.C", lambda m: advisories.append(json.loads(m.payload))
+        )
         body = json.dumps({"batch": 1, "expires": 2000 * MS}).encode()
         router.publish(consumer_subject("S", "C", ConsumerOp.NEXT), body, "_INBOX.puller")
         view = leader.view()
@@ -247,3 +255,43 @@ async def test_a_no_wait_request_held_back_by_max_ack_pending_ends_at_its_next_h
             router.publish(msg.reply, b"+ACK")
         await loop_turns(50)
         assert [status(m) for m in got[2:]] == [404], "nothing more went to the ended request"
+
+
+class DamagedStore(MemoryStreamStore):
+    """Its message `bad` fails its checks when read (a damaged RocksDB block), until repaired."""
+
+    def __init__(self, bad: int) -> None:
+        super().__init__(StoreConfig())
+        self.bad: int | None = bad
+
+    def _check(self, msg: StoredMsg) -> StoredMsg:
+        if msg.seq == self.bad:
+            raise CorruptStoreError(f"stream store damaged (sequence {msg.seq})")
+        return msg
+
+    def load_msg(self, seq: int) -> StoredMsg:
+        return self._check(super().load_msg(seq))
+
+    def load_next_msg(self, filter_: str, start_seq: int) -> StoredMsg:
+        return self._check(super().load_next_msg(filter_, start_seq))
+
+    def load_batch(self, filter_: str, start_seq: int, max_msgs: int, max_bytes: int = 0) -> MsgBatch:
+        batch = super().load_batch(filter_, start_seq, max_msgs, max_bytes)
+        for msg in batch.messages:
+            self._check(msg)
+        return batch
+
+
+async def test_a_damaged_message_is_never_delivered_and_the_consumer_goes_on_once_it_reads_again() -> None:
+    store = DamagedStore(bad=2)
+    config = ConsumerConfig(durable_name="C", deliver_subject="deliver.c")
+    async with leading(config, messages=3, store=store) as (leader, router):
+        got: list[Message] = []
+        router.subscribe("deliver.c", got.append)
+        await loop_turns()
+        # the round that meets it delivers nothing: never the damaged bytes, nothing in their place
+        assert [m.payload for m in got] == []
+        store.bad = None  # repaired (the node reinstalled its store from a peer)
+        leader.kick()
+        await loop_turns()
+        assert [m.payload for m in got] == [b"m0", b"m1", b"m2"]

@@ -30,6 +30,8 @@ def test_fixed_seed_batch_has_no_violation(nodes: int, first_seed: int, count: i
         "quiesced_follower_restarts": 0,
         "quiesced_hand_overs": 0,
         "quiesced_conf_changes": 0,
+        "disks_lost": 0,
+        "recoveries": 0,
     }
     for seed in range(first_seed, first_seed + count):
         result = run_seed(seed, options)
@@ -39,7 +41,8 @@ def test_fixed_seed_batch_has_no_violation(nodes: int, first_seed: int, count: i
             totals[name] += result.stats[name]
     assert not failures, "\n".join(failures)
     # The batch must exercise what it claims to: commits, crashes, membership, early sends, quiescence
-    # (groups asleep under faults, woken by liveness reports, and quiescing once the faults stop).
+    # (groups asleep under faults, woken by liveness reports, and quiescing once the faults stop), and
+    # disks damaged (a log's tail or all of it, term and vote lost) with members recovering from them.
     assert all(value > 0 for value in totals.values()), totals
 
 

@@ -1,0 +1,147 @@
+"""Open a node's Raft logs and stream stores; if they are damaged, set them aside and start recovering.
+
+RocksDB checks every block and write-ahead-log record against its checksum; the
+engines open with the strict settings (raft/rocks_log_storage.py,
+storage/rocks_engine.py), so a flipped bit or a cut log is an error, never a
+quietly shorter log. What is checked here, at start:
+
+- opening both databases (a damaged WAL, MANIFEST, table footer or index). A
+  write-ahead log that merely ends inside a record (a kill -9 during a large
+  write leaves one, and so does a log cut short: the file cannot tell) is
+  opened without that record: a stream store replays what it loses from its
+  Raft log; for the Raft log it counts as damage, since a cut may have taken
+  acknowledged entries (and a store that applied them could not start);
+- every Raft group's log, read whole (`RocksLogEngine.verify`): its blocks, no
+  hole, no log ending before the commit index it wrote;
+- every stream store's blocks (`StreamStoreEngine.verify`), unless the node
+  stopped cleanly last time (`CLEAN_STOP`): that read costs as much as the data,
+  and a clean stop leaves nothing half written. Damage found later, on a read,
+  is answered as an error, never as data (cluster/stream/msg_get.py,
+  cluster/direct_get/answer.py).
+
+A damaged node cannot tell what it lost: the two databases go together (each
+store's applied index refers to its Raft log) into `damaged/<time>/` for a
+post-mortem, empty ones replace them, and the recovery ledger
+(raft/recovery.py) keeps every group from voting until a leader has caught it
+up. Its peers then send it everything, as to a new replica. The damage and
+where the files went are logged (`node_files_damaged`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from raft.recovery import RecoveryLedger
+from raft.rocks_log_storage import RaftLogDamagedError, RocksLogEngine
+from storage.errors import CorruptStoreError
+from storage.rocks_engine import StreamStoreEngine
+
+log = structlog.get_logger(__name__)
+
+RAFT_DIR = "raft"
+STREAMS_DB = "streams.rocks"
+LEGACY_STREAMS_DIR = "streams"
+DAMAGED_DIR = "damaged"
+# Written after both databases closed cleanly, removed as the node opens them.
+CLEAN_STOP = "clean-stop"
+
+
+@dataclass
+class NodeState:
+    raft: RocksLogEngine
+    streams: StreamStoreEngine
+    # set while the node recovers from damaged files (or from a crash in the middle of that)
+    recovery: RecoveryLedger | None
+    # what was found damaged at this start, if anything
+    damage: str | None = None
+
+
+def open_node_state(data_dir: Path) -> NodeState:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    clean = _take_clean_stop(data_dir)
+    try:
+        state = _open_checked(data_dir, verify_streams=not clean)
+    except (RaftLogDamagedError, CorruptStoreError) as exc:
+        reason = str(exc)
+        moved = _set_aside(data_dir)
+        log.error("node_files_damaged", data_dir=str(data_dir), damage=reason, moved_to=str(moved))
+        ledger = RecoveryLedger.begin(data_dir, reason)
+        state = _open_checked(data_dir, verify_streams=False)
+        state.recovery = ledger
+        state.damage = reason
+        return state
+    state.recovery = RecoveryLedger.load(data_dir)
+    return state
+
+
+def mark_clean_stop(data_dir: Path) -> None:
+    """Both databases closed cleanly: the next start may skip reading every stream store."""
+    path = data_dir / CLEAN_STOP
+    path.write_bytes(b"")
+    _fsync_dir(data_dir)
+
+
+def _take_clean_stop(data_dir: Path) -> bool:
+    path = data_dir / CLEAN_STOP
+    if not path.exists():
+        return False
+    path.unlink()
+    _fsync_dir(data_dir)  # a crash from here on must not pass for a clean stop
+    return True
+
+
+def _open_checked(data_dir: Path, *, verify_streams: bool) -> NodeState:
+    raft = RocksLogEngine(data_dir / RAFT_DIR)
+    try:
+        if raft.tail_was_torn:
+            # A kill -9 in the middle of a write, or a log cut short: the file cannot tell. A cut may have
+            # taken entries this node acknowledged and its stream stores applied (a store ahead of its log
+            # cannot start), so it counts as damage.
+            raise RaftLogDamagedError("the raft log's write-ahead log ends inside a record")
+        raft.verify()
+        streams = StreamStoreEngine(data_dir / STREAMS_DB, legacy_root=data_dir / LEGACY_STREAMS_DIR)
+    except BaseException:
+        raft.close()
+        raise
+    try:
+        if verify_streams:
+            streams.verify()
+    except BaseException:
+        raft.close()
+        streams.abandon()
+        raise
+    return NodeState(raft, streams, None)
+
+
+def _set_aside(data_dir: Path) -> Path:
+    """Move the node's databases out of the way (kept for a post-mortem); returns where they went."""
+    target = data_dir / DAMAGED_DIR / time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    suffix = 0
+    while target.exists():
+        suffix += 1
+        target = target.with_name(f"{target.name.split('.')[0]}.{suffix}")
+    target.mkdir(parents=True)
+    for name in (RAFT_DIR, STREAMS_DB, LEGACY_STREAMS_DIR):
+        source = data_dir / name
+        if source.exists():
+            os.replace(source, target / name)
+    _fsync_dir(data_dir)
+    return target
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+__all__ = ["CLEAN_STOP", "NodeState", "mark_clean_stop", "open_node_state"]

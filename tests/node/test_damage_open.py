@@ -1,0 +1,72 @@
+"""A node's start with damaged files (cluster/node/damage.py): set aside, fresh ones opened, recovering."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cluster.node.damage import DAMAGED_DIR, mark_clean_stop, open_node_state
+from raft.recovery import LEDGER_FILE, RecoveryLedger
+from raft.types import ConfState, Entry, HardState
+
+VOTERS = ConfState(voters=("n1", "n2", "n3"))
+
+
+def _node_with_a_group(data_dir: Path) -> None:
+    state = open_node_state(data_dir)
+    storage = state.raft.open_group("g1", conf_state=VOTERS)
+    storage.append([Entry(term=1, index=i) for i in range(1, 6)])
+    storage.set_hard_state(HardState(term=1, vote="n1", commit=5))
+    state.raft.persist_blocking()
+    state.raft.close()
+    state.streams.close()
+
+
+def test_intact_files_open_as_they_are(tmp_path: Path) -> None:
+    _node_with_a_group(tmp_path)
+    state = open_node_state(tmp_path)
+    try:
+        assert state.damage is None and state.recovery is None
+        assert state.raft.groups() == ["g1"]
+    finally:
+        state.raft.close()
+        state.streams.close()
+
+
+def test_damaged_files_are_set_aside_and_every_group_recovers(tmp_path: Path) -> None:
+    _node_with_a_group(tmp_path)
+    state = open_node_state(tmp_path)
+    storage = state.raft.open_group("g1")
+    state.raft._db.delete(storage._entry_key(5))  # the log now ends before its commit index
+    state.raft.close()
+    state.streams.close()
+
+    state = open_node_state(tmp_path)
+    try:
+        assert state.damage is not None and "before its commit index" in state.damage
+        assert state.raft.groups() == []  # fresh: the peers will send everything
+        assert state.recovery is not None and state.recovery.recovering("g1")
+        (set_aside,) = (tmp_path / DAMAGED_DIR).iterdir()
+        assert (set_aside / "raft").is_dir() and (set_aside / "streams.rocks").is_dir()
+        state.recovery.caught_up("g1")
+    finally:
+        state.raft.close()
+        state.streams.close()
+    mark_clean_stop(tmp_path)
+
+    # the ledger outlives a restart: only the groups struck off it vote again
+    state = open_node_state(tmp_path)
+    try:
+        assert state.damage is None and (tmp_path / LEDGER_FILE).exists()
+        assert state.recovery is not None
+        assert not state.recovery.recovering("g1") and state.recovery.recovering("g2")
+    finally:
+        state.raft.close()
+        state.streams.close()
+
+
+def test_the_ledger_is_done_once_every_running_group_caught_up_and_retires_for_good(tmp_path: Path) -> None:
+    ledger = RecoveryLedger.begin(tmp_path, "test")
+    ledger.caught_up("_meta_")
+    assert ledger.done(["_meta_"]) and not ledger.done(["_meta_", "S-a"])
+    ledger.retire()
+    assert RecoveryLedger.load(tmp_path) is None
