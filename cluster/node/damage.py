@@ -6,11 +6,12 @@ storage/rocks_engine.py), so a flipped bit or a cut log is an error, never a
 quietly shorter log. What is checked here, at start:
 
 - opening both databases (a damaged WAL, MANIFEST, table footer or index). A
-  write-ahead log that merely ends inside a record (a kill -9 during a large
-  write leaves one, and so does a log cut short: the file cannot tell) is
-  opened without that record: a stream store replays what it loses from its
-  Raft log; for the Raft log it counts as damage, since a cut may have taken
-  acknowledged entries (and a store that applied them could not start);
+  write-ahead log that merely ends inside a record (a kill -9 or a power cut
+  during a write leaves one) is opened without that record, which was never
+  synced, so never acknowledged: a stream store replays what it loses from its
+  Raft log, and the Raft log loses nothing it promised. A log cut short inside
+  synced records looks the same and is caught only if it lost entries below
+  its commit index (next point);
 - every Raft group's log, read whole (`RocksLogEngine.verify`): its blocks, no
   hole, no log ending before the commit index it wrote;
 - every stream store's blocks (`StreamStoreEngine.verify`), unless the node
@@ -100,10 +101,13 @@ def _open_checked(data_dir: Path, *, verify_streams: bool) -> NodeState:
     raft = RocksLogEngine(data_dir / RAFT_DIR)
     try:
         if raft.tail_was_torn:
-            # A kill -9 in the middle of a write, or a log cut short: the file cannot tell. A cut may have
-            # taken entries this node acknowledged and its stream stores applied (a store ahead of its log
-            # cannot start), so it counts as damage.
-            raise RaftLogDamagedError("the raft log's write-ahead log ends inside a record")
+            # What a kill -9 or a power cut in the middle of a write leaves: the record's fsync had not
+            # returned, so nothing in it was acknowledged, voted or applied (the driver sends and applies
+            # a Ready only once its write is on disk). Setting the node's files aside for it would empty
+            # a one-node cluster, and leave a cluster whose every node lost power with no member able to
+            # vote. A log cut short inside synced records looks the same; `verify` still refuses one
+            # that lost entries below its commit index.
+            log.warning("raft_log_tail_torn", data_dir=str(data_dir))
         raft.verify()
         streams = StreamStoreEngine(data_dir / STREAMS_DB, legacy_root=data_dir / LEGACY_STREAMS_DIR)
     except BaseException:

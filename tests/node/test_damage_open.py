@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from cluster.node.damage import DAMAGED_DIR, mark_clean_stop, open_node_state
@@ -9,6 +11,7 @@ from raft.recovery import LEDGER_FILE, RecoveryLedger
 from raft.types import ConfState, Entry, HardState
 
 VOTERS = ConfState(voters=("n1", "n2", "n3"))
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _node_with_a_group(data_dir: Path) -> None:
@@ -70,3 +73,38 @@ def test_the_ledger_is_done_once_every_running_group_caught_up_and_retires_for_g
     assert ledger.done(["_meta_"]) and not ledger.done(["_meta_", "S-a"])
     ledger.retire()
     assert RecoveryLedger.load(tmp_path) is None
+
+
+_TORN_WRITER = """
+import os, signal, sys
+from pathlib import Path
+from cluster.node.damage import open_node_state
+from raft.types import ConfState, Entry, HardState
+state = open_node_state(Path(sys.argv[1]))
+storage = state.raft.open_group("g1", conf_state=ConfState(voters=("n1", "n2", "n3")))
+storage.append([Entry(term=1, index=i, data=b"x" * 100) for i in range(1, 6)])
+storage.set_hard_state(HardState(term=1, vote="n1", commit=5))
+state.raft.persist_blocking(sync=True)
+storage.append([Entry(term=1, index=i, data=os.urandom(3000)) for i in range(6, 9)])
+state.raft.persist_blocking(sync=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_raft_log_torn_in_its_last_write_keeps_everything_before_it(tmp_path: Path) -> None:
+    """A kill -9 or a power cut in the middle of the last write leaves its record incomplete; that record's
+    fsync never returned, so nothing in it was acknowledged. The node must keep everything else, not set
+    its files aside: a one-node cluster would come back empty, and a cluster whose every node lost power
+    would come back with no member able to vote."""
+    subprocess.run([sys.executable, "-c", _TORN_WRITER, str(tmp_path)], cwd=REPO_ROOT, check=False, timeout=60)
+    (wal,) = sorted((tmp_path / "raft").glob("*.log"), key=lambda p: p.stat().st_mtime)[-1:]
+    with open(wal, "r+b") as f:
+        f.truncate(wal.stat().st_size - 1000)  # inside the last record, the three 3,000-byte entries
+    state = open_node_state(tmp_path)
+    try:
+        assert state.damage is None and state.recovery is None
+        assert not (tmp_path / DAMAGED_DIR).exists()
+        assert state.raft.open_group("g1").last_index() == 5
+    finally:
+        state.raft.close()
+        state.streams.close()
