@@ -446,6 +446,11 @@ class RaftHost:
     def is_leader(self, name: str) -> bool:
         return self._group(name).core.role is Role.LEADER
 
+    def leads_with_nothing_before_term(self, name: str) -> bool:
+        """Whether this node leads `name` with no entry from an earlier term in its log (see
+        `RaftCore.nothing_before_term`): it has caught up already, without a ReadIndex round."""
+        return self._group(name).core.nothing_before_term
+
     def leader_of(self, name: str) -> NodeId | None:
         return self._group(name).core.leader_id
 

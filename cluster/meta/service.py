@@ -84,7 +84,7 @@ from cluster.stream.info import (
     stream_names_response,
     stream_purge_error,
 )
-from cluster.stream.replica import StreamReplica, open_store
+from cluster.stream.replica import StreamReplica, open_store, store_is_new
 from gateway.router import Message, Subscription
 from raft.driver import RaftHostError
 from raft.types import Entry, EntryType, NodeId, Role, Snapshot
@@ -147,6 +147,11 @@ class MetaService:
         self.leader_id: NodeId | None = None
         self.role = Role.FOLLOWER
         self._wanted = asyncio.Event()
+        # streams whose assignment or consumers changed since the last reconcile pass began: a pass
+        # looks only at them (the first looks at every stream), so a create costs the same with
+        # 10 streams as with 1,000 (each pass copied and compared every assignment: 300 creates took
+        # 2 ms each of it by the last one)
+        self._changed: set[str] = set()
         # a reconcile pass under way, and whether one ever completed (see _meta_applied)
         self._reconciling = False
         self._reconciled_once = False
@@ -186,10 +191,9 @@ class MetaService:
         self.replicas.clear()
 
     def stream_replica(self, group: str) -> StreamReplica | None:
-        for replica in self.replicas.values():
-            if replica.group == group:
-                return replica
-        return None
+        name = StreamAssignment.stream_of_group(group)
+        replica = self.replicas.get(name) if name is not None else None
+        return replica if replica is not None and replica.group == group else None
 
     def consumer_replica(self, group: str) -> ConsumerReplica | None:
         for replica in self.replicas.values():
@@ -223,7 +227,8 @@ class MetaService:
 
     # -- reconciliation ---------------------------------------------------------------------
 
-    def _assignment_changed(self, _name: str, _assignment: StreamAssignment | None) -> None:
+    def _assignment_changed(self, name: str, _assignment: StreamAssignment | None) -> None:
+        self._changed.add(name)
         self._wanted.set()
 
     def _meta_applied(self, index: int) -> None:
@@ -253,13 +258,29 @@ class MetaService:
     async def _reconcile_once(self) -> None:
         # the assignments below are read from the machine as of this index (or later ones, after an await)
         index = self._state_machine.applied_index
+        names, self._changed = self._changed, set()
+        if not self._reconciled_once:
+            names |= self.machine.streams.keys() | self.replicas.keys()
+        try:
+            await self._reconcile_streams(names)
+        except BaseException:
+            self._changed |= names  # looked at again by the next pass
+            raise
+        self.ctx.meta_progress.advance(index)
+
+    async def _reconcile_streams(self, names: set[str]) -> None:
+        """Make the replicas of `names` on this node match their assignments (every other stream's
+        assignment is as it was at the last pass)."""
         # copies: the machine updates its assignments in place, replicas compare against theirs
-        wanted = {
-            name: StreamAssignment.from_json(a.to_json())
-            for name, a in self.machine.streams.items()
-            if self.ctx.name in a.peers
-        }
-        for name, replica in list(self.replicas.items()):
+        wanted: dict[str, StreamAssignment] = {}
+        for name in names:
+            assignment = self.machine.streams.get(name)
+            if assignment is not None and self.ctx.name in assignment.peers:
+                wanted[name] = StreamAssignment.from_json(assignment.to_json())
+        for name in names:
+            replica = self.replicas.get(name)
+            if replica is None:
+                continue
             assignment = wanted.get(name)
             if assignment is None or assignment.created_ns != replica.assignment.created_ns:
                 del self.replicas[name]
@@ -270,16 +291,20 @@ class MetaService:
         for name, assignment in wanted.items():
             if name in self.replicas:
                 continue
-            # opening a store blocks for tens of ms (a RocksDB database): not on the event loop,
-            # where it would hold up every client and Raft group of this node
-            store = await asyncio.to_thread(open_store, self.ctx, assignment)
+            if store_is_new(self.ctx, assignment):
+                store = open_store(self.ctx, assignment)  # nothing to read: a fraction of a millisecond
+            else:
+                # opening a store with data reads its index (tens of ms for a big one): not on the
+                # event loop, where it would hold up every client and Raft group of this node
+                store = await asyncio.to_thread(open_store, self.ctx, assignment)
             replica = StreamReplica(self.ctx, assignment, copiers=OriginFetcher, store=store)
             self.replicas[name] = replica
             replica.start()
             log.info("stream_replica_started", stream=name, node=self.ctx.name, peers=assignment.peers)
-        for replica in list(self.replicas.values()):
-            await self._reconcile_consumers(replica)
-        self.ctx.meta_progress.advance(index)
+        for name in names:
+            replica = self.replicas.get(name)
+            if replica is not None:
+                await self._reconcile_consumers(replica)
 
     async def _reconcile_consumers(self, stream: StreamReplica) -> None:
         assigned = self.machine.consumers.get(stream.name, {})

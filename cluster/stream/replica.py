@@ -91,6 +91,12 @@ def open_store(ctx: NodeContext, assignment: StreamAssignment) -> StreamStore:
     return RocksStreamStore(ctx.stream_stores, store_name_for(assignment), store_config)
 
 
+def store_is_new(ctx: NodeContext, assignment: StreamAssignment) -> bool:
+    """Whether the replica's store holds nothing yet, so opening it reads nothing (quick enough for the
+    event loop): a file store this node never wrote, or a memory store (never in the engine)."""
+    return ctx.stream_stores is None or not ctx.stream_stores.holds(store_name_for(assignment))
+
+
 class StreamReplica:
     def __init__(
         self,
@@ -376,6 +382,12 @@ class StreamReplica:
         if role is Role.CANDIDATE:
             metrics.raft_elections.labels(self.group, node).inc()
         if role is Role.LEADER and not was_leader and not self.stopped:
+            if not self._caught_up and self.ctx.host.leads_with_nothing_before_term(self.group):
+                # a new stream's first leader: nothing was committed before, so no ReadIndex to wait for
+                self._caught_up = True
+                if self._catch_up is not None:
+                    self._catch_up.cancel()
+                self._update_responders()
             self._leader = StreamLeader(self, self.copiers)
             self._leader.open()
         elif role is not Role.LEADER and self._leader is not None:

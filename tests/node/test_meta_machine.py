@@ -52,3 +52,13 @@ def test_a_re_created_stream_gets_a_raft_group_of_its_own() -> None:
     again = StreamAssignment("ORDERS", {"name": "ORDERS"}, ["n1", "n2", "n3"], created_ns=2)
     assert first.group != again.group
     assert first.group.startswith("S-ORDERS-")
+
+
+def test_a_group_name_gives_back_its_stream() -> None:
+    # how a node finds the replica a leadership change is for without looking at every replica
+    for name in ("ORDERS", "my-stream-2", "a-1"):
+        assignment = StreamAssignment(name, {"name": name}, ["n1"], created_ns=1_700_000_000_000_000_001)
+        assert StreamAssignment.stream_of_group(assignment.group) == name
+    assert StreamAssignment.stream_of_group("_meta_") is None
+    assert StreamAssignment.stream_of_group("C-ORDERS-dur-1") is None
+    assert StreamAssignment.stream_of_group("S-ORDERS-x") is None
