@@ -152,6 +152,9 @@ class MetaService:
         # 10 streams as with 1,000 (each pass copied and compared every assignment: 300 creates took
         # 2 ms each of it by the last one)
         self._changed: set[str] = set()
+        # a new stream's only replica, started here by the meta leader with the entry that creates it
+        # (see _start_with_entry) and handed to `replicas` by the reconcile pass that sees the entry
+        self._started_with_entry: dict[str, StreamReplica] = {}
         # a reconcile pass under way, and whether one ever completed (see _meta_applied)
         self._reconciling = False
         self._reconciled_once = False
@@ -186,14 +189,19 @@ class MetaService:
     async def stop(self) -> None:
         self._stopped = True
         self._wanted.set()
-        for replica in list(self.replicas.values()):
+        for replica in [*self.replicas.values(), *self._started_with_entry.values()]:
             await replica.stop(delete=False)
         self.replicas.clear()
+        self._started_with_entry.clear()
 
     def stream_replica(self, group: str) -> StreamReplica | None:
         name = StreamAssignment.stream_of_group(group)
-        replica = self.replicas.get(name) if name is not None else None
-        return replica if replica is not None and replica.group == group else None
+        if name is None:
+            return None
+        for replica in (self.replicas.get(name), self._started_with_entry.get(name)):
+            if replica is not None and replica.group == group:
+                return replica
+        return None
 
     def consumer_replica(self, group: str) -> ConsumerReplica | None:
         for replica in self.replicas.values():
@@ -290,6 +298,11 @@ class MetaService:
                 replica.assignment_changed(assignment)
         for name, assignment in wanted.items():
             if name in self.replicas:
+                continue
+            started = self._started_with_entry.get(name)
+            if started is not None and started.assignment.created_ns == assignment.created_ns:
+                del self._started_with_entry[name]
+                self.replicas[name] = started
                 continue
             if store_is_new(self.ctx, assignment):
                 store = open_store(self.ctx, assignment)  # nothing to read: a fraction of a millisecond
@@ -485,8 +498,19 @@ class MetaService:
         check_replicas_placeable(cfg, node_count(self.ctx.members), CLUSTER_NAME)
         peers = await self._place(max(cfg.num_replicas, 1), cfg)
         assignment = StreamAssignment(name, cfg.to_json(), peers, time.time_ns())
-        result = await self._propose(MetaOp.ASSIGN_STREAM, assignment.to_json())
+        started = self._start_with_entry(assignment)
+        try:
+            result = await self._propose(MetaOp.ASSIGN_STREAM, assignment.to_json())
+        except BaseException:
+            # the meta group failed (its write, and so this replica's, did not happen) or the node is
+            # stopping: stop the replica, keeping whatever it wrote for a restart to find
+            if started is not None and self._started_with_entry.pop(name, None) is started:
+                self.ctx.spawn(started.stop(delete=False), f"stop-{name}")
+            raise
         if not result.ok:
+            if started is not None and self._started_with_entry.pop(name, None) is started:
+                # the entry was refused (the name was taken meanwhile): nothing of this stream exists
+                await started.stop(delete=True)
             raise JSErrors.STREAM_NAME_EXIST()
         log.info("stream_assigned", stream=name, peers=peers)
         self._advise_stream(StreamEvent.CREATED, name)
@@ -499,6 +523,35 @@ class MetaService:
         if msg.reply and await pass_on_when_served(self.ctx.router, target, b"1", msg.reply, headers):
             return None
         return await self._ask_stream(name, ApiOp.CREATE_RESULT, b"1")
+
+    def _start_with_entry(self, assignment: StreamAssignment) -> StreamReplica | None:
+        """On a node that is the meta group's only voter, start a new stream's only replica, placed
+        here, just before its entry is proposed: the group's first term and entry are then written in
+        the same batch as the meta entry, one fsync for both where it took one after the other (the
+        reconcile pass that applies the entry adopts the replica).
+
+        Both are marked for the host's next iteration in this one callback, so they are written
+        together: the replica leads, and takes publishes, only once the meta entry is durable too,
+        and a single voter's durable entry commits (after a crash as well). If the entry is refused,
+        the replica goes with its data. None when this does not apply: several meta voters (an entry
+        can then be refused here after another leader's and still commit later), a replica of this
+        name already here, or a store with data."""
+        name, me = assignment.name, self.ctx.name
+        if (
+            assignment.peers != [me]
+            or meta_voters(self.ctx.members) != (me,)
+            or name in self.replicas
+            or name in self._started_with_entry
+            or not store_is_new(self.ctx, assignment)
+        ):
+            return None
+        # a copy: the replica compares its own against the machine's, as for one the reconciler starts
+        own = StreamAssignment.from_json(assignment.to_json())
+        replica = StreamReplica(self.ctx, own, copiers=OriginFetcher, store=open_store(self.ctx, own))
+        self._started_with_entry[name] = replica
+        replica.start()
+        log.info("stream_replica_started", stream=name, node=me, peers=assignment.peers, with_entry=True)
+        return replica
 
     async def _update(self, name: str, payload: bytes) -> bytes:
         requested = parse_stream_config(payload)

@@ -128,6 +128,7 @@ class Node:
         data_dir = config.node_data_dir
         data_dir.mkdir(parents=True, exist_ok=True)
         self.engine = RocksLogEngine(data_dir / "raft")
+        self.metrics.count_raft_log_writes(lambda: (self.engine.batches, self.engine.fsyncs))
         # every file stream's store; per-stream databases of the old layout under streams/ move in when opened
         self.stream_stores = StreamStoreEngine(data_dir / "streams.rocks", legacy_root=data_dir / "streams")
         self.host = RaftHost(config.name, self.engine, on_leader_change=self._leader_changed)
