@@ -300,9 +300,12 @@ class StreamLeader:
         """The leader's position, for the followers' staleness (see cluster/direct_get/staleness.py)."""
         subject = position_subject(self.replica.name)
         while not self._closed:
-            # a mirror's leader is itself behind its origin: followers inherit that staleness
-            fresh_as_of_ns = time.time_ns() - self.replica.leader_staleness_ns()
-            self.ctx.router.publish(subject, encode_beacon(self.replica.machine.last_seq, fresh_as_of_ns))
+            # only followers read them: a stream with one replica has none (300 R1 streams sent 600 a
+            # second to nobody but themselves)
+            if len(self.replica.assignment.peers) > 1:
+                # a mirror's leader is itself behind its origin: followers inherit that staleness
+                fresh_as_of_ns = time.time_ns() - self.replica.leader_staleness_ns()
+                self.ctx.router.publish(subject, encode_beacon(self.replica.machine.last_seq, fresh_as_of_ns))
             bounded = self.replica.config.max_direct_lag is not None
             await asyncio.sleep(FAST_INTERVAL if bounded else SLOW_INTERVAL)
 

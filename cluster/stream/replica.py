@@ -33,6 +33,7 @@ from cluster.direct_get.staleness import (
 )
 from cluster.runtime.catch_up import caught_up
 from cluster.runtime.context import MEMORY_STREAM_GROUP_OPTIONS, NodeContext
+from cluster.runtime.metrics import LabelledChildren
 from cluster.stream.assignment import StreamAssignment
 from cluster.stream.config import PersistMode, Retention, StorageType, StreamConfig, stream_config_from_json
 from cluster.stream.entries import DeleteMsg, Purge
@@ -134,6 +135,7 @@ class StreamReplica:
         # jetraft.max_direct_lag: a follower further behind than this stops answering Direct Gets
         self.staleness = StalenessTracker(time.time_ns())
         self._too_stale = False
+        self._lag_gauge = LabelledChildren(ctx.metrics.replica_lag_seconds, self.name, ctx.name)
         self._position_sub: Subscription | None = None
         self._staleness_task: asyncio.Task[Any] | None = None
         self.responder = DirectGetResponder(
@@ -271,6 +273,8 @@ class StreamReplica:
         while not self.stopped:
             bounded = self.config.max_direct_lag is not None
             await asyncio.sleep(FAST_INTERVAL if bounded else SLOW_INTERVAL)
+            if self.role is Role.LEADER and self.config.mirror is None:
+                continue  # a stream's leader is never behind (checked when it took over)
             self._check_staleness()
 
     def leader_staleness_ns(self) -> int:
@@ -288,8 +292,7 @@ class StreamReplica:
             stale_ns = self.leader_staleness_ns()
         else:
             stale_ns = self.staleness.staleness_ns(self.machine.last_seq, time.time_ns())
-        role = self.responder_role().value
-        self.ctx.metrics.replica_lag_seconds.labels(self.name, self.ctx.name, role).set(stale_ns / 1e9)
+        self._lag_gauge(self.responder_role().value).set(stale_ns / 1e9)
         bound_ms = self.config.max_direct_lag
         too_stale = bound_ms is not None and stale_ns > bound_ms * 1_000_000
         if too_stale != self._too_stale:
@@ -390,6 +393,7 @@ class StreamReplica:
                 self._update_responders()
             self._leader = StreamLeader(self, self.copiers)
             self._leader.open()
+            self._check_staleness()  # a leader is never behind itself: its lag is 0 from now on
         elif role is not Role.LEADER and self._leader is not None:
             self._leader.close()
             self._leader = None
