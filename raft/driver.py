@@ -33,7 +33,7 @@ import itertools
 import random
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -432,6 +432,13 @@ class RaftHost:
             snapshots_restored=group.snapshots_restored,
             snapshots_taken=group.snapshots_taken,
         )
+
+    def positions(self) -> Iterator[tuple[str, int, int, int]]:
+        """(group, commit index, applied index, term) of every group here: what `status` says of each,
+        without building one (the node exports them every second, for thousands of groups)."""
+        for name, group in self._groups.items():
+            core = group.core
+            yield name, core.commit_index, group.applied, core.term
 
     def peer_progress(self, name: str) -> dict[NodeId, tuple[int, bool]]:
         """peer -> (match index, recently active) as this node's core tracks them while it leads `name`."""
