@@ -207,6 +207,18 @@ class RaftCore:
         return self._log.last_index()
 
     @property
+    def nothing_before_term(self) -> bool:
+        """Whether this node leads and its log holds no entry (nor snapshot) from an earlier term.
+
+        Then nothing was committed before this term (a leader's log holds every committed entry), so
+        there is nothing for it to catch up on: a brand-new group's first leader, typically.
+        """
+        if self._role is not Role.LEADER or self._log.first_index() != 1:
+            return False
+        # terms never decrease along a log: if its first entry is of this term, every entry is
+        return self._log.last_index() == 0 or self._log.term(1) == self._term
+
+    @property
     def conf_state(self) -> ConfState:
         """Current membership: the latest conf-change entry in the log, committed or not."""
         return self._conf

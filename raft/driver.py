@@ -33,7 +33,7 @@ import itertools
 import random
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -454,6 +454,13 @@ class RaftHost:
             snapshots_taken=group.snapshots_taken,
         )
 
+    def positions(self) -> Iterator[tuple[str, int, int, int]]:
+        """(group, commit index, applied index, term) of every group here: what `status` says of each,
+        without building one (the node exports them every second, for thousands of groups)."""
+        for name, group in self._groups.items():
+            core = group.core
+            yield name, core.commit_index, group.applied, core.term
+
     def peer_progress(self, name: str) -> dict[NodeId, tuple[int, bool]]:
         """peer -> (match index, recently active) as this node's core tracks them while it leads `name`."""
         return {peer: (p.match, p.recent_active) for peer, p in self._group(name).core.progress.items()}
@@ -466,6 +473,11 @@ class RaftHost:
 
     def is_leader(self, name: str) -> bool:
         return self._group(name).core.role is Role.LEADER
+
+    def leads_with_nothing_before_term(self, name: str) -> bool:
+        """Whether this node leads `name` with no entry from an earlier term in its log (see
+        `RaftCore.nothing_before_term`): it has caught up already, without a ReadIndex round."""
+        return self._group(name).core.nothing_before_term
 
     def leader_of(self, name: str) -> NodeId | None:
         return self._group(name).core.leader_id

@@ -224,6 +224,15 @@ class StreamStoreEngine:
             self._check_open()
             return [key[1:].decode() for key, _ in self.scan(self.db, _REGISTRY, b"T")]
 
+    def holds(self, name: str) -> bool:
+        """Whether opening store `name` finds anything to read: it is registered here, or an old-layout
+        database of that name waits under `legacy_root` to be moved in."""
+        with self._lock:
+            self._check_open()
+            if self.db.get(_REGISTRY + name.encode()) is not None:
+                return True
+        return self.legacy_root is not None and (self.legacy_root / name).exists()
+
     def attach(self, name: str, store: AttachedStore) -> bytes:
         """Register `store` as the open store `name` (created if new); returns its key prefix.
 

@@ -1,3 +1,5 @@
+import itertools
+
 import pytest
 
 from subjects.grammar import (
@@ -53,10 +55,24 @@ def test_overlap_and_subset() -> None:
     assert filters_overlap("a.>", "*.b.c")
     assert not filters_overlap("a.*", "b.*")
     assert not filters_overlap("a.*", "a.b.c")
+    assert filters_overlap("a.b", "a.b") and filters_overlap("a.>", "a.>")
+    assert not filters_overlap("a.b", "a.c") and not filters_overlap("a.b", "a.b.c")
     assert is_subset_filter("a.b", "a.*")
     assert is_subset_filter("a.b.c", "a.>")
     assert not is_subset_filter("a.*", "a.b")
     assert not is_subset_filter("a.>", "a.*")
+
+
+def test_overlap_agrees_with_matching_on_every_small_subject() -> None:
+    # the literal shortcut and the token walk give what brute force gives: some subject matches both
+    tokens = ("a", "b", "*", ">")
+    filters = [".".join(p) for n in (1, 2, 3) for p in itertools.product(tokens, repeat=n)]
+    filters = [f for f in filters if ">" not in f[:-1]]
+    subjects = [".".join(p) for n in (1, 2, 3, 4) for p in itertools.product(("a", "b", "c"), repeat=n)]
+    for a in filters:
+        for b in filters:
+            brute = any(subject_matches(a, s) and subject_matches(b, s) for s in subjects)
+            assert filters_overlap(a, b) is brute, (a, b)
 
 
 @pytest.mark.parametrize(

@@ -99,8 +99,14 @@ def batch_abandoned(
     return jsjson.dumps(body)
 
 
+# random byte -> a character of the alphabet (256 is not a multiple of 62: the first few characters come
+# up a little more often, which an id that only has to be unique does not mind)
+_ID_TABLE = bytes(ord(_ID_ALPHABET[byte % len(_ID_ALPHABET)]) for byte in range(256))
+
+
 def new_event_id() -> str:
-    return "".join(secrets.choice(_ID_ALPHABET) for _ in range(_ID_LENGTH))
+    # one read of the OS's random source, where choosing each character on its own took 22
+    return secrets.token_bytes(_ID_LENGTH).translate(_ID_TABLE).decode()
 
 
 def consumer_advisory_subject(event: ConsumerEvent, stream: str, consumer: str) -> str:

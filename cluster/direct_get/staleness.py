@@ -1,8 +1,8 @@
 """How stale a replica's copy of a stream may be, from the leader's position beacons.
 
-The stream leader publishes its last applied sequence and its wall clock on
-`$JSR.POS.<stream>` (every 50 ms when a staleness bound is set, every 500 ms
-otherwise). A replica that has applied everything the leader had at time T
+The leader of a stream with more than one replica publishes its last applied
+sequence and its wall clock on `$JSR.POS.<stream>` (every 50 ms when a
+staleness bound is set, every 500 ms otherwise). A replica that has applied everything the leader had at time T
 is at most `now - T` behind; it keeps the recent beacons and takes the
 newest one it has caught up with. Beacons travel the same link as the Raft
 appends, so injected latency on a follower's link shows up here as

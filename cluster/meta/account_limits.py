@@ -45,8 +45,12 @@ def _exceeded(storage: StorageType) -> ApiError:
     return JSErrors.STORAGE_RESOURCES_EXCEEDED()
 
 
+def _byte_limit(cfg: StreamConfig, limits: JetStreamAccountLimits) -> int:
+    return limits.max_memory if cfg.storage is StorageType.MEMORY else limits.max_storage
+
+
 def _check_bytes(cfg: StreamConfig, reserved: int, adding: int, limits: JetStreamAccountLimits) -> None:
-    limit = limits.max_memory if cfg.storage is StorageType.MEMORY else limits.max_storage
+    limit = _byte_limit(cfg, limits)
     if limit >= 0 and (reserved > limit or adding > limit - reserved):
         raise _exceeded(cfg.storage)
 
@@ -55,7 +59,7 @@ def check_create_limits(
     cfg: StreamConfig, streams: Mapping[str, StreamConfig], limits: JetStreamAccountLimits
 ) -> None:
     """A new stream against the account's stream count, consumer cap and storage; ApiError if over."""
-    others = sum(1 for name in streams if name != cfg.name)
+    others = len(streams) - (cfg.name in streams)
     if limits.max_streams > 0 and others >= limits.max_streams:
         raise JSErrors.MAXIMUM_STREAMS_LIMIT()
     check_config_limits(cfg, streams, limits)
@@ -67,6 +71,8 @@ def check_config_limits(
     """The stream's own max_consumers and the bytes it reserves, on create (the stream count aside)."""
     if 0 < limits.max_consumers < cfg.max_consumers:
         raise JSErrors.CONSUMER_MAX_CONSUMERS_LIMIT()
+    if _byte_limit(cfg, limits) < 0:
+        return  # no limit on this storage: nothing to add up (every other stream's reservation)
     adding = _reservation(cfg.num_replicas, cfg.max_bytes if cfg.max_bytes >= 0 else 1)
     _check_bytes(cfg, _reserved_by_others(cfg, streams), adding, limits)
 

@@ -50,23 +50,34 @@ class MetaMachine:
     # stream name -> consumer name -> assignment
     consumers: dict[str, dict[str, ConsumerAssignment]] = field(default_factory=dict)
     listeners: list[ChangeListener] = field(default_factory=list)
+    # kept up to date by every change of a stream's peers, so placing a stream does not count them all
+    _load: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _first: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._recount()
 
     def load(self) -> dict[str, int]:
         """Streams per node, for placement."""
-        counts: dict[str, int] = {}
-        for assignment in self.streams.values():
-            for peer in assignment.peers:
-                counts[peer] = counts.get(peer, 0) + 1
-        return counts
+        return dict(self._load)
 
     def first_peers(self) -> dict[str, int]:
         """Streams per node that list it as their first peer (the one that stands for leader first)."""
-        counts: dict[str, int] = {}
+        return dict(self._first)
+
+    def _recount(self) -> None:
+        self._load, self._first = {}, {}
         for assignment in self.streams.values():
-            if assignment.peers:
-                first = assignment.peers[0]
-                counts[first] = counts.get(first, 0) + 1
-        return counts
+            self._count(assignment.peers, 1)
+
+    def _count(self, peers: list[str], delta: int) -> None:
+        for counts, counted in ((self._load, peers), (self._first, peers[:1])):
+            for peer in counted:
+                total = counts.get(peer, 0) + delta
+                if total:
+                    counts[peer] = total
+                else:
+                    del counts[peer]
 
     def apply(self, data: bytes) -> MetaResult:
         if not data:
@@ -86,6 +97,7 @@ class MetaMachine:
                 return MetaResult(ok=False, error="stream name already in use", assignment=existing)
             assignment = StreamAssignment.from_json(body)
             self.streams[name] = assignment
+            self._count(assignment.peers, 1)
             self._notify(name, assignment)
             return MetaResult(ok=True, assignment=assignment)
         if existing is None:
@@ -94,9 +106,12 @@ class MetaMachine:
             existing.config = body["config"]
         elif op is MetaOp.SET_STREAM_PEERS:
             self._move_consumers(name, existing.peers, list(body["peers"]))
+            self._count(existing.peers, -1)
             existing.peers = list(body["peers"])
+            self._count(existing.peers, 1)
             existing.epoch += 1
         elif op is MetaOp.REMOVE_STREAM:
+            self._count(existing.peers, -1)
             del self.streams[name]
             self.consumers.pop(name, None)
             self._notify(name, None)
@@ -142,6 +157,7 @@ class MetaMachine:
         previous = set(self.streams)
         body = orjson.loads(data)
         self.streams = {a["name"]: StreamAssignment.from_json(a) for a in body.get("streams", [])}
+        self._recount()
         self.consumers = {}
         for raw in body.get("consumers", []):
             consumer = ConsumerAssignment.from_json(raw)

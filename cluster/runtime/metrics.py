@@ -6,10 +6,13 @@ live in one test process without sharing counters.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.metrics import MetricWrapperBase
+from prometheus_client.registry import Collector
 
 # PubAck latencies sit between a fraction of a millisecond (R1, memory) and
 # seconds (fsync under load, leader failover).
@@ -138,3 +141,26 @@ class NodeMetrics:
             ["node"],
             registry=r,
         )
+
+    def count_raft_log_writes(self, counts: Callable[[], tuple[int, int]]) -> None:
+        """Export the Raft log's writes and fsyncs, read from `counts()` (writes, fsyncs) at each scrape."""
+        self.registry.register(_RaftLogWrites(self.node, counts))
+
+
+class _RaftLogWrites(Collector):
+    """`jetraft_raft_log_writes_total` and `jetraft_raft_log_fsyncs_total`, read from the log engine's own
+    counts when scraped (one write batch carries every group's entries of a host iteration)."""
+
+    def __init__(self, node: str, counts: Callable[[], tuple[int, int]]) -> None:
+        self._node = node
+        self._counts = counts
+
+    def collect(self) -> Iterator[Metric]:
+        writes, fsyncs = self._counts()
+        for name, doc, count in (
+            ("jetraft_raft_log_writes", "Write batches this node made to its Raft log", writes),
+            ("jetraft_raft_log_fsyncs", "Write batches this node fsynced to its Raft log", fsyncs),
+        ):
+            family = CounterMetricFamily(name, doc, labels=["node"])
+            family.add_metric([self._node], count)
+            yield family

@@ -22,6 +22,14 @@ class StreamAssignment:
         # group's messages (its higher term would depose the new leader, its log could win a vote).
         return f"S-{self.name}-{self.created_ns}"
 
+    @staticmethod
+    def stream_of_group(group: str) -> str | None:
+        """The stream whose group `group` names (the inverse of `group`), None for another group's name."""
+        if not group.startswith("S-"):
+            return None
+        name, _, created_ns = group[2:].rpartition("-")
+        return name if name and created_ns.isdigit() else None
+
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name,

@@ -197,7 +197,8 @@ class StreamLeader:
         metrics = self.ctx.metrics
         self._msg_gets = LabelledChildren(metrics.msg_get_requests, replica.name, self.ctx.name)
         self._publishes = LabelledChildren(metrics.publishes, replica.name, self.ctx.name)
-        self._puback_latency = metrics.puback_latency.labels(replica.name, self.ctx.name)
+        # made at the first PubAck: a histogram's child costs a create ~0.2 ms (each bucket's label)
+        self._puback_latency = LabelledChildren(metrics.puback_latency, replica.name, self.ctx.name)
         self._republisher: Republisher | None = None
         self.expiry = ExpiryTimer(replica.name, self._next_expiry_ns, replica.propose)
         self._republish_catch_up: asyncio.Task[None] | None = None
@@ -216,7 +217,12 @@ class StreamLeader:
             group=group,
             term=self.ctx.host.status(group).term,
         )
-        self._api_opening = self.ctx.spawn(self._open_api(), f"api-{self.replica.name}")
+        # a leader whose log holds nothing from an earlier term (a new stream's first leader) has
+        # caught up already: it takes the API below, at once; any other, once caught up
+        caught_up_now = self.ctx.host.leads_with_nothing_before_term(group)
+        self._api_opening: asyncio.Task[None] | None = (
+            None if caught_up_now else self.ctx.spawn(self._open_api(), f"api-{self.replica.name}")
+        )
         self.refresh_subjects()
         self.reconcile_config()
         self.reconcile_membership()
@@ -231,6 +237,8 @@ class StreamLeader:
         self._beacons = self.ctx.spawn(self._send_beacons(), f"beacons-{self.replica.name}")
         self.expiry_check()
         self._advise_elected()
+        if caught_up_now:
+            self._take_api()
 
     def _advise_elected(self) -> None:
         """STREAM.LEADER_ELECTED, as nats-server sends it for a replicated stream (not for an R1 one)."""
@@ -253,14 +261,18 @@ class StreamLeader:
             await caught_up(self.ctx.host, self.replica.group, lambda: self._closed, READ_INDEX_TIMEOUT)
             and not self._closed
         ):
-            self._api_sub = self.ctx.router.subscribe(stream_subscription(self.replica.name), self._on_api)
-            # schedules too wait for the tail: a produced message the last leader proposed is in it
-            if self.replica.machine.config.allow_msg_schedules:
-                self.scheduler.start()
+            self._take_api()
+
+    def _take_api(self) -> None:
+        self._api_sub = self.ctx.router.subscribe(stream_subscription(self.replica.name), self._on_api)
+        # schedules too wait for the tail: a produced message the last leader proposed is in it
+        if self.replica.machine.config.allow_msg_schedules:
+            self.scheduler.start()
 
     def close(self) -> None:
         self._closed = True
-        self._api_opening.cancel()
+        if self._api_opening is not None:
+            self._api_opening.cancel()
         self._batches.clear()
         self.scheduler.stop()
         if self._batch_timer is not None:
@@ -289,9 +301,12 @@ class StreamLeader:
         """The leader's position, for the followers' staleness (see cluster/direct_get/staleness.py)."""
         subject = position_subject(self.replica.name)
         while not self._closed:
-            # a mirror's leader is itself behind its origin: followers inherit that staleness
-            fresh_as_of_ns = time.time_ns() - self.replica.leader_staleness_ns()
-            self.ctx.router.publish(subject, encode_beacon(self.replica.machine.last_seq, fresh_as_of_ns))
+            # only followers read them: a stream with one replica has none (300 R1 streams sent 600 a
+            # second to nobody but themselves)
+            if len(self.replica.assignment.peers) > 1:
+                # a mirror's leader is itself behind its origin: followers inherit that staleness
+                fresh_as_of_ns = time.time_ns() - self.replica.leader_staleness_ns()
+                self.ctx.router.publish(subject, encode_beacon(self.replica.machine.last_seq, fresh_as_of_ns))
             bounded = self.replica.config.max_direct_lag is not None
             await asyncio.sleep(FAST_INTERVAL if bounded else SLOW_INTERVAL)
 
@@ -653,7 +668,7 @@ class StreamLeader:
         self._publishes(outcome).inc()
         if reply and not self.replica.config.no_ack:
             self.ctx.reply(reply, body)
-            self._puback_latency.observe(time.perf_counter() - started)
+            self._puback_latency().observe(time.perf_counter() - started)
 
     # -- the per-stream API ---------------------------------------------------------------
 

@@ -33,6 +33,7 @@ from cluster.direct_get.staleness import (
 )
 from cluster.runtime.catch_up import caught_up
 from cluster.runtime.context import MEMORY_STREAM_GROUP_OPTIONS, NodeContext
+from cluster.runtime.metrics import LabelledChildren
 from cluster.stream.assignment import StreamAssignment
 from cluster.stream.config import PersistMode, Retention, StorageType, StreamConfig, stream_config_from_json
 from cluster.stream.entries import DeleteMsg, Purge
@@ -91,6 +92,12 @@ def open_store(ctx: NodeContext, assignment: StreamAssignment) -> StreamStore:
     return RocksStreamStore(ctx.stream_stores, store_name_for(assignment), store_config)
 
 
+def store_is_new(ctx: NodeContext, assignment: StreamAssignment) -> bool:
+    """Whether the replica's store holds nothing yet, so opening it reads nothing (quick enough for the
+    event loop): a file store this node never wrote, or a memory store (never in the engine)."""
+    return ctx.stream_stores is None or not ctx.stream_stores.holds(store_name_for(assignment))
+
+
 class StreamReplica:
     def __init__(
         self,
@@ -128,6 +135,7 @@ class StreamReplica:
         # jetraft.max_direct_lag: a follower further behind than this stops answering Direct Gets
         self.staleness = StalenessTracker(time.time_ns())
         self._too_stale = False
+        self._lag_gauge = LabelledChildren(ctx.metrics.replica_lag_seconds, self.name, ctx.name)
         self._position_sub: Subscription | None = None
         self._staleness_task: asyncio.Task[Any] | None = None
         self.responder = DirectGetResponder(
@@ -265,6 +273,8 @@ class StreamReplica:
         while not self.stopped:
             bounded = self.config.max_direct_lag is not None
             await asyncio.sleep(FAST_INTERVAL if bounded else SLOW_INTERVAL)
+            if self.role is Role.LEADER and self.config.mirror is None:
+                continue  # a stream's leader is never behind (checked when it took over)
             self._check_staleness()
 
     def leader_staleness_ns(self) -> int:
@@ -282,8 +292,7 @@ class StreamReplica:
             stale_ns = self.leader_staleness_ns()
         else:
             stale_ns = self.staleness.staleness_ns(self.machine.last_seq, time.time_ns())
-        role = self.responder_role().value
-        self.ctx.metrics.replica_lag_seconds.labels(self.name, self.ctx.name, role).set(stale_ns / 1e9)
+        self._lag_gauge(self.responder_role().value).set(stale_ns / 1e9)
         bound_ms = self.config.max_direct_lag
         too_stale = bound_ms is not None and stale_ns > bound_ms * 1_000_000
         if too_stale != self._too_stale:
@@ -376,8 +385,15 @@ class StreamReplica:
         if role is Role.CANDIDATE:
             metrics.raft_elections.labels(self.group, node).inc()
         if role is Role.LEADER and not was_leader and not self.stopped:
+            if not self._caught_up and self.ctx.host.leads_with_nothing_before_term(self.group):
+                # a new stream's first leader: nothing was committed before, so no ReadIndex to wait for
+                self._caught_up = True
+                if self._catch_up is not None:
+                    self._catch_up.cancel()
+                self._update_responders()
             self._leader = StreamLeader(self, self.copiers)
             self._leader.open()
+            self._check_staleness()  # a leader is never behind itself: its lag is 0 from now on
         elif role is not Role.LEADER and self._leader is not None:
             self._leader.close()
             self._leader = None

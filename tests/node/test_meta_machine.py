@@ -1,3 +1,5 @@
+import random
+
 from cluster.meta.machine import MetaMachine, MetaOp, encode_meta_entry
 from cluster.stream.assignment import StreamAssignment
 
@@ -52,3 +54,41 @@ def test_a_re_created_stream_gets_a_raft_group_of_its_own() -> None:
     again = StreamAssignment("ORDERS", {"name": "ORDERS"}, ["n1", "n2", "n3"], created_ns=2)
     assert first.group != again.group
     assert first.group.startswith("S-ORDERS-")
+
+
+def test_a_group_name_gives_back_its_stream() -> None:
+    # how a node finds the replica a leadership change is for without looking at every replica
+    for name in ("ORDERS", "my-stream-2", "a-1"):
+        assignment = StreamAssignment(name, {"name": name}, ["n1"], created_ns=1_700_000_000_000_000_001)
+        assert StreamAssignment.stream_of_group(assignment.group) == name
+    assert StreamAssignment.stream_of_group("_meta_") is None
+    assert StreamAssignment.stream_of_group("C-ORDERS-dur-1") is None
+    assert StreamAssignment.stream_of_group("S-ORDERS-x") is None
+
+
+def test_placement_counts_follow_every_change_of_peers() -> None:
+    # kept as the entries apply (placement no longer counts every stream); a recount must agree
+    rng = random.Random(5)
+    machine = MetaMachine()
+    nodes = ["n1", "n2", "n3", "n4"]
+
+    def recount() -> tuple[dict[str, int], dict[str, int]]:
+        load: dict[str, int] = {}
+        first: dict[str, int] = {}
+        for assignment in machine.streams.values():
+            for peer in assignment.peers:
+                load[peer] = load.get(peer, 0) + 1
+            first[assignment.peers[0]] = first.get(assignment.peers[0], 0) + 1
+        return load, first
+
+    for step in range(300):
+        name = f"S{rng.randrange(12)}"
+        peers = rng.sample(nodes, rng.choice((1, 3)))
+        op = rng.choice((MetaOp.ASSIGN_STREAM, MetaOp.SET_STREAM_PEERS, MetaOp.REMOVE_STREAM))
+        body = {"name": name, "config": {"name": name}, "peers": peers, "created_ns": step}
+        machine.apply(encode_meta_entry(op, body))
+        if step % 50 == 49:
+            restored = MetaMachine()
+            restored.restore(machine.snapshot())
+            assert (restored.load(), restored.first_peers()) == recount()
+        assert (machine.load(), machine.first_peers()) == recount()

@@ -56,6 +56,15 @@ def test_a_name_opens_once_at_a_time(engine: StreamStoreEngine) -> None:
     RocksStreamStore(engine, "A").close()
 
 
+def test_holds_says_whether_opening_a_store_finds_anything(engine: StreamStoreEngine) -> None:
+    # what lets a node open a new stream's store on its event loop: nothing to read
+    assert not engine.holds("A")
+    store = RocksStreamStore(engine, "A")
+    assert engine.holds("A") and not engine.holds("B")
+    store.delete()
+    assert not engine.holds("A")
+
+
 def test_delete_removes_every_key_of_the_store_and_only_its_own(engine: StreamStoreEngine) -> None:
     doomed = RocksStreamStore(engine, "DOOMED")
     kept = RocksStreamStore(engine, "KEPT")

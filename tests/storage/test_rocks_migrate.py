@@ -58,6 +58,8 @@ def test_an_old_layout_store_opens_with_the_same_messages(fast_dir: Path, clean:
     expected = _legacy_store(fast_dir, "ORDERS-1", clean=clean)
     other = _legacy_store(fast_dir, "OTHER-2", clean=True)
     engine = StreamStoreEngine(fast_dir / "streams.rocks", legacy_root=fast_dir / "streams")
+    # not registered yet, but there is an old database to move in: opening it reads
+    assert engine.holds("ORDERS-1") and not engine.holds("NEW-3")
     store = RocksStreamStore(engine, "ORDERS-1")
     assert _view(store) == expected
     assert not (fast_dir / "streams" / "ORDERS-1").exists()
