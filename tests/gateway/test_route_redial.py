@@ -25,7 +25,9 @@ import pytest
 from gateway import route_pb2
 from gateway.protocol import decode_token
 from gateway.router import Router
-from gateway.routes import RouteMesh
+from gateway.routes import RouteMesh, add_route_servicer
+from local.ports import free_port
+from raft.transport import grpc_channel_options
 
 
 class _FinishedUnderfoot:
@@ -290,3 +292,32 @@ async def test_an_answer_to_a_peer_whose_call_we_are_still_dialling_goes_out_onc
         inbound.cancel()
     finally:
         await mesh.close()
+
+
+async def test_a_peer_that_starts_listening_later_is_reached_without_waiting_out_our_backoff() -> None:
+    """Our first call to a peer not listening yet waits for the channel to connect (wait_for_ready) instead
+    of failing at once and sleeping out the link's backoff: a freshly started cluster's routes come up as
+    soon as each node listens, not up to two backoffs later (its first answers were lost meanwhile)."""
+    port = free_port()
+    router = Router()
+    mesh = RouteMesh(router, "n1", "nats://n1", ping_interval=0.05, ping_timeout=30, reconnect_delay=(60, 60))
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=grpc_channel_options())
+    mesh.add_peer("n2", channel)
+    peer_mesh = RouteMesh(Router(), "n2", "nats://n2", ping_interval=0.05, ping_timeout=30)
+    server = grpc.aio.server()
+    add_route_servicer(server, peer_mesh)
+    try:
+        await asyncio.sleep(0.5)  # our first dial finds nobody listening
+        assert not mesh.is_connected("n2")
+        server.add_insecure_port(f"127.0.0.1:{port}")
+        await server.start()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10  # far less than the 60 s backoff a failed first dial would sleep
+        while not mesh.is_connected("n2"):
+            assert loop.time() < deadline, "our call to n2 did not connect once it listened"
+            await asyncio.sleep(0.05)
+    finally:
+        await mesh.close()
+        await peer_mesh.close()
+        await server.stop(0)
+        await channel.close()
