@@ -46,7 +46,8 @@ from cluster.api.unimplemented import UNIMPLEMENTED_OPS, unimplemented_answer
 from cluster.api.unimplemented import error_body as unimplemented_error_body
 from cluster.consumer.assignment import ConsumerAssignment
 from cluster.consumer.replica import ConsumerReplica
-from cluster.direct_get.staleness import position_subject
+from cluster.direct_get.beacons import PositionBeacons
+from cluster.direct_get.positions import presence_subject
 from cluster.meta.account_limits import check_create_limits, check_update_limits, reserved_bytes
 from cluster.meta.consumers import ConsumerAdmin, consumer_error_body, parse_meta_consumer_subject
 from cluster.meta.machine import MetaMachine, MetaOp, MetaResult, encode_meta_entry
@@ -142,6 +143,8 @@ class MetaService:
         self.machine.listeners.append(self._assignment_changed)
         self._state_machine = _MetaStateMachine(self.machine, self._meta_applied)
         self.replicas: dict[str, StreamReplica] = {}
+        # this node's one beacon task: its streams' positions and their followers' staleness
+        self.positions = PositionBeacons(ctx)
         # name -> (the assignment config dict it was parsed from, the config): see configs()
         self._parsed_configs: dict[str, tuple[dict[str, Any], StreamConfig]] = {}
         self.leader_id: NodeId | None = None
@@ -171,6 +174,7 @@ class MetaService:
             learners=meta_learners(self.ctx.members),
             options=self.ctx.group_options(GROUP_OPTIONS),
         )
+        self.positions.open()
         self.ctx.spawn(self._reconcile_loop(), "meta-reconcile")
         listen_for_api_counts(self.ctx)
         self.ctx.spawn(report_api_counts(self.ctx, lambda: self._stopped), "meta-api-count-reports")
@@ -184,6 +188,7 @@ class MetaService:
         for replica in list(self.replicas.values()):
             await replica.stop(delete=False)
         self.replicas.clear()
+        self.positions.close()
 
     def stream_replica(self, group: str) -> StreamReplica | None:
         for replica in self.replicas.values():
@@ -273,7 +278,9 @@ class MetaService:
             # opening a store blocks for tens of ms (a RocksDB database): not on the event loop,
             # where it would hold up every client and Raft group of this node
             store = await asyncio.to_thread(open_store, self.ctx, assignment)
-            replica = StreamReplica(self.ctx, assignment, copiers=OriginFetcher, store=store)
+            replica = StreamReplica(
+                self.ctx, assignment, copiers=OriginFetcher, positions=self.positions, store=store
+            )
             self.replicas[name] = replica
             replica.start()
             log.info("stream_replica_started", stream=name, node=self.ctx.name, peers=assignment.peers)
@@ -506,7 +513,7 @@ class MetaService:
         # Acknowledged once its replicas have stopped (bounded: a node cut off stops when it hears),
         # so no replica of it answers a Direct Get after the client was told it is gone, and its
         # mirrors' replicas answer them alone.
-        if not await wait_until_unserved(self.ctx.router, position_subject(name), REPLICAS_STOP_WAIT):
+        if not await wait_until_unserved(self.ctx.router, presence_subject(name), REPLICAS_STOP_WAIT):
             log.info("stream_deleted_before_every_replica_stopped", stream=name)
         # as nats-server: each consumer goes first, then the stream
         now = time.time_ns()

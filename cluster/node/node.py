@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import dataclasses
 import time
-from typing import Any
 
 import grpc
 import structlog
@@ -59,7 +58,6 @@ from storage.rocks_engine import StreamStoreEngine
 
 log = structlog.get_logger(__name__)
 
-METRICS_REFRESH_INTERVAL = 1.0
 
 
 def _cluster_info(config: NodeConfig) -> dict[str, str] | None:
@@ -133,7 +131,9 @@ class Node:
         self.host = RaftHost(config.name, self.engine, on_leader_change=self._leader_changed)
         self._health_judge = HealthJudge()
         self.monitor = NodeMonitor(self, lambda: self.http.port)
-        self.http = NodeHttpServer(config.host, config.http_port, self.metrics.registry, self.monitor)
+        self.http = NodeHttpServer(
+            config.host, config.http_port, self.metrics.registry, self.monitor, before_metrics=self.refresh_metrics
+        )
         self.system = SystemResponder(
             self.router, self.monitor, self.monitor.identity, self.server.server_id, config.user or ""
         )
@@ -143,7 +143,6 @@ class Node:
         self.prefixes: PrefixMapper | None = None
         # the other accounts' JetStream API, which answers that they have none
         self.no_jetstream: NoJetStreamResponder | None = None
-        self._metrics_task: asyncio.Task[Any] | None = None
         # series that exist from the start, so dashboards show 0 rather than no data
         self._slow_consumer_counter = self.metrics.slow_consumers.labels(config.name)
         self._slow_consumers_seen = 0
@@ -211,7 +210,6 @@ class Node:
             self.no_jetstream.open()
         await self.http.start()
         self.system.open()
-        self._metrics_task = asyncio.get_running_loop().create_task(self._refresh_metrics())
         log.info(
             "node_started",
             node=config.name,
@@ -225,8 +223,6 @@ class Node:
 
     async def stop(self) -> None:
         log.info("node_stopping", node=self.config.name)
-        if self._metrics_task is not None:
-            self._metrics_task.cancel()
         await self.server.stop()
         self.system.close()
         if self.api is not None:
@@ -290,38 +286,39 @@ class Node:
         )
         return problems, reachable
 
-    async def _refresh_metrics(self) -> None:
+    def refresh_metrics(self) -> None:
+        """The gauges read from the node's state (connections, each group's indexes, each replica's lag
+        and staleness), set when /metrics is scraped: nothing runs for them in between, so idle groups
+        cost nothing here."""
         metrics, node = self.metrics, self.config.name
-        while True:
-            await asyncio.sleep(METRICS_REFRESH_INTERVAL)
-            metrics.client_connections.labels(node).set(len(self.server.clients))
-            slow = self.server.stats.slow_consumers
-            if slow > self._slow_consumers_seen:
-                self._slow_consumer_counter.inc(slow - self._slow_consumers_seen)
-                self._slow_consumers_seen = slow
-            for group in self.host.groups():
-                try:
-                    status = self.host.status(group)
-                except RaftHostError:
-                    continue
-                metrics.raft_commit_index.labels(group, node).set(status.commit_index)
-                metrics.raft_applied_index.labels(group, node).set(status.applied_index)
-                metrics.raft_term.labels(group, node).set(status.term)
-            if self.meta is None:
+        metrics.client_connections.labels(node).set(len(self.server.clients))
+        slow = self.server.stats.slow_consumers
+        if slow > self._slow_consumers_seen:
+            self._slow_consumer_counter.inc(slow - self._slow_consumers_seen)
+            self._slow_consumers_seen = slow
+        for group in self.host.groups():
+            try:
+                status = self.host.status(group)
+            except RaftHostError:
                 continue
-            now = time.time_ns()
-            for replica in list(self.meta.replicas.values()):
-                if replica.role is not Role.LEADER or replica.stopped:
-                    continue
-                with contextlib.suppress(RaftHostError):
-                    last = self.host.status(replica.group).last_index
-                    for peer, (match, _active) in replica_progress(replica).items():
-                        if peer == node:
-                            continue
-                        lag = max(last - match, 0)
-                        role = replica.responder_role().value if peer == node else "follower"
-                        metrics.replica_lag_messages.labels(replica.name, peer, role).set(lag)
-                        last_ts = replica.machine.store.state().last_ts_ns if lag else now
-                        metrics.replica_lag_seconds.labels(replica.name, peer, role).set(
-                            0 if lag == 0 else max(now - last_ts, 0) / 1e9
-                        )
+            metrics.raft_commit_index.labels(group, node).set(status.commit_index)
+            metrics.raft_applied_index.labels(group, node).set(status.applied_index)
+            metrics.raft_term.labels(group, node).set(status.term)
+        if self.meta is None:
+            return
+        now = time.time_ns()
+        for replica in list(self.meta.replicas.values()):
+            replica.report_staleness()
+            if replica.role is not Role.LEADER or replica.stopped:
+                continue
+            with contextlib.suppress(RaftHostError):
+                last = self.host.status(replica.group).last_index
+                for peer, (match, _active) in replica_progress(replica).items():
+                    if peer == node:
+                        continue
+                    lag = max(last - match, 0)
+                    metrics.replica_lag_messages.labels(replica.name, peer, "follower").set(lag)
+                    last_ts = replica.machine.store.state().last_ts_ns if lag else now
+                    metrics.replica_lag_seconds.labels(replica.name, peer, "follower").set(
+                        0 if lag == 0 else max(now - last_ts, 0) / 1e9
+                    )
