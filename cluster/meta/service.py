@@ -143,6 +143,10 @@ class MetaService:
         self.machine.listeners.append(self._assignment_changed)
         self._state_machine = _MetaStateMachine(self.machine, self._meta_applied)
         self.replicas: dict[str, StreamReplica] = {}
+        # the same replicas and their consumers' by Raft group: each leadership change looks one up, and
+        # a scan of every replica for each made the changes of N streams cost N^2
+        self._by_group: dict[str, StreamReplica] = {}
+        self._consumers_by_group: dict[str, ConsumerReplica] = {}
         # this node's one beacon task: its streams' positions and their followers' staleness
         self.positions = PositionBeacons(ctx)
         # name -> (the assignment config dict it was parsed from, the config): see configs()
@@ -188,20 +192,15 @@ class MetaService:
         for replica in list(self.replicas.values()):
             await replica.stop(delete=False)
         self.replicas.clear()
+        self._by_group.clear()
+        self._consumers_by_group.clear()
         self.positions.close()
 
     def stream_replica(self, group: str) -> StreamReplica | None:
-        for replica in self.replicas.values():
-            if replica.group == group:
-                return replica
-        return None
+        return self._by_group.get(group)
 
     def consumer_replica(self, group: str) -> ConsumerReplica | None:
-        for replica in self.replicas.values():
-            for consumer in replica.consumers.values():
-                if consumer.group == group:
-                    return consumer
-        return None
+        return self._consumers_by_group.get(group)
 
     @property
     def applied_index(self) -> int:
@@ -268,6 +267,9 @@ class MetaService:
             assignment = wanted.get(name)
             if assignment is None or assignment.created_ns != replica.assignment.created_ns:
                 del self.replicas[name]
+                self._by_group.pop(replica.group, None)
+                for consumer in replica.consumers.values():
+                    self._consumers_by_group.pop(consumer.group, None)
                 log.info("stream_replica_removed", stream=name, node=self.ctx.name)
                 await replica.stop(delete=True)
             elif assignment.to_json() != replica.assignment.to_json():
@@ -282,6 +284,7 @@ class MetaService:
                 self.ctx, assignment, copiers=OriginFetcher, positions=self.positions, store=store
             )
             self.replicas[name] = replica
+            self._by_group[replica.group] = replica
             replica.start()
             log.info("stream_replica_started", stream=name, node=self.ctx.name, peers=assignment.peers)
         for replica in list(self.replicas.values()):
@@ -299,6 +302,7 @@ class MetaService:
             assignment = wanted.get(name)
             if assignment is None or assignment.created_ns != consumer.assignment.created_ns:
                 del stream.consumers[name]
+                self._consumers_by_group.pop(consumer.group, None)
                 await consumer.stop(delete=True)
             elif assignment.to_json() != consumer.assignment.to_json():
                 consumer.assignment_changed(assignment)
@@ -306,6 +310,7 @@ class MetaService:
             if name not in stream.consumers:
                 consumer = ConsumerReplica(self.ctx, assignment, stream)
                 stream.consumers[name] = consumer
+                self._consumers_by_group[consumer.group] = consumer
                 consumer.start()
                 log.info("consumer_replica_started", stream=stream.name, consumer=name, node=self.ctx.name)
         stream.consumers_changed(len(assigned))
