@@ -1,43 +1,24 @@
-"""How stale a replica's copy of a stream may be, from the leader's position beacons.
+"""How stale a copy of a stream may be, from where its source said it was, and when.
 
-The leader of a stream with more than one replica publishes its last applied
-sequence and its wall clock on `$JSR.POS.<stream>` (every 50 ms when a
-staleness bound is set, every 500 ms otherwise). A replica that has applied everything the leader had at time T
-is at most `now - T` behind; it keeps the recent beacons and takes the
-newest one it has caught up with. Beacons travel the same link as the Raft
-appends, so injected latency on a follower's link shows up here as
-staleness, which is exactly what a client reading from it would see. (Clocks
+A copy that has applied everything its source had at time T is at most
+`now - T` behind; it keeps the recent positions and takes the newest one it
+has caught up with. A follower learns its leader's positions from the nodes'
+beacons (positions.py: one per node every 500 ms, every 50 ms when a
+staleness bound is set); a mirror's leader learns its origin's from the
+fetch answers (cluster/stream/fetch.py), with `StalenessTracker`. (Clocks
 are assumed synchronized, as on one machine or with NTP.)
 
-With no beacon it has caught up with, or none at all within the window,
-the replica counts as at least as stale as the window: the safe side.
+With no position it has caught up with, or none at all within the window,
+the copy counts as at least as stale as the window: the safe side.
 """
 
 from __future__ import annotations
 
-import struct
 from collections import deque
 
-POSITION_PREFIX = "$JSR.POS."
-BEACON = struct.Struct(">QQ")
 FAST_INTERVAL = 0.05
 SLOW_INTERVAL = 0.5
 WINDOW_NS = 10_000_000_000
-
-
-def position_subject(stream: str) -> str:
-    return POSITION_PREFIX + stream
-
-
-def encode_beacon(last_seq: int, sent_ns: int) -> bytes:
-    return BEACON.pack(last_seq, sent_ns)
-
-
-def decode_beacon(payload: bytes) -> tuple[int, int] | None:
-    if len(payload) != BEACON.size:
-        return None
-    last_seq, sent_ns = BEACON.unpack(payload)
-    return last_seq, sent_ns
 
 
 class StalenessTracker:

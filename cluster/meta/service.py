@@ -46,7 +46,8 @@ from cluster.api.unimplemented import UNIMPLEMENTED_OPS, unimplemented_answer
 from cluster.api.unimplemented import error_body as unimplemented_error_body
 from cluster.consumer.assignment import ConsumerAssignment
 from cluster.consumer.replica import ConsumerReplica
-from cluster.direct_get.staleness import position_subject
+from cluster.direct_get.beacons import PositionBeacons
+from cluster.direct_get.positions import presence_subject
 from cluster.meta.account_limits import check_create_limits, check_update_limits, reserved_bytes
 from cluster.meta.consumers import ConsumerAdmin, consumer_error_body, parse_meta_consumer_subject
 from cluster.meta.machine import MetaMachine, MetaOp, MetaResult, encode_meta_entry
@@ -142,6 +143,12 @@ class MetaService:
         self.machine.listeners.append(self._assignment_changed)
         self._state_machine = _MetaStateMachine(self.machine, self._meta_applied)
         self.replicas: dict[str, StreamReplica] = {}
+        # the same replicas and their consumers' by Raft group: each leadership change looks one up, and
+        # a scan of every replica for each made the changes of N streams cost N^2
+        self._by_group: dict[str, StreamReplica] = {}
+        self._consumers_by_group: dict[str, ConsumerReplica] = {}
+        # this node's one beacon task: its streams' positions and their followers' staleness
+        self.positions = PositionBeacons(ctx)
         # name -> (the assignment config dict it was parsed from, the config): see configs()
         self._parsed_configs: dict[str, tuple[dict[str, Any], StreamConfig]] = {}
         self._configs: dict[str, StreamConfig] = {}
@@ -182,6 +189,7 @@ class MetaService:
             learners=meta_learners(self.ctx.members),
             options=self.ctx.group_options(GROUP_OPTIONS),
         )
+        self.positions.open()
         self.ctx.spawn(self._reconcile_loop(), "meta-reconcile")
         listen_for_api_counts(self.ctx)
         self.ctx.spawn(report_api_counts(self.ctx, lambda: self._stopped), "meta-api-count-reports")
@@ -196,22 +204,21 @@ class MetaService:
             await replica.stop(delete=False)
         self.replicas.clear()
         self._started_with_entry.clear()
+        self._by_group.clear()
+        self._consumers_by_group.clear()
+        self.positions.close()
 
     def stream_replica(self, group: str) -> StreamReplica | None:
-        name = StreamAssignment.stream_of_group(group)
-        if name is None:
-            return None
-        for replica in (self.replicas.get(name), self._started_with_entry.get(name)):
-            if replica is not None and replica.group == group:
-                return replica
-        return None
+        replica = self._by_group.get(group)
+        if replica is None:
+            # one started with its meta entry, not adopted by the reconciler yet (a few at most)
+            for started in self._started_with_entry.values():
+                if started.group == group:
+                    return started
+        return replica
 
     def consumer_replica(self, group: str) -> ConsumerReplica | None:
-        for replica in self.replicas.values():
-            for consumer in replica.consumers.values():
-                if consumer.group == group:
-                    return consumer
-        return None
+        return self._consumers_by_group.get(group)
 
     @property
     def applied_index(self) -> int:
@@ -300,6 +307,9 @@ class MetaService:
             assignment = wanted.get(name)
             if assignment is None or assignment.created_ns != replica.assignment.created_ns:
                 del self.replicas[name]
+                self._by_group.pop(replica.group, None)
+                for consumer in replica.consumers.values():
+                    self._consumers_by_group.pop(consumer.group, None)
                 log.info("stream_replica_removed", stream=name, node=self.ctx.name)
                 await replica.stop(delete=True)
             elif assignment.to_json() != replica.assignment.to_json():
@@ -311,6 +321,7 @@ class MetaService:
             if started is not None and started.assignment.created_ns == assignment.created_ns:
                 del self._started_with_entry[name]
                 self.replicas[name] = started
+                self._by_group[started.group] = started
                 continue
             if store_is_new(self.ctx, assignment):
                 store = open_store(self.ctx, assignment)  # nothing to read: a fraction of a millisecond
@@ -318,8 +329,11 @@ class MetaService:
                 # opening a store with data reads its index (tens of ms for a big one): not on the
                 # event loop, where it would hold up every client and Raft group of this node
                 store = await asyncio.to_thread(open_store, self.ctx, assignment)
-            replica = StreamReplica(self.ctx, assignment, copiers=OriginFetcher, store=store)
+            replica = StreamReplica(
+                self.ctx, assignment, copiers=OriginFetcher, positions=self.positions, store=store
+            )
             self.replicas[name] = replica
+            self._by_group[replica.group] = replica
             replica.start()
             log.info("stream_replica_started", stream=name, node=self.ctx.name, peers=assignment.peers)
         for name in names:
@@ -338,6 +352,7 @@ class MetaService:
             assignment = wanted.get(name)
             if assignment is None or assignment.created_ns != consumer.assignment.created_ns:
                 del stream.consumers[name]
+                self._consumers_by_group.pop(consumer.group, None)
                 await consumer.stop(delete=True)
             elif assignment.to_json() != consumer.assignment.to_json():
                 consumer.assignment_changed(assignment)
@@ -345,6 +360,7 @@ class MetaService:
             if name not in stream.consumers:
                 consumer = ConsumerReplica(self.ctx, assignment, stream)
                 stream.consumers[name] = consumer
+                self._consumers_by_group[consumer.group] = consumer
                 consumer.start()
                 log.info("consumer_replica_started", stream=stream.name, consumer=name, node=self.ctx.name)
         stream.consumers_changed(len(assigned))
@@ -556,7 +572,9 @@ class MetaService:
             return None
         # a copy: the replica compares its own against the machine's, as for one the reconciler starts
         own = StreamAssignment.from_json(assignment.to_json())
-        replica = StreamReplica(self.ctx, own, copiers=OriginFetcher, store=open_store(self.ctx, own))
+        replica = StreamReplica(
+            self.ctx, own, copiers=OriginFetcher, positions=self.positions, store=open_store(self.ctx, own)
+        )
         self._started_with_entry[name] = replica
         replica.start()
         log.info("stream_replica_started", stream=name, node=me, peers=assignment.peers, with_entry=True)
@@ -593,7 +611,7 @@ class MetaService:
         # Acknowledged once its replicas have stopped (bounded: a node cut off stops when it hears),
         # so no replica of it answers a Direct Get after the client was told it is gone, and its
         # mirrors' replicas answer them alone.
-        if not await wait_until_unserved(self.ctx.router, position_subject(name), REPLICAS_STOP_WAIT):
+        if not await wait_until_unserved(self.ctx.router, presence_subject(name), REPLICAS_STOP_WAIT):
             log.info("stream_deleted_before_every_replica_stopped", stream=name)
         # as nats-server: each consumer goes first, then the stream
         now = time.time_ns()

@@ -75,9 +75,16 @@ class NodeHttpServer:
     """Serves monitoring and metrics on one port; start() binds, stop() releases it."""
 
     def __init__(
-        self, host: str, port: int, registry: CollectorRegistry, monitor: MonitoringEndpoints
+        self,
+        host: str,
+        port: int,
+        registry: CollectorRegistry,
+        monitor: MonitoringEndpoints,
+        before_metrics: Callable[[], None] | None = None,
     ) -> None:
+        """`before_metrics`: sets the gauges read from the node's state, when a scrape asks for them."""
         self._host = host
+        self._before_metrics = before_metrics
         self._port = port
         self._registry = registry
         self._monitor = monitor
@@ -159,6 +166,8 @@ class NodeHttpServer:
         return _json(request, body, status)
 
     async def _metrics(self, _request: web.Request) -> web.Response:
+        if self._before_metrics is not None:
+            self._before_metrics()
         body = generate_latest(self._registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 

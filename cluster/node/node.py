@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import dataclasses
 import time
-from typing import Any
 
 import grpc
 import structlog
@@ -58,7 +57,8 @@ from raft.types import NodeId, Role
 
 log = structlog.get_logger(__name__)
 
-METRICS_REFRESH_INTERVAL = 1.0
+# how often a node recovering from damaged files looks whether it may retire its recovery ledger
+RECOVERY_CHECK_INTERVAL = 1.0
 
 
 def _cluster_info(config: NodeConfig) -> dict[str, str] | None:
@@ -133,14 +133,16 @@ class Node:
         self.engine = state.raft
         self.stream_stores = state.streams
         self.metrics.count_raft_log_writes(lambda: (self.engine.batches, self.engine.fsyncs))
-        # group -> (commit, applied, term) as last exported (see _refresh_metrics)
+        # group -> (commit, applied, term) as last exported (see refresh_metrics)
         self._exported_positions: dict[str, tuple[int, int, int]] = {}
         self.host = RaftHost(
             config.name, self.engine, on_leader_change=self._leader_changed, recovery=state.recovery
         )
         self._health_judge = HealthJudge()
         self.monitor = NodeMonitor(self, lambda: self.http.port)
-        self.http = NodeHttpServer(config.host, config.http_port, self.metrics.registry, self.monitor)
+        self.http = NodeHttpServer(
+            config.host, config.http_port, self.metrics.registry, self.monitor, before_metrics=self.refresh_metrics
+        )
         self.system = SystemResponder(
             self.router, self.monitor, self.monitor.identity, self.server.server_id, config.user or ""
         )
@@ -150,11 +152,11 @@ class Node:
         self.prefixes: PrefixMapper | None = None
         # the other accounts' JetStream API, which answers that they have none
         self.no_jetstream: NoJetStreamResponder | None = None
-        self._metrics_task: asyncio.Task[Any] | None = None
         # series that exist from the start, so dashboards show 0 rather than no data
         self._slow_consumer_counter = self.metrics.slow_consumers.labels(config.name)
         self._slow_consumers_seen = 0
         self.metrics.route_connections.labels(config.name).set(0)
+        self._recovery_task: asyncio.Task[None] | None = None
 
     @property
     def members(self) -> tuple[str, ...]:
@@ -218,7 +220,8 @@ class Node:
             self.no_jetstream.open()
         await self.http.start()
         self.system.open()
-        self._metrics_task = asyncio.get_running_loop().create_task(self._refresh_metrics())
+        if self.host.recovery is not None:
+            self._recovery_task = asyncio.get_running_loop().create_task(self._retire_recovery())
         log.info(
             "node_started",
             node=config.name,
@@ -232,8 +235,8 @@ class Node:
 
     async def stop(self) -> None:
         log.info("node_stopping", node=self.config.name)
-        if self._metrics_task is not None:
-            self._metrics_task.cancel()
+        if self._recovery_task is not None:
+            self._recovery_task.cancel()
         await self.server.stop()
         self.system.close()
         if self.api is not None:
@@ -308,48 +311,55 @@ class Node:
         ]
         return problems, reachable
 
-    async def _refresh_metrics(self) -> None:
+    def refresh_metrics(self) -> None:
+        """The gauges read from the node's state (connections, each group's indexes, each replica's lag
+        and staleness), set when /metrics is scraped: nothing runs for them in between, so idle groups
+        cost nothing here."""
         metrics, node = self.metrics, self.config.name
-        while True:
-            await asyncio.sleep(METRICS_REFRESH_INTERVAL)
-            metrics.client_connections.labels(node).set(len(self.server.clients))
-            slow = self.server.stats.slow_consumers
-            if slow > self._slow_consumers_seen:
-                self._slow_consumer_counter.inc(slow - self._slow_consumers_seen)
-                self._slow_consumers_seen = slow
-            # only what moved: an idle node with thousands of groups spent tens of ms of its loop here
-            # every second building each group's status and looking up three gauges' labels
-            exported = self._exported_positions
-            for group, commit, applied, term in self.host.positions():
-                if exported.get(group) != (commit, applied, term):
-                    exported[group] = (commit, applied, term)
-                    metrics.raft_commit_index.labels(group, node).set(commit)
-                    metrics.raft_applied_index.labels(group, node).set(applied)
-                    metrics.raft_term.labels(group, node).set(term)
-            if len(exported) > 2 * len(self.host.groups()) + 100:
-                live = set(self.host.groups())
-                for gone in [group for group in exported if group not in live]:
-                    del exported[gone]
-            if self.meta is None:
+        metrics.client_connections.labels(node).set(len(self.server.clients))
+        slow = self.server.stats.slow_consumers
+        if slow > self._slow_consumers_seen:
+            self._slow_consumer_counter.inc(slow - self._slow_consumers_seen)
+            self._slow_consumers_seen = slow
+        # only what moved since the last scrape: with thousands of groups, building each one's status and
+        # looking up three gauges' labels took tens of ms of the loop
+        exported = self._exported_positions
+        for group, commit, applied, term in self.host.positions():
+            if exported.get(group) != (commit, applied, term):
+                exported[group] = (commit, applied, term)
+                metrics.raft_commit_index.labels(group, node).set(commit)
+                metrics.raft_applied_index.labels(group, node).set(applied)
+                metrics.raft_term.labels(group, node).set(term)
+        if len(exported) > 2 * len(self.host.groups()) + 100:
+            live = set(self.host.groups())
+            for gone in [group for group in exported if group not in live]:
+                del exported[gone]
+        if self.meta is None:
+            return
+        now = time.time_ns()
+        for replica in list(self.meta.replicas.values()):
+            replica.report_staleness()
+            # a replica's lag is exported by its leader, for each follower: a stream of one has none
+            if replica.role is not Role.LEADER or replica.stopped or len(replica.assignment.peers) < 2:
                 continue
-            # caught up with the meta leader and every replica assigned here started: these are all the
-            # groups it had, and once all have caught up the groups created later have nothing to recover
-            if self.host.recovery is not None and self.meta.current and self.host.retire_recovery():
+            with contextlib.suppress(RaftHostError):
+                last = self.host.status(replica.group).last_index
+                for peer, (match, _active) in replica_progress(replica).items():
+                    if peer == node:
+                        continue
+                    lag = max(last - match, 0)
+                    metrics.replica_lag_messages.labels(replica.name, peer, "follower").set(lag)
+                    last_ts = replica.machine.store.state().last_ts_ns if lag else now
+                    metrics.replica_lag_seconds.labels(replica.name, peer, "follower").set(
+                        0 if lag == 0 else max(now - last_ts, 0) / 1e9
+                    )
+
+    async def _retire_recovery(self) -> None:
+        """While the node recovers from damaged files: once it is current with the meta leader (every
+        replica assigned here started, so these are all the groups it had) and every group has caught
+        up, retire the recovery ledger, so that groups created later vote at once."""
+        node = self.config.name
+        while self.host.recovery is not None:
+            await asyncio.sleep(RECOVERY_CHECK_INTERVAL)
+            if self.meta is not None and self.meta.current and self.host.retire_recovery():
                 log.info("raft_recovery_complete", node=node)
-            now = time.time_ns()
-            for replica in list(self.meta.replicas.values()):
-                # a replica's lag is exported by its leader, for each follower: a stream of one has none
-                if replica.role is not Role.LEADER or replica.stopped or len(replica.assignment.peers) < 2:
-                    continue
-                with contextlib.suppress(RaftHostError):
-                    last = self.host.status(replica.group).last_index
-                    for peer, (match, _active) in replica_progress(replica).items():
-                        if peer == node:
-                            continue
-                        lag = max(last - match, 0)
-                        role = replica.responder_role().value if peer == node else "follower"
-                        metrics.replica_lag_messages.labels(replica.name, peer, role).set(lag)
-                        last_ts = replica.machine.store.state().last_ts_ns if lag else now
-                        metrics.replica_lag_seconds.labels(replica.name, peer, role).set(
-                            0 if lag == 0 else max(now - last_ts, 0) / 1e9
-                        )

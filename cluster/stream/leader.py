@@ -39,7 +39,6 @@ from cluster.api.errors import ApiError, JSErrors, plain_error, stream_info_erro
 from cluster.api.response_types import LEADER_STEPDOWN_TYPE, MSG_DELETE_TYPE, STREAM_UPDATE_TYPE
 from cluster.api.stepdown import stepdown_candidates
 from cluster.api.subjects import ApiOp, parse_stream_subject, stream_subscription
-from cluster.direct_get.staleness import FAST_INTERVAL, SLOW_INTERVAL, encode_beacon, position_subject
 from cluster.runtime.catch_up import caught_up
 from cluster.runtime.context import CLUSTER_NAME, SYSTEM_ACCOUNT
 from cluster.runtime.group_membership import converge_membership
@@ -234,7 +233,6 @@ class StreamLeader:
         self.sources = [self._copiers(self.replica, source, mirror=False) for source in cfg.sources]
         for fetcher in self.sources:
             fetcher.start()
-        self._beacons = self.ctx.spawn(self._send_beacons(), f"beacons-{self.replica.name}")
         self.expiry_check()
         self._advise_elected()
         if caught_up_now:
@@ -281,7 +279,6 @@ class StreamLeader:
         self.replica.machine.report_republish = False
         if self._republish_catch_up is not None:
             self._republish_catch_up.cancel()
-        self._beacons.cancel()
         self.expiry.close()
         if self.mirror is not None:
             self.mirror.stop()
@@ -296,19 +293,6 @@ class StreamLeader:
         if self._api_sub is not None:
             router.unsubscribe(self._api_sub)
             self._api_sub = None
-
-    async def _send_beacons(self) -> None:
-        """The leader's position, for the followers' staleness (see cluster/direct_get/staleness.py)."""
-        subject = position_subject(self.replica.name)
-        while not self._closed:
-            # only followers read them: a stream with one replica has none (300 R1 streams sent 600 a
-            # second to nobody but themselves)
-            if len(self.replica.assignment.peers) > 1:
-                # a mirror's leader is itself behind its origin: followers inherit that staleness
-                fresh_as_of_ns = time.time_ns() - self.replica.leader_staleness_ns()
-                self.ctx.router.publish(subject, encode_beacon(self.replica.machine.last_seq, fresh_as_of_ns))
-            bounded = self.replica.config.max_direct_lag is not None
-            await asyncio.sleep(FAST_INTERVAL if bounded else SLOW_INTERVAL)
 
     def expiry_check(self) -> None:
         """After an apply: arm the expiry timer (cluster/stream/expiry.py) if anything can expire."""

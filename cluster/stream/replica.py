@@ -23,14 +23,9 @@ import structlog
 
 from cluster.api.subjects import ApiOp, stream_subject
 from cluster.direct_get.answer import ResponderRole
+from cluster.direct_get.beacons import PositionBeacons
+from cluster.direct_get.positions import LedStream, presence_subject
 from cluster.direct_get.responder import DirectGetResponder
-from cluster.direct_get.staleness import (
-    FAST_INTERVAL,
-    SLOW_INTERVAL,
-    StalenessTracker,
-    decode_beacon,
-    position_subject,
-)
 from cluster.runtime.catch_up import caught_up
 from cluster.runtime.context import MEMORY_STREAM_GROUP_OPTIONS, NodeContext
 from cluster.runtime.metrics import LabelledChildren
@@ -104,10 +99,14 @@ class StreamReplica:
         ctx: NodeContext,
         assignment: StreamAssignment,
         copiers: CopierFactory,
+        positions: PositionBeacons,
         store: StreamStore | None = None,
     ) -> None:
-        """`store`: opened already by `open_store`, off the event loop (the meta service does that)."""
+        """`store`: opened already by `open_store`, off the event loop (the meta service does that).
+        `positions`: the node's beacons, which carry this stream's position while it leads here and
+        give its staleness while it follows."""
         self.ctx = ctx
+        self.positions = positions
         # what copies an origin into this stream while it leads, if it is a mirror or has sources
         self.copiers = copiers
         self.assignment = assignment
@@ -131,13 +130,15 @@ class StreamReplica:
         self.expected_consumers = 0
         self._last_seq_role: ResponderRole | None = None
         self._last_seq_gauge: Any = None
+        self._raft_children: tuple[Any, Any, Any] | None = None
+        self._elections_child: Any = None
         self._caught_up = False
         # jetraft.max_direct_lag: a follower further behind than this stops answering Direct Gets
-        self.staleness = StalenessTracker(time.time_ns())
+        self._started_ns = time.time_ns()
         self._too_stale = False
         self._lag_gauge = LabelledChildren(ctx.metrics.replica_lag_seconds, self.name, ctx.name)
-        self._position_sub: Subscription | None = None
-        self._staleness_task: asyncio.Task[Any] | None = None
+        self._bound_watched = False
+        self._presence_sub: Subscription | None = None
         self.responder = DirectGetResponder(
             ctx,
             answers_for=self.name,
@@ -223,8 +224,10 @@ class StreamReplica:
             )
             self._last_seq_role = role
         self._last_seq_gauge.set(last_seq)
+        self._watch_bound()
         self._update_responders()
         if self._leader is not None:
+            self.positions.moved(self.name)
             self._leader.expiry_check()
 
     def _update_responders(self) -> None:
@@ -259,23 +262,38 @@ class StreamReplica:
             # a brand-new group: its first peer stands at once instead of waiting out an election timeout
             host.campaign(self.group)
         self._catch_up = self.ctx.spawn(self._join_when_caught_up(), f"catch-up-{self.name}")
-        self._position_sub = self.ctx.router.subscribe(position_subject(self.name), self._on_beacon)
-        self._staleness_task = self.ctx.spawn(self._watch_staleness(), f"staleness-{self.name}")
+        self._presence_sub = self.ctx.router.subscribe(presence_subject(self.name), _never_published)
+        self.positions.board.watch(self.name)
+        self._watch_bound()
 
-    def _on_beacon(self, msg: Message) -> None:
-        beacon = decode_beacon(msg.payload)
-        if beacon is not None:
-            self.staleness.observe(*beacon)
+    def _watch_bound(self) -> None:
+        """A replica with a staleness bound is checked against it by the node's beacon task (beacons
+        stop coming when the leader is cut off, and staleness must still grow); one without is never
+        woken, and its staleness is computed when asked."""
+        bounded = self.config.max_direct_lag is not None and not self.stopped
+        if bounded == self._bound_watched:
+            return
+        self._bound_watched = bounded
+        if bounded:
+            self.positions.watch_bound(self.name, self._check_staleness)
+        else:
+            self.positions.unwatch_bound(self.name)
             self._check_staleness()
+        if self._leader is not None:
+            self._lead_positions()
 
-    async def _watch_staleness(self) -> None:
-        # beacons stop coming when the leader is cut off: staleness must still grow
-        while not self.stopped:
-            bounded = self.config.max_direct_lag is not None
-            await asyncio.sleep(FAST_INTERVAL if bounded else SLOW_INTERVAL)
-            if self.role is Role.LEADER and self.config.mirror is None:
-                continue  # a stream's leader is never behind (checked when it took over)
-            self._check_staleness()
+    def _lead_positions(self) -> None:
+        """This node's beacons carry the stream's position while it leads here."""
+        leader = self._leader
+        copy = leader is not None and leader.mirror is not None
+        self.positions.lead(
+            self.name,
+            LedStream(
+                last_seq=lambda: self.machine.last_seq,
+                behind_ns=self.leader_staleness_ns if copy else None,
+                bounded=self.config.max_direct_lag is not None,
+            ),
+        )
 
     def leader_staleness_ns(self) -> int:
         """How far this node's data is behind where it comes from, while it leads: 0, except for a
@@ -285,13 +303,22 @@ class StreamReplica:
             return 0
         return leader.mirror.staleness_ns(time.time_ns())
 
-    def _check_staleness(self) -> None:
+    def staleness_ns(self) -> int:
+        """An upper bound on how far this replica's data is behind its source: a follower's behind its
+        leader's, from the beacons (cluster/direct_get/positions.py); a mirror leader's behind its origin."""
         if self.stopped:
-            stale_ns = 0
-        elif self.role is Role.LEADER:
-            stale_ns = self.leader_staleness_ns()
-        else:
-            stale_ns = self.staleness.staleness_ns(self.machine.last_seq, time.time_ns())
+            return 0
+        if self.role is Role.LEADER:
+            return self.leader_staleness_ns()
+        return self.positions.staleness_ns(self.name, self.machine.last_seq, self._started_ns)
+
+    def report_staleness(self) -> None:
+        """Sets `jetraft_replica_lag_seconds` (a scrape asks, and each bound check)."""
+        if not self.stopped:
+            self._check_staleness()
+
+    def _check_staleness(self) -> None:
+        stale_ns = self.staleness_ns()
         self._lag_gauge(self.responder_role().value).set(stale_ns / 1e9)
         bound_ms = self.config.max_direct_lag
         too_stale = bound_ms is not None and stale_ns > bound_ms * 1_000_000
@@ -316,16 +343,17 @@ class StreamReplica:
         self.responder.leave()
         if self.origin_responder is not None:
             self.origin_responder.leave()
-        if self._position_sub is not None:
-            self.ctx.router.unsubscribe(self._position_sub)
+        if self._presence_sub is not None:
+            self.ctx.router.unsubscribe(self._presence_sub)
+        self.positions.board.unwatch(self.name)
+        self._watch_bound()
         for consumer in list(self.consumers.values()):
             await consumer.stop(delete)
         self.consumers.clear()
-        if self._staleness_task is not None:
-            self._staleness_task.cancel()
         if self._leader is not None:
             self._leader.close()
             self._leader = None
+            self.positions.unlead(self.name)
         if self._catch_up is not None:
             self._catch_up.cancel()
         for _, future in self._seq_waiters:
@@ -378,12 +406,12 @@ class StreamReplica:
     def on_leader_change(self, leader: NodeId | None, role: Role, term: int) -> None:
         was_leader = self.role is Role.LEADER
         self.role, self.leader_id = role, leader
-        metrics, node = self.ctx.metrics, self.ctx.name
-        metrics.raft_is_leader.labels(self.group, node).set(1 if role is Role.LEADER else 0)
-        metrics.raft_term.labels(self.group, node).set(term)
-        metrics.raft_leader_changes.labels(self.group, node).inc()
-        if role is Role.CANDIDATE:
-            metrics.raft_elections.labels(self.group, node).inc()
+        is_leader, term_gauge, changes, elections = self._raft_series(candidate=role is Role.CANDIDATE)
+        is_leader.set(1 if role is Role.LEADER else 0)
+        term_gauge.set(term)
+        changes.inc()
+        if elections is not None:
+            elections.inc()
         if role is Role.LEADER and not was_leader and not self.stopped:
             if not self._caught_up and self.ctx.host.leads_with_nothing_before_term(self.group):
                 # a new stream's first leader: nothing was committed before, so no ReadIndex to wait for
@@ -393,10 +421,26 @@ class StreamReplica:
                 self._update_responders()
             self._leader = StreamLeader(self, self.copiers)
             self._leader.open()
-            self._check_staleness()  # a leader is never behind itself: its lag is 0 from now on
+            self._lead_positions()
         elif role is not Role.LEADER and self._leader is not None:
             self._leader.close()
             self._leader = None
+            self.positions.unlead(self.name)
+
+    def _raft_series(self, candidate: bool) -> tuple[Any, Any, Any, Any]:
+        """The group's Raft series, looked up once: in an election storm every group changes role
+        several times a second, and four label lookups each time were a fifth of a node's work. The
+        elections counter appears with the first election, as before."""
+        if self._raft_children is None:
+            metrics, node = self.ctx.metrics, self.ctx.name
+            self._raft_children = (
+                metrics.raft_is_leader.labels(self.group, node),
+                metrics.raft_term.labels(self.group, node),
+                metrics.raft_leader_changes.labels(self.group, node),
+            )
+        if candidate and self._elections_child is None:
+            self._elections_child = self.ctx.metrics.raft_elections.labels(self.group, self.ctx.name)
+        return (*self._raft_children, self._elections_child if candidate else None)
 
     def assignment_changed(self, assignment: StreamAssignment) -> None:
         """The meta group changed this stream's config: the leader replicates it into the stream's log."""
@@ -458,6 +502,10 @@ class StreamReplica:
             return self.ctx.host.is_leader(self.group)
         except (GroupNotFoundError, NotLeaderError):
             return False
+
+
+def _never_published(_msg: Message) -> None:
+    """The presence subscription's handler: nothing is sent there (see presence_subject)."""
 
 
 def _ignore_result(future: asyncio.Future[Any]) -> None:

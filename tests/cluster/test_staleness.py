@@ -1,6 +1,7 @@
-"""The staleness bound a follower derives from the leader's position beacons."""
+"""The staleness bound a copy derives from where its source said it was (a mirror's leader, from its
+origin's fetch answers; followers' positions come from the nodes' beacons, tests/cluster/test_positions.py)."""
 
-from cluster.direct_get.staleness import WINDOW_NS, StalenessTracker, decode_beacon, encode_beacon
+from cluster.direct_get.staleness import WINDOW_NS, StalenessTracker
 
 MS = 1_000_000
 
@@ -39,7 +40,3 @@ def test_late_beacons_are_ignored_and_old_ones_expire() -> None:
     tracker.observe(last_seq=8, sent_ns=later - MS)
     assert tracker.staleness_ns(applied_seq=8, now_ns=later) == MS
 
-
-def test_beacon_codec_round_trips_and_rejects_garbage() -> None:
-    assert decode_beacon(encode_beacon(42, 123_456)) == (42, 123_456)
-    assert decode_beacon(b"short") is None
