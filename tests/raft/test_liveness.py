@@ -38,3 +38,30 @@ def test_a_new_incarnation_is_news_without_any_silence() -> None:
 def test_timeout_must_be_positive() -> None:
     with pytest.raises(ValueError):
         NodeLiveness(timeout=0)
+
+
+def test_a_stall_of_our_own_is_not_the_peers_silence() -> None:
+    """The node's loop held up for 3 s (an overloaded machine): its peers' frames of that time wait to be
+    read, so none is declared down on the first check after it; one that stays silent is, a timeout later."""
+    live = NodeLiveness(timeout=1.0)
+    live.heard("n2", 7, now=0.0)
+    live.heard("n3", 7, now=0.0)
+    assert live.expired(now=0.05) == []
+    assert live.expired(now=3.05) == []  # we were stalled from 0.05 to 3.05
+    assert live.heard("n2", 7, now=3.06) is False  # n2's waiting frames: never down
+    gone: list[tuple[str, float]] = []
+    for tick in range(1, 25):  # checked every 50 ms from then on
+        now = 3.05 + tick * 0.05
+        if tick % 5 == 0:
+            live.heard("n2", 7, now=now)
+        gone += [(peer, round(now, 2)) for peer in live.expired(now=now)]
+    assert gone == [("n3", 4.05)]  # silent for a timeout of our running time after the stall: down, once
+    assert live.is_up("n2")
+
+
+def test_regular_checks_count_silence_in_full() -> None:
+    live = NodeLiveness(timeout=1.0)
+    live.heard("n2", 7, now=0.0)
+    for tick in range(1, 21):
+        assert live.expired(now=tick * 0.05) == []
+    assert live.expired(now=1.05) == ["n2"]
