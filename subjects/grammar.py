@@ -78,8 +78,13 @@ def filters_overlap(a: str, b: str) -> bool:
     """Whether some literal subject is matched by both filters."""
     if a == b:
         return True
+    # Two different first tokens, neither a wildcard, decide most pairs at once: a stream create compares
+    # its subjects with every other stream's (a fifth of a one-node create's CPU at 750 streams).
+    a_head, b_head = a.partition(".")[0], b.partition(".")[0]
+    if a_head != b_head and a_head != "*" and a_head != ">" and b_head != "*" and b_head != ">":
+        return False
     if "*" not in a and ">" not in a and "*" not in b and ">" not in b:
-        return False  # two different literal subjects (a stream create checks every other stream's)
+        return False  # two different literal subjects
     at, bt = a.split("."), b.split(".")
     for i in range(max(len(at), len(bt))):
         x = at[i] if i < len(at) else None
