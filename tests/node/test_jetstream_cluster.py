@@ -23,6 +23,7 @@ from tests.node.cluster_fixtures import (
     direct_get_from_every_replica,
     every_replica_applied,
     local_cluster,
+    publish_when_served,
 )
 
 
@@ -191,7 +192,9 @@ async def test_requests_from_every_node_reach_the_leaders(cluster: LocalCluster)
     try:
         js = [c.jetstream() for c in clients]
         await js[0].add_stream(name="ANYNODE", subjects=["any.>"], num_replicas=3)
-        acks = await asyncio.gather(*(j.publish("any.x", b"p") for j in js))
+        # right after the create, the stream's interest may not have reached every node yet (nats-server
+        # races it the same way): a few bounded tries each
+        acks = await asyncio.gather(*(publish_when_served(j, "any.x", b"p") for j in js))
         assert sorted(a.seq for a in acks) == [1, 2, 3]
         for j in js:
             assert (await j.stream_info("ANYNODE")).state.messages == 3
