@@ -13,6 +13,7 @@ from typing import Any
 
 import nats
 import pytest
+from nats.aio.msg import Msg
 from nats.js.errors import ObjectNotFoundError
 
 from local.cluster import node_available
@@ -59,14 +60,21 @@ def _stable(value: Any) -> Any:
     return value
 
 
-async def _request(nc: nats.NATS, subject: str, body: Any = None, timeout: float = REQUEST_TIMEOUT) -> Any:
+async def _ask(nc: nats.NATS, subject: str, body: Any, timeout: float) -> Msg | str:
+    """The reply to a request with `body` as JSON, or "timeout" / "no responders"."""
     payload = b"" if body is None else json.dumps(body).encode()
     try:
-        reply = await nc.request(subject, payload, timeout=timeout)
+        return await nc.request(subject, payload, timeout=timeout)
     except nats.errors.TimeoutError:
         return "timeout"
     except nats.errors.NoRespondersError:
         return "no responders"
+
+
+async def _request(nc: nats.NATS, subject: str, body: Any = None, timeout: float = REQUEST_TIMEOUT) -> Any:
+    reply = await _ask(nc, subject, body, timeout)
+    if isinstance(reply, str):
+        return reply
     return _stable(json.loads(reply.data)) if reply.data else {"status": (reply.headers or {}).get("Status")}
 
 
@@ -476,13 +484,9 @@ JETRAFT_HEADERS = ("Jetraft-Node", "Jetraft-Role", "Jetraft-Last-Sequence")
 
 async def _reply(nc: nats.NATS, subject: str, body: Any = None, timeout: float = REQUEST_TIMEOUT) -> Any:
     """A reply with its status headers: for answers that are messages (Direct Get, pull requests)."""
-    payload = b"" if body is None else json.dumps(body).encode()
-    try:
-        reply = await nc.request(subject, payload, timeout=timeout)
-    except nats.errors.TimeoutError:
-        return "timeout"
-    except nats.errors.NoRespondersError:
-        return "no responders"
+    reply = await _ask(nc, subject, body, timeout)
+    if isinstance(reply, str):
+        return reply
     headers = {
         k: v
         for k, v in (reply.headers or {}).items()
