@@ -1160,11 +1160,15 @@ class RaftCore:
 
     def _handle_append_response(self, msg: Message, progress: Progress) -> None:
         log = self._log
-        if msg.reject and msg.context == LOST_ENTRIES:
+        if msg.reject and (msg.context == LOST_ENTRIES or msg.reject_hint < progress.match):
             # The follower lost entries it had acknowledged: its match index goes back (a lower match only
-            # delays commits, so a late or duplicated notice is harmless) and it is probed from there. It
-            # says so at every heartbeat until caught up: one already probed there, or with a snapshot on
-            # its way, is left alone (a snapshot sent again at every heartbeat would never finish).
+            # delays commits, so a late or duplicated notice is harmless) and it is probed from there. A
+            # recovering follower says so at every heartbeat until caught up: one already probed there, or
+            # with a snapshot on its way, is left alone (a snapshot sent again at every heartbeat would
+            # never finish). A follower that does not know it lost entries (a write-ahead log cut inside
+            # synced records looks like a torn last write) says so by rejecting with a hint, its last
+            # index, below its match: the logs agree up to the match, so an ordinary rejection's hint
+            # never is, and taking it as stale would probe that follower at its old match for ever.
             last = min(msg.reject_hint, log.last_index())
             if progress.state is ProgressState.SNAPSHOT or (
                 progress.state is ProgressState.PROBE and progress.match <= last and progress.next <= last + 1

@@ -7,7 +7,7 @@ import random
 from raft.core import RaftConfig, RaftCore
 from raft.log_storage import MemoryLogStorage
 from raft.progress import ProgressState
-from raft.types import CAMPAIGN_TRANSFER, LOST_ENTRIES, ConfState, Message, MessageType, Role
+from raft.types import CAMPAIGN_TRANSFER, LOST_ENTRIES, ConfState, HardState, Message, MessageType, Role
 
 from .harness import Harness, Node, isolate
 
@@ -157,3 +157,32 @@ def test_a_lost_entries_notice_does_not_send_a_second_snapshot_while_one_is_on_i
     )
     assert progress.state is ProgressState.SNAPSHOT and progress.match == 4
     assert not [m for m in leader.ready().messages if m.to == "n2"]
+
+
+def _restart_with_log_cut_to(h: Harness, node_id: str, last: int) -> RaftCore:
+    """`node_id` restarts from a log cut back to `last` (its hard state cut with it), not knowing it lost
+    anything: a write-ahead log truncated inside synced records looks like a torn last write."""
+    old = h.nodes[node_id].storage
+    storage = MemoryLogStorage(h.conf)
+    storage.append(old.entries(1, last + 1))
+    hard = old.hard_state
+    storage.set_hard_state(HardState(term=hard.term, vote=hard.vote, commit=min(hard.commit, last)))
+    core = RaftCore(RaftConfig(id=node_id), storage, random.Random(f"{node_id}-cut"))
+    h.nodes[node_id] = Node(core, storage)
+    return core
+
+
+def test_a_follower_whose_log_was_cut_below_what_it_acknowledged_is_caught_up_by_the_same_leader() -> None:
+    """n2 acknowledged 1..4 and comes back holding 1..2, not recovering (it cannot tell). Its rejections are
+    below the match the leader recorded; were they taken as stale, the leader would probe it at 4 for ever
+    and it would only catch up under the next leader."""
+    h = _committed_on_n1_and_n2_only()
+    h.stabilize()  # n3 catches up too: only n2 is behind after the cut
+    assert h.core("n1").progress["n2"].match == 4
+    n2 = _restart_with_log_cut_to(h, "n2", 2)
+    assert not n2.recovering and n2.last_index == 2
+    h.core("n1").propose(b"d")
+    h.stabilize()
+    assert h.leader() == "n1" and h.core("n1").term == n2.term
+    assert n2.last_index == h.core("n1").last_index
+    assert h.core("n1").progress["n2"].match == h.core("n1").last_index
