@@ -177,13 +177,13 @@ class Accounts:
 
     def __post_init__(self) -> None:
         self.accounts.setdefault(GLOBAL_ACCOUNT, Account(GLOBAL_ACCOUNT))
-        with_jetstream = [a.name for a in self.accounts.values() if a.jetstream]
-        if len(with_jetstream) > 1:
-            raise AccountConfigError(
-                f"accounts {', '.join(sorted(with_jetstream))} enable JetStream: jetraft serves JetStream "
-                "for one account yet"
-            )
-        self.home = with_jetstream[0] if with_jetstream else GLOBAL_ACCOUNT
+        with_jetstream = sorted(a.name for a in self.accounts.values() if a.jetstream)
+        # Every account that enables JetStream has its own (the global account when none does). One of
+        # them is home: its subjects and its streams' internal names are un-prefixed, as they were when
+        # jetraft served one account, so a node keeps reading the data it wrote then. The global
+        # account is home when it enables JetStream, else the first by name.
+        self.jetstream_accounts: tuple[str, ...] = tuple(with_jetstream) or (GLOBAL_ACCOUNT,)
+        self.home = GLOBAL_ACCOUNT if GLOBAL_ACCOUNT in self.jetstream_accounts else self.jetstream_accounts[0]
         self.prefixes = {
             name: "" if name == self.home else f"{ACCOUNT_PREFIX}{name}." for name in self.accounts
         }

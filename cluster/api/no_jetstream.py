@@ -8,12 +8,13 @@ pull request gets no-responders and an unknown subject no answer, as from nats-s
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from cluster.api.audit import audit_api_response
 from cluster.api.consumer_subjects import CONSUMER_API_PREFIX, ConsumerOp, parse_consumer_subject
 from cluster.api.errors import JSErrors, error_response, stream_info_error
-from cluster.api.subjects import API_QUEUE, API_SUBSCRIPTIONS, ApiOp, parse_api_subject
+from cluster.api.subjects import API_SUBSCRIPTIONS, ApiOp, parse_api_subject
 from cluster.runtime.context import NodeContext
 from gateway.accounts import ACCOUNT_PREFIX
 from gateway.headers import encode_headers
@@ -49,15 +50,23 @@ def not_enabled_body(api_subject: str) -> bytes | None:
     return error_response(request.response_type, error, **_STREAM_TRAILERS.get(request.op, {}))
 
 
+# A queue group of its own: the router groups queue members by name, whatever their subjects, so in the
+# API's group (`_jsapi`) this would take the requests of the accounts that have JetStream from their own
+# API entries. Served where the client is connected, as the API is (the node lists it in `local_queues`).
+NO_JETSTREAM_QUEUE = "_jsnone"
+
+
 class NoJetStreamResponder:
-    def __init__(self, ctx: NodeContext) -> None:
+    def __init__(self, ctx: NodeContext, jetstream_accounts: Collection[str] = ()) -> None:
         self._ctx = ctx
+        # the accounts that have a JetStream of their own, which answers them
+        self._served = frozenset(jetstream_accounts)
         self._subs: list[Subscription] = []
 
     def open(self) -> None:
         router = self._ctx.router
         self._subs = [
-            router.subscribe(f"{ACCOUNT_PREFIX}*.{subject}", self._on_request, API_QUEUE)
+            router.subscribe(f"{ACCOUNT_PREFIX}*.{subject}", self._on_request, NO_JETSTREAM_QUEUE)
             for subject in API_SUBSCRIPTIONS
         ]
 
@@ -70,7 +79,9 @@ class NoJetStreamResponder:
         if not msg.reply:
             return
         # _ACC_.<account>.$JS.API...
-        api_subject = msg.subject.split(".", 2)[2]
+        _, account, api_subject = msg.subject.split(".", 2)
+        if account in self._served:
+            return
         if api_subject.startswith(CONSUMER_API_PREFIX + "MSG.NEXT."):
             # nobody in this account serves it: what the router says when nobody listens
             status = encode_headers([("Nats-Subject", api_subject)], status=503)

@@ -21,11 +21,12 @@ import structlog
 
 from cluster.api.audit import API_AUDIT_SUBJECT, API_PREFIX, UNAUDITED_API_TAILS
 from cluster.api.entry import ApiEntry
-from cluster.api.no_jetstream import NoJetStreamResponder
+from cluster.api.no_jetstream import NO_JETSTREAM_QUEUE, NoJetStreamResponder
 from cluster.api.prefixes import PREFIX_QUEUE, PrefixMapper, domain_prefix
 from cluster.api.subjects import API_QUEUE
 from cluster.direct_get.responder import DIRECT_GET_QUEUE
 from cluster.meta.service import MetaService
+from cluster.node.account_jetstream import AccountJetStream
 from cluster.node.cluster_auth import call_metadata, cluster_server_interceptors
 from cluster.node.cluster_tls import peer_channel, server_credentials
 from cluster.node.config import NodeConfig
@@ -34,6 +35,7 @@ from cluster.node.health import HealthJudge, StreamView, observe
 from cluster.node.http_server import NodeHttpServer
 from cluster.node.monitoring import NodeMonitor
 from cluster.node.sys_requests import USER_INFO_QUEUE, SystemResponder
+from cluster.runtime.account_limits import UNLIMITED
 from cluster.runtime.context import (
     CLUSTER_NAME,
     INTERNAL_SUBJECT_PREFIXES,
@@ -81,7 +83,7 @@ class Node:
         # leader, on the same link as the client's reply interest (see Router.pass_on).
         self.router = Router(
             config.queue_policy,
-            local_queues=(API_QUEUE, PREFIX_QUEUE, USER_INFO_QUEUE),
+            local_queues=(API_QUEUE, PREFIX_QUEUE, USER_INFO_QUEUE, NO_JETSTREAM_QUEUE),
             group_policies={DIRECT_GET_QUEUE: config.direct_get_policy},
             same_machine=lambda peer: node_of(peer) == node_of(config.name),
             internal_prefixes=INTERNAL_SUBJECT_PREFIXES,
@@ -152,6 +154,8 @@ class Node:
         self.prefixes: PrefixMapper | None = None
         # the other accounts' JetStream API, which answers that they have none
         self.no_jetstream: NoJetStreamResponder | None = None
+        # the JetStream of every other account that enables it (the home account's is ctx, meta and api)
+        self.account_jetstreams: list[AccountJetStream] = []
         # series that exist from the start, so dashboards show 0 rather than no data
         self._slow_consumer_counter = self.metrics.slow_consumers.labels(config.name)
         self._slow_consumers_seen = 0
@@ -210,13 +214,24 @@ class Node:
             knows_stream=lambda stream: stream in meta.machine.streams,
             knows_consumer=meta.knows_consumer,
         )
+        accounts = config.accounts
+        if accounts is not None:
+            self.account_jetstreams = [
+                AccountJetStream(
+                    self.ctx, self.router, account, config.jetstream_account_limits.get(account, UNLIMITED)
+                )
+                for account in accounts.jetstream_accounts
+                if account != accounts.home
+            ]
         await self.host.start()
         self.meta.start()
         self.api.open()
+        for account_jetstream in self.account_jetstreams:
+            account_jetstream.start()
         self.prefixes = PrefixMapper(self.ctx, _other_api_prefixes(config))
         self.prefixes.open()
         if config.accounts is not None and len(config.accounts.accounts) > 1:
-            self.no_jetstream = NoJetStreamResponder(self.ctx)
+            self.no_jetstream = NoJetStreamResponder(self.ctx, config.accounts.jetstream_accounts)
             self.no_jetstream.open()
         await self.http.start()
         self.system.open()
@@ -245,6 +260,8 @@ class Node:
             self.prefixes.close()
         if self.no_jetstream is not None:
             self.no_jetstream.close()
+        for account_jetstream in self.account_jetstreams:
+            await account_jetstream.stop()
         if self.meta is not None:
             await self.meta.stop()
         if self.ctx is not None:
@@ -273,6 +290,10 @@ class Node:
         meta = self.meta
         if meta is None:
             return
+        for account_jetstream in self.account_jetstreams:
+            if group.startswith(account_jetstream.tag):
+                account_jetstream.leader_changed(group, leader, role, term)
+                return
         if group == META_GROUP:
             meta.on_leader_change(leader, role, term)
             return

@@ -73,7 +73,7 @@ class AttachedConsumer(Protocol):
 
 def store_name_for(assignment: StreamAssignment) -> str:
     """The replica's store in the node's engine: a stream deleted and created again gets a new one."""
-    return f"{assignment.name}-{assignment.created_ns}"
+    return f"{assignment.tag}{assignment.name}-{assignment.created_ns}"
 
 
 def open_store(ctx: NodeContext, assignment: StreamAssignment) -> StreamStore:

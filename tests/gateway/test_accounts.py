@@ -46,6 +46,16 @@ def test_the_jetstream_account_is_home_and_the_others_are_prefixed() -> None:
     assert accounts.prefixes == {"A": "", "I": "_ACC_.I.", GLOBAL_ACCOUNT: f"_ACC_.{GLOBAL_ACCOUNT}."}
 
 
+def test_every_account_with_jetstream_has_one_and_the_global_account_is_home_among_them() -> None:
+    two = Accounts({"B": Account("B", jetstream=True), "A": Account("A", jetstream=True), "C": Account("C")})
+    assert (two.jetstream_accounts, two.home) == (("A", "B"), "A")
+    assert two.prefixes == {"A": "", "B": "_ACC_.B.", "C": "_ACC_.C.", GLOBAL_ACCOUNT: f"_ACC_.{GLOBAL_ACCOUNT}."}
+    with_global = Accounts({GLOBAL_ACCOUNT: Account(GLOBAL_ACCOUNT, jetstream=True), "A": Account("A", jetstream=True)})
+    assert (with_global.jetstream_accounts, with_global.home) == ((GLOBAL_ACCOUNT, "A"), GLOBAL_ACCOUNT)
+    none = Accounts({"A": Account("A")})
+    assert (none.jetstream_accounts, none.home) == ((GLOBAL_ACCOUNT,), GLOBAL_ACCOUNT)
+
+
 def test_service_imports_map_publishes_the_most_specific_first() -> None:
     space = adr_19().space("I")
     assert space is not None
@@ -122,7 +132,6 @@ def test_an_importer_cannot_answer_replies_of_another_space() -> None:
             },
             "same wildcards",
         ),
-        ({"A": Account("A", jetstream=True), "B": Account("B", jetstream=True)}, "one account yet"),
     ],
 )
 def test_imports_that_do_not_fit_are_refused(accounts: dict[str, Account], message: str) -> None:

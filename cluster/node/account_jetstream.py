@@ -1,0 +1,85 @@
+"""The JetStream of one account that is not the home account: its own meta group, API entry and streams.
+
+nats-server gives every account with JetStream enabled a JetStream of its own: its own stream names,
+its API on `$JS.API.>` in its own subject space, its own limits and ACCOUNT INFO. A node runs, for each
+such account, the same services as for the home account (gateway/accounts.py), on a context whose router
+is the account's view of the node's router (gateway/account_router.py) and whose Raft groups and stores
+are named with the account's tag (`<account>/`), so nothing of two accounts' streams of one name meets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from cluster.api.entry import ApiEntry
+from cluster.meta.service import MetaService
+from cluster.runtime.account_limits import JetStreamAccountLimits
+from cluster.runtime.account_router import AccountRouter
+from cluster.runtime.context import INTERNAL_SUBJECT_PREFIXES, NodeContext
+from cluster.runtime.internal_requests import InternalRequester
+from gateway.router import Router
+from raft.types import NodeId, Role
+
+
+def account_tag(account: str) -> str:
+    """What the names of the account's Raft groups and stores begin with."""
+    return f"{account}/"
+
+
+class AccountJetStream:
+    """One account's JetStream services on this node."""
+
+    def __init__(
+        self, home: NodeContext, router: Router, account: str, limits: JetStreamAccountLimits
+    ) -> None:
+        view = AccountRouter(router, account, INTERNAL_SUBJECT_PREFIXES)
+        # the node's Raft host, metrics and stores, with this account's router, limits and counters
+        self.ctx = replace(
+            home,
+            router=view,
+            requester=InternalRequester(view, home.name),
+            account_limits=limits,
+            account_usage=type(home.account_usage)(),
+            api_counts=type(home.api_counts)(),
+            meta_progress=type(home.meta_progress)(),
+            account=account,
+            account_tag=account_tag(account),
+            _tasks=set(),
+        )
+        self.account = account
+        self.meta = MetaService(self.ctx)
+        meta = self.meta
+        self.api = ApiEntry(
+            self.ctx,
+            knows_stream=lambda stream: stream in meta.machine.streams,
+            knows_consumer=meta.knows_consumer,
+        )
+
+    @property
+    def tag(self) -> str:
+        return self.ctx.account_tag
+
+    def start(self) -> None:
+        self.meta.start()
+        self.api.open()
+
+    def leader_changed(self, group: str, leader: NodeId | None, role: Role, term: int) -> None:
+        """A Raft group of this account (its name begins with the account's tag) has a new leader."""
+        meta = self.meta
+        if group == self.ctx.meta_group:
+            meta.on_leader_change(leader, role, term)
+            return
+        if group[len(self.tag) :].startswith("C-"):
+            consumer = meta.consumer_replica(group)
+            if consumer is not None:
+                consumer.on_leader_change(leader, role, term)
+            return
+        replica = meta.stream_replica(group)
+        if replica is not None:
+            replica.on_leader_change(leader, role, term)
+
+    async def stop(self) -> None:
+        self.api.close()
+        await self.meta.stop()
+        await self.ctx.cancel_tasks()
+        self.ctx.requester.close()

@@ -1,0 +1,116 @@
+"""JetStream in every account that enables it: accounts A and B each have a stream ORDERS on `orders.>`, a
+pull consumer and a KV bucket `cfg`, and each sees only its own. The same file and the same requests on
+nats-server 2.15.1, on one jetraft node and on three (R3): the same answers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import nats
+from nats.js.api import StreamConfig
+
+from local.cluster import LocalCluster, plan_free_nodes
+from local.ports import HOST
+from tests.node.reference_server import on_both_with_jetstream
+
+TWO_ACCOUNTS = """
+accounts: {
+    A: { users: [ {user: a, password: a} ], jetstream: enabled }
+    B: { users: [ {user: b, password: b} ], jetstream: { max_streams: 5 } }
+}
+"""
+
+
+def _account_info(info: dict[str, Any]) -> dict[str, Any]:
+    return {key: info[key] for key in ("memory", "storage", "streams", "consumers")} | {
+        "max_streams": info["limits"]["max_streams"]
+    }
+
+
+async def _two_accounts(port: int, replicas: int = 1) -> dict[str, Any]:
+    """The same steps in A and B, interleaved, with each account's own payloads: what each saw."""
+    seen: dict[str, Any] = {}
+    clients = {user: await nats.connect(f"nats://{user}:{user}@{HOST}:{port}") for user in ("a", "b")}
+    try:
+        for nc in clients.values():
+            js = nc.jetstream(timeout=30)
+            await js.add_stream(
+                StreamConfig(name="ORDERS", subjects=["orders.>"], allow_direct=True, num_replicas=replicas)
+            )
+        for user, nc in clients.items():
+            js = nc.jetstream(timeout=30)
+            count = 3 if user == "a" else 2
+            acks = [await js.publish(f"orders.{n}", f"{user}-{n}".encode()) for n in range(1, count + 1)]
+            seen[f"{user}.acks"] = [(ack.stream, ack.seq) for ack in acks]
+        for user, nc in clients.items():
+            js = nc.jetstream(timeout=30)
+            info = await js.stream_info("ORDERS")
+            seen[f"{user}.state"] = (info.state.messages, info.state.first_seq, info.state.last_seq)
+            seen[f"{user}.names"] = json.loads(
+                (await nc.request("$JS.API.STREAM.NAMES", b"", timeout=10)).data
+            )["streams"]
+            msg = await js.get_msg("ORDERS", seq=2)
+            seen[f"{user}.msg_get"] = (msg.subject, msg.data)
+            direct = await js.get_last_msg("ORDERS", "orders.1", direct=True)
+            seen[f"{user}.direct_get"] = (direct.subject, direct.seq, direct.data)
+            sub = await js.pull_subscribe("orders.>", durable="worker", stream="ORDERS")
+            fetched = await sub.fetch(5, timeout=5)
+            for received in fetched:
+                await received.ack_sync()
+            seen[f"{user}.fetched"] = [(received.subject, received.data) for received in fetched]
+            consumer = await js.consumer_info("ORDERS", "worker")
+            seen[f"{user}.consumer"] = (consumer.num_pending, consumer.num_ack_pending, consumer.delivered.stream_seq)
+        for user, nc in clients.items():
+            js = nc.jetstream(timeout=30)
+            kv = await js.create_key_value(bucket="cfg", replicas=replicas)
+            await kv.put("colour", f"{user}-blue".encode())
+        for user, nc in clients.items():
+            js = nc.jetstream(timeout=30)
+            kv = await js.key_value("cfg")
+            entry = await kv.get("colour")
+            seen[f"{user}.kv"] = (entry.key, entry.value, entry.revision)
+            info = json.loads((await nc.request("$JS.API.INFO", b"", timeout=10)).data)
+            seen[f"{user}.account"] = _account_info(info)
+    finally:
+        for nc in clients.values():
+            await nc.close()
+    return seen
+
+
+def _check_isolated(seen: dict[str, Any]) -> None:
+    """What every server must answer, whoever it is: each account its own data and nothing of the other's."""
+    assert seen["a.acks"] == [("ORDERS", 1), ("ORDERS", 2), ("ORDERS", 3)]
+    assert seen["b.acks"] == [("ORDERS", 1), ("ORDERS", 2)]
+    assert seen["a.state"] == (3, 1, 3)
+    assert seen["b.state"] == (2, 1, 2)
+    assert seen["a.msg_get"] == ("orders.2", b"a-2")
+    assert seen["b.msg_get"] == ("orders.2", b"b-2")
+    assert seen["b.direct_get"] == ("orders.1", 1, b"b-1")
+    assert seen["a.fetched"] == [(f"orders.{n}", f"a-{n}".encode()) for n in (1, 2, 3)]
+    assert seen["b.fetched"] == [(f"orders.{n}", f"b-{n}".encode()) for n in (1, 2)]
+    assert seen["a.kv"] == ("colour", b"a-blue", 1)
+    assert seen["b.kv"] == ("colour", b"b-blue", 1)
+    assert seen["a.account"]["streams"] == seen["b.account"]["streams"] == 2  # ORDERS and KV_cfg
+    assert seen["b.account"]["max_streams"] == 5
+    assert seen["a.account"]["max_streams"] == -1
+
+
+async def test_two_jetstream_accounts_answer_as_nats_server(tmp_path: Path) -> None:
+    expected, got = await on_both_with_jetstream(tmp_path, TWO_ACCOUNTS, _two_accounts)
+    _check_isolated(expected)
+    assert got == expected
+
+
+async def test_two_jetstream_accounts_on_three_nodes(tmp_path: Path) -> None:
+    conf = tmp_path / "accounts.conf"
+    conf.write_text(TWO_ACCOUNTS)
+    specs = plan_free_nodes(3, 0)
+    cluster = LocalCluster(specs, tmp_path / "data", extra_args=["--config", str(conf)])
+    cluster.start(timeout=60)
+    try:
+        seen = await _two_accounts(specs[1].client_port, replicas=3)
+        _check_isolated(seen)
+    finally:
+        cluster.stop()
