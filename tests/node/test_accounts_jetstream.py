@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import nats
-from nats.js.api import StreamConfig
+from nats.js.api import AckPolicy, ConsumerConfig, StreamConfig, StreamSource
 
 from local.cluster import LocalCluster, plan_free_nodes
 from local.ports import HOST
@@ -62,6 +62,11 @@ async def _two_accounts(port: int, replicas: int = 1) -> dict[str, Any]:
             seen[f"{user}.fetched"] = [(received.subject, received.data) for received in fetched]
             consumer = await js.consumer_info("ORDERS", "worker")
             seen[f"{user}.consumer"] = (consumer.num_pending, consumer.num_ack_pending, consumer.delivered.stream_seq)
+            pushed = await js.subscribe("orders.>", stream="ORDERS", durable="pusher", manual_ack=True)
+            received_pushed = [await pushed.next_msg(timeout=10) for _ in fetched]
+            for received in received_pushed:
+                await received.ack()
+            seen[f"{user}.pushed"] = [(received.subject, received.data) for received in received_pushed]
         for user, nc in clients.items():
             js = nc.jetstream(timeout=30)
             kv = await js.create_key_value(bucket="cfg", replicas=replicas)
@@ -73,10 +78,40 @@ async def _two_accounts(port: int, replicas: int = 1) -> dict[str, Any]:
             seen[f"{user}.kv"] = (entry.key, entry.value, entry.revision)
             info = json.loads((await nc.request("$JS.API.INFO", b"", timeout=10)).data)
             seen[f"{user}.account"] = _account_info(info)
+            # a mirror in the account copies the account's own ORDERS: read through a pull consumer, whose
+            # fetch waits for the copies to arrive
+            await js.add_stream(StreamConfig(name="COPY", mirror=StreamSource(name="ORDERS"), num_replicas=replicas))
+            await js.add_consumer("COPY", ConsumerConfig(durable_name="reader", ack_policy=AckPolicy.EXPLICIT))
+            reader = await js.pull_subscribe_bind("reader", stream="COPY")
+            wanted = len(seen[f"{user}.fetched"])
+            copied = []
+            for _ in range(wanted):  # bounded: at most one fetch per message, each waiting up to 10 s
+                copied += await reader.fetch(wanted - len(copied), timeout=10)
+                if len(copied) == wanted:
+                    break
+            seen[f"{user}.mirrored"] = [(received.subject, received.data) for received in copied]
     finally:
         for nc in clients.values():
             await nc.close()
     return seen
+
+
+async def _read_back(port: int) -> dict[str, Any]:
+    """Each account's ORDERS, its second message, its key and its pull consumer's pending count."""
+    found = {}
+    for user in ("a", "b"):
+        nc = await nats.connect(f"nats://{user}:{user}@{HOST}:{port}")
+        try:
+            js = nc.jetstream(timeout=30)
+            info = await js.stream_info("ORDERS")
+            msg = await js.get_msg("ORDERS", seq=2)
+            entry = await (await js.key_value("cfg")).get("colour")
+            consumer = await js.consumer_info("ORDERS", "worker")
+            state = (info.state.messages, info.state.first_seq, info.state.last_seq)
+            found[user] = (state, (msg.subject, msg.data), entry.value, consumer.num_pending)
+        finally:
+            await nc.close()
+    return found
 
 
 def _check_isolated(seen: dict[str, Any]) -> None:
@@ -90,9 +125,12 @@ def _check_isolated(seen: dict[str, Any]) -> None:
     assert seen["b.direct_get"] == ("orders.1", 1, b"b-1")
     assert seen["a.fetched"] == [(f"orders.{n}", f"a-{n}".encode()) for n in (1, 2, 3)]
     assert seen["b.fetched"] == [(f"orders.{n}", f"b-{n}".encode()) for n in (1, 2)]
+    assert seen["a.pushed"] == seen["a.fetched"] and seen["b.pushed"] == seen["b.fetched"]
+    assert seen["a.mirrored"] == seen["a.fetched"] and seen["b.mirrored"] == seen["b.fetched"]
     assert seen["a.kv"] == ("colour", b"a-blue", 1)
     assert seen["b.kv"] == ("colour", b"b-blue", 1)
     assert seen["a.account"]["streams"] == seen["b.account"]["streams"] == 2  # ORDERS and KV_cfg
+    assert seen["a.account"]["consumers"] == seen["b.account"]["consumers"] == 2  # worker and pusher
     assert seen["b.account"]["max_streams"] == 5
     assert seen["a.account"]["max_streams"] == -1
 
@@ -112,5 +150,14 @@ async def test_two_jetstream_accounts_on_three_nodes(tmp_path: Path) -> None:
     try:
         seen = await _two_accounts(specs[1].client_port, replicas=3)
         _check_isolated(seen)
+        # every node down, then up again: each account's streams, consumers and keys come back from disk
+        for spec in specs:
+            cluster.stop_node(spec.name)
+        for spec in specs:
+            cluster.start_node(spec.name)
+        cluster.wait_ready(timeout=60)
+        assert await _read_back(specs[2].client_port) == {
+            user: (seen[f"{user}.state"], seen[f"{user}.msg_get"], seen[f"{user}.kv"][1], 0) for user in ("a", "b")
+        }
     finally:
         cluster.stop()
