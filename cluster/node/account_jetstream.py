@@ -9,14 +9,18 @@ are named with the account's tag (`<account>/`), so nothing of two accounts' str
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 
 from cluster.api.entry import ApiEntry
+from cluster.api.prefixes import PrefixMapper
 from cluster.meta.service import MetaService
 from cluster.runtime.account_limits import JetStreamAccountLimits
 from cluster.runtime.account_router import AccountRouter
+from cluster.runtime.account_usage import AccountUsage, ApiCounts
 from cluster.runtime.context import INTERNAL_SUBJECT_PREFIXES, NodeContext
 from cluster.runtime.internal_requests import InternalRequester
+from cluster.runtime.meta_progress import MetaProgress
 from gateway.router import Router
 from raft.types import NodeId, Role
 
@@ -30,7 +34,12 @@ class AccountJetStream:
     """One account's JetStream services on this node."""
 
     def __init__(
-        self, home: NodeContext, router: Router, account: str, limits: JetStreamAccountLimits
+        self,
+        home: NodeContext,
+        router: Router,
+        account: str,
+        limits: JetStreamAccountLimits,
+        domain_prefixes: Iterable[str] = (),
     ) -> None:
         view = AccountRouter(router, account, INTERNAL_SUBJECT_PREFIXES)
         # the node's Raft host, metrics and stores, with this account's router, limits and counters
@@ -39,9 +48,9 @@ class AccountJetStream:
             router=view,
             requester=InternalRequester(view, home.name),
             account_limits=limits,
-            account_usage=type(home.account_usage)(),
-            api_counts=type(home.api_counts)(),
-            meta_progress=type(home.meta_progress)(),
+            account_usage=AccountUsage(),
+            api_counts=ApiCounts(),
+            meta_progress=MetaProgress(),
             account=account,
             account_tag=account_tag(account),
             _tasks=set(),
@@ -54,6 +63,8 @@ class AccountJetStream:
             knows_stream=lambda stream: stream in meta.machine.streams,
             knows_consumer=meta.knows_consumer,
         )
+        # `$JS.<domain>.API`, in this account's space as nats-server answers it in every account
+        self.prefixes = PrefixMapper(self.ctx, domain_prefixes)
 
     @property
     def tag(self) -> str:
@@ -62,6 +73,7 @@ class AccountJetStream:
     def start(self) -> None:
         self.meta.start()
         self.api.open()
+        self.prefixes.open()
 
     def leader_changed(self, group: str, leader: NodeId | None, role: Role, term: int) -> None:
         """A Raft group of this account (its name begins with the account's tag) has a new leader."""
@@ -80,6 +92,7 @@ class AccountJetStream:
 
     async def stop(self) -> None:
         self.api.close()
+        self.prefixes.close()
         await self.meta.stop()
         await self.ctx.cancel_tasks()
         self.ctx.requester.close()

@@ -216,11 +216,16 @@ class Node:
         )
         accounts = config.accounts
         if accounts is not None:
+            # the longest tag first: a group is the account's whose tag its name begins with
             self.account_jetstreams = [
                 AccountJetStream(
-                    self.ctx, self.router, account, config.jetstream_account_limits.get(account, UNLIMITED)
+                    self.ctx,
+                    self.router,
+                    account,
+                    config.jetstream_account_limits.get(account, UNLIMITED),
+                    [domain_prefix(config.domain)] if config.domain else [],
                 )
-                for account in accounts.jetstream_accounts
+                for account in sorted(accounts.jetstream_accounts, key=len, reverse=True)
                 if account != accounts.home
             ]
         await self.host.start()

@@ -13,7 +13,8 @@ from nats.js.api import AckPolicy, ConsumerConfig, StreamConfig, StreamSource
 
 from local.cluster import LocalCluster, plan_free_nodes
 from local.ports import HOST
-from tests.node.reference_server import on_both_with_jetstream
+from tests.node.config_file_node import node_from_config
+from tests.node.reference_server import nats_server_from_config, on_both_with_jetstream
 
 TWO_ACCOUNTS = """
 accounts: {
@@ -161,3 +162,31 @@ async def test_two_jetstream_accounts_on_three_nodes(tmp_path: Path) -> None:
         }
     finally:
         cluster.stop()
+
+
+async def _through_the_domain(port: int) -> dict[str, Any]:
+    """`$JS.hub.API` in each account reaches that account's JetStream."""
+    answers: dict[str, Any] = {}
+    for user in ("a", "b"):
+        nc = await nats.connect(f"nats://{user}:{user}@{HOST}:{port}")
+        try:
+            js = nc.jetstream(domain="hub", timeout=30)
+            await js.add_stream(StreamConfig(name=f"ONLY_{user.upper()}", subjects=[f"{user}.>"]))
+            names = json.loads((await nc.request("$JS.hub.API.STREAM.NAMES", b"", timeout=10)).data)
+            info = json.loads((await nc.request("$JS.hub.API.INFO", b"", timeout=10)).data)
+            answers[user] = (names["streams"], info["streams"], info["domain"])
+        finally:
+            await nc.close()
+    return answers
+
+
+async def test_each_account_answers_under_the_domain_as_nats_server(tmp_path: Path) -> None:
+    (tmp_path / "ref").mkdir()
+    (tmp_path / "jetraft").mkdir()
+    domain = "jetstream { store_dir: '%s', domain: hub }\n"
+    async with nats_server_from_config(tmp_path / "ref", domain % (tmp_path / "ref" / "js") + TWO_ACCOUNTS) as port:
+        expected = await _through_the_domain(port)
+    async with node_from_config(tmp_path / "jetraft", domain % (tmp_path / "jetraft" / "js") + TWO_ACCOUNTS) as node:
+        got = await _through_the_domain(node.client_port)
+    assert expected == {"a": (["ONLY_A"], 1, "hub"), "b": (["ONLY_B"], 1, "hub")}
+    assert got == expected
