@@ -1,11 +1,13 @@
 """Accounts: isolated subject spaces on one router, joined only where one exports and another imports.
 
 The router keeps one subject space. An account's subjects live in it under a prefix of its own
-(`_ACC_.<account>.`), except the home account's, which live there as they are: the home account is the
-one JetStream serves (nats-server's account with `jetstream: enabled`, else the global account), so the
-JetStream services, which subscribe without a prefix, are the home account's. A connection maps what its
-client publishes and subscribes into its account's space, and what it delivers back out, so clients see
-only their own account's subjects; the route mesh and the services need not know.
+(`_ACC_.<account>.`), except the home account's, which live there as they are. Every account with
+JetStream enabled has its own JetStream (nats-server's accounts with `jetstream`, or the global account
+when none has it); the home account is one of them (the global account if it is, else the first by
+name), whose services subscribe without a prefix as when jetraft served one account; the others' see
+their own space through cluster/runtime/account_router.py. A connection maps what its client publishes
+and subscribes into its account's space, and what it delivers back out, so clients see only their own
+account's subjects; the route mesh need not know.
 
 Imports join the spaces (ADR-19's JetStream across accounts rests on them):
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
+from pathlib import Path
 
 from cluster.api.entry import ApiEntry
 from cluster.api.prefixes import PrefixMapper
@@ -96,3 +97,31 @@ class AccountJetStream:
         await self.meta.stop()
         await self.ctx.cancel_tasks()
         self.ctx.requester.close()
+
+
+# the file in a node's data directory naming the account whose JetStream data has no tag
+HOME_ACCOUNT_FILE = "jetstream-home-account"
+
+
+class HomeAccountChangedError(Exception):
+    """The data directory holds another account's un-tagged JetStream data than the config's home account."""
+
+
+def claim_home_account(node_data_dir: Path, home: str) -> None:
+    """Record which account the node's un-tagged JetStream data (meta group `_meta_`, its streams) is,
+    and refuse to start when the configuration now makes another account home: that account would take
+    over the first one's streams. A directory written before this file existed is the home account's, as
+    jetraft then served one account."""
+    path = node_data_dir / HOME_ACCOUNT_FILE
+    if path.exists():
+        recorded = path.read_text(encoding="utf-8").strip()
+        if recorded != home:
+            raise HomeAccountChangedError(
+                f"{node_data_dir} holds the JetStream data of account {recorded!r} without an account tag, "
+                f"but the configuration makes {home!r} the home account (the global account if it enables "
+                f"JetStream, else the first JetStream account by name): give {recorded!r} JetStream again, "
+                "or move the data directory away"
+            )
+        return
+    node_data_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text(home + "\n", encoding="utf-8")

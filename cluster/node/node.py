@@ -26,7 +26,7 @@ from cluster.api.prefixes import PREFIX_QUEUE, PrefixMapper, domain_prefix
 from cluster.api.subjects import API_QUEUE
 from cluster.direct_get.responder import DIRECT_GET_QUEUE
 from cluster.meta.service import MetaService
-from cluster.node.account_jetstream import AccountJetStream
+from cluster.node.account_jetstream import AccountJetStream, claim_home_account
 from cluster.node.cluster_auth import call_metadata, cluster_server_interceptors
 from cluster.node.cluster_tls import peer_channel, server_credentials
 from cluster.node.config import NodeConfig
@@ -47,6 +47,7 @@ from cluster.runtime.internal_requests import InternalRequester
 from cluster.runtime.metrics import NodeMetrics
 from cluster.runtime.workers import node_of
 from cluster.stream.leader import replica_progress
+from gateway.accounts import GLOBAL_ACCOUNT
 from gateway.auth import make_authenticator
 from gateway.connect_options import RequestInfoPolicy
 from gateway.limits import Limits
@@ -168,6 +169,7 @@ class Node:
 
     async def start(self) -> None:
         config = self.config
+        claim_home_account(config.node_data_dir, config.accounts.home if config.accounts is not None else GLOBAL_ACCOUNT)
         add_raft_servicer(self.grpc_server, self.host.transport)
         add_route_servicer(self.grpc_server, self.mesh)
         listen = f"{config.host}:{config.cluster_port}"
@@ -317,10 +319,12 @@ class Node:
         which peers the routes reach; /healthz reports them (cluster/node/jetstream_monitor.py)."""
         meta = self.meta
         replicas = list(meta.replicas.values()) if meta is not None else []
+        for account_jetstream in self.account_jetstreams:  # every account's streams are served from here
+            replicas += account_jetstream.meta.replicas.values()
         peers = sorted(self.config.peers)
         reachable = {peer: self.mesh.reachable(peer) for peer in peers}
         views = [
-            StreamView(replica.name, replica.leader_id, replica.role is Role.LEADER)
+            StreamView(replica.assignment.tag + replica.name, replica.leader_id, replica.role is Role.LEADER)
             for replica in replicas
             if not replica.stopped
         ]
@@ -387,5 +391,6 @@ class Node:
         node = self.config.name
         while self.host.recovery is not None:
             await asyncio.sleep(RECOVERY_CHECK_INTERVAL)
-            if self.meta is not None and self.meta.current and self.host.retire_recovery():
+            every_meta_current = all(account.meta.current for account in self.account_jetstreams)
+            if self.meta is not None and self.meta.current and every_meta_current and self.host.retire_recovery():
                 log.info("raft_recovery_complete", node=node)

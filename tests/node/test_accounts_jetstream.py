@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import nats
+import pytest
 from nats.js.api import AckPolicy, ConsumerConfig, StreamConfig, StreamSource
 
+from cluster.node.account_jetstream import HOME_ACCOUNT_FILE, HomeAccountChangedError, claim_home_account
 from local.cluster import LocalCluster, plan_free_nodes
 from local.ports import HOST
 from tests.node.config_file_node import node_from_config
@@ -190,3 +192,13 @@ async def test_each_account_answers_under_the_domain_as_nats_server(tmp_path: Pa
         got = await _through_the_domain(node.client_port)
     assert expected == {"a": (["ONLY_A"], 1, "hub"), "b": (["ONLY_B"], 1, "hub")}
     assert got == expected
+
+
+def test_a_node_refuses_to_give_one_accounts_untagged_data_to_another(tmp_path: Path) -> None:
+    data = tmp_path / "n1"
+    claim_home_account(data, "B")  # a fresh directory: B's
+    claim_home_account(data, "B")  # and again, as every start
+    # a config that adds account A with JetStream makes A home: it would take over B's streams
+    with pytest.raises(HomeAccountChangedError, match=r"account 'B'.*makes 'A' the home account"):
+        claim_home_account(data, "A")
+    assert (data / HOME_ACCOUNT_FILE).read_text() == "B\n"
