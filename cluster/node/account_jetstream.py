@@ -40,9 +40,10 @@ class AccountJetStream:
         router: Router,
         account: str,
         limits: JetStreamAccountLimits,
+        home_account: str,
         domain_prefixes: Iterable[str] = (),
     ) -> None:
-        view = AccountRouter(router, account, INTERNAL_SUBJECT_PREFIXES)
+        view = AccountRouter(router, account, INTERNAL_SUBJECT_PREFIXES, home_account)
         # the node's Raft host, metrics and stores, with this account's router, limits and counters
         self.ctx = replace(
             home,

@@ -225,6 +225,7 @@ class Node:
                     self.router,
                     account,
                     config.jetstream_account_limits.get(account, UNLIMITED),
+                    accounts.home,
                     [domain_prefix(config.domain)] if config.domain else [],
                 )
                 for account in sorted(accounts.jetstream_accounts, key=len, reverse=True)

@@ -33,10 +33,16 @@ from gateway.router import (
 class AccountRouter:
     """`Router`'s service-facing methods, inside account `account`'s space."""
 
-    def __init__(self, router: Router, account: str, internal_prefixes: Collection[str]) -> None:
+    def __init__(
+        self, router: Router, account: str, internal_prefixes: Collection[str], home: str | None = None
+    ) -> None:
         self.router = router
         self.account = account
         self._prefix = f"{ACCOUNT_PREFIX}{account}."
+        # The home account's subjects have no prefix in the router; a reply subject of that space (a home
+        # client's request through an import of this account's API) is shown to the services under
+        # `_ACC_.<home>.`, which the router never holds otherwise, so their answer finds its way back.
+        self._home_prefix = f"{ACCOUNT_PREFIX}{home}." if home is not None else None
         # (internal prefix, its form in this account): `$JSR.` -> `$JSR._ACC_.B.`
         self._internal = tuple((prefix, f"{prefix}{self._prefix}") for prefix in internal_prefixes)
 
@@ -47,6 +53,9 @@ class AccountRouter:
             if subject.startswith(plain):
                 return inside + subject[len(plain) :]
         if subject.startswith(ACCOUNT_PREFIX):
+            home = self._home_prefix
+            if home is not None and subject.startswith(home):
+                return subject[len(home) :]
             return subject  # another account's (a reply across an import): as it is
         return self._prefix + subject
 
@@ -60,19 +69,26 @@ class AccountRouter:
         # another account's, or a delivery shown as the stored message's subject (already this account's)
         return subject
 
+    def reply_from_router(self, reply: str) -> str:
+        """A reply subject as the services see it: a subject of the home account's space is neither
+        this account's nor another's (`_ACC_.`), and is shown under the home account's prefix. (A
+        message's subject is not mapped so: one that is none of these is a delivery shown as the stored
+        message's subject, this account's own.)"""
+        home = self._home_prefix
+        if home is None or reply.startswith(ACCOUNT_PREFIX) or any(reply.startswith(i) for _, i in self._internal):
+            return self.from_router(reply)
+        return home + reply
+
     def _reply_to_router(self, reply: str | None) -> str | None:
         return self.to_router(reply) if reply else reply
 
     def _inward(self, callback: MessageCallback) -> MessageCallback:
-        from_router = self.from_router
+        from_router, reply_from_router = self.from_router, self.reply_from_router
 
         def deliver(msg: Message) -> None:
             reply = msg.reply
-            callback(
-                Message(
-                    from_router(msg.subject), from_router(reply) if reply else reply, msg.headers, msg.payload
-                )
-            )
+            shown_reply = reply_from_router(reply) if reply else reply
+            callback(Message(from_router(msg.subject), shown_reply, msg.headers, msg.payload))
 
         return deliver
 
@@ -144,7 +160,7 @@ class AccountRouter:
             reply = msg.reply
             inner = Message(
                 self.from_router(msg.subject),
-                self.from_router(reply) if reply else reply,
+                self.reply_from_router(reply) if reply else reply,
                 msg.headers,
                 msg.payload,
             )

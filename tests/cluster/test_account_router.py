@@ -69,3 +69,21 @@ def test_the_nodes_own_subjects_of_an_account_stay_out_of_clients_reach() -> Non
     assert got == []
     router.publish("$JSR._ACC_.B.S.ORDERS.MSG_GET", b"leader's")
     assert [(m.subject, m.payload) for m in got] == [("$JSR.S.ORDERS.MSG_GET", b"leader's")]
+
+
+def test_a_home_accounts_reply_through_an_import_comes_back_to_the_home_space() -> None:
+    router = Router(internal_prefixes=INTERNAL_SUBJECT_PREFIXES)
+    view = AccountRouter(router, "B", INTERNAL_SUBJECT_PREFIXES, home="A")
+    requests: list[Message] = []
+    view.subscribe("$JS.API.INFO", _collect(requests))
+    answers: list[Message] = []
+    router.subscribe("_INBOX.home", _collect(answers))
+    # a home client's request, imported into B's API (the home account's subjects have no prefix)
+    router.publish("_ACC_.B.$JS.API.INFO", b"", "_INBOX.home")
+    assert [(m.subject, m.reply) for m in requests] == [("$JS.API.INFO", "_ACC_.A._INBOX.home")]
+    view.publish(requests[0].reply or "", b"info")
+    assert [(m.subject, m.payload) for m in answers] == [("_INBOX.home", b"info")]
+    # B's own, another account's and internal replies are not the home account's
+    assert view.reply_from_router("_ACC_.B._INBOX.b") == "_INBOX.b"
+    assert view.reply_from_router("_ACC_.I._INBOX.i") == "_ACC_.I._INBOX.i"
+    assert view.reply_from_router("_JRI._ACC_.B.n1.x.1") == "_JRI.n1.x.1"

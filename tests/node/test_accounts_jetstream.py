@@ -202,3 +202,77 @@ def test_a_node_refuses_to_give_one_accounts_untagged_data_to_another(tmp_path: 
     with pytest.raises(HomeAccountChangedError, match=r"account 'B'.*makes 'A' the home account"):
         claim_home_account(data, "A")
     assert (data / HOME_ACCOUNT_FILE).read_text() == "B\n"
+
+
+LIMITS_IN_B = """
+accounts: {
+    A: { users: [ {user: a, password: a} ], jetstream: enabled }
+    B: { users: [ {user: b, password: b} ], jetstream: { max_streams: 2, max_file: 300 } }
+}
+"""
+
+
+async def _each_accounts_limits(port: int) -> dict[str, list[Any]]:
+    """The same creates and publishes in A (no limits) and B (two streams, 300 bytes of file storage)."""
+    answers: dict[str, list[Any]] = {}
+    for user in ("b", "a"):
+        nc = await nats.connect(f"nats://{user}:{user}@{HOST}:{port}")
+        try:
+            seen: list[Any] = []
+            for name in ("S", "T", "U"):
+                body = json.dumps({"name": name, "subjects": [name.lower()]}).encode()
+                reply = await nc.request(f"$JS.API.STREAM.CREATE.{name}", body, timeout=10)
+                seen.append(json.loads(reply.data).get("error"))
+            for _ in range(5):  # 71 bytes each (`s` and 40 bytes): the fifth is past B's 300
+                reply = await nc.request("s", b"x" * 40, timeout=10)
+                seen.append(json.loads(reply.data))
+            info = json.loads((await nc.request("$JS.API.INFO", b"", timeout=10)).data)
+            seen.append({key: info[key] for key in ("storage", "streams", "limits")})
+            answers[user] = seen
+        finally:
+            await nc.close()
+    return answers
+
+
+async def test_each_accounts_limits_apply_to_its_own_streams_as_on_nats_server(tmp_path: Path) -> None:
+    expected, got = await on_both_with_jetstream(tmp_path, LIMITS_IN_B, _each_accounts_limits)
+    assert expected["b"][2]["err_code"] == 10027  # B's third stream
+    assert expected["b"][7]["error"]["err_code"] == 10002  # B's fifth message
+    assert expected["a"][2] is None and expected["a"][7] == {"stream": "S", "seq": 5}
+    assert expected["b"][-1]["streams"] == 2 and expected["a"][-1]["streams"] == 3
+    assert got == expected
+
+
+HOME_IMPORTS_B = """
+accounts: {
+    A: {
+        users: [ {user: a, password: a} ]
+        jetstream: enabled
+        imports: [ {service: {account: B, subject: '$JS.API.>'}, to: 'fromB.>'} ]
+    }
+    B: { users: [ {user: b, password: b} ], jetstream: enabled, exports: [ {service: '$JS.API.>'} ] }
+}
+"""
+
+
+async def _through_an_import(port: int) -> list[Any]:
+    """A client of A (the home account) manages B's JetStream through A's import of B's API."""
+    nc = await nats.connect(f"nats://a:a@{HOST}:{port}")
+    try:
+        answers: list[Any] = []
+        body = json.dumps({"name": "IN_B", "subjects": ["in_b.>"]}).encode()
+        created = json.loads((await nc.request("fromB.STREAM.CREATE.IN_B", body, timeout=10)).data)
+        answers.append((created["type"], created["config"]["name"]))
+        for subject in ("fromB.STREAM.NAMES", "$JS.API.STREAM.NAMES"):  # B's streams, then A's own
+            answers.append(json.loads((await nc.request(subject, b"", timeout=10)).data)["streams"])
+        info = json.loads((await nc.request("fromB.INFO", b"", timeout=10)).data)
+        answers.append((info["streams"], info["consumers"]))
+        return answers
+    finally:
+        await nc.close()
+
+
+async def test_the_home_account_reaches_another_accounts_jetstream_through_an_import(tmp_path: Path) -> None:
+    expected, got = await on_both_with_jetstream(tmp_path, HOME_IMPORTS_B, _through_an_import)
+    assert expected == [("io.nats.jetstream.api.v1.stream_create_response", "IN_B"), ["IN_B"], None, (1, 0)]
+    assert got == expected
