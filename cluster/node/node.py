@@ -197,6 +197,7 @@ class Node:
             members=self.members,
             tags=tuple(config.tags),
             domain=config.domain or "",
+            account=config.accounts.home if config.accounts is not None else GLOBAL_ACCOUNT,
             account_limits=config.jetstream_limits,
             stream_group_options=dataclasses.replace(
                 STREAM_GROUP_OPTIONS,

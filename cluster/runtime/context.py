@@ -91,7 +91,7 @@ class NodeContext:
     # The JetStream account these services serve (gateway/accounts.py), and what its Raft groups' and
     # stores' names begin with: nothing for the home account (so one-account data opens as before),
     # `<account>/` for another, so two accounts' streams of one name never share a group or a store.
-    account: str = ""
+    account: str = "$G"
     account_tag: str = ""
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
 

@@ -4,7 +4,9 @@ nats-server 2.15.1, on one jetraft node and on three (R3): the same answers."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, StreamConfig, StreamSource
 
 from cluster.node.account_jetstream import HOME_ACCOUNT_FILE, HomeAccountChangedError, claim_home_account
 from local.cluster import LocalCluster, plan_free_nodes
-from local.ports import HOST
+from local.ports import HOST, free_port_base
 from tests.node.config_file_node import node_from_config
 from tests.node.reference_server import nats_server_from_config, on_both_with_jetstream
 
@@ -275,4 +277,46 @@ async def _through_an_import(port: int) -> list[Any]:
 async def test_the_home_account_reaches_another_accounts_jetstream_through_an_import(tmp_path: Path) -> None:
     expected, got = await on_both_with_jetstream(tmp_path, HOME_IMPORTS_B, _through_an_import)
     assert expected == [("io.nats.jetstream.api.v1.stream_create_response", "IN_B"), ["IN_B"], None, (1, 0)]
+    assert got == expected
+
+
+async def _jsz_of_two_accounts(client_port: int, http_port: int) -> dict[str, Any]:
+    """/jsz?accounts=1&streams=1 after A creates ORDERS and B creates ORDERS and X, one message each."""
+    for user in ("a", "b"):
+        nc = await nats.connect(f"nats://{user}:{user}@{HOST}:{client_port}")
+        try:
+            js = nc.jetstream(timeout=30)
+            for name in ("ORDERS", "X") if user == "b" else ("ORDERS",):
+                await js.add_stream(StreamConfig(name=name, subjects=[f"{name.lower()}.>"]))
+            await js.publish("orders.1", user.encode() * 10)
+        finally:
+            await nc.close()
+    url = f"http://{HOST}:{http_port}/jsz?accounts=1&streams=1"
+    jsz = json.loads(await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=10).read()))
+    keys = ("memory", "storage", "accounts", "streams", "consumers", "messages", "bytes", "total")
+    return {
+        **{key: jsz[key] for key in keys},
+        "api_total": jsz["api"]["total"],
+        "account_details": [
+            {
+                **{key: account[key] for key in ("name", "storage", "reserved_memory", "reserved_storage")},
+                "api_total": account["api"]["total"],
+                "streams": sorted(stream["name"] for stream in account["stream_detail"]),
+            }
+            for account in jsz["account_details"]
+        ],
+    }
+
+
+async def test_jsz_shows_every_jetstream_account_as_nats_server(tmp_path: Path) -> None:
+    (tmp_path / "ref").mkdir()
+    (tmp_path / "jetraft").mkdir()
+    http_port = free_port_base(1)
+    reference = f"http: {HOST}:{http_port}\njetstream {{ store_dir: '{tmp_path / 'ref' / 'js'}' }}\n"
+    async with nats_server_from_config(tmp_path / "ref", reference + TWO_ACCOUNTS) as port:
+        expected = await _jsz_of_two_accounts(port, http_port)
+    async with node_from_config(tmp_path / "jetraft", "jetstream: enabled\n" + TWO_ACCOUNTS) as node:
+        got = await _jsz_of_two_accounts(node.client_port, node.http_port)
+    assert [account["streams"] for account in expected["account_details"]] == [["ORDERS"], ["ORDERS", "X"]]
+    assert (expected["accounts"], expected["streams"], expected["total"]) == (2, 3, 2)
     assert got == expected
