@@ -83,6 +83,10 @@ async def _two_accounts(port: int, replicas: int = 1) -> dict[str, Any]:
             seen[f"{user}.kv"] = (entry.key, entry.value, entry.revision)
             info = json.loads((await nc.request("$JS.API.INFO", b"", timeout=10)).data)
             seen[f"{user}.account"] = _account_info(info)
+            # an object store bucket of the same name in each account, holding each its own object
+            store = await js.create_object_store("files")
+            await store.put("doc", f"{user}-document".encode() * 100)
+            seen[f"{user}.object"] = (await store.get("doc")).data
             # a mirror in the account copies the account's own ORDERS: read through a pull consumer, whose
             # fetch waits for the copies to arrive
             await js.add_stream(StreamConfig(name="COPY", mirror=StreamSource(name="ORDERS"), num_replicas=replicas))
@@ -132,6 +136,7 @@ def _check_isolated(seen: dict[str, Any]) -> None:
     assert seen["b.fetched"] == [(f"orders.{n}", f"b-{n}".encode()) for n in (1, 2)]
     assert seen["a.pushed"] == seen["a.fetched"] and seen["b.pushed"] == seen["b.fetched"]
     assert seen["a.mirrored"] == seen["a.fetched"] and seen["b.mirrored"] == seen["b.fetched"]
+    assert seen["a.object"] == b"a-document" * 100 and seen["b.object"] == b"b-document" * 100
     assert seen["a.kv"] == ("colour", b"a-blue", 1)
     assert seen["b.kv"] == ("colour", b"b-blue", 1)
     assert seen["a.account"]["streams"] == seen["b.account"]["streams"] == 2  # ORDERS and KV_cfg
@@ -320,3 +325,45 @@ async def test_jsz_shows_every_jetstream_account_as_nats_server(tmp_path: Path) 
     assert [account["streams"] for account in expected["account_details"]] == [["ORDERS"], ["ORDERS", "X"]]
     assert (expected["accounts"], expected["streams"], expected["total"]) == (2, 3, 2)
     assert got == expected
+
+
+ONE_ACCOUNT = "accounts: { A: { users: [ {user: a, password: a} ], jetstream: enabled } }\n"
+A_SORTS_FIRST_AND_B = TWO_ACCOUNTS
+ZERO_SORTS_BEFORE_A = """
+accounts: {
+    A: { users: [ {user: a, password: a} ], jetstream: enabled }
+    0: { users: [ {user: z, password: z} ], jetstream: enabled }
+}
+"""
+
+
+async def _stream_names(port: int, user: str) -> list[str] | None:
+    nc = await nats.connect(f"nats://{user}:{user}@{HOST}:{port}")
+    try:
+        return json.loads((await nc.request("$JS.API.STREAM.NAMES", b"", timeout=10)).data)["streams"]
+    finally:
+        await nc.close()
+
+
+async def test_one_accounts_data_opens_when_a_second_jetstream_account_is_added(tmp_path: Path) -> None:
+    async with node_from_config(tmp_path, "jetstream: enabled\n" + ONE_ACCOUNT) as node:
+        nc = await nats.connect(f"nats://a:a@{HOST}:{node.client_port}")
+        try:
+            js = nc.jetstream(timeout=30)
+            await js.add_stream(StreamConfig(name="ORDERS", subjects=["orders.>"]))
+            await js.publish("orders.1", b"kept")
+        finally:
+            await nc.close()
+    # the same data directory, now with B's JetStream beside A's: A is still home and keeps its stream
+    async with node_from_config(tmp_path, "jetstream: enabled\n" + A_SORTS_FIRST_AND_B) as node:
+        assert await _stream_names(node.client_port, "b") is None
+        nc = await nats.connect(f"nats://a:a@{HOST}:{node.client_port}")
+        try:
+            msg = await nc.jetstream(timeout=30).get_msg("ORDERS", seq=1)
+            assert (msg.subject, msg.data) == ("orders.1", b"kept")
+        finally:
+            await nc.close()
+    # an account sorting before A would become home and take A's streams: the node refuses to start
+    with pytest.raises(AssertionError, match="holds the JetStream data of account 'A'"):
+        async with node_from_config(tmp_path, "jetstream: enabled\n" + ZERO_SORTS_BEFORE_A):
+            pass
