@@ -369,7 +369,10 @@ class Node:
         if self.meta is None:
             return
         now = time.time_ns()
-        for replica in list(self.meta.replicas.values()):
+        replicas = list(self.meta.replicas.values())
+        for account_jetstream in self.account_jetstreams:
+            replicas += account_jetstream.meta.replicas.values()
+        for replica in replicas:
             replica.report_staleness()
             # a replica's lag is exported by its leader, for each follower: a stream of one has none
             if replica.role is not Role.LEADER or replica.stopped or len(replica.assignment.peers) < 2:
@@ -380,9 +383,9 @@ class Node:
                     if peer == node:
                         continue
                     lag = max(last - match, 0)
-                    metrics.replica_lag_messages.labels(replica.name, peer, "follower").set(lag)
+                    metrics.replica_lag_messages.labels(replica.metric_label, peer, "follower").set(lag)
                     last_ts = replica.machine.store.state().last_ts_ns if lag else now
-                    metrics.replica_lag_seconds.labels(replica.name, peer, "follower").set(
+                    metrics.replica_lag_seconds.labels(replica.metric_label, peer, "follower").set(
                         0 if lag == 0 else max(now - last_ts, 0) / 1e9
                     )
 

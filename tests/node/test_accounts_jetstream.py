@@ -17,6 +17,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, StreamConfig, StreamSource
 from cluster.node.account_jetstream import HOME_ACCOUNT_FILE, HomeAccountChangedError, claim_home_account
 from local.cluster import LocalCluster, plan_free_nodes
 from local.ports import HOST, free_port_base
+from tests.chaos.node_metrics import scrape
 from tests.node.config_file_node import node_from_config
 from tests.node.reference_server import nats_server_from_config, on_both_with_jetstream
 
@@ -160,6 +161,12 @@ async def test_two_jetstream_accounts_on_three_nodes(tmp_path: Path) -> None:
     try:
         seen = await _two_accounts(specs[1].client_port, replicas=3)
         _check_isolated(seen)
+        # each account's ORDERS is its own series in /metrics: B's named after its account's tag
+        samples = await asyncio.to_thread(scrape, specs[0].http_url)
+        last_seqs = {
+            labels["stream"]: value for name, labels, value in samples if name == "jetraft_stream_last_seq"
+        }
+        assert (last_seqs["ORDERS"], last_seqs["B/ORDERS"]) == (3, 2)
         # every node down, then up again: each account's streams, consumers and keys come back from disk
         for spec in specs:
             cluster.stop_node(spec.name)
