@@ -374,3 +374,15 @@ async def test_one_accounts_data_opens_when_a_second_jetstream_account_is_added(
     with pytest.raises(AssertionError, match="holds the JetStream data of account 'A'"):
         async with node_from_config(tmp_path, "jetstream: enabled\n" + ZERO_SORTS_BEFORE_A):
             pass
+
+
+async def test_two_jetstream_accounts_on_a_node_of_two_workers(tmp_path: Path) -> None:
+    conf = tmp_path / "accounts.conf"
+    conf.write_text(TWO_ACCOUNTS)
+    specs = plan_free_nodes(1, 0, workers=2)
+    cluster = LocalCluster(specs, tmp_path / "data", extra_args=["--config", str(conf)])
+    cluster.start(timeout=90)
+    try:
+        _check_isolated(await _two_accounts(specs[0].client_port, replicas=1))
+    finally:
+        cluster.stop()
