@@ -29,6 +29,7 @@ from subjects.grammar import filters_overlap, is_subset_filter, subject_matches
 
 ACCOUNT_PREFIX = "_ACC_."
 GLOBAL_ACCOUNT = "$G"
+SYSTEM_ACCOUNT = "$SYS"
 # Reply subjects of other spaces a connection remembers it may answer (the oldest go first).
 MAX_FOREIGN_REPLIES = 10_000
 
@@ -180,12 +181,21 @@ class Accounts:
     def __post_init__(self) -> None:
         self.accounts.setdefault(GLOBAL_ACCOUNT, Account(GLOBAL_ACCOUNT))
         with_jetstream = sorted(a.name for a in self.accounts.values() if a.jetstream)
-        # Every account that enables JetStream has its own (the global account when none does). One of
-        # them is home: its subjects and its streams' internal names are un-prefixed, as they were when
-        # jetraft served one account, so a node keeps reading the data it wrote then. The global
-        # account is home when it enables JetStream, else the first by name.
-        self.jetstream_accounts: tuple[str, ...] = tuple(with_jetstream) or (GLOBAL_ACCOUNT,)
-        self.home = GLOBAL_ACCOUNT if GLOBAL_ACCOUNT in self.jetstream_accounts else self.jetstream_accounts[0]
+        # Every account that enables JetStream has its own; as in nats-server, the global account has it
+        # when no other account is configured (the system account aside), and none has it when accounts
+        # are configured and none enables it. One of them is home: its subjects and its streams' internal
+        # names are un-prefixed, as they were when jetraft served one account, so a node keeps reading the
+        # data it wrote then. The global account is home when it has JetStream (or when none has), else
+        # the first JetStream account by name.
+        configured = set(self.accounts) - {GLOBAL_ACCOUNT, SYSTEM_ACCOUNT}
+        self.jetstream_accounts: tuple[str, ...] = tuple(with_jetstream) or (
+            () if configured else (GLOBAL_ACCOUNT,)
+        )
+        self.home = (
+            self.jetstream_accounts[0]
+            if self.jetstream_accounts and GLOBAL_ACCOUNT not in self.jetstream_accounts
+            else GLOBAL_ACCOUNT
+        )
         self.prefixes = {
             name: "" if name == self.home else f"{ACCOUNT_PREFIX}{name}." for name in self.accounts
         }

@@ -57,10 +57,12 @@ NO_JETSTREAM_QUEUE = "_jsnone"
 
 
 class NoJetStreamResponder:
-    def __init__(self, ctx: NodeContext, jetstream_accounts: Collection[str] = ()) -> None:
+    def __init__(self, ctx: NodeContext, jetstream_accounts: Collection[str] = (), home: str | None = None) -> None:
         self._ctx = ctx
         # the accounts that have a JetStream of their own, which answers them
         self._served = frozenset(jetstream_accounts)
+        # the home account (whose subjects have no prefix), when it has no JetStream either
+        self._home = home
         self._subs: list[Subscription] = []
 
     def open(self) -> None:
@@ -69,6 +71,10 @@ class NoJetStreamResponder:
             router.subscribe(f"{ACCOUNT_PREFIX}*.{subject}", self._on_request, NO_JETSTREAM_QUEUE)
             for subject in API_SUBSCRIPTIONS
         ]
+        if self._home is not None:
+            self._subs += [
+                router.subscribe(subject, self._on_home_request, NO_JETSTREAM_QUEUE) for subject in API_SUBSCRIPTIONS
+            ]
 
     def close(self) -> None:
         for sub in self._subs:
@@ -81,6 +87,15 @@ class NoJetStreamResponder:
         # _ACC_.<account>.$JS.API...
         _, account, api_subject = msg.subject.split(".", 2)
         if account in self._served:
+            return
+        self._answer(msg, api_subject)
+
+    def _on_home_request(self, msg: Message) -> None:
+        if msg.reply:
+            self._answer(msg, msg.subject)
+
+    def _answer(self, msg: Message, api_subject: str) -> None:
+        if not msg.reply:
             return
         if api_subject.startswith(CONSUMER_API_PREFIX + "MSG.NEXT."):
             # nobody in this account serves it: what the router says when nobody listens

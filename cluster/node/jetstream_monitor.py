@@ -77,12 +77,13 @@ class JetStreamMonitor:
         node = self._node
         if node.meta is None:
             return []
-        home = _AccountView(node.meta.ctx.account, node.meta, node.api, node.config.jetstream_limits)
-        others = [
+        accounts = [
             _AccountView(other.account, other.meta, other.api, other.ctx.account_limits)
             for other in node.account_jetstreams
         ]
-        return sorted([home, *others], key=lambda account: account.name)
+        if node.home_jetstream:
+            accounts.append(_AccountView(node.meta.ctx.account, node.meta, node.api, node.config.jetstream_limits))
+        return sorted(accounts, key=lambda account: account.name)
 
     def _replicas(self, account: _AccountView | None = None) -> list[StreamReplica]:
         """The replicas this node holds of `account`'s streams, or of every account's."""
@@ -120,7 +121,7 @@ class JetStreamMonitor:
             "storage": storage,
             "reserved_memory": reserved_memory,
             "reserved_storage": reserved_storage,
-            "accounts": max(len(self._accounts()), 1),
+            "accounts": len(self._accounts()),
             "ha_assets": ha_assets,
             "api": {
                 "level": API_LEVEL,
@@ -206,7 +207,7 @@ class JetStreamMonitor:
                 self._account_detail(account, now, with_streams, with_consumers, with_config)
                 for account in self._accounts()
             ]
-        body["total"] = max(len(self._accounts()), 1)
+        body["total"] = len(self._accounts())
         return body
 
     def _account_detail(

@@ -29,6 +29,8 @@ class MonitoredNode(Protocol):
     api: ApiEntry | None
     # the JetStream of every account but the home one (whose services are meta and api)
     account_jetstreams: list[AccountJetStream]
+    # whether the home account has JetStream (not when accounts are configured and none enables it)
+    home_jetstream: bool
 
     def serving_problems(self) -> tuple[list[str], dict[str, bool]]:
         """What keeps this node's clients from being served (past the health grace), and which

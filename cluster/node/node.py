@@ -157,6 +157,8 @@ class Node:
         self.no_jetstream: NoJetStreamResponder | None = None
         # the JetStream of every other account that enables it (the home account's is ctx, meta and api)
         self.account_jetstreams: list[AccountJetStream] = []
+        # whether the home account has JetStream: not when accounts are configured and none enables it
+        self.home_jetstream = config.accounts is None or config.accounts.home in config.accounts.jetstream_accounts
         # series that exist from the start, so dashboards show 0 rather than no data
         self._slow_consumer_counter = self.metrics.slow_consumers.labels(config.name)
         self._slow_consumers_seen = 0
@@ -169,7 +171,8 @@ class Node:
 
     async def start(self) -> None:
         config = self.config
-        claim_home_account(config.node_data_dir, config.accounts.home if config.accounts is not None else GLOBAL_ACCOUNT)
+        if self.home_jetstream:
+            claim_home_account(config.node_data_dir, config.accounts.home if config.accounts is not None else GLOBAL_ACCOUNT)
         add_raft_servicer(self.grpc_server, self.host.transport)
         add_route_servicer(self.grpc_server, self.mesh)
         listen = f"{config.host}:{config.cluster_port}"
@@ -233,14 +236,20 @@ class Node:
                 if account != accounts.home
             ]
         await self.host.start()
+        # The home account's meta group runs even when the account has no JetStream (its API is then the
+        # no-JetStream responder's): /healthz and the monitoring endpoints read it.
         self.meta.start()
-        self.api.open()
+        if self.home_jetstream:
+            self.api.open()
         for account_jetstream in self.account_jetstreams:
             account_jetstream.start()
-        self.prefixes = PrefixMapper(self.ctx, _other_api_prefixes(config))
-        self.prefixes.open()
-        if config.accounts is not None and len(config.accounts.accounts) > 1:
-            self.no_jetstream = NoJetStreamResponder(self.ctx, config.accounts.jetstream_accounts)
+        if self.home_jetstream:
+            self.prefixes = PrefixMapper(self.ctx, _other_api_prefixes(config))
+            self.prefixes.open()
+        if accounts is not None and (len(accounts.accounts) > 1 or not self.home_jetstream):
+            self.no_jetstream = NoJetStreamResponder(
+                self.ctx, accounts.jetstream_accounts, home=None if self.home_jetstream else accounts.home
+            )
             self.no_jetstream.open()
         await self.http.start()
         self.system.open()

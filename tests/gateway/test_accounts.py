@@ -52,8 +52,12 @@ def test_every_account_with_jetstream_has_one_and_the_global_account_is_home_amo
     assert two.prefixes == {"A": "", "B": "_ACC_.B.", "C": "_ACC_.C.", GLOBAL_ACCOUNT: f"_ACC_.{GLOBAL_ACCOUNT}."}
     with_global = Accounts({GLOBAL_ACCOUNT: Account(GLOBAL_ACCOUNT, jetstream=True), "A": Account("A", jetstream=True)})
     assert (with_global.jetstream_accounts, with_global.home) == ((GLOBAL_ACCOUNT, "A"), GLOBAL_ACCOUNT)
+    # as nats-server: accounts configured and none enables JetStream, none has it (not even the global)
     none = Accounts({"A": Account("A")})
-    assert (none.jetstream_accounts, none.home) == ((GLOBAL_ACCOUNT,), GLOBAL_ACCOUNT)
+    assert (none.jetstream_accounts, none.home) == ((), GLOBAL_ACCOUNT)
+    # the global account has it when no other account is configured (the system account aside)
+    global_only = Accounts({"$SYS": Account("$SYS")})
+    assert (global_only.jetstream_accounts, global_only.home) == ((GLOBAL_ACCOUNT,), GLOBAL_ACCOUNT)
 
 
 def test_service_imports_map_publishes_the_most_specific_first() -> None:

@@ -386,3 +386,26 @@ async def test_two_jetstream_accounts_on_a_node_of_two_workers(tmp_path: Path) -
         _check_isolated(await _two_accounts(specs[0].client_port, replicas=1))
     finally:
         cluster.stop()
+
+
+NO_JETSTREAM_ACCOUNT = """
+authorization { users: [ {user: g, password: g} ] }
+accounts: { A: { users: [ {user: a, password: a} ] } }
+"""
+
+
+async def _api_info_answers(port: int) -> list[Any]:
+    answers = []
+    for user in ("g", "a"):
+        nc = await nats.connect(f"nats://{user}:{user}@{HOST}:{port}")
+        try:
+            answers.append(json.loads((await nc.request("$JS.API.INFO", b"", timeout=10)).data))
+        finally:
+            await nc.close()
+    return answers
+
+
+async def test_accounts_without_jetstream_leave_the_global_account_without_it_too(tmp_path: Path) -> None:
+    expected, got = await on_both_with_jetstream(tmp_path, NO_JETSTREAM_ACCOUNT, _api_info_answers)
+    assert [answer["error"]["err_code"] for answer in expected] == [10039, 10039]
+    assert got == expected
