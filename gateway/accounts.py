@@ -77,6 +77,13 @@ def map_wildcards(source_pattern: str, target_pattern: str, subject: str) -> str
     return ".".join(out)
 
 
+def _in_own_space(subject: str) -> str:
+    """A router subject as its own account sees it (the home account's are as they are)."""
+    if subject.startswith(ACCOUNT_PREFIX):
+        return subject.split(".", 2)[2]
+    return subject
+
+
 def _literal_tokens(pattern: str) -> int:
     return sum(1 for token in pattern.split(".") if token not in ("*", ">"))
 
@@ -164,7 +171,9 @@ class AccountSpace:
         if not prefix and not reply.startswith(ACCOUNT_PREFIX):
             return reply
         if not any(subject_matches(export, subject) for export in self._service_exports):
-            return reply
+            # as the publisher gave it, in its own account's space (a JetStream ack subject of an account
+            # whose subjects are prefixed here reads `$JS.ACK...`, as on nats-server)
+            return _in_own_space(reply)
         self._foreign_replies[reply] = None
         self._foreign_replies.move_to_end(reply)
         if len(self._foreign_replies) > MAX_FOREIGN_REPLIES:

@@ -94,9 +94,13 @@ def test_a_request_to_an_exported_service_may_be_answered_once() -> None:
     assert reply == "_ACC_.I._INBOX.1"
     assert home.publish_subject(reply) == "_ACC_.I._INBOX.1"
     assert home.publish_subject(reply) is None  # one response per request
-    # Not a request for an exported service: shown, but leads nowhere.
-    assert home.delivered_reply("_ACC_.I._INBOX.2", "orders.1") == "_ACC_.I._INBOX.2"
+    # Not a request for an exported service: shown as its publisher gave it, and an answer stays in the
+    # answerer's own space, where the publisher does not listen (as with nats-server)
+    assert home.delivered_reply("_ACC_.I._INBOX.2", "orders.1") == "_INBOX.2"
     assert home.publish_subject("_ACC_.I._INBOX.2") is None
+    i = adr_19().space("I")
+    assert i is not None
+    assert i.delivered_reply("_ACC_.B.$JS.ACK.ORDERS.worker.1.1.1.1.0", "orders.1") == "$JS.ACK.ORDERS.worker.1.1.1.1.0"
 
 
 def test_an_importer_cannot_answer_replies_of_another_space() -> None:

@@ -20,6 +20,7 @@ from local.ports import HOST, free_port_base
 from tests.chaos.node_metrics import scrape
 from tests.node.config_file_node import node_from_config
 from tests.node.reference_server import nats_server_from_config, on_both_with_jetstream
+from tests.node.test_accounts import ADR_19_ACCOUNTS, across_accounts
 
 TWO_ACCOUNTS = """
 accounts: {
@@ -408,4 +409,19 @@ async def _api_info_answers(port: int) -> list[Any]:
 async def test_accounts_without_jetstream_leave_the_global_account_without_it_too(tmp_path: Path) -> None:
     expected, got = await on_both_with_jetstream(tmp_path, NO_JETSTREAM_ACCOUNT, _api_info_answers)
     assert [answer["error"]["err_code"] for answer in expected] == [10039, 10039]
+    assert got == expected
+
+
+# ADR-19's configuration with a JetStream account `0` beside it, which sorts first and so is home: A's
+# JetStream, which account I imports, is then one of the other accounts'.
+ADR_19_WITH_A_NOT_HOME = ADR_19_ACCOUNTS.replace(
+    "accounts: {\n", "accounts: {\n    0: { users: [ {user: z, password: z} ], jetstream: enabled }\n", 1
+)
+
+
+async def test_adr_19_across_accounts_when_the_exporting_account_is_not_home(tmp_path: Path) -> None:
+    assert "0: {" in ADR_19_WITH_A_NOT_HOME
+    body = ADR_19_WITH_A_NOT_HOME.replace("jetstream: enabled\n", "", 1)  # on_both_with_jetstream turns it on
+    expected, got = await on_both_with_jetstream(tmp_path, body, across_accounts)
+    assert expected[:3] == [10039, "ORDERS", "ORDERS"] and expected[-2:] == [b"hello world", b"hello world"]
     assert got == expected
