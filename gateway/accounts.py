@@ -17,7 +17,8 @@ Imports join the spaces (ADR-19's JetStream across accounts rests on them):
 - a stream import makes the importer's subscriptions on its subjects also receive what is published on
   them in the exporter's space;
 - a message that crosses into an account carries a reply subject of another space (a JetStream ack
-  subject, say): the client sees it as it is and may publish to it, which goes back to that space.
+  subject, say): the client sees it as its publisher gave it; an answer goes back to that space only for
+  a request to a service the account exports (once), else it stays in the client's own space.
 """
 
 from __future__ import annotations
