@@ -3,7 +3,7 @@
 nats-server gives every account with JetStream enabled a JetStream of its own: its own stream names,
 its API on `$JS.API.>` in its own subject space, its own limits and ACCOUNT INFO. A node runs, for each
 such account, the same services as for the home account (gateway/accounts.py), on a context whose router
-is the account's view of the node's router (gateway/account_router.py) and whose Raft groups and stores
+is the account's view of the node's router (cluster/runtime/account_router.py) and whose Raft groups and stores
 are named with the account's tag (`<account>/`), so nothing of two accounts' streams of one name meets.
 """
 
