@@ -1,11 +1,13 @@
 """Accounts: isolated subject spaces on one router, joined only where one exports and another imports.
 
 The router keeps one subject space. An account's subjects live in it under a prefix of its own
-(`_ACC_.<account>.`), except the home account's, which live there as they are: the home account is the
-one JetStream serves (nats-server's account with `jetstream: enabled`, else the global account), so the
-JetStream services, which subscribe without a prefix, are the home account's. A connection maps what its
-client publishes and subscribes into its account's space, and what it delivers back out, so clients see
-only their own account's subjects; the route mesh and the services need not know.
+(`_ACC_.<account>.`), except the home account's, which live there as they are. Every account with
+JetStream enabled has its own JetStream (nats-server's accounts with `jetstream`, or the global account
+when none has it); the home account is one of them (the global account if it is, else the first by
+name), whose services subscribe without a prefix as when jetraft served one account; the others' see
+their own space through cluster/runtime/account_router.py. A connection maps what its client publishes
+and subscribes into its account's space, and what it delivers back out, so clients see only their own
+account's subjects; the route mesh need not know.
 
 Imports join the spaces (ADR-19's JetStream across accounts rests on them):
 
@@ -15,7 +17,8 @@ Imports join the spaces (ADR-19's JetStream across accounts rests on them):
 - a stream import makes the importer's subscriptions on its subjects also receive what is published on
   them in the exporter's space;
 - a message that crosses into an account carries a reply subject of another space (a JetStream ack
-  subject, say): the client sees it as it is and may publish to it, which goes back to that space.
+  subject, say): the client sees it as its publisher gave it; an answer goes back to that space only for
+  a request to a service the account exports (once), else it stays in the client's own space.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from subjects.grammar import filters_overlap, is_subset_filter, subject_matches
 
 ACCOUNT_PREFIX = "_ACC_."
 GLOBAL_ACCOUNT = "$G"
+SYSTEM_ACCOUNT = "$SYS"
 # Reply subjects of other spaces a connection remembers it may answer (the oldest go first).
 MAX_FOREIGN_REPLIES = 10_000
 
@@ -72,6 +76,13 @@ def map_wildcards(source_pattern: str, target_pattern: str, subject: str) -> str
     for token in target:
         out.append(next(wildcards) if token in ("*", ">") else token)
     return ".".join(out)
+
+
+def _in_own_space(subject: str) -> str:
+    """A router subject as its own account sees it (the home account's are as they are)."""
+    if subject.startswith(ACCOUNT_PREFIX):
+        return subject.split(".", 2)[2]
+    return subject
 
 
 def _literal_tokens(pattern: str) -> int:
@@ -161,7 +172,9 @@ class AccountSpace:
         if not prefix and not reply.startswith(ACCOUNT_PREFIX):
             return reply
         if not any(subject_matches(export, subject) for export in self._service_exports):
-            return reply
+            # as the publisher gave it, in its own account's space (a JetStream ack subject of an account
+            # whose subjects are prefixed here reads `$JS.ACK...`, as on nats-server)
+            return _in_own_space(reply)
         self._foreign_replies[reply] = None
         self._foreign_replies.move_to_end(reply)
         if len(self._foreign_replies) > MAX_FOREIGN_REPLIES:
@@ -177,13 +190,22 @@ class Accounts:
 
     def __post_init__(self) -> None:
         self.accounts.setdefault(GLOBAL_ACCOUNT, Account(GLOBAL_ACCOUNT))
-        with_jetstream = [a.name for a in self.accounts.values() if a.jetstream]
-        if len(with_jetstream) > 1:
-            raise AccountConfigError(
-                f"accounts {', '.join(sorted(with_jetstream))} enable JetStream: jetraft serves JetStream "
-                "for one account yet"
-            )
-        self.home = with_jetstream[0] if with_jetstream else GLOBAL_ACCOUNT
+        with_jetstream = sorted(a.name for a in self.accounts.values() if a.jetstream)
+        # Every account that enables JetStream has its own; as in nats-server, the global account has it
+        # when no other account is configured (the system account aside), and none has it when accounts
+        # are configured and none enables it. One of them is home: its subjects and its streams' internal
+        # names are un-prefixed, as they were when jetraft served one account, so a node keeps reading the
+        # data it wrote then. The global account is home when it has JetStream (or when none has), else
+        # the first JetStream account by name.
+        configured = set(self.accounts) - {GLOBAL_ACCOUNT, SYSTEM_ACCOUNT}
+        self.jetstream_accounts: tuple[str, ...] = tuple(with_jetstream) or (
+            () if configured else (GLOBAL_ACCOUNT,)
+        )
+        self.home = (
+            self.jetstream_accounts[0]
+            if self.jetstream_accounts and GLOBAL_ACCOUNT not in self.jetstream_accounts
+            else GLOBAL_ACCOUNT
+        )
         self.prefixes = {
             name: "" if name == self.home else f"{ACCOUNT_PREFIX}{name}." for name in self.accounts
         }

@@ -8,12 +8,13 @@ pull request gets no-responders and an unknown subject no answer, as from nats-s
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from cluster.api.audit import audit_api_response
 from cluster.api.consumer_subjects import CONSUMER_API_PREFIX, ConsumerOp, parse_consumer_subject
 from cluster.api.errors import JSErrors, error_response, stream_info_error
-from cluster.api.subjects import API_QUEUE, API_SUBSCRIPTIONS, ApiOp, parse_api_subject
+from cluster.api.subjects import API_SUBSCRIPTIONS, ApiOp, parse_api_subject
 from cluster.runtime.context import NodeContext
 from gateway.accounts import ACCOUNT_PREFIX
 from gateway.headers import encode_headers
@@ -49,17 +50,31 @@ def not_enabled_body(api_subject: str) -> bytes | None:
     return error_response(request.response_type, error, **_STREAM_TRAILERS.get(request.op, {}))
 
 
+# A queue group of its own: the router groups queue members by name, whatever their subjects, so in the
+# API's group (`_jsapi`) this would take the requests of the accounts that have JetStream from their own
+# API entries. Served where the client is connected, as the API is (the node lists it in `local_queues`).
+NO_JETSTREAM_QUEUE = "_jsnone"
+
+
 class NoJetStreamResponder:
-    def __init__(self, ctx: NodeContext) -> None:
+    def __init__(self, ctx: NodeContext, jetstream_accounts: Collection[str] = (), home: str | None = None) -> None:
         self._ctx = ctx
+        # the accounts that have a JetStream of their own, which answers them
+        self._served = frozenset(jetstream_accounts)
+        # the home account (whose subjects have no prefix), when it has no JetStream either
+        self._home = home
         self._subs: list[Subscription] = []
 
     def open(self) -> None:
         router = self._ctx.router
         self._subs = [
-            router.subscribe(f"{ACCOUNT_PREFIX}*.{subject}", self._on_request, API_QUEUE)
+            router.subscribe(f"{ACCOUNT_PREFIX}*.{subject}", self._on_request, NO_JETSTREAM_QUEUE)
             for subject in API_SUBSCRIPTIONS
         ]
+        if self._home is not None:
+            self._subs += [
+                router.subscribe(subject, self._on_home_request, NO_JETSTREAM_QUEUE) for subject in API_SUBSCRIPTIONS
+            ]
 
     def close(self) -> None:
         for sub in self._subs:
@@ -70,7 +85,18 @@ class NoJetStreamResponder:
         if not msg.reply:
             return
         # _ACC_.<account>.$JS.API...
-        api_subject = msg.subject.split(".", 2)[2]
+        _, account, api_subject = msg.subject.split(".", 2)
+        if account in self._served:
+            return
+        self._answer(msg, api_subject)
+
+    def _on_home_request(self, msg: Message) -> None:
+        if msg.reply:
+            self._answer(msg, msg.subject)
+
+    def _answer(self, msg: Message, api_subject: str) -> None:
+        if not msg.reply:
+            return
         if api_subject.startswith(CONSUMER_API_PREFIX + "MSG.NEXT."):
             # nobody in this account serves it: what the router says when nobody listens
             status = encode_headers([("Nats-Subject", api_subject)], status=503)

@@ -17,10 +17,13 @@ class ConsumerAssignment:
     created_ns: int
     # bumps whenever the peer set changes (it follows its stream's), as StreamAssignment.epoch
     epoch: int = 1
+    # the account's tag (NodeContext.account_tag): another account's consumer of the same names is
+    # another group
+    tag: str = ""
 
     @property
     def group(self) -> str:
-        return f"C-{self.stream}-{self.name}-{self.created_ns}"
+        return f"{self.tag}C-{self.stream}-{self.name}-{self.created_ns}"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -30,6 +33,7 @@ class ConsumerAssignment:
             "peers": self.peers,
             "created_ns": self.created_ns,
             "epoch": self.epoch,
+            **({"tag": self.tag} if self.tag else {}),
         }
 
     @classmethod
@@ -41,4 +45,5 @@ class ConsumerAssignment:
             list(data["peers"]),
             data["created_ns"],
             data.get("epoch", 1),
+            data.get("tag", ""),
         )

@@ -66,7 +66,7 @@ class DirectGetResponder:
         self._role = role
         self._reply_stream = reply_stream
         self._subs: list[Subscription] = []
-        self._requests = LabelledChildren(ctx.metrics.direct_get_requests, reply_stream, ctx.name)
+        self._requests = LabelledChildren(ctx.metrics.direct_get_requests, ctx.account_tag + reply_stream, ctx.name)
 
     @property
     def joined(self) -> bool:

@@ -222,7 +222,12 @@ class ConsumerAdmin:
                     # as nats-server: an ephemeral (or memory) consumer is R1 unless it asks for more
                     replicas = 1
                 assignment = ConsumerAssignment(
-                    subject.stream, name, decided.to_json(), peers[: max(replicas, 1)], time.time_ns()
+                    subject.stream,
+                    name,
+                    decided.to_json(),
+                    peers[: max(replicas, 1)],
+                    time.time_ns(),
+                    tag=self.ctx.account_tag,
                 )
             result = await self.meta.propose(MetaOp.ASSIGN_CONSUMER, assignment.to_json())
             if not result.ok:

@@ -61,7 +61,7 @@ from cluster.meta.usage_reports import (
 )
 from cluster.mirror.origin_fetcher import OriginFetcher
 from cluster.runtime.catch_up import caught_up
-from cluster.runtime.context import CLUSTER_NAME, GROUP_OPTIONS, META_GROUP, NodeContext
+from cluster.runtime.context import CLUSTER_NAME, GROUP_OPTIONS, NodeContext
 from cluster.runtime.internal_requests import NoRespondersError
 from cluster.runtime.leader_wait import pass_on_when_served, wait_until_unserved
 from cluster.runtime.meta_progress import with_meta_index
@@ -183,7 +183,7 @@ class MetaService:
 
     def start(self) -> None:
         self.ctx.host.add_group(
-            META_GROUP,
+            self.ctx.meta_group,
             self._state_machine,
             voters=meta_voters(self.ctx.members),
             learners=meta_learners(self.ctx.members),
@@ -263,7 +263,7 @@ class MetaService:
             self.ctx.meta_progress.advance(index)
 
     async def _reconcile_loop(self) -> None:
-        await caught_up(self.ctx.host, META_GROUP, lambda: self._stopped, CATCH_UP_TIMEOUT)
+        await caught_up(self.ctx.host, self.ctx.meta_group, lambda: self._stopped, CATCH_UP_TIMEOUT)
         log.info("meta_caught_up", node=self.ctx.name, streams=len(self.machine.streams))
         while not self._stopped:
             self._reconciling = True
@@ -370,11 +370,11 @@ class MetaService:
     def on_leader_change(self, leader: NodeId | None, role: Role, term: int) -> None:
         self.leader_id, self.role = leader, role
         metrics, node = self.ctx.metrics, self.ctx.name
-        metrics.raft_is_leader.labels(META_GROUP, node).set(1 if role is Role.LEADER else 0)
-        metrics.raft_term.labels(META_GROUP, node).set(term)
-        metrics.raft_leader_changes.labels(META_GROUP, node).inc()
+        metrics.raft_is_leader.labels(self.ctx.meta_group, node).set(1 if role is Role.LEADER else 0)
+        metrics.raft_term.labels(self.ctx.meta_group, node).set(term)
+        metrics.raft_leader_changes.labels(self.ctx.meta_group, node).inc()
         if role is Role.CANDIDATE:
-            metrics.raft_elections.labels(META_GROUP, node).inc()
+            metrics.raft_elections.labels(self.ctx.meta_group, node).inc()
         router = self.ctx.router
         if role is Role.LEADER and self._leader_sub is None:
             self._leader_sub = router.subscribe(META_PREFIX + ">", self._on_meta_request)
@@ -506,7 +506,7 @@ class MetaService:
         return await self._propose(op, body)
 
     async def _propose(self, op: MetaOp, body: dict[str, Any]) -> MetaResult:
-        result = await self.ctx.host.propose(META_GROUP, encode_meta_entry(op, body))
+        result = await self.ctx.host.propose(self.ctx.meta_group, encode_meta_entry(op, body))
         assert isinstance(result, MetaResult)
         return result
 
@@ -522,7 +522,7 @@ class MetaService:
         check_create_limits(cfg, configs, limits)
         check_replicas_placeable(cfg, node_count(self.ctx.members), CLUSTER_NAME)
         peers = await self._place(max(cfg.num_replicas, 1), cfg)
-        assignment = StreamAssignment(name, cfg.to_json(), peers, time.time_ns())
+        assignment = StreamAssignment(name, cfg.to_json(), peers, time.time_ns(), tag=self.ctx.account_tag)
         started = self._start_with_entry(assignment)
         try:
             result = await self._propose(MetaOp.ASSIGN_STREAM, assignment.to_json())

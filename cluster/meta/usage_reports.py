@@ -39,9 +39,9 @@ def listen_for_usage(ctx: NodeContext, replicas: Mapping[str, StreamReplica]) ->
         ctx.account_usage.record(msg.payload)
         heard = ctx.account_usage.heard()
         for name, size in heard.items():
-            gauge.labels(ctx.name, name).set(size)
+            gauge.labels(ctx.name, ctx.account, name).set(size)
         for gone in shown - heard.keys():
-            gauge.remove(ctx.name, gone)
+            gauge.remove(ctx.name, ctx.account, gone)
         shown.clear()
         shown.update(heard)
 
@@ -62,8 +62,8 @@ def listen_for_api_counts(ctx: NodeContext) -> None:
     def on_report(msg: Message) -> None:
         ctx.api_counts.record(msg.payload, ctx.name)
         total, errors = ctx.api_counts.cluster_totals()
-        gauge.labels(ctx.name, "total").set(total)
-        gauge.labels(ctx.name, "errors").set(errors)
+        gauge.labels(ctx.name, ctx.account, "total").set(total)
+        gauge.labels(ctx.name, ctx.account, "errors").set(errors)
 
     ctx.router.subscribe(API_USAGE_SUBJECT, on_report)
 

@@ -170,7 +170,7 @@ class OriginFetcher:
                 log.info("origin_fetch_stopped", stream=replica.name, error=str(exc))
                 return
             if self.mirror:
-                replica.ctx.metrics.replica_lag_messages.labels(replica.name, replica.ctx.name, "mirror").set(
+                replica.ctx.metrics.replica_lag_messages.labels(replica.metric_label, replica.ctx.name, "mirror").set(
                     self.lag
                 )
 

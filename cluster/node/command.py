@@ -39,6 +39,7 @@ def parse_args(argv: Sequence[str] | None) -> NodeConfig:
 
 
 async def run(config: NodeConfig) -> None:
+    from cluster.node.account_jetstream import HomeAccountChangedError
     from cluster.node.node import Node  # heavy imports only once the flags are good
 
     node = Node(config)
@@ -50,6 +51,9 @@ async def run(config: NodeConfig) -> None:
         await node.start()
         report_started(node.http.port)
         await stop.wait()
+    except HomeAccountChangedError as exc:
+        log.error("node_failed_to_start", node=config.name, error=str(exc))
+        raise SystemExit(1) from None
     finally:
         # also after a failed start (a port taken): what did start (the cluster port's gRPC server)
         # stops while the loop runs, instead of complaining from its finaliser once the loop is closed

@@ -86,6 +86,8 @@ class NodeConfig:
     accounts: Accounts | None = None
     # the JetStream account's limits (`accounts { A: { jetstream { max_mem, ... } } }`); not a flag or TOML key
     jetstream_limits: JetStreamAccountLimits = UNLIMITED
+    # every JetStream account's limits, the home account's included (absent: no limits); from the file too
+    jetstream_account_limits: dict[str, JetStreamAccountLimits] = field(default_factory=dict)
     # Idle Raft groups quiesce: no heartbeats or ticks until something happens; the node's keepalive
     # frames (one per pair of nodes) carry liveness instead (docs/architecture.md). On by default;
     # `--no-quiesce` or `quiesce = false` keeps every group heartbeating.
@@ -206,7 +208,7 @@ def load_toml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
-    known = {f.name for f in fields(NodeConfig)} - {"worker_index", "jetstream_limits"}  # not settings of a TOML file
+    known = {f.name for f in fields(NodeConfig)} - {"worker_index", "jetstream_limits", "jetstream_account_limits"}  # not settings of a TOML file
     unknown = set(data) - known
     if unknown:
         raise ConfigError(f"config file {path}: unknown settings {', '.join(sorted(unknown))}")

@@ -8,14 +8,18 @@ import os
 import shutil
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from cluster.api.entry import ApiEntry
 from cluster.consumer.api import ConsumerView, consumer_info
 from cluster.consumer.delivery import num_pending
 from cluster.consumer.replica import ConsumerReplica
 from cluster.meta.account_limits import reserved_bytes
+from cluster.meta.service import MetaService
 from cluster.node.http_server import QueryError, bool_param
-from cluster.node.monitored_node import GLOBAL_ACCOUNT, MonitoredNode
+from cluster.node.monitored_node import MonitoredNode
+from cluster.runtime.account_limits import JetStreamAccountLimits
 from cluster.runtime.context import CLUSTER_NAME, META_GROUP, SYSTEM_ACCOUNT
 from cluster.stream.info import API_LEVEL, state_json
 from cluster.stream.replica import StreamReplica
@@ -29,6 +33,16 @@ NO_RESERVATION = 2**64 - 1
 # nats-server's sync_interval default: file stores fsync at most this often (jetraft's RocksDB
 # stores sync per Raft write batch; the figure is reported for the shape's sake)
 SYNC_INTERVAL_NS = 120_000_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class _AccountView:
+    """One JetStream account's services on this node, as the endpoints read them."""
+
+    name: str
+    meta: MetaService
+    api: ApiEntry | None
+    limits: JetStreamAccountLimits
 
 
 class JetStreamMonitor:
@@ -58,14 +72,28 @@ class JetStreamMonitor:
             "strict": True,
         }
 
-    def _replicas(self) -> list[StreamReplica]:
-        meta = self._node.meta
-        return [] if meta is None else sorted(meta.replicas.values(), key=lambda r: r.name)
+    def _accounts(self) -> list[_AccountView]:
+        """Every JetStream account's services on this node, by name (the home account's among them)."""
+        node = self._node
+        if node.meta is None:
+            return []
+        accounts = [
+            _AccountView(other.account, other.meta, other.api, other.ctx.account_limits)
+            for other in node.account_jetstreams
+        ]
+        if node.home_jetstream:
+            accounts.append(_AccountView(node.meta.ctx.account, node.meta, node.api, node.config.jetstream_limits))
+        return sorted(accounts, key=lambda account: account.name)
 
-    def _usage(self) -> tuple[int, int]:
+    def _replicas(self, account: _AccountView | None = None) -> list[StreamReplica]:
+        """The replicas this node holds of `account`'s streams, or of every account's."""
+        accounts = self._accounts() if account is None else [account]
+        return [r for a in accounts for r in sorted(a.meta.replicas.values(), key=lambda r: r.name)]
+
+    def _usage(self, account: _AccountView | None = None) -> tuple[int, int]:
         """(memory, storage) bytes of the streams this node holds a replica of."""
         memory = storage = 0
-        for replica in self._replicas():
+        for replica in self._replicas(account):
             size = replica.machine.store.state().bytes
             if replica.config.storage.value == "memory":
                 memory += size
@@ -80,7 +108,7 @@ class JetStreamMonitor:
     def stats(self) -> dict[str, Any]:
         memory, storage = self._usage()
         reserved_memory, reserved_storage = self._reserved()
-        api = self._node.api
+        apis = [account.api for account in self._accounts() if account.api is not None]
         ha_assets = 0
         for group in self._node.host.groups():
             try:
@@ -93,12 +121,12 @@ class JetStreamMonitor:
             "storage": storage,
             "reserved_memory": reserved_memory,
             "reserved_storage": reserved_storage,
-            "accounts": 1,
+            "accounts": len(self._accounts()),
             "ha_assets": ha_assets,
             "api": {
                 "level": API_LEVEL,
-                "total": api.requests if api is not None else 0,
-                "errors": api.errors if api is not None else 0,
+                "total": sum(api.requests for api in apis),
+                "errors": sum(api.errors for api in apis),
             },
         }
 
@@ -175,32 +203,37 @@ class JetStreamMonitor:
         if meta is not None:
             body["meta_cluster"] = meta
         if accounts or with_streams or with_consumers or with_config:
-            memory, storage = self._usage()
-            limits = node.config.jetstream_limits
-            name = node.config.accounts.home if node.config.accounts is not None else GLOBAL_ACCOUNT
-            if node.meta is not None:  # the account's API answers, from every node (as ACCOUNT INFO)
-                api_total, api_errors = node.meta.ctx.api_counts.cluster_totals()
-            else:
-                api_total = api_errors = 0
-            account: dict[str, Any] = {
-                "name": name,
-                "id": name,
-                "memory": memory,
-                "storage": storage,
-                # as nats-server: the account's limits, written as unsigned (no limit: math.MaxUint64)
-                "reserved_memory": limits.max_memory & NO_RESERVATION,
-                "reserved_storage": limits.max_storage & NO_RESERVATION,
-                "accounts": 0,
-                "ha_assets": 0,
-                "api": {"level": 0, "total": api_total, "errors": api_errors},
-            }
-            if with_streams or with_consumers:
-                account["stream_detail"] = [
-                    self._stream_detail(r, now, with_config, with_consumers) for r in replicas
-                ]
-            body["account_details"] = [account]
-        body["total"] = 1
+            body["account_details"] = [
+                self._account_detail(account, now, with_streams, with_consumers, with_config)
+                for account in self._accounts()
+            ]
+        body["total"] = len(self._accounts())
         return body
+
+    def _account_detail(
+        self, account: _AccountView, now: int, with_streams: bool, with_consumers: bool, with_config: bool
+    ) -> dict[str, Any]:
+        memory, storage = self._usage(account)
+        limits = account.limits
+        # the account's API answers, from every node (as ACCOUNT INFO)
+        api_total, api_errors = account.meta.ctx.api_counts.cluster_totals()
+        detail: dict[str, Any] = {
+            "name": account.name,
+            "id": account.name,
+            "memory": memory,
+            "storage": storage,
+            # as nats-server: the account's limits, written as unsigned (no limit: math.MaxUint64)
+            "reserved_memory": limits.max_memory & NO_RESERVATION,
+            "reserved_storage": limits.max_storage & NO_RESERVATION,
+            "accounts": 0,
+            "ha_assets": 0,
+            "api": {"level": 0, "total": api_total, "errors": api_errors},
+        }
+        if with_streams or with_consumers:
+            detail["stream_detail"] = [
+                self._stream_detail(r, now, with_config, with_consumers) for r in self._replicas(account)
+            ]
+        return detail
 
     def _stream_detail(
         self, replica: StreamReplica, now_ns: int, with_config: bool, with_consumers: bool
@@ -298,10 +331,11 @@ class JetStreamMonitor:
         if js_enabled_only:
             # JetStream is enabled on every jetraft node; this asks nothing more
             return 200, {"status": "ok", **details}
-        if leader is None:
+        metas = [meta, *(account.meta for account in self._node.account_jetstreams)] if meta is not None else []
+        if leader is None or any(other.leader_id is None for other in metas):
             error = "JetStream has not established contact with a meta leader"
             return 503, {"status": "unavailable", "status_code": 503, "error": error, **details}
-        if meta is not None and not meta.current:
+        if any(not other.current for other in metas):
             # before, this node's streams are not all known: healthy now, it would report a stream it
             # has not caught up with as soon as it learns of it
             error = "JetStream is not current with the meta leader"
@@ -309,9 +343,15 @@ class JetStreamMonitor:
         if problems:
             # what keeps this node's clients from being served, for longer than the health grace
             return 503, {"status": "unavailable", "status_code": 503, "error": problems[0], **details}
-        if not js_server_only and meta is not None:
-            behind = [r.name for r in meta.replicas.values() if r.role is not Role.LEADER and not r.caught_up]
+        if not js_server_only:
+            # every account's streams, each named with its account as nats-server names them
+            behind = [
+                (other.ctx.account, r.name)
+                for other in metas
+                for r in other.replicas.values()
+                if r.role is not Role.LEADER and not r.caught_up
+            ]
             if behind:
-                error = f"JetStream stream '{GLOBAL_ACCOUNT} > {behind[0]}' is not current"
+                error = f"JetStream stream '{behind[0][0]} > {behind[0][1]}' is not current"
                 return 503, {"status": "unavailable", "status_code": 503, "error": error, **details}
         return 200, {"status": "ok", **details}

@@ -7,6 +7,7 @@ from typing import Protocol
 
 from cluster.api.entry import ApiEntry
 from cluster.meta.service import MetaService
+from cluster.node.account_jetstream import AccountJetStream
 from cluster.node.config import NodeConfig
 from gateway.router import Router
 from gateway.routes import RouteMesh
@@ -26,6 +27,10 @@ class MonitoredNode(Protocol):
     host: RaftHost
     meta: MetaService | None
     api: ApiEntry | None
+    # the JetStream of every account but the home one (whose services are meta and api)
+    account_jetstreams: list[AccountJetStream]
+    # whether the home account has JetStream (not when accounts are configured and none enables it)
+    home_jetstream: bool
 
     def serving_problems(self) -> tuple[list[str], dict[str, bool]]:
         """What keeps this node's clients from being served (past the health grace), and which

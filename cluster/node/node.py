@@ -21,11 +21,12 @@ import structlog
 
 from cluster.api.audit import API_AUDIT_SUBJECT, API_PREFIX, UNAUDITED_API_TAILS
 from cluster.api.entry import ApiEntry
-from cluster.api.no_jetstream import NoJetStreamResponder
+from cluster.api.no_jetstream import NO_JETSTREAM_QUEUE, NoJetStreamResponder
 from cluster.api.prefixes import PREFIX_QUEUE, PrefixMapper, domain_prefix
 from cluster.api.subjects import API_QUEUE
 from cluster.direct_get.responder import DIRECT_GET_QUEUE
 from cluster.meta.service import MetaService
+from cluster.node.account_jetstream import AccountJetStream, claim_home_account
 from cluster.node.cluster_auth import call_metadata, cluster_server_interceptors
 from cluster.node.cluster_tls import peer_channel, server_credentials
 from cluster.node.config import NodeConfig
@@ -34,6 +35,7 @@ from cluster.node.health import HealthJudge, StreamView, observe
 from cluster.node.http_server import NodeHttpServer
 from cluster.node.monitoring import NodeMonitor
 from cluster.node.sys_requests import USER_INFO_QUEUE, SystemResponder
+from cluster.runtime.account_limits import UNLIMITED
 from cluster.runtime.context import (
     CLUSTER_NAME,
     INTERNAL_SUBJECT_PREFIXES,
@@ -45,6 +47,7 @@ from cluster.runtime.internal_requests import InternalRequester
 from cluster.runtime.metrics import NodeMetrics
 from cluster.runtime.workers import node_of
 from cluster.stream.leader import replica_progress
+from gateway.accounts import GLOBAL_ACCOUNT
 from gateway.auth import make_authenticator
 from gateway.connect_options import RequestInfoPolicy
 from gateway.limits import Limits
@@ -81,7 +84,7 @@ class Node:
         # leader, on the same link as the client's reply interest (see Router.pass_on).
         self.router = Router(
             config.queue_policy,
-            local_queues=(API_QUEUE, PREFIX_QUEUE, USER_INFO_QUEUE),
+            local_queues=(API_QUEUE, PREFIX_QUEUE, USER_INFO_QUEUE, NO_JETSTREAM_QUEUE),
             group_policies={DIRECT_GET_QUEUE: config.direct_get_policy},
             same_machine=lambda peer: node_of(peer) == node_of(config.name),
             internal_prefixes=INTERNAL_SUBJECT_PREFIXES,
@@ -152,6 +155,10 @@ class Node:
         self.prefixes: PrefixMapper | None = None
         # the other accounts' JetStream API, which answers that they have none
         self.no_jetstream: NoJetStreamResponder | None = None
+        # the JetStream of every other account that enables it (the home account's is ctx, meta and api)
+        self.account_jetstreams: list[AccountJetStream] = []
+        # whether the home account has JetStream: not when accounts are configured and none enables it
+        self.home_jetstream = config.accounts is None or config.accounts.home in config.accounts.jetstream_accounts
         # series that exist from the start, so dashboards show 0 rather than no data
         self._slow_consumer_counter = self.metrics.slow_consumers.labels(config.name)
         self._slow_consumers_seen = 0
@@ -164,6 +171,8 @@ class Node:
 
     async def start(self) -> None:
         config = self.config
+        if self.home_jetstream:
+            claim_home_account(config.node_data_dir, config.accounts.home if config.accounts is not None else GLOBAL_ACCOUNT)
         add_raft_servicer(self.grpc_server, self.host.transport)
         add_route_servicer(self.grpc_server, self.mesh)
         listen = f"{config.host}:{config.cluster_port}"
@@ -191,6 +200,7 @@ class Node:
             members=self.members,
             tags=tuple(config.tags),
             domain=config.domain or "",
+            account=config.accounts.home if config.accounts is not None else GLOBAL_ACCOUNT,
             account_limits=config.jetstream_limits,
             stream_group_options=dataclasses.replace(
                 STREAM_GROUP_OPTIONS,
@@ -210,13 +220,36 @@ class Node:
             knows_stream=lambda stream: stream in meta.machine.streams,
             knows_consumer=meta.knows_consumer,
         )
+        accounts = config.accounts
+        if accounts is not None:
+            # the longest tag first: a group is the account's whose tag its name begins with
+            self.account_jetstreams = [
+                AccountJetStream(
+                    self.ctx,
+                    self.router,
+                    account,
+                    config.jetstream_account_limits.get(account, UNLIMITED),
+                    accounts.home,
+                    [domain_prefix(config.domain)] if config.domain else [],
+                )
+                for account in sorted(accounts.jetstream_accounts, key=len, reverse=True)
+                if account != accounts.home
+            ]
         await self.host.start()
+        # The home account's meta group runs even when the account has no JetStream (its API is then the
+        # no-JetStream responder's): /healthz and the monitoring endpoints read it.
         self.meta.start()
-        self.api.open()
-        self.prefixes = PrefixMapper(self.ctx, _other_api_prefixes(config))
-        self.prefixes.open()
-        if config.accounts is not None and len(config.accounts.accounts) > 1:
-            self.no_jetstream = NoJetStreamResponder(self.ctx)
+        if self.home_jetstream:
+            self.api.open()
+        for account_jetstream in self.account_jetstreams:
+            account_jetstream.start()
+        if self.home_jetstream:
+            self.prefixes = PrefixMapper(self.ctx, _other_api_prefixes(config))
+            self.prefixes.open()
+        if accounts is not None and (len(accounts.accounts) > 1 or not self.home_jetstream):
+            self.no_jetstream = NoJetStreamResponder(
+                self.ctx, accounts.jetstream_accounts, home=None if self.home_jetstream else accounts.home
+            )
             self.no_jetstream.open()
         await self.http.start()
         self.system.open()
@@ -245,6 +278,8 @@ class Node:
             self.prefixes.close()
         if self.no_jetstream is not None:
             self.no_jetstream.close()
+        for account_jetstream in self.account_jetstreams:
+            await account_jetstream.stop()
         if self.meta is not None:
             await self.meta.stop()
         if self.ctx is not None:
@@ -273,6 +308,10 @@ class Node:
         meta = self.meta
         if meta is None:
             return
+        for account_jetstream in self.account_jetstreams:
+            if group.startswith(account_jetstream.tag):
+                account_jetstream.leader_changed(group, leader, role, term)
+                return
         if group == META_GROUP:
             meta.on_leader_change(leader, role, term)
             return
@@ -291,10 +330,12 @@ class Node:
         which peers the routes reach; /healthz reports them (cluster/node/jetstream_monitor.py)."""
         meta = self.meta
         replicas = list(meta.replicas.values()) if meta is not None else []
+        for account_jetstream in self.account_jetstreams:  # every account's streams are served from here
+            replicas += account_jetstream.meta.replicas.values()
         peers = sorted(self.config.peers)
         reachable = {peer: self.mesh.reachable(peer) for peer in peers}
         views = [
-            StreamView(replica.name, replica.leader_id, replica.role is Role.LEADER)
+            StreamView(replica.assignment.tag + replica.name, replica.leader_id, replica.role is Role.LEADER)
             for replica in replicas
             if not replica.stopped
         ]
@@ -337,7 +378,10 @@ class Node:
         if self.meta is None:
             return
         now = time.time_ns()
-        for replica in list(self.meta.replicas.values()):
+        replicas = list(self.meta.replicas.values())
+        for account_jetstream in self.account_jetstreams:
+            replicas += account_jetstream.meta.replicas.values()
+        for replica in replicas:
             replica.report_staleness()
             # a replica's lag is exported by its leader, for each follower: a stream of one has none
             if replica.role is not Role.LEADER or replica.stopped or len(replica.assignment.peers) < 2:
@@ -348,9 +392,9 @@ class Node:
                     if peer == node:
                         continue
                     lag = max(last - match, 0)
-                    metrics.replica_lag_messages.labels(replica.name, peer, "follower").set(lag)
+                    metrics.replica_lag_messages.labels(replica.metric_label, peer, "follower").set(lag)
                     last_ts = replica.machine.store.state().last_ts_ns if lag else now
-                    metrics.replica_lag_seconds.labels(replica.name, peer, "follower").set(
+                    metrics.replica_lag_seconds.labels(replica.metric_label, peer, "follower").set(
                         0 if lag == 0 else max(now - last_ts, 0) / 1e9
                     )
 
@@ -361,5 +405,6 @@ class Node:
         node = self.config.name
         while self.host.recovery is not None:
             await asyncio.sleep(RECOVERY_CHECK_INTERVAL)
-            if self.meta is not None and self.meta.current and self.host.retire_recovery():
+            every_meta_current = all(account.meta.current for account in self.account_jetstreams)
+            if self.meta is not None and self.meta.current and every_meta_current and self.host.retire_recovery():
                 log.info("raft_recovery_complete", node=node)

@@ -11,11 +11,11 @@ from typing import Any
 import structlog
 
 from cluster.runtime.account_limits import UNLIMITED, JetStreamAccountLimits
+from cluster.runtime.account_router import ServiceRouter
 from cluster.runtime.account_usage import AccountUsage, ApiCounts
 from cluster.runtime.internal_requests import INTERNAL_INBOX_PREFIX, InternalRequester
 from cluster.runtime.meta_progress import MetaProgress
 from cluster.runtime.metrics import NodeMetrics
-from gateway.router import Router
 from gateway.server import NATS_COMPAT_VERSION
 from raft.driver import GroupOptions, RaftHost
 from storage.rocks_engine import StreamStoreEngine
@@ -61,7 +61,8 @@ SYSTEM_ACCOUNT = "$SYS"
 @dataclass
 class NodeContext:
     name: str
-    router: Router
+    # the home account's services use the router itself, another JetStream account's its view of it
+    router: ServiceRouter
     host: RaftHost
     metrics: NodeMetrics
     requester: InternalRequester
@@ -87,6 +88,11 @@ class NodeContext:
     stream_stores: StreamStoreEngine | None = None
     # how far this node's replicas have been given the meta group's assignments (meta_progress.py)
     meta_progress: MetaProgress = field(default_factory=MetaProgress)
+    # The JetStream account these services serve (gateway/accounts.py), and what its Raft groups' and
+    # stores' names begin with: nothing for the home account (so one-account data opens as before),
+    # `<account>/` for another, so two accounts' streams of one name never share a group or a store.
+    account: str = "$G"
+    account_tag: str = ""
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
 
     @property
@@ -94,6 +100,11 @@ class NodeContext:
         """A node without peers: it answers as a nats-server without a `cluster` block does (no
         `cluster` object in create, update and list replies, nor in a consumer's)."""
         return len(self.members) == 1
+
+    @property
+    def meta_group(self) -> str:
+        """The Raft group of this account's meta assignments."""
+        return self.account_tag + META_GROUP
 
     def group_options(self, base: GroupOptions) -> GroupOptions:
         """`base` with this node's quiescence setting."""

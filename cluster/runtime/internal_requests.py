@@ -12,9 +12,10 @@ import asyncio
 import itertools
 import secrets
 
+from cluster.runtime.account_router import ServiceRouter
 from cluster.runtime.leader_wait import wait_for_interest
 from gateway.headers import HeaderError, decode_headers
-from gateway.router import Message, Router
+from gateway.router import Message
 
 # A retry after no responders while the router already sees interest in the subject (a peer's
 # interest whose route is going away): a pause, so the loop does not spin.
@@ -30,7 +31,7 @@ class NoRespondersError(Exception):
 
 
 class InternalRequester:
-    def __init__(self, router: Router, node: str) -> None:
+    def __init__(self, router: ServiceRouter, node: str) -> None:
         self._router = router
         self._prefix = f"{INTERNAL_INBOX_PREFIX}{node}.{secrets.token_hex(4)}."
         self._ids = itertools.count(1)

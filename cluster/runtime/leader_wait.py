@@ -11,23 +11,23 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway.router import Router
+from cluster.runtime.account_router import ServiceRouter
 
 LEADER_WAIT = 3.0
 
 
-async def wait_for_interest(router: Router, subject: str, timeout: float = LEADER_WAIT) -> bool:
+async def wait_for_interest(router: ServiceRouter, subject: str, timeout: float = LEADER_WAIT) -> bool:
     """Whether somebody serves `subject` within `timeout` seconds; the router says when interest
     arrives (here, or from a peer over the route mesh), so this returns the moment it does."""
     return await _wait_for(router, subject, True, timeout)
 
 
-async def wait_until_unserved(router: Router, subject: str, timeout: float) -> bool:
+async def wait_until_unserved(router: ServiceRouter, subject: str, timeout: float) -> bool:
     """Whether nobody serves `subject` any more, here or on any peer, within `timeout` seconds."""
     return await _wait_for(router, subject, False, timeout)
 
 
-async def _wait_for(router: Router, subject: str, served: bool, timeout: float) -> bool:
+async def _wait_for(router: ServiceRouter, subject: str, served: bool, timeout: float) -> bool:
     if router.has_interest(subject) is served:
         return True
     changed = asyncio.Event()
@@ -50,7 +50,7 @@ async def _wait_for(router: Router, subject: str, served: bool, timeout: float) 
 
 
 async def pass_on_when_served(
-    router: Router, subject: str, payload: bytes, reply: str | None, headers: bytes | None
+    router: ServiceRouter, subject: str, payload: bytes, reply: str | None, headers: bytes | None
 ) -> bool:
     """`Router.pass_on`, waiting for a server of `subject` if there is none yet; False if none came."""
     if router.pass_on(subject, payload, reply, headers):

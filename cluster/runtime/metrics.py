@@ -73,14 +73,14 @@ class NodeMetrics:
             "jetraft_account_stream_bytes",
             "Bytes a stream holds on all its replicas, as its leader last reported it to this node "
             "(for the account's max_memory / max_storage checks; reported only while one is set)",
-            ["node", "stream"],
+            ["node", "account", "stream"],
             registry=r,
         )
         self.account_api_responses = Gauge(
             "jetraft_account_api_responses",
             "JetStream API responses sent to the account's clients by every node, as this node last "
             "heard their counts (ACCOUNT INFO's api.total and api.errors)",
-            ["node", "kind"],
+            ["node", "account", "kind"],
             registry=r,
         )
         self.stream_last_seq = Gauge(

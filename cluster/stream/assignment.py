@@ -14,13 +14,16 @@ class StreamAssignment:
     created_ns: int
     # bumps whenever the peer set changes, so a node can tell a re-created group from the old one
     epoch: int = 1
+    # the account's tag (NodeContext.account_tag): another account's stream of the same name is another
+    # group and another store
+    tag: str = ""
 
     @property
     def group(self) -> str:
         # Named per incarnation, as nats-server names its groups afresh: a node that has not yet
         # stopped a deleted stream's replica must not reach the re-created stream's group with the old
         # group's messages (its higher term would depose the new leader, its log could win a vote).
-        return f"S-{self.name}-{self.created_ns}"
+        return f"{self.tag}S-{self.name}-{self.created_ns}"
 
     @staticmethod
     def stream_of_group(group: str) -> str | None:
@@ -37,10 +40,16 @@ class StreamAssignment:
             "peers": self.peers,
             "created_ns": self.created_ns,
             "epoch": self.epoch,
+            **({"tag": self.tag} if self.tag else {}),
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> StreamAssignment:
         return cls(
-            data["name"], data["config"], list(data["peers"]), data["created_ns"], data.get("epoch", 1)
+            data["name"],
+            data["config"],
+            list(data["peers"]),
+            data["created_ns"],
+            data.get("epoch", 1),
+            data.get("tag", ""),
         )

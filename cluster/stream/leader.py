@@ -135,6 +135,7 @@ class LedReplica(Protocol):
 
     ctx: NodeContext
     name: str
+    metric_label: str  # its `stream` label in /metrics
     group: str
     assignment: StreamAssignment
     config: StreamConfig
@@ -194,10 +195,10 @@ class StreamLeader:
         self.sources: list[Copier] = []
         self._membership_task: asyncio.Task[Any] | None = None
         metrics = self.ctx.metrics
-        self._msg_gets = LabelledChildren(metrics.msg_get_requests, replica.name, self.ctx.name)
-        self._publishes = LabelledChildren(metrics.publishes, replica.name, self.ctx.name)
+        self._msg_gets = LabelledChildren(metrics.msg_get_requests, replica.metric_label, self.ctx.name)
+        self._publishes = LabelledChildren(metrics.publishes, replica.metric_label, self.ctx.name)
         # made at the first PubAck: a histogram's child costs a create ~0.2 ms (each bucket's label)
-        self._puback_latency = LabelledChildren(metrics.puback_latency, replica.name, self.ctx.name)
+        self._puback_latency = LabelledChildren(metrics.puback_latency, replica.metric_label, self.ctx.name)
         self._republisher: Republisher | None = None
         self.expiry = ExpiryTimer(replica.name, self._next_expiry_ns, replica.propose)
         self._republish_catch_up: asyncio.Task[None] | None = None

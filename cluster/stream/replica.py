@@ -73,7 +73,7 @@ class AttachedConsumer(Protocol):
 
 def store_name_for(assignment: StreamAssignment) -> str:
     """The replica's store in the node's engine: a stream deleted and created again gets a new one."""
-    return f"{assignment.name}-{assignment.created_ns}"
+    return f"{assignment.tag}{assignment.name}-{assignment.created_ns}"
 
 
 def open_store(ctx: NodeContext, assignment: StreamAssignment) -> StreamStore:
@@ -111,6 +111,9 @@ class StreamReplica:
         self.copiers = copiers
         self.assignment = assignment
         self.name = assignment.name
+        # its `stream` label in /metrics: the name, after the account's tag for an account not home, so two
+        # accounts' streams of one name are two series
+        self.metric_label = assignment.tag + assignment.name
         self.group = assignment.group
         self.config: StreamConfig = stream_config_from_json(assignment.config)
         self.store_name = store_name_for(assignment)
@@ -136,7 +139,7 @@ class StreamReplica:
         # jetraft.max_direct_lag: a follower further behind than this stops answering Direct Gets
         self._started_ns = time.time_ns()
         self._too_stale = False
-        self._lag_gauge = LabelledChildren(ctx.metrics.replica_lag_seconds, self.name, ctx.name)
+        self._lag_gauge = LabelledChildren(ctx.metrics.replica_lag_seconds, self.metric_label, ctx.name)
         self._bound_watched = False
         self._presence_sub: Subscription | None = None
         self.responder = DirectGetResponder(
@@ -220,7 +223,7 @@ class StreamReplica:
         role = self.responder_role()
         if role is not self._last_seq_role:
             self._last_seq_gauge = self.ctx.metrics.stream_last_seq.labels(
-                self.name, self.ctx.name, role.value
+                self.metric_label, self.ctx.name, role.value
             )
             self._last_seq_role = role
         self._last_seq_gauge.set(last_seq)

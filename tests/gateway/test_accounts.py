@@ -46,6 +46,20 @@ def test_the_jetstream_account_is_home_and_the_others_are_prefixed() -> None:
     assert accounts.prefixes == {"A": "", "I": "_ACC_.I.", GLOBAL_ACCOUNT: f"_ACC_.{GLOBAL_ACCOUNT}."}
 
 
+def test_every_account_with_jetstream_has_one_and_the_global_account_is_home_among_them() -> None:
+    two = Accounts({"B": Account("B", jetstream=True), "A": Account("A", jetstream=True), "C": Account("C")})
+    assert (two.jetstream_accounts, two.home) == (("A", "B"), "A")
+    assert two.prefixes == {"A": "", "B": "_ACC_.B.", "C": "_ACC_.C.", GLOBAL_ACCOUNT: f"_ACC_.{GLOBAL_ACCOUNT}."}
+    with_global = Accounts({GLOBAL_ACCOUNT: Account(GLOBAL_ACCOUNT, jetstream=True), "A": Account("A", jetstream=True)})
+    assert (with_global.jetstream_accounts, with_global.home) == ((GLOBAL_ACCOUNT, "A"), GLOBAL_ACCOUNT)
+    # as nats-server: accounts configured and none enables JetStream, none has it (not even the global)
+    none = Accounts({"A": Account("A")})
+    assert (none.jetstream_accounts, none.home) == ((), GLOBAL_ACCOUNT)
+    # the global account has it when no other account is configured (the system account aside)
+    global_only = Accounts({"$SYS": Account("$SYS")})
+    assert (global_only.jetstream_accounts, global_only.home) == ((GLOBAL_ACCOUNT,), GLOBAL_ACCOUNT)
+
+
 def test_service_imports_map_publishes_the_most_specific_first() -> None:
     space = adr_19().space("I")
     assert space is not None
@@ -80,9 +94,13 @@ def test_a_request_to_an_exported_service_may_be_answered_once() -> None:
     assert reply == "_ACC_.I._INBOX.1"
     assert home.publish_subject(reply) == "_ACC_.I._INBOX.1"
     assert home.publish_subject(reply) is None  # one response per request
-    # Not a request for an exported service: shown, but leads nowhere.
-    assert home.delivered_reply("_ACC_.I._INBOX.2", "orders.1") == "_ACC_.I._INBOX.2"
+    # Not a request for an exported service: shown as its publisher gave it, and an answer stays in the
+    # answerer's own space, where the publisher does not listen (as with nats-server)
+    assert home.delivered_reply("_ACC_.I._INBOX.2", "orders.1") == "_INBOX.2"
     assert home.publish_subject("_ACC_.I._INBOX.2") is None
+    i = adr_19().space("I")
+    assert i is not None
+    assert i.delivered_reply("_ACC_.B.$JS.ACK.ORDERS.worker.1.1.1.1.0", "orders.1") == "$JS.ACK.ORDERS.worker.1.1.1.1.0"
 
 
 def test_an_importer_cannot_answer_replies_of_another_space() -> None:
@@ -122,7 +140,6 @@ def test_an_importer_cannot_answer_replies_of_another_space() -> None:
             },
             "same wildcards",
         ),
-        ({"A": Account("A", jetstream=True), "B": Account("B", jetstream=True)}, "one account yet"),
     ],
 )
 def test_imports_that_do_not_fit_are_refused(accounts: dict[str, Account], message: str) -> None:

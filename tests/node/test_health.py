@@ -61,11 +61,24 @@ def test_healthz_waits_for_the_node_to_be_current_with_its_meta_leader() -> None
     from cluster.node.jetstream_monitor import JetStreamMonitor
 
     meta = SimpleNamespace(leader_id="n2", replicas={}, current=False)
+    # another account's JetStream (its own meta group): the node is healthy only once it is current too
+    other = SimpleNamespace(leader_id=None, replicas={}, current=False, ctx=SimpleNamespace(account="B"))
     node = SimpleNamespace(
-        meta=meta, config=SimpleNamespace(name="n1"), serving_problems=lambda: ([], {"n2": True})
+        meta=meta,
+        account_jetstreams=[SimpleNamespace(meta=other)],
+        config=SimpleNamespace(name="n1"),
+        serving_problems=lambda: ([], {"n2": True}),
     )
     monitor = JetStreamMonitor(node)  # type: ignore[arg-type]
     status, body = monitor.healthz({})
+    assert (status, body["error"]) == (503, "JetStream has not established contact with a meta leader")
+    other.leader_id = "n3"
+    status, body = monitor.healthz({})
     assert (status, body["error"]) == (503, "JetStream is not current with the meta leader")
     meta.current = True
+    assert monitor.healthz({})[1]["error"] == "JetStream is not current with the meta leader"
+    other.current = True
     assert monitor.healthz({})[0] == 200
+    other.replicas["S-x"] = SimpleNamespace(name="ORDERS", role=None, caught_up=False)
+    status, body = monitor.healthz({})
+    assert (status, body["error"]) == (503, "JetStream stream 'B > ORDERS' is not current")

@@ -226,7 +226,6 @@ def test_the_example_in_docs_security_loads(tmp_path: Path, monkeypatch: pytest.
         ("A: { jetstream: { max_mem: '1G' } }", r"accounts.A.jetstream.max_mem: expected a size"),
         ("A: { jetstream: { max_bytes_required: 1 } }", r"accounts.A.jetstream.max_bytes_required: expected true"),
         ("A: { jetstream: maybe }", r"accounts.A.jetstream: expected 'enabled' or 'disabled'"),
-        ("A: { jetstream: { max_streams: 1 } }\n  B: { jetstream: enabled }", "accounts A, B enable JetStream"),
         ("A: { jetstream_limits: {} }", r"accounts.A.jetstream_limits: unknown setting"),
         ("A: { imports: [ {service: {account: A}} ] }", "needs account and subject"),
         ("A: { bogus: 1 }", r"accounts.A.bogus: unknown setting"),
@@ -261,6 +260,19 @@ def test_account_jetstream_enabled_has_no_limits(tmp_path: Path, enabled: str) -
     config = _load(tmp_path, f"server_name: n1\naccounts {{\n  A: {{ jetstream: {enabled} }}\n}}\n")
     assert config.accounts is not None and config.accounts.home == "A"
     assert config.jetstream_limits == UNLIMITED
+
+
+def test_every_account_that_enables_jetstream_has_its_own_limits(tmp_path: Path) -> None:
+    config = _load(
+        tmp_path,
+        "server_name: n1\naccounts {\n  B: { jetstream: { max_streams: 2 } }\n  A: { jetstream: enabled }\n"
+        "  C: {}\n}\n",
+    )
+    assert config.accounts is not None
+    assert config.accounts.jetstream_accounts == ("A", "B")
+    assert config.accounts.home == "A"  # the first by name: its streams keep their un-prefixed names
+    assert config.jetstream_limits == UNLIMITED
+    assert config.jetstream_account_limits == {"A": UNLIMITED, "B": JetStreamAccountLimits(max_streams=2)}
 
 
 def test_users_of_accounts_know_their_account(tmp_path: Path) -> None:

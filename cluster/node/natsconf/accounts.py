@@ -137,7 +137,8 @@ def account_jetstream(path: str, value: Any, place: Place) -> JetStreamAccountLi
 class ParsedAccounts:
     accounts: Accounts
     users: list[User | NkeyUser]  # every user the accounts hold (each knows its account)
-    jetstream_limits: JetStreamAccountLimits  # those of the account JetStream serves
+    jetstream_limits: JetStreamAccountLimits  # those of the home account (gateway/accounts.py)
+    account_limits: dict[str, JetStreamAccountLimits]  # those of every account that enables JetStream
 
 
 def parse_accounts(value: Any, place: Place) -> ParsedAccounts:
@@ -179,4 +180,4 @@ def parse_accounts(value: Any, place: Place) -> ParsedAccounts:
         parsed = Accounts(accounts)
     except AccountConfigError as exc:
         raise _fail("accounts", place, str(exc)) from exc
-    return ParsedAccounts(parsed, users, limits.get(parsed.home, UNLIMITED))
+    return ParsedAccounts(parsed, users, limits.get(parsed.home, UNLIMITED), limits)

@@ -149,6 +149,7 @@ class _Collector:
         parsed = parse_accounts(value, place)
         self.fields["accounts"] = parsed.accounts
         self.fields["jetstream_limits"] = parsed.jetstream_limits
+        self.fields["jetstream_account_limits"] = parsed.account_limits
         self.account_users = parsed.users
 
     def no_auth_user(self, key: str, value: Any, place: Place) -> None:
