@@ -523,7 +523,7 @@ class MetaService:
         check_replicas_placeable(cfg, node_count(self.ctx.members), CLUSTER_NAME)
         peers = await self._place(max(cfg.num_replicas, 1), cfg)
         assignment = StreamAssignment(name, cfg.to_json(), peers, time.time_ns())
-        started = self._start_with_entry(assignment)
+        started = self._start_with_entry(assignment, cfg)
         try:
             result = await self._propose(MetaOp.ASSIGN_STREAM, assignment.to_json())
         except BaseException:
@@ -537,6 +537,7 @@ class MetaService:
                 # the entry was refused (the name was taken meanwhile): nothing of this stream exists
                 await started.stop(delete=True)
             raise JSErrors.STREAM_NAME_EXIST()
+        self._config_parsed(name, assignment.config, cfg)
         log.info("stream_assigned", stream=name, peers=peers)
         self._advise_stream(StreamEvent.CREATED, name)
         # The new stream's leader answers the client itself: the interest in the stream's subjects it
@@ -549,11 +550,22 @@ class MetaService:
             return None
         return await self._ask_stream(name, ApiOp.CREATE_RESULT, b"1")
 
-    def _start_with_entry(self, assignment: StreamAssignment) -> StreamReplica | None:
+    def _config_parsed(self, name: str, config_json: dict[str, Any], config: StreamConfig) -> None:
+        """`configs()` need not parse a config the meta leader itself just committed: `config`, from
+        which `config_json` was made, is its parse (a config's JSON parses back to an equal config),
+        as long as the machine holds that config for `name` now."""
+        assignment = self.machine.streams.get(name)
+        if assignment is None or assignment.config != config_json:
+            return
+        self._parsed_configs[name] = (assignment.config, config)
+        self._configs[name] = config
+        self._configs_changed.discard(name)
+
+    def _start_with_entry(self, assignment: StreamAssignment, config: StreamConfig) -> StreamReplica | None:
         """On a node that is the meta group's only voter, start a new stream's only replica, placed
         here, just before its entry is proposed: the group's first term and entry are then written in
         the same batch as the meta entry, one fsync for both where it took one after the other (the
-        reconcile pass that applies the entry adopts the replica).
+        reconcile pass that applies the entry adopts the replica). `config` is `assignment.config` parsed.
 
         Both are marked for the host's next iteration in this one callback, so they are written
         together: the replica leads, and takes publishes, only once the meta entry is durable too,
@@ -572,8 +584,9 @@ class MetaService:
             return None
         # a copy: the replica compares its own against the machine's, as for one the reconciler starts
         own = StreamAssignment.from_json(assignment.to_json())
+        store = open_store(self.ctx, own, config)
         replica = StreamReplica(
-            self.ctx, own, copiers=OriginFetcher, positions=self.positions, store=open_store(self.ctx, own)
+            self.ctx, own, copiers=OriginFetcher, positions=self.positions, store=store, config=config
         )
         self._started_with_entry[name] = replica
         replica.start()

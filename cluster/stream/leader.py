@@ -57,7 +57,7 @@ from cluster.stream.atomic_batch import (
     Staged,
     batch_refusal,
 )
-from cluster.stream.config import stream_config_from_bytes, stream_config_from_json
+from cluster.stream.config import stream_config_from_bytes
 from cluster.stream.config_check import same_config
 from cluster.stream.entries import Republished, StoreBatch, UpdateConfig
 from cluster.stream.expiry import ExpiryTimer
@@ -150,6 +150,9 @@ class LedReplica(Protocol):
     def wait_for_seq(self, seq: int, timeout: float) -> asyncio.Future[bool]: ...
 
     def leader_staleness_ns(self) -> int: ...
+
+    def assigned_config(self) -> StreamConfig:
+        """The meta group's config for the stream (`assignment.config`, parsed)."""
 
 
 class Copier(Protocol):
@@ -320,7 +323,7 @@ class StreamLeader:
 
     def reconcile_config(self) -> None:
         """Replicate the meta group's config into the stream's log if the log has not caught up with it."""
-        wanted = stream_config_from_json(self.replica.assignment.config)
+        wanted = self.replica.assigned_config()
         if not same_config(wanted, self.replica.config):
             self.ctx.spawn(self._propose_config(wanted), f"update-config-{self.replica.name}")
 
@@ -710,7 +713,7 @@ class StreamLeader:
             wanted = (
                 stream_config_from_bytes(payload)
                 if payload
-                else stream_config_from_json(replica.assignment.config)
+                else replica.assigned_config()
             )
             if not same_config(wanted, replica.config):
                 result = await self._propose_config(wanted)
