@@ -28,6 +28,7 @@ from cluster.stream.config_check import (
     subjects_match_stream,
 )
 from cluster.stream.replica import group_options_for
+from subjects.first_token_index import FirstTokenIndex
 from tests.cluster.trace_data import client_json, server_json, server_obj
 
 VERSION = "2.15.1"
@@ -560,3 +561,30 @@ def test_a_created_config_parses_back_from_its_json_unchanged(request_json: dict
     # every other node parses the assignment's JSON: both must be the same config
     decided = decide_create(parse_stream_config(orjson.dumps(request_json)), {}).config
     assert stream_config_from_json(decided.to_json()) == decided
+
+
+def test_create_overlap_check_with_the_subject_index_decides_as_the_full_scan() -> None:
+    existing = {
+        name: StreamConfig(name=name, subjects=subjects)
+        for name, subjects in {
+            "A": ("orders.*",),
+            "B": ("*.shipped",),
+            "C": ("items.>", "stock"),
+            "M": (),
+        }.items()
+    }
+    index = FirstTokenIndex()
+    for name, cfg in existing.items():
+        index.set(name, cfg.subjects)
+    for subjects in [("orders.new",), ("x.shipped",), ("items",), ("items.a.b",), ("stock.x",), ("*",), (">",),
+                     ("other",), ("stock",), ("orders",), ("new", "orders.>")]:  # fmt: skip
+        requested = StreamConfig(name="N", subjects=subjects)
+        outcomes = []
+        for with_index in (None, index):
+            try:
+                decide_create(dataclasses.replace(requested, no_ack=True), existing, subjects=with_index)
+                outcomes.append("created")
+            except ApiError as error:
+                outcomes.append(error.err_code)
+        assert outcomes[0] == outcomes[1], subjects
+    assert outcomes == [10065, 10065]  # the last one overlaps A
