@@ -546,6 +546,17 @@ class MetaService:
         self._config_parsed(name, assignment.config, cfg)
         log.info("stream_assigned", stream=name, peers=peers)
         self._advise_stream(StreamEvent.CREATED, name)
+        leader = started.leader if started is not None and self.ctx.standalone else None
+        if (
+            leader is not None
+            and leader.serves_api
+            and self.ctx.meta_progress.reconciled >= self.applied_index
+            and self.replicas.get(name) is started
+        ):
+            # One process: the client is on this node, the stream's subjects were subscribed here when
+            # its leader opened, and the reconcile pass that adopted the replica is done (what the leader
+            # waits for when asked below), so the answer needs no hop through the leader's API subject.
+            return leader.create_response(did_create=True)
         # The new stream's leader answers the client itself: the interest in the stream's subjects it
         # sent the client's node when it became leader travels the same route, before the answer, so
         # the client's first publish finds the stream (answered from here, it could race that interest

@@ -551,6 +551,8 @@ def decide_create(
 
 def same_config(a: StreamConfig, b: StreamConfig) -> bool:
     """Equal as configs, ignoring server-managed metadata keys."""
+    if a is b:
+        return True  # a new leader's check of the config it was just made with
     return _without_server_keys(a) == _without_server_keys(b)
 
 
