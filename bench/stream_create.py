@@ -5,7 +5,9 @@
 For each topology (one node with R1 streams, three nodes with R3 streams) and each server in turn (one
 cluster at a time: the machine is shared), one nats-py client creates N streams one after another, as
 nats-py's own `test_jsm_stream_management_with_offset` does, and times each create from request to
-reply. It prints, per server and topology: the total, the median, p90 and p99 of one create.
+reply. It prints, per server and topology: the total, the median, p90 and p99 of one create, the
+servers' CPU time per create (all of the topology's server processes, from /proc, which the load of a
+shared machine moves less than the wall times) and the load average when the creates ended.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -52,6 +55,15 @@ class Row:
     median_ms: float
     p90_ms: float
     p99_ms: float
+    # the servers' CPU (user + system, every process of the topology) per create
+    server_cpu_ms: float
+    load_average: float
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of process `pid` so far (fields 14 and 15 of /proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @contextlib.contextmanager
@@ -103,7 +115,9 @@ def percentile(values: list[float], fraction: float) -> float:
 def run(server: str, nodes: int, streams: int, nats_binary: Path) -> Row:
     replicas = 1 if nodes == 1 else 3
     with start(server, nodes, nats_binary) as cluster:
+        cpu_before = sum(cpu_seconds(pid) for pid in cluster.pids)
         took = asyncio.run(create_streams(cluster.urls[0], streams, replicas))
+        cpu_used = sum(cpu_seconds(pid) for pid in cluster.pids) - cpu_before
     return Row(
         server=server,
         nodes=nodes,
@@ -113,6 +127,8 @@ def run(server: str, nodes: int, streams: int, nats_binary: Path) -> Row:
         median_ms=round(statistics.median(took) * 1000, 2),
         p90_ms=round(percentile(took, 0.90) * 1000, 2),
         p99_ms=round(percentile(took, 0.99) * 1000, 2),
+        server_cpu_ms=round(cpu_used / streams * 1000, 2),
+        load_average=round(os.getloadavg()[0], 2),
     )
 
 
@@ -131,12 +147,13 @@ def main() -> None:
         for nodes in args.topologies.split(",")
         for server in args.servers.split(",")
     ]
-    print("| server | nodes | replicas | streams | total | median | p90 | p99 |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| server | nodes | replicas | streams | total | median | p90 | p99 | server CPU / create | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         print(
             f"| {row.server} | {row.nodes} | R{row.replicas} | {row.streams} | {row.total_seconds:.2f} s "
-            f"| {row.median_ms:.1f} ms | {row.p90_ms:.1f} ms | {row.p99_ms:.1f} ms |"
+            f"| {row.median_ms:.2f} ms | {row.p90_ms:.2f} ms | {row.p99_ms:.2f} ms | {row.server_cpu_ms:.2f} ms "
+            f"| {row.load_average:.1f} |"
         )
     if args.json:
         args.json.write_text(json.dumps([asdict(row) for row in rows], indent=2))

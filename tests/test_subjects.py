@@ -2,6 +2,7 @@ import itertools
 
 import pytest
 
+from subjects.first_token_index import FirstTokenIndex
 from subjects.grammar import (
     filters_overlap,
     is_message_subject,
@@ -91,3 +92,44 @@ def test_overlap_agrees_with_matching_on_every_small_subject() -> None:
 )
 def test_message_subjects(subject: str, expected: bool) -> None:
     assert is_message_subject(subject) is expected
+
+
+def test_first_token_index_names_every_owner_whose_filters_overlap() -> None:
+    # owners of one or two small filters each; for every query the candidates hold every owner with an
+    # overlapping filter (so the create's overlap check misses nobody), and only owners that may overlap
+    tokens = ("a", "b", "*", ">")
+    filters = [".".join(p) for n in (1, 2) for p in itertools.product(tokens, repeat=n)]
+    filters = [f for f in filters if ">" not in f[:-1]]
+    owned = {f"o{i}": (f,) for i, f in enumerate(filters)}
+    owned.update({f"pair{i}": (a, b) for i, (a, b) in enumerate(itertools.combinations(filters[:8], 2))})
+    index = FirstTokenIndex()
+    for owner, theirs in owned.items():
+        index.set(owner, theirs)
+    queries = [(f,) for f in filters] + [("c",), ("c.d",), ("a", "c"), ()]
+    for query in queries:
+        overlapping = {
+            owner for owner, theirs in owned.items() if any(filters_overlap(q, t) for q in query for t in theirs)
+        }
+        candidates = index.candidates(query)
+        assert overlapping <= candidates, query
+        if query and all(q.partition(".")[0] not in ("*", ">") for q in query):
+            # a literal first token: an owner none of whose filters starts with it or a wildcard is left out
+            heads = {q.partition(".")[0] for q in query} | {"*", ">"}
+            assert all(any(t.partition(".")[0] in heads for t in owned[o]) for o in candidates), query
+
+
+def test_first_token_index_follows_changes_and_removals() -> None:
+    index = FirstTokenIndex()
+    index.set("s1", ("orders.>",))
+    index.set("s2", ("*.x",))
+    index.set("s3", ("items", "orders.new"))
+    assert index.candidates(("orders.1",)) == {"s1", "s2", "s3"}
+    assert index.candidates(("items.1",)) == {"s2", "s3"}
+    assert index.candidates(("*",)) == {"s1", "s2", "s3"}
+    index.set("s3", ("items",))  # a changed config: orders.new is gone
+    assert index.candidates(("orders.1",)) == {"s1", "s2"}
+    index.remove("s2")
+    index.set("s1", ())  # a stream without subjects (a mirror) leaves the index
+    assert index.candidates(("orders.1",)) == set()
+    assert index.candidates((">",)) == {"s3"}
+    index.remove("s9")  # unknown: nothing happens

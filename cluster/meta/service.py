@@ -89,6 +89,7 @@ from cluster.stream.replica import StreamReplica, open_store, store_is_new
 from gateway.router import Message, Subscription
 from raft.driver import RaftHostError
 from raft.types import Entry, EntryType, NodeId, Role, Snapshot
+from subjects.first_token_index import FirstTokenIndex
 
 log = structlog.get_logger(__name__)
 
@@ -154,6 +155,9 @@ class MetaService:
         self._configs: dict[str, StreamConfig] = {}
         # streams whose assignment changed since configs() last looked (the machine's listener says)
         self._configs_changed: set[str] = set()
+        # the subjects of the streams in _configs, by first token: a create compares its subjects only
+        # with the streams that can overlap them (300 creates in a row compared each with half the others)
+        self._subjects = FirstTokenIndex()
         self.leader_id: NodeId | None = None
         self.role = Role.FOLLOWER
         self._wanted = asyncio.Event()
@@ -239,12 +243,14 @@ class MetaService:
             if assignment is None:
                 cache.pop(name, None)
                 parsed.pop(name, None)
+                self._subjects.remove(name)
                 continue
             held = cache.get(name)
             # the machine replaces an assignment's config dict on update: the same dict, the same config
             if held is None or held[0] is not assignment.config:
                 held = cache[name] = (assignment.config, stream_config_from_json(assignment.config))
                 parsed[name] = held[1]
+                self._subjects.set(name, held[1].subjects)
         return dict(parsed)
 
     # -- reconciliation ---------------------------------------------------------------------
@@ -515,7 +521,7 @@ class MetaService:
         check_request_subject(name, requested)
         limits = self.ctx.account_limits
         configs = self.configs()
-        decision = decide_create(requested, configs, limits)
+        decision = decide_create(requested, configs, limits, self._subjects)
         if decision.exists:
             return await self._ask_stream(name, ApiOp.CREATE_RESULT, b"0")
         cfg = decision.config
@@ -523,7 +529,7 @@ class MetaService:
         check_replicas_placeable(cfg, node_count(self.ctx.members), CLUSTER_NAME)
         peers = await self._place(max(cfg.num_replicas, 1), cfg)
         assignment = StreamAssignment(name, cfg.to_json(), peers, time.time_ns(), tag=self.ctx.account_tag)
-        started = self._start_with_entry(assignment)
+        started = self._start_with_entry(assignment, cfg)
         try:
             result = await self._propose(MetaOp.ASSIGN_STREAM, assignment.to_json())
         except BaseException:
@@ -537,8 +543,20 @@ class MetaService:
                 # the entry was refused (the name was taken meanwhile): nothing of this stream exists
                 await started.stop(delete=True)
             raise JSErrors.STREAM_NAME_EXIST()
+        self._config_parsed(name, assignment.config, cfg)
         log.info("stream_assigned", stream=name, peers=peers)
         self._advise_stream(StreamEvent.CREATED, name)
+        leader = started.leader if started is not None and self.ctx.standalone else None
+        if (
+            leader is not None
+            and leader.serves_api
+            and self.ctx.meta_progress.reconciled >= self.applied_index
+            and self.replicas.get(name) is started
+        ):
+            # One process: the client is on this node, the stream's subjects were subscribed here when
+            # its leader opened, and the reconcile pass that adopted the replica is done (what the leader
+            # waits for when asked below), so the answer needs no hop through the leader's API subject.
+            return leader.create_response(did_create=True)
         # The new stream's leader answers the client itself: the interest in the stream's subjects it
         # sent the client's node when it became leader travels the same route, before the answer, so
         # the client's first publish finds the stream (answered from here, it could race that interest
@@ -549,11 +567,23 @@ class MetaService:
             return None
         return await self._ask_stream(name, ApiOp.CREATE_RESULT, b"1")
 
-    def _start_with_entry(self, assignment: StreamAssignment) -> StreamReplica | None:
+    def _config_parsed(self, name: str, config_json: dict[str, Any], config: StreamConfig) -> None:
+        """`configs()` need not parse a config the meta leader itself just committed: `config`, from
+        which `config_json` was made, is its parse (a config's JSON parses back to an equal config),
+        as long as the machine holds that config for `name` now."""
+        assignment = self.machine.streams.get(name)
+        if assignment is None or assignment.config != config_json:
+            return
+        self._parsed_configs[name] = (assignment.config, config)
+        self._configs[name] = config
+        self._subjects.set(name, config.subjects)
+        self._configs_changed.discard(name)
+
+    def _start_with_entry(self, assignment: StreamAssignment, config: StreamConfig) -> StreamReplica | None:
         """On a node that is the meta group's only voter, start a new stream's only replica, placed
         here, just before its entry is proposed: the group's first term and entry are then written in
         the same batch as the meta entry, one fsync for both where it took one after the other (the
-        reconcile pass that applies the entry adopts the replica).
+        reconcile pass that applies the entry adopts the replica). `config` is `assignment.config` parsed.
 
         Both are marked for the host's next iteration in this one callback, so they are written
         together: the replica leads, and takes publishes, only once the meta entry is durable too,
@@ -572,8 +602,9 @@ class MetaService:
             return None
         # a copy: the replica compares its own against the machine's, as for one the reconciler starts
         own = StreamAssignment.from_json(assignment.to_json())
+        store = open_store(self.ctx, own, config)
         replica = StreamReplica(
-            self.ctx, own, copiers=OriginFetcher, positions=self.positions, store=open_store(self.ctx, own)
+            self.ctx, own, copiers=OriginFetcher, positions=self.positions, store=store, config=config
         )
         self._started_with_entry[name] = replica
         replica.start()

@@ -109,7 +109,10 @@ def _open_checked(data_dir: Path, *, verify_streams: bool) -> NodeState:
             # that lost entries below its commit index.
             log.warning("raft_log_tail_torn", data_dir=str(data_dir))
         raft.verify()
-        streams = StreamStoreEngine(data_dir / STREAMS_DB, legacy_root=data_dir / LEGACY_STREAMS_DIR)
+        # Without an old-layout directory at start there is nothing to migrate, ever (nothing writes that
+        # layout any more), so no store open looks for one (three stats of a path per stream create).
+        legacy = data_dir / LEGACY_STREAMS_DIR
+        streams = StreamStoreEngine(data_dir / STREAMS_DB, legacy_root=legacy if legacy.is_dir() else None)
     except BaseException:
         raft.close()
         raise

@@ -43,6 +43,7 @@ from cluster.stream.config import (
     StreamConfig,
     StreamSource,
 )
+from subjects.first_token_index import FirstTokenIndex
 from subjects.grammar import (
     filters_overlap,
     has_wildcard,
@@ -490,10 +491,16 @@ def check_account_max_bytes(max_bytes: int, storage: StorageType, limits: JetStr
         raise JSErrors.STREAM_MAX_STREAM_BYTES_EXCEEDED()
 
 
-def check_subject_overlap(cfg: StreamConfig, streams: Mapping[str, StreamConfig]) -> None:
-    """ApiError 10065 when `cfg`'s subjects overlap another stream's (the stream itself excluded)."""
-    for name, other in streams.items():
-        if name == cfg.name:
+def check_subject_overlap(
+    cfg: StreamConfig, streams: Mapping[str, StreamConfig], index: FirstTokenIndex | None = None
+) -> None:
+    """ApiError 10065 when `cfg`'s subjects overlap another stream's (the stream itself excluded).
+    `index`, if given, holds the subjects of every stream in `streams`: only the streams it names as
+    candidates are compared."""
+    names = streams.keys() if index is None else index.candidates(cfg.subjects)
+    for name in names:
+        other = streams.get(name)
+        if other is None or name == cfg.name:
             continue
         for theirs in other.subjects:
             for ours in cfg.subjects:
@@ -523,9 +530,13 @@ class CreateDecision:
 
 
 def decide_create(
-    requested: StreamConfig, streams: Mapping[str, StreamConfig], limits: JetStreamAccountLimits = UNLIMITED
+    requested: StreamConfig,
+    streams: Mapping[str, StreamConfig],
+    limits: JetStreamAccountLimits = UNLIMITED,
+    subjects: FirstTokenIndex | None = None,
 ) -> CreateDecision:
-    """Validate a create against the existing streams (by name); raises ApiError."""
+    """Validate a create against the existing streams (by name); raises ApiError. `subjects`: the
+    streams' subjects indexed (see check_subject_overlap)."""
     if requested.sealed:
         raise _invalid("stream configuration for create can not be sealed")
     cfg = normalize_stream_config(requested, streams, limits)
@@ -534,12 +545,14 @@ def decide_create(
         if not same_config(existing, cfg):
             raise JSErrors.STREAM_NAME_EXIST()
         return CreateDecision(config=existing, exists=True)
-    check_subject_overlap(cfg, streams)
+    check_subject_overlap(cfg, streams, subjects)
     return CreateDecision(config=cfg, exists=False)
 
 
 def same_config(a: StreamConfig, b: StreamConfig) -> bool:
     """Equal as configs, ignoring server-managed metadata keys."""
+    if a is b:
+        return True  # a new leader's check of the config it was just made with
     return _without_server_keys(a) == _without_server_keys(b)
 
 

@@ -41,7 +41,7 @@ from cluster.api.stepdown import stepdown_candidates
 from cluster.api.subjects import ApiOp, parse_stream_subject, stream_subscription
 from cluster.runtime.catch_up import caught_up
 from cluster.runtime.context import CLUSTER_NAME, SYSTEM_ACCOUNT
-from cluster.runtime.group_membership import converge_membership
+from cluster.runtime.group_membership import converge_membership, next_change
 from cluster.runtime.leader_wait import pass_on_when_served
 from cluster.runtime.meta_progress import meta_index_of
 from cluster.runtime.metrics import LabelledChildren
@@ -57,7 +57,7 @@ from cluster.stream.atomic_batch import (
     Staged,
     batch_refusal,
 )
-from cluster.stream.config import stream_config_from_bytes, stream_config_from_json
+from cluster.stream.config import stream_config_from_bytes
 from cluster.stream.config_check import same_config
 from cluster.stream.entries import Republished, StoreBatch, UpdateConfig
 from cluster.stream.expiry import ExpiryTimer
@@ -151,6 +151,9 @@ class LedReplica(Protocol):
     def wait_for_seq(self, seq: int, timeout: float) -> asyncio.Future[bool]: ...
 
     def leader_staleness_ns(self) -> int: ...
+
+    def assigned_config(self) -> StreamConfig:
+        """The meta group's config for the stream (`assignment.config`, parsed)."""
 
 
 class Copier(Protocol):
@@ -321,16 +324,25 @@ class StreamLeader:
 
     def reconcile_config(self) -> None:
         """Replicate the meta group's config into the stream's log if the log has not caught up with it."""
-        wanted = stream_config_from_json(self.replica.assignment.config)
+        wanted = self.replica.assigned_config()
         if not same_config(wanted, self.replica.config):
             self.ctx.spawn(self._propose_config(wanted), f"update-config-{self.replica.name}")
 
     def reconcile_membership(self) -> None:
         """Make the group's voters the assignment's peers, one single-server change at a time."""
         if self._membership_task is None or self._membership_task.done():
+            if self._voters_as_assigned():
+                return  # the usual case (every new leader asks): no task to start
             self._membership_task = self.ctx.spawn(
                 self._change_membership(), f"membership-{self.replica.name}"
             )
+
+    def _voters_as_assigned(self) -> bool:
+        try:
+            voters = set(self.ctx.host.status(self.replica.group).voters)
+        except RaftHostError:
+            return False  # the task finds out (and stops)
+        return next_change(self.ctx.name, voters, set(self.replica.assignment.peers)) is None
 
     async def _change_membership(self) -> None:
         replica = self.replica
@@ -701,9 +713,7 @@ class StreamLeader:
             info = self.stream_info(subjects, request.deleted_details)
             return stream_info_response(info, version, total, request.offset)
         if op is ApiOp.CREATE_RESULT:
-            # as a nats-server without a cluster: no `cluster` in the create and update replies
-            info = self.stream_info(with_cluster=not self.ctx.standalone)
-            return stream_create_response(info, version, did_create=payload == b"1")
+            return self.create_response(did_create=payload == b"1")
         if op is ApiOp.LIST_ENTRY:
             return orjson.dumps(self.stream_info(with_cluster=not self.ctx.standalone).to_json(None))
         if op is ApiOp.APPLY_UPDATE:
@@ -711,7 +721,7 @@ class StreamLeader:
             wanted = (
                 stream_config_from_bytes(payload)
                 if payload
-                else stream_config_from_json(replica.assignment.config)
+                else replica.assigned_config()
             )
             if not same_config(wanted, replica.config):
                 result = await self._propose_config(wanted)
@@ -739,6 +749,17 @@ class StreamLeader:
         if op is ApiOp.FETCH:
             return await self._fetch(payload)
         raise JSErrors.BAD_REQUEST()
+
+    @property
+    def serves_api(self) -> bool:
+        """Whether this leader has taken the stream's API (at once for a new stream's first leader)."""
+        return self._api_sub is not None and not self._closed
+
+    def create_response(self, did_create: bool) -> bytes:
+        """The answer to the STREAM.CREATE that made (or found) this stream."""
+        # as a nats-server without a cluster: no `cluster` in the create and update replies
+        info = self.stream_info(with_cluster=not self.ctx.standalone)
+        return stream_create_response(info, self.ctx.server_version, did_create=did_create)
 
     def _msg_get(self, msg: Message) -> None:
         """Answer once a ReadIndex confirms this node still leads and has applied all committed before."""

@@ -76,9 +76,11 @@ def store_name_for(assignment: StreamAssignment) -> str:
     return f"{assignment.tag}{assignment.name}-{assignment.created_ns}"
 
 
-def open_store(ctx: NodeContext, assignment: StreamAssignment) -> StreamStore:
-    """The replica's store, opened (for file storage, read from the node's RocksDB database: blocking)."""
-    config = stream_config_from_json(assignment.config)
+def open_store(ctx: NodeContext, assignment: StreamAssignment, config: StreamConfig | None = None) -> StreamStore:
+    """The replica's store, opened (for file storage, read from the node's RocksDB database: blocking).
+    `config`: the assignment's config already parsed, if the caller has it."""
+    if config is None:
+        config = stream_config_from_json(assignment.config)
     store_config = store_config_for(config)
     if config.storage is StorageType.MEMORY:
         return MemoryStreamStore(store_config)
@@ -101,10 +103,12 @@ class StreamReplica:
         copiers: CopierFactory,
         positions: PositionBeacons,
         store: StreamStore | None = None,
+        config: StreamConfig | None = None,
     ) -> None:
         """`store`: opened already by `open_store`, off the event loop (the meta service does that).
         `positions`: the node's beacons, which carry this stream's position while it leads here and
-        give its staleness while it follows."""
+        give its staleness while it follows. `config`: `assignment.config` already parsed, if the
+        caller has it (a create parses it once, where it took five parses)."""
         self.ctx = ctx
         self.positions = positions
         # what copies an origin into this stream while it leads, if it is a mirror or has sources
@@ -115,9 +119,13 @@ class StreamReplica:
         # accounts' streams of one name are two series
         self.metric_label = assignment.tag + assignment.name
         self.group = assignment.group
-        self.config: StreamConfig = stream_config_from_json(assignment.config)
+        if config is None:
+            config = stream_config_from_json(assignment.config)
+        # the assignment's config dict and its parse (see assigned_config)
+        self._assigned: tuple[dict[str, Any], StreamConfig] = (assignment.config, config)
+        self.config: StreamConfig = config
         self.store_name = store_name_for(assignment)
-        self.store: StreamStore = store if store is not None else open_store(ctx, assignment)
+        self.store: StreamStore = store if store is not None else open_store(ctx, assignment, config)
         # Applying needs no fsync of its own: the Raft log is durable, and a store write group
         # lost in a crash takes its applied index with it, so the entries replay. The one thing
         # that must not happen, compacting the log past what the store durably holds, is
@@ -444,6 +452,15 @@ class StreamReplica:
         if candidate and self._elections_child is None:
             self._elections_child = self.ctx.metrics.raft_elections.labels(self.group, self.ctx.name)
         return (*self._raft_children, self._elections_child if candidate else None)
+
+    def assigned_config(self) -> StreamConfig:
+        """The meta group's config for this stream (`assignment.config`), parsed once per config dict:
+        the meta machine replaces the dict when the config changes, never edits it in place."""
+        held = self._assigned
+        config_json = self.assignment.config
+        if held[0] is not config_json:
+            held = self._assigned = (config_json, stream_config_from_json(config_json))
+        return held[1]
 
     def assignment_changed(self, assignment: StreamAssignment) -> None:
         """The meta group changed this stream's config: the leader replicates it into the stream's log."""

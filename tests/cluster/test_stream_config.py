@@ -16,6 +16,7 @@ from cluster.stream.config import (
     StreamSource,
     parse_stream_config,
     stream_config_from_bytes,
+    stream_config_from_json,
 )
 from cluster.stream.config_check import (
     check_replicas_placeable,
@@ -27,6 +28,7 @@ from cluster.stream.config_check import (
     subjects_match_stream,
 )
 from cluster.stream.replica import group_options_for
+from subjects.first_token_index import FirstTokenIndex
 from tests.cluster.trace_data import client_json, server_json, server_obj
 
 VERSION = "2.15.1"
@@ -517,3 +519,72 @@ def test_async_persist_mode_on_an_r1_file_stream_is_kept_and_its_group_does_not_
     with pytest.raises(ApiError) as info:
         decide_update(cfg, parse_stream_config(b'{"name":"A","subjects":["a"]}'), {"A": cfg})
     assert info.value.description == "stream configuration update can not change persist mode"
+
+
+@pytest.mark.parametrize(
+    "request_json",
+    [
+        {"name": "plain"},
+        {
+            "name": "rich",
+            "description": "every kind of field",
+            "subjects": ["a.>", "b.*"],
+            "retention": "interest",
+            "max_consumers": 3,
+            "max_msgs": 10,
+            "max_bytes": 1000,
+            "max_age": 60_000_000_000,
+            "max_msgs_per_subject": 2,
+            "max_msg_size": 100,
+            "discard": "new",
+            "discard_new_per_subject": True,
+            "storage": "memory",
+            "num_replicas": 3,
+            "duplicate_window": 1_000_000_000,
+            "placement": {"cluster": "c", "tags": ["x", "y"]},
+            "sources": [{"name": "o1", "filter_subject": "f.>"}, {"name": "o2", "opt_start_seq": 5}],
+            "republish": {"src": "a.>", "dest": "r.>", "headers_only": True},
+            "subject_transform": {"src": "b.*", "dest": "t.{{wildcard(1)}}"},
+            "consumer_limits": {"inactive_threshold": 5_000_000_000, "max_ack_pending": 9},
+            "metadata": {"owner": "me"},
+            "allow_rollup_hdrs": True,
+            "allow_direct": True,
+            "deny_delete": True,
+            "allow_msg_ttl": True,
+            "subject_delete_marker_ttl": 2_000_000_000,
+        },
+        {"name": "mirror", "mirror": {"name": "origin", "opt_start_seq": 3}, "mirror_direct": True},
+    ],
+)
+def test_a_created_config_parses_back_from_its_json_unchanged(request_json: dict[str, object]) -> None:
+    # the meta leader hands the config it decided to the new replica and to its config cache, where
+    # every other node parses the assignment's JSON: both must be the same config
+    decided = decide_create(parse_stream_config(orjson.dumps(request_json)), {}).config
+    assert stream_config_from_json(decided.to_json()) == decided
+
+
+def test_create_overlap_check_with_the_subject_index_decides_as_the_full_scan() -> None:
+    existing = {
+        name: StreamConfig(name=name, subjects=subjects)
+        for name, subjects in {
+            "A": ("orders.*",),
+            "B": ("*.shipped",),
+            "C": ("items.>", "stock"),
+            "M": (),
+        }.items()
+    }
+    index = FirstTokenIndex()
+    for name, cfg in existing.items():
+        index.set(name, cfg.subjects)
+    for subjects in [("orders.new",), ("x.shipped",), ("items",), ("items.a.b",), ("stock.x",), ("*",), (">",),
+                     ("other",), ("stock",), ("orders",), ("new", "orders.>")]:  # fmt: skip
+        requested = StreamConfig(name="N", subjects=subjects)
+        outcomes = []
+        for with_index in (None, index):
+            try:
+                decide_create(dataclasses.replace(requested, no_ack=True), existing, subjects=with_index)
+                outcomes.append("created")
+            except ApiError as error:
+                outcomes.append(error.err_code)
+        assert outcomes[0] == outcomes[1], subjects
+    assert outcomes == [10065, 10065]  # the last one overlaps A

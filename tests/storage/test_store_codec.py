@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -105,3 +107,22 @@ def test_rfc3339_parsing_with_offsets_and_zero_time() -> None:
     ):
         with pytest.raises(ValueError):
             parse_rfc3339_nano(bad)
+
+
+def test_store_config_json_names_every_field_and_reads_back() -> None:
+    # to_json_dict lists the fields one by one: a field added to StoreConfig must be added there too
+    config = StoreConfig(
+        max_msgs=5,
+        max_bytes=6,
+        max_age_ns=7,
+        max_msg_size=8,
+        max_msgs_per_subject=9,
+        discard="new",
+        discard_new_per_subject=True,
+        allow_msg_ttl=True,
+        subject_delete_marker_ttl_ns=10,
+    )
+    written = config.to_json_dict()
+    assert set(written) == {field.name for field in dataclasses.fields(StoreConfig)}
+    assert written["discard"] == "new" and type(written["discard"]) is str
+    assert StoreConfig.from_json_dict(orjson.loads(orjson.dumps(written))) == config
