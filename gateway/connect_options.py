@@ -84,6 +84,8 @@ class ConnectOptions:
 # --- ClientInfo, carried with a client's requests ---------------------------------------------
 
 REQUEST_INFO_HEADER = "Nats-Request-Info"
+# Who am I: answered with the asking client's user and account, which its node stamps on the request.
+USER_INFO_REQUEST = "$SYS.REQ.USER.INFO"
 
 
 @dataclass(frozen=True)

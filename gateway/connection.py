@@ -20,6 +20,7 @@ from gateway.accounts import GLOBAL_ACCOUNT, Accounts, AccountSpace
 from gateway.auth import Authenticator, Identity, SlowCheck
 from gateway.connect_options import (
     REQUEST_INFO_HEADER,
+    USER_INFO_REQUEST,
     ConnectOptions,
     RequestInfoPolicy,
     client_info,
@@ -401,8 +402,12 @@ class ClientConnection(asyncio.Protocol):
             # its own subject sees +OK ahead of the MSG.
             self._write(OK_BYTES)
         policy = self.server.request_info
-        if policy is not None and (subject.startswith(policy.prefixes) or client_subject.startswith(policy.prefixes)):
-            headers = self._with_request_info(policy, client_subject, subject, headers)
+        if policy is not None:
+            if subject.startswith(policy.prefixes) or client_subject.startswith(policy.prefixes):
+                headers = self._with_request_info(policy, client_subject, subject, headers)
+            elif client_subject == USER_INFO_REQUEST:
+                # its answer names this client's user and account, as nats-server's does from its ClientInfo
+                headers = stamp_request_info(headers, self._request_info(policy))
         # Without pedantic, nats-server drops a message on an invalid subject silently.
         with contextlib.suppress(InvalidSubjectError):
             self.router.publish(subject, payload, reply, headers, origin=self)
@@ -431,7 +436,7 @@ class ClientConnection(asyncio.Protocol):
                 start=format_rfc3339_nano(self.started_ns),
                 host=self.remote_ip,
                 client_id=self.client_id,
-                account=self.space.account.name if self.space is not None else GLOBAL_ACCOUNT,
+                account=self.account_name,
                 user=self.user,
                 name=options.name,
                 lang=options.lang,
@@ -558,6 +563,11 @@ class ClientConnection(asyncio.Protocol):
     # --- output -------------------------------------------------------------------------
 
     @property
+    def account_name(self) -> str:
+        """The account the client belongs to (the global one when no accounts are configured)."""
+        return self.space.account.name if self.space is not None else GLOBAL_ACCOUNT
+
+    @property
     def pending_bytes(self) -> int:
         """Bytes queued for this client and not yet handed to the transport."""
         return self._out_size
@@ -585,7 +595,9 @@ class ClientConnection(asyncio.Protocol):
 
     def _slow_consumer(self) -> None:
         log.warning("slow consumer, closing", client_id=self.client_id, name=self.options.name)
-        self.server.stats.slow_consumers += 1
+        stats = self.server.stats
+        stats.slow_consumers += 1
+        stats.slow_consumers_by_account[self.account_name] = stats.slow_consumers_by_account.get(self.account_name, 0) + 1
         self.closed = True
         self._out.clear()
         if self.transport is not None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gateway.protocol import DEFAULT_MAX_CONTROL_LINE, DEFAULT_MAX_PAYLOAD
 
@@ -32,3 +32,5 @@ class Limits:
 class ServerStats:
     connections_total: int = 0
     slow_consumers: int = 0
+    # the same, by the account of the client cut off (/accstatz)
+    slow_consumers_by_account: dict[str, int] = field(default_factory=dict)

@@ -1,6 +1,7 @@
-"""The account and inter-cluster endpoints: /accountz, /accstatz, /gatewayz, /leafz. jetraft has one
-account (`$G`, nats-server's global one; `$SYS` is only named) and no gateways or leaf nodes, so these
-give nats-server's shapes with the one account's real figures and nothing else."""
+"""The account and inter-cluster endpoints: /accountz, /accstatz, /gatewayz, /leafz. The accounts are
+those of the node's configuration (`$G`, nats-server's global one, when none is; `$SYS` is only named),
+each with its own clients; jetraft has no gateways or leaf nodes, so those two give nats-server's shapes
+without any."""
 
 from __future__ import annotations
 
@@ -40,8 +41,21 @@ class AccountMonitor:
         now = format_rfc3339_nano(time.time_ns())
         return {"server_id": self._node.server.server_id, "now": now, "leafnodes": 0, "leafs": []}
 
+    def _account_names(self) -> list[str]:
+        """Every account nats-server lists: the configured ones, the global and the system account."""
+        accounts = self._node.config.accounts
+        configured = set(accounts.accounts) if accounts is not None else set()
+        return sorted(configured | {GLOBAL_ACCOUNT, SYSTEM_ACCOUNT})
+
+    def _with_jetstream(self) -> tuple[str, ...]:
+        accounts = self._node.config.accounts
+        return accounts.jetstream_accounts if accounts is not None else (GLOBAL_ACCOUNT,)
+
+    def _clients_of(self, account: str) -> list[ClientConnection]:
+        return [client for client in self._node.server.clients if client.account_name == account]
+
     def accountz(self, query: Mapping[str, str]) -> dict[str, Any]:
-        """One account clients use ($G) and the system account nats-server names ($SYS)."""
+        """The configured accounts (or the global one), and the system account nats-server names ($SYS)."""
         node, now = self._node, time.time_ns()
         body: dict[str, Any] = {
             "server_id": node.server.server_id,
@@ -49,34 +63,37 @@ class AccountMonitor:
             "system_account": SYSTEM_ACCOUNT,
         }
         account = query.get("acc", "")
+        names = self._account_names()
         if not account:
-            body["accounts"] = [SYSTEM_ACCOUNT, GLOBAL_ACCOUNT]
+            body["accounts"] = names
             return body
-        if account not in (SYSTEM_ACCOUNT, GLOBAL_ACCOUNT):
+        if account not in names:
             raise QueryError(f"Account {account} does not exist")
-        clients = node.server.clients if account == GLOBAL_ACCOUNT else []
+        clients = self._clients_of(account)
         body["account_detail"] = {
             "account_name": account,
             "update_time": format_rfc3339_nano(self._started_ns),
             "expired": False,
             "complete": True,
-            "jetstream_enabled": account == GLOBAL_ACCOUNT,
+            "jetstream_enabled": account in self._with_jetstream(),
             "leafnode_connections": 0,
             "client_connections": len(clients),
             "subscriptions": sum(len(c.subs) for c in clients),
             # nats-server wires its JetStream API and $SYS requests into each account by imports;
-            # jetraft answers them directly, in its one account: nothing is imported
+            # jetraft answers them directly in each account: nothing is imported
             "imports": [],
             "name_tag": account,
         }
-        if account == GLOBAL_ACCOUNT:
+        accounts = node.config.accounts
+        if account == (accounts.home if accounts is not None else GLOBAL_ACCOUNT):
+            # the router's one subject space holds every account's: its figures are reported once, with
+            # the account whose subjects it holds un-prefixed
             body["account_detail"]["sublist_stats"] = self._sublist_stats()
         return body
 
     def accstatz(self, query: Mapping[str, str]) -> dict[str, Any]:
-        """$G's traffic (every client is in it); with `unused`, the idle $SYS too, as nats-server lists it."""
+        """Each account's traffic, of the accounts with clients; with `unused`, the idle ones too."""
         node = self._node
-        clients = node.server.clients
         with_unused = bool_param(query, "unused")
 
         def flows(msgs: int, bytes_: int) -> dict[str, Any]:
@@ -99,14 +116,14 @@ class AccountMonitor:
                 "num_subscriptions": sum(len(c.subs) for c in members),
                 "sent": flows(sum(c.out_msgs for c in members), sum(c.out_bytes for c in members)),
                 "received": flows(sum(c.in_msgs for c in members), sum(c.in_bytes for c in members)),
-                "slow_consumers": node.server.stats.slow_consumers if members else 0,
+                "slow_consumers": node.server.stats.slow_consumers_by_account.get(name, 0),
             }
 
         statz = []
-        if with_unused:
-            statz.append(entry(SYSTEM_ACCOUNT, []))
-        if clients or with_unused:
-            statz.append(entry(GLOBAL_ACCOUNT, clients))
+        for name in self._account_names():
+            members = self._clients_of(name)
+            if members or with_unused:
+                statz.append(entry(name, members))
         return {
             "server_id": node.server.server_id,
             "now": format_rfc3339_nano(time.time_ns()),

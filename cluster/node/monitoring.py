@@ -284,7 +284,9 @@ class NodeMonitor:
             # global account's own name it leaves out
             if options.user:
                 out["authorized_user"] = options.user
-            out["name_tag"] = GLOBAL_ACCOUNT
+            if client.account_name != GLOBAL_ACCOUNT:
+                out["account"] = client.account_name
+            out["name_tag"] = client.account_name
         if subs and client.subs:
             out["subscriptions_list"] = sorted(sub.subject for sub in client.subs.values())
         return out
@@ -321,8 +323,8 @@ class NodeMonitor:
         if bool_param(query, "subs"):
             listed = [
                 {
-                    "account": GLOBAL_ACCOUNT,
-                    "account_tag": GLOBAL_ACCOUNT,
+                    "account": client.account_name,
+                    "account_tag": client.account_name,
                     "subject": sub.subject,
                     **({"qgroup": sub.queue} if sub.queue else {}),
                     "sid": sid,

@@ -147,7 +147,12 @@ class Node:
             config.host, config.http_port, self.metrics.registry, self.monitor, before_metrics=self.refresh_metrics
         )
         self.system = SystemResponder(
-            self.router, self.monitor, self.monitor.identity, self.server.server_id, config.user or ""
+            self.router,
+            self.monitor,
+            self.monitor.identity,
+            self.server.server_id,
+            config.user or "",
+            tuple(config.accounts.prefixes.values()) if config.accounts is not None else ("",),
         )
         self.ctx: NodeContext | None = None
         self.meta: MetaService | None = None

@@ -18,13 +18,16 @@ from typing import Any, Protocol
 
 import structlog
 
+from gateway.accounts import GLOBAL_ACCOUNT
+from gateway.connect_options import REQUEST_INFO_HEADER, USER_INFO_REQUEST
+from gateway.headers import HeaderError, decode_headers
 from gateway.router import Message, Router, Subscription
 from storage.nats_time import format_rfc3339_nano
 
 log = structlog.get_logger(__name__)
 
 SERVER_PING = "$SYS.REQ.SERVER.PING"
-USER_INFO = "$SYS.REQ.USER.INFO"
+USER_INFO = USER_INFO_REQUEST
 # USER.INFO is about the asker's own connection: the node it is connected to answers, only that one
 USER_INFO_QUEUE = "_sys_user_info"
 # nats-server's capability bit for JetStream (its other bits name features jetraft lacks)
@@ -111,12 +114,15 @@ class SystemResponder:
         identity: Callable[[], dict[str, Any]],
         server_id: str,
         user: str,
+        account_prefixes: tuple[str, ...] = ("",),
     ) -> None:
         self._router = router
         self._endpoints = endpoints
         self._identity = identity
         self._server_id = server_id
         self._user = user
+        # where each account's subjects live in the router (gateway/accounts.py): USER.INFO is answered in all
+        self._account_prefixes = account_prefixes
         self._seq = 0
         self._subs: list[Subscription] = []
 
@@ -126,7 +132,10 @@ class SystemResponder:
             router.subscribe(SERVER_PING, self._on_ping),
             router.subscribe(f"{SERVER_PING}.*", self._on_kind),
             router.subscribe(f"$SYS.REQ.SERVER.{self._server_id}.*", self._on_kind),
-            router.subscribe(USER_INFO, self._on_user_info, USER_INFO_QUEUE),
+            *(
+                router.subscribe(prefix + USER_INFO, self._on_user_info, USER_INFO_QUEUE)
+                for prefix in self._account_prefixes
+            ),
         ]
 
     def close(self) -> None:
@@ -203,6 +212,17 @@ class SystemResponder:
         self._answer(msg.reply, "data", body)
 
     def _on_user_info(self, msg: Message) -> None:
+        """The asking client's user and account, from the ClientInfo its node stamped on the request (the
+        node's own user and the global account for a request that has none)."""
         if not msg.reply:
             return
-        self._answer(msg.reply, "data", {"user": self._user, "account": "$G", "account_name": "$G"})
+        user, account = self._user, GLOBAL_ACCOUNT
+        if msg.headers is not None:
+            try:
+                stamped = decode_headers(msg.headers).get(REQUEST_INFO_HEADER)
+                client = json.loads(stamped) if stamped else {}
+            except (HeaderError, ValueError):
+                client = {}
+            if isinstance(client, dict) and client:
+                user, account = str(client.get("user", "")), str(client.get("acc", GLOBAL_ACCOUNT))
+        self._answer(msg.reply, "data", {"user": user, "account": account, "account_name": account})

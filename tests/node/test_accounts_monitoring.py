@@ -1,0 +1,100 @@
+"""The monitoring endpoints with several accounts: /accountz, /accstatz, /connz?auth=1 and /subsz?subs=1 name
+each client's own account, and `$SYS.REQ.USER.INFO` (`nats account info`) answers each client with its own
+user and account, as nats-server 2.15.1 does with the same configuration file (they named `$G` for every
+client, /accountz knew only `$G` and `$SYS`, and USER.INFO was answered in the home account only)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import nats
+
+from local.ports import HOST, free_port_base
+from tests.node.config_file_node import node_from_config
+from tests.node.reference_server import nats_server_from_config
+
+ACCOUNTS = """
+accounts: {
+    A: { users: [ {user: a, password: a} ], jetstream: enabled }
+    B: { users: [ {user: b, password: b} ], jetstream: { max_streams: 5 } }
+    C: { users: [ {user: c, password: c} ] }
+}
+"""
+
+
+def _get(http_port: int, path: str) -> tuple[int, Any]:
+    try:
+        with urllib.request.urlopen(f"http://{HOST}:{http_port}/{path}", timeout=10) as resp:
+            return resp.status, json.load(resp)
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode().strip()
+
+
+async def _what_monitoring_shows(client_port: int, http_port: int) -> dict[str, Any]:
+    """Two clients of A (one subscribed, one publishing to it), one of B, none of C: what each endpoint says
+    of each account, less what only nats-server has (its internal imports and subscriptions)."""
+    a1 = await nats.connect(f"nats://a:a@{HOST}:{client_port}")
+    a2 = await nats.connect(f"nats://a:a@{HOST}:{client_port}")
+    b = await nats.connect(f"nats://b:b@{HOST}:{client_port}")
+    try:
+        sub = await a1.subscribe("greet")
+        await a1.flush()
+        await a2.publish("greet", b"hello")
+        await a2.flush()
+        await sub.next_msg(timeout=5)
+        seen: dict[str, Any] = {}
+        _, accountz = await asyncio.to_thread(_get, http_port, "accountz")
+        seen["accounts"] = sorted(accountz["accounts"])
+        for account in ("A", "B", "C", "$G"):
+            _, body = await asyncio.to_thread(_get, http_port, f"accountz?acc={account}")
+            detail = body["account_detail"]
+            seen[f"accountz.{account}"] = {
+                key: detail[key] for key in ("account_name", "jetstream_enabled", "client_connections", "name_tag")
+            }
+        seen["accountz.unknown"] = await asyncio.to_thread(_get, http_port, "accountz?acc=Z")
+        for path in ("accstatz", "accstatz?unused=1"):
+            _, body = await asyncio.to_thread(_get, http_port, path)
+            seen[path] = sorted(
+                (entry["acc"], entry["conns"], entry["received"]["msgs"], entry["sent"]["msgs"])
+                for entry in body["account_statz"]
+                if entry["acc"] != "$SYS"  # nats-server's own clients live there
+            )
+        _, connz = await asyncio.to_thread(_get, http_port, "connz?auth=1")
+        seen["connz"] = sorted(
+            (conn.get("authorized_user"), conn.get("account"), conn.get("name_tag"), conn["subscriptions"])
+            for conn in connz["connections"]
+        )
+        _, subsz = await asyncio.to_thread(_get, http_port, "subsz?subs=1")
+        seen["subsz"] = sorted(
+            (entry["account"], entry["account_tag"], entry["subject"])
+            for entry in subsz["subscriptions_list"]
+            if entry["subject"] == "greet"
+        )
+        for user, nc in (("a", a1), ("b", b)):
+            answer = await nc.request("$SYS.REQ.USER.INFO", b"", timeout=5)
+            seen[f"user_info.{user}"] = json.loads(answer.data)["data"]
+        return seen
+    finally:
+        for nc in (a1, a2, b):
+            await nc.close()
+
+
+async def test_monitoring_names_each_clients_account_as_nats_server_does(tmp_path: Path) -> None:
+    reference, ours = tmp_path / "ref", tmp_path / "jetraft"
+    reference.mkdir()
+    ours.mkdir()
+    http_port = free_port_base(1)
+    async with nats_server_from_config(
+        reference, f"http: {HOST}:{http_port}\njetstream {{ store_dir: '{reference / 'js'}' }}\n" + ACCOUNTS
+    ) as port:
+        theirs = await _what_monitoring_shows(port, http_port)
+    async with node_from_config(ours, "jetstream: enabled\n" + ACCOUNTS) as node:
+        mine = await _what_monitoring_shows(node.client_port, node.http_port)
+    assert theirs["accounts"] == ["$G", "$SYS", "A", "B", "C"]
+    assert theirs["accountz.A"]["client_connections"] == 2
+    assert mine == theirs
