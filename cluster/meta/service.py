@@ -52,8 +52,10 @@ from cluster.meta.account_limits import check_create_limits, check_update_limits
 from cluster.meta.consumers import ConsumerAdmin, consumer_error_body, parse_meta_consumer_subject
 from cluster.meta.machine import MetaMachine, MetaOp, MetaResult, encode_meta_entry
 from cluster.meta.placement import NodeInfo, PlacementError, choose_peers, known_nodes
+from cluster.meta.server_limits import check_node_create, check_node_update
 from cluster.meta.usage_reports import (
     has_byte_limit,
+    held_on_node,
     listen_for_api_counts,
     listen_for_usage,
     report_api_counts,
@@ -192,6 +194,7 @@ class MetaService:
         self.positions.open()
         self.ctx.spawn(self._reconcile_loop(), "meta-reconcile")
         listen_for_api_counts(self.ctx)
+        self.ctx.holdings.read_from(lambda in_memory: held_on_node(self.replicas, in_memory))
         self.ctx.spawn(report_api_counts(self.ctx, lambda: self._stopped), "meta-api-count-reports")
         if has_byte_limit(self.ctx):
             listen_for_usage(self.ctx, self.replicas)
@@ -520,6 +523,8 @@ class MetaService:
             return await self._ask_stream(name, ApiOp.CREATE_RESULT, b"0")
         cfg = decision.config
         check_create_limits(cfg, configs, limits)
+        if self.ctx.standalone:
+            check_node_create(cfg, configs, self.ctx.server_limits)
         check_replicas_placeable(cfg, node_count(self.ctx.members), CLUSTER_NAME)
         peers = await self._place(max(cfg.num_replicas, 1), cfg)
         assignment = StreamAssignment(name, cfg.to_json(), peers, time.time_ns())
@@ -593,6 +598,8 @@ class MetaService:
         if max(cfg.num_replicas, 1) != max(old.num_replicas, 1):
             raise JSErrors.STREAM_REPLICAS_NOT_UPDATABLE()
         check_update_limits(old, cfg, configs, self.ctx.account_limits)
+        if self.ctx.standalone:
+            check_node_update(old, cfg, configs, self.ctx.server_limits)
         result = await self._propose(MetaOp.UPDATE_STREAM, {"name": name, "config": cfg.to_json()})
         if not result.ok:
             raise JSErrors.STREAM_NOT_FOUND()

@@ -13,6 +13,7 @@ from typing import Any
 from cluster.node.natsconf.parser import ConfSyntaxError, parse
 from cluster.node.natsconf.settings import ConfKeyError, node_settings
 from cluster.runtime.account_limits import UNLIMITED, JetStreamAccountLimits
+from cluster.runtime.server_limits import ServerJetStreamLimits
 from gateway.accounts import Accounts
 from gateway.auth import NkeyUser, User
 from gateway.limits import DEFAULT_MAX_PENDING
@@ -86,6 +87,11 @@ class NodeConfig:
     accounts: Accounts | None = None
     # the JetStream account's limits (`accounts { A: { jetstream { max_mem, ... } } }`); not a flag or TOML key
     jetstream_limits: JetStreamAccountLimits = UNLIMITED
+    # nats-server's `jetstream { max_memory_store, max_file_store }`: bytes this node's streams may hold in
+    # memory and on disk (one replica's worth, this node's own); None or below 0: not set, as nats-server
+    # takes a negative one (its default then: /varz shows 75% of memory and of the free disk, not enforced)
+    max_memory_store: int | None = None
+    max_file_store: int | None = None
     # Idle Raft groups quiesce: no heartbeats or ticks until something happens; the node's keepalive
     # frames (one per pair of nodes) carry liveness instead (docs/architecture.md). On by default;
     # `--no-quiesce` or `quiesce = false` keeps every group heartbeating.
@@ -170,6 +176,10 @@ class NodeConfig:
             raise ConfigError(
                 f"max_payload ({self.max_payload}) cannot be higher than max_pending ({DEFAULT_MAX_PENDING})"
             )
+        for setting in ("max_memory_store", "max_file_store"):
+            value = getattr(self, setting)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ConfigError(f"{setting} must be a number of bytes, not {value!r}")
         self._validate_workers()
 
     def _validate_workers(self) -> None:
@@ -181,6 +191,13 @@ class NodeConfig:
             raise ConfigError(f"cluster ports {self.cluster_port}..+{self.workers - 1} are out of range")
         if self.worker_index is not None and not 0 <= self.worker_index < self.workers:
             raise ConfigError(f"worker index {self.worker_index} is not below workers {self.workers}")
+
+    @property
+    def server_limits(self) -> ServerJetStreamLimits:
+        def configured(value: int | None) -> int | None:
+            return value if value is not None and value >= 0 else None
+
+        return ServerJetStreamLimits(configured(self.max_memory_store), configured(self.max_file_store))
 
     @property
     def client_url(self) -> str:

@@ -192,6 +192,7 @@ class Node:
             tags=tuple(config.tags),
             domain=config.domain or "",
             account_limits=config.jetstream_limits,
+            server_limits=config.server_limits,
             stream_group_options=dataclasses.replace(
                 STREAM_GROUP_OPTIONS,
                 snapshot_interval=config.stream_snapshot_interval,

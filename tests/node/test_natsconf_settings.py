@@ -104,9 +104,16 @@ def test_variables_used_as_variables_are_not_settings(tmp_path: Path) -> None:
         ("server_name: n1\ntls {\n cipher_suites: []\n}\n", r"line 3: tls.cipher_suites: nats-server's setting is not"),
         ("server_name: n1\ntls {\n handshake_first: 300ms\n}\n", r"line 3: tls.handshake_first: expected true or false"),
         (
-            "server_name: n1\njetstream { max_file_store: 1G }\n",
-            r"line 2: jetstream.max_file_store: nats-server's setting is not supported",
+            "server_name: n1\njetstream { sync_interval: 1s }\n",
+            r"line 2: jetstream.sync_interval: nats-server's setting is not supported",
         ),
+        # nats-server: unknown field "max_ack_pending" (it belongs in jetstream.limits, or an account's block)
+        ("server_name: n1\njetstream {\n  max_ack_pending: 5\n}\n", r"line 3: jetstream.max_ack_pending: unknown"),
+        # nats-server's getStorageSize: a string size ends in an upper-case K, M, G or T
+        ("server_name: n1\njetstream {\n  max_mem: '1g'\n}\n", r"line 3: jetstream.max_mem: sizes defined as strings"),
+        ("server_name: n1\njetstream {\n  max_file: '512MB'\n}\n", r"line 3: jetstream.max_file: '512M' of '512MB' is not"),
+        ("server_name: n1\njetstream {\n  max_file_store: 1.5\n}\n", r"line 3: jetstream.max_file_store: expected a size"),
+        ("server_name: n1\njetstream {\n  max_memory_store: true\n}\n", r"line 3: jetstream.max_memory_store: expected a size"),
         ("server_name: n1\njetstream: disabled\n", "cannot be disabled"),
         ("server_name: n1\ncluster { routes: [nats-route://127.0.0.1:1] }\n", "routes name their peer"),
         ("server_name: n1\ncluster { routes: [n2=nats-route://u:p@127.0.0.1:1] }\n", "credentials in a route"),
@@ -138,6 +145,33 @@ def test_variables_used_as_variables_are_not_settings(tmp_path: Path) -> None:
 def test_what_jetraft_cannot_take_is_refused_by_name_and_line(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         _load(tmp_path, text)
+
+
+@pytest.mark.parametrize(
+    ("written", "size"),
+    [
+        ("1G", 10**9),  # the config syntax's own suffixes: k, m, g are powers of 1000
+        ("512MB", 512 * 2**20),  # ... and kb, mb, gb (or ki, mi, gi) powers of 1024
+        ("'1G'", 2**30),  # a string's K, M, G, T are powers of 1024 (getStorageSize)
+        ("\"3K\"", 3 * 1024),
+        ("0", 0),  # nothing may be stored there
+        ("''", 0),
+        ("4096", 4096),
+    ],
+)
+def test_jetstream_sizes_read_as_nats_server_reads_them(tmp_path: Path, written: str, size: int) -> None:
+    config = _load(tmp_path, f"server_name: n1\njetstream {{ max_memory_store: {written}, MAX_FILE: {written} }}\n")
+    assert (config.max_memory_store, config.max_file_store) == (size, size)
+    assert (config.server_limits.max_memory, config.server_limits.max_storage) == (size, size)
+
+
+def test_jetstream_sizes_by_every_name_and_a_negative_one_is_the_default(tmp_path: Path) -> None:
+    config = _load(tmp_path, "server_name: n1\njetstream { max_mem_store: 5K, max_file: -1 }\n")
+    assert (config.max_memory_store, config.max_file_store) == (5000, -1)
+    assert (config.server_limits.max_memory, config.server_limits.max_storage) == (5000, None)
+    config = _load(tmp_path, "server_name: n1\njetstream { max_mem: '-5K' }\n")
+    assert config.server_limits.max_memory is None
+    assert _load(tmp_path, "server_name: n1\njetstream: enabled\n").server_limits.max_storage is None
 
 
 def test_a_toml_file_is_still_read_as_toml(tmp_path: Path) -> None:

@@ -1,0 +1,72 @@
+"""What this node's JetStream may hold (nats-server's `jetstream { max_memory_store, max_file_store }`
+and `jetstream { limits { max_ack_pending } }`), and the checks nats-server 2.15.1 makes against them.
+
+Unlike the account's limits, these are each node's own: every node reads its own config file. As in
+nats-server, they count one replica's bytes (what this node stores), never a stream's replicas times:
+- a stream with max_bytes reserves that many bytes on every node that holds a replica of it; a create or
+  update on a node without peers is refused (10028 memory, 10047 storage) when the bytes it adds do not fit
+  beside the other streams' reservations (server/jetstream.go checkBytesLimits); in a cluster the meta
+  leader leaves out of placement a node without that room (10005 "insufficient storage", selectPeerGroup);
+- a publish is refused with 10023 once what the node holds already exceeds its limit: the message that
+  crosses it is stored, the next one is not (server/stream.go, js.limitsExceeded).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ServerJetStreamLimits:
+    # bytes of memory / file storage this node's streams may hold; None: not configured (no limit enforced;
+    # /varz shows nats-server's defaults then)
+    max_memory: int | None = None
+    max_storage: int | None = None
+    # `limits { max_ack_pending }`: the most a consumer may ask for, and the default's cap (0: none)
+    max_ack_pending: int = 0
+
+    def byte_limit(self, in_memory: bool) -> int | None:
+        return self.max_memory if in_memory else self.max_storage
+
+
+NO_SERVER_LIMITS = ServerJetStreamLimits()
+
+
+def fits_node_reservation(limits: ServerJetStreamLimits, in_memory: bool, reserved: int, adding: int) -> bool:
+    """Whether a stream's max_bytes (`adding`; -1, no max_bytes, counts as 1 byte) fits beside what the
+    other streams on this node reserve (if not, nats-server answers 10028 or 10047)."""
+    limit = limits.byte_limit(in_memory)
+    if limit is None:
+        return True
+    adding = 1 if adding < 0 else adding
+    return reserved <= limit and adding <= limit - reserved
+
+
+def room_for(limits: ServerJetStreamLimits, in_memory: bool, reserved: int, used: int) -> int | None:
+    """The bytes a node can still give a new stream's max_bytes (its limit less the larger of what its
+    streams reserve and what they hold, as nats-server's placement reckons it); None: no limit."""
+    limit = limits.byte_limit(in_memory)
+    if limit is None:
+        return None
+    return max(limit - max(reserved, used), 0)
+
+
+def node_over_limit(limits: ServerJetStreamLimits, in_memory: bool, used: int) -> bool:
+    """Whether the node already holds more than its limit of this storage type (then a publish gets 10023)."""
+    limit = limits.byte_limit(in_memory)
+    return limit is not None and used > limit
+
+
+class NodeHoldings:
+    """What this node's stream replicas hold now, by storage type: read when a publish is checked against
+    the node's limit. The meta service, which knows the replicas, says where to read it from."""
+
+    def __init__(self) -> None:
+        self._read: Callable[[bool], int] = lambda in_memory: 0
+
+    def read_from(self, read: Callable[[bool], int]) -> None:
+        self._read = read
+
+    def held(self, in_memory: bool) -> int:
+        return self._read(in_memory)
