@@ -61,9 +61,8 @@ class NodeConfig:
     no_auth_user: str | None = None
     # the client URL other nodes advertise for this node (INFO connect_urls)
     advertise: str | None = None
-    # ADR-19: a JetStream domain ($JS.<domain>.API) and other API prefixes this cluster answers under
+    # nats-server's `jetstream { domain }` (or `--domain`): the cluster also answers $JS.<domain>.API (ADR-19)
     domain: str | None = None
-    api_prefixes: list[str] = field(default_factory=list)
     # A file-stored stream's group takes a snapshot (a store sync and a marker) every this many entries
     # and keeps this many entries behind it, for followers that lag a little.
     stream_snapshot_interval: int = 20_000
@@ -128,14 +127,6 @@ class NodeConfig:
             raise ConfigError("user and password go together")
         if self.domain is not None and (not self.domain or any(ch in self.domain for ch in " .*>")):
             raise ConfigError(f"domain {self.domain!r} must be one token: no spaces, dots or wildcards")
-        for prefix in self.api_prefixes:
-            if (
-                not prefix
-                or any(ch in prefix for ch in " *>")
-                or prefix.startswith(".")
-                or prefix.endswith(".")
-            ):
-                raise ConfigError(f"API prefix {prefix!r} must be a literal subject prefix such as JS.acc1")
         if self.stream_snapshot_interval < 1 or self.stream_compact_keep < 0:
             raise ConfigError("stream_snapshot_interval must be at least 1 and stream_compact_keep not negative")
         if not isinstance(self.quiesce, bool):
@@ -280,13 +271,8 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--password")
     parser.add_argument("--token")
     parser.add_argument("--advertise", help="client URL to advertise to clients, e.g. nats://host:4222")
-    parser.add_argument("--domain", help="JetStream domain: also answer $JS.<domain>.API (ADR-19)")
     parser.add_argument(
-        "--api-prefix",
-        action="append",
-        default=[],
-        dest="api_prefixes",
-        help="another API prefix to answer under, as an account import would map it (repeatable)",
+        "--domain", help="JetStream domain, answered as $JS.<domain>.API: the config file's jetstream { domain: D }"
     )
     parser.add_argument(
         "--workers",
@@ -324,8 +310,6 @@ def config_from_args(args: argparse.Namespace) -> NodeConfig:
         settings["peers"] = dict(parse_peer(spec) for spec in args.peer)
     if args.tags:
         settings["tags"] = list(args.tags)
-    if args.api_prefixes:
-        settings["api_prefixes"] = list(args.api_prefixes)
     if not settings.get("name"):
         raise ConfigError("a node needs a name (--name or name = ... in the config file)")
     config = NodeConfig(**settings)

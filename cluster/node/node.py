@@ -69,8 +69,9 @@ def _cluster_info(config: NodeConfig) -> dict[str, str] | None:
 
 
 def _other_api_prefixes(config: NodeConfig) -> list[str]:
-    """The prefixes the API is also reached under (ADR-19: the domain's, imported ones)."""
-    return [*([domain_prefix(config.domain)] if config.domain else []), *config.api_prefixes]
+    """The prefixes the API is also reached under: the domain's (ADR-19). Prefixes of other accounts come
+    from their imports (`accounts { ... }`), mapped by the gateway."""
+    return [domain_prefix(config.domain)] if config.domain else []
 
 
 class Node:

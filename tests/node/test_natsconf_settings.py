@@ -174,6 +174,31 @@ def test_jetstream_sizes_by_every_name_and_a_negative_one_is_the_default(tmp_pat
     assert _load(tmp_path, "server_name: n1\njetstream: enabled\n").server_limits.max_storage is None
 
 
+def test_the_domain_flag_is_the_config_files_jetstream_domain(tmp_path: Path) -> None:
+    by_config = _load(tmp_path, "server_name: n1\njetstream { domain: hub }\n")
+    by_flag = _load(tmp_path, "server_name: n1\n", "--domain", "hub")
+    assert by_flag.domain == "hub"
+    assert by_flag == by_config
+    # the flag wins over the file, as every flag does
+    assert _load(tmp_path, "server_name: n1\njetstream { domain: hub }\n", "--domain", "edge").domain == "edge"
+
+
+def test_the_api_prefix_flag_is_gone_an_import_does_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        _load(tmp_path, "server_name: n1\n", "--api-prefix", "JS.acc1")
+    assert "unrecognized arguments: --api-prefix" in capsys.readouterr().err
+    toml = tmp_path / "n1.toml"
+    toml.write_text('name = "n1"\napi_prefixes = ["JS.acc1"]\n')
+    with pytest.raises(ConfigError, match="unknown settings api_prefixes"):
+        _load_toml(toml)
+
+
+def _load_toml(path: Path) -> NodeConfig:
+    parser = argparse.ArgumentParser()
+    add_node_arguments(parser)
+    return config_from_args(parser.parse_args(["--config", str(path)]))
+
+
 def test_a_toml_file_is_still_read_as_toml(tmp_path: Path) -> None:
     path = tmp_path / "n1.toml"
     path.write_text('name = "n1"\nclient_port = 4400\n')
