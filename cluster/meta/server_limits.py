@@ -5,16 +5,18 @@ A node without peers answers as a nats-server without a cluster: the stream's ma
 one) must fit beside what its other streams reserve, else 10028 (memory) or 10047 (file); an update adds
 only what it grows by (server/stream.go configUpdateCheck). In a cluster, nats-server's meta leader checks
 the account only and leaves out of placement each node without room for the stream's max_bytes
-(selectPeerGroup: "insufficient storage"); `placement_room` says how much room each node has.
+(selectPeerGroup: "insufficient storage"); `nodes_without_room` says which nodes those are.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from cluster.api.errors import ApiError, JSErrors
 from cluster.meta.account_limits import reserved_bytes
-from cluster.runtime.server_limits import ServerJetStreamLimits, fits_node_reservation
+from cluster.meta.placement import NodeInfo
+from cluster.runtime.server_limits import ServerJetStreamLimits, fits_node_reservation, room_for
+from cluster.runtime.workers import node_of
 from cluster.stream.config import StorageType, StreamConfig
 
 
@@ -45,3 +47,60 @@ def check_node_update(
     growth = max(max(cfg.max_bytes, 0) - max(old.max_bytes, 0), 0)
     if not fits_node_reservation(limits, in_memory, reserved, growth):
         raise _exceeded(in_memory)
+
+
+def _reserved_by_machine(
+    streams: Mapping[str, StreamConfig], peers_of: Callable[[str], Sequence[str]], storage: StorageType, but: str
+) -> dict[str, int]:
+    """The max_bytes the streams of this storage type (all but `but`) reserve on each node they are on."""
+    reserved: dict[str, int] = {}
+    for name, other in streams.items():
+        if name == but or other.storage is not storage or other.max_bytes <= 0:
+            continue
+        for machine in {node_of(peer) for peer in peers_of(name)}:
+            reserved[machine] = reserved.get(machine, 0) + other.max_bytes
+    return reserved
+
+
+def nodes_without_room(
+    cfg: StreamConfig,
+    nodes: Iterable[NodeInfo],
+    streams: Mapping[str, StreamConfig],
+    peers_of: Callable[[str], Sequence[str]],
+) -> frozenset[str]:
+    """The nodes (machines) whose own limit leaves no room for `cfg`'s max_bytes beside the max_bytes of
+    the other streams with a replica there (each reserves its max_bytes once on every node it is on). Only
+    a stream with max_bytes is placed by room, as nats-server does; what a node holds beyond its
+    reservations is not known to the meta leader here (nats-server also counts it, from each server's
+    statsz)."""
+    if cfg.max_bytes <= 0:
+        return frozenset()
+    in_memory = cfg.storage is StorageType.MEMORY
+    reserved = _reserved_by_machine(streams, peers_of, cfg.storage, but=cfg.name)
+    full = set()
+    for node in nodes:
+        room = room_for(node.limits, in_memory, reserved.get(node.machine, 0), 0)
+        if room is not None and cfg.max_bytes > room:
+            full.add(node.machine)
+    return frozenset(full)
+
+
+def check_cluster_update(
+    old: StreamConfig,
+    cfg: StreamConfig,
+    nodes: Iterable[NodeInfo],
+    streams: Mapping[str, StreamConfig],
+    peers_of: Callable[[str], Sequence[str]],
+) -> None:
+    """An update in a cluster: what it grows max_bytes by must fit on every node with a replica of it
+    (10028 or 10047). nats-server's meta leader checks its own node's reservations, wherever the stream
+    is; jetraft checks the nodes the bytes are reserved on."""
+    growth = max(max(cfg.max_bytes, 0) - max(old.max_bytes, 0), 0)
+    in_memory = cfg.storage is StorageType.MEMORY
+    reserved = _reserved_by_machine(streams, peers_of, cfg.storage, but="")
+    mine = {node_of(peer) for peer in peers_of(cfg.name)}
+    for node in nodes:
+        if node.machine in mine and not fits_node_reservation(
+            node.limits, in_memory, reserved.get(node.machine, 0), growth
+        ):
+            raise _exceeded(in_memory)

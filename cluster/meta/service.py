@@ -52,7 +52,12 @@ from cluster.meta.account_limits import check_create_limits, check_update_limits
 from cluster.meta.consumers import ConsumerAdmin, consumer_error_body, parse_meta_consumer_subject
 from cluster.meta.machine import MetaMachine, MetaOp, MetaResult, encode_meta_entry
 from cluster.meta.placement import NodeInfo, PlacementError, choose_peers, known_nodes
-from cluster.meta.server_limits import check_node_create, check_node_update
+from cluster.meta.server_limits import (
+    check_cluster_update,
+    check_node_create,
+    check_node_update,
+    nodes_without_room,
+)
 from cluster.meta.usage_reports import (
     has_byte_limit,
     held_on_node,
@@ -67,6 +72,7 @@ from cluster.runtime.context import CLUSTER_NAME, GROUP_OPTIONS, META_GROUP, Nod
 from cluster.runtime.internal_requests import NoRespondersError
 from cluster.runtime.leader_wait import pass_on_when_served, wait_until_unserved
 from cluster.runtime.meta_progress import with_meta_index
+from cluster.runtime.server_limits import limit_labels
 from cluster.runtime.workers import meta_learners, meta_voters, node_count
 from cluster.stream.assignment import StreamAssignment
 from cluster.stream.config import StorageType, StreamConfig, parse_stream_config, stream_config_from_json
@@ -394,7 +400,11 @@ class MetaService:
 
     def _node_infos(self) -> list[NodeInfo]:
         ctx = self.ctx
-        return known_nodes(ctx.members, ctx.name, ctx.tags, ctx.router.peer_labels)
+        return known_nodes(ctx.members, ctx.name, (*ctx.tags, *limit_labels(ctx.server_limits)), ctx.router.peer_labels)
+
+    def _peers_of(self, stream: str) -> list[str]:
+        assignment = self.machine.streams.get(stream)
+        return assignment.peers if assignment is not None else []
 
     async def _place(self, replicas: int, cfg: StreamConfig, exclude: Sequence[str] = ()) -> list[str]:
         """`choose_peers` over the nodes known now; while a member's route is not up (a node just
@@ -403,6 +413,7 @@ class MetaService:
         deadline = loop.time() + PLACEMENT_WAIT
         while True:
             nodes = self._node_infos()
+            full = nodes_without_room(cfg, nodes, self.configs(), self._peers_of)
             try:
                 return choose_peers(
                     replicas,
@@ -412,6 +423,7 @@ class MetaService:
                     is_mirror=cfg.mirror is not None,
                     exclude=exclude,
                     first_in=self.machine.first_peers(),
+                    without_room=full,
                 )
             except PlacementError as exc:
                 if all(node.online for node in nodes) or loop.time() >= deadline:
@@ -600,6 +612,8 @@ class MetaService:
         check_update_limits(old, cfg, configs, self.ctx.account_limits)
         if self.ctx.standalone:
             check_node_update(old, cfg, configs, self.ctx.server_limits)
+        else:
+            check_cluster_update(old, cfg, self._node_infos(), configs, self._peers_of)
         result = await self._propose(MetaOp.UPDATE_STREAM, {"name": name, "config": cfg.to_json()})
         if not result.ok:
             raise JSErrors.STREAM_NOT_FOUND()

@@ -43,6 +43,7 @@ from cluster.runtime.context import (
 )
 from cluster.runtime.internal_requests import InternalRequester
 from cluster.runtime.metrics import NodeMetrics
+from cluster.runtime.server_limits import limit_labels
 from cluster.runtime.workers import node_of
 from cluster.stream.leader import replica_progress
 from gateway.auth import make_authenticator
@@ -121,7 +122,8 @@ class Node:
             config.name,
             config.client_url,
             on_peers_changed=self._peers_changed,
-            labels=config.tags,
+            # its placement tags and its JetStream limits, for the meta leader's placement
+            labels=(*config.tags, *limit_labels(config.server_limits)),
         )
         self.grpc_server = grpc.aio.server(
             options=grpc_server_options(), interceptors=cluster_server_interceptors(config.cluster_secret)

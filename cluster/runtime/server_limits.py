@@ -13,7 +13,7 @@ nats-server, they count one replica's bytes (what this node stores), never a str
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 
@@ -70,3 +70,32 @@ class NodeHoldings:
 
     def held(self, in_memory: bool) -> int:
         return self._read(in_memory)
+
+
+# A node announces its limits to its peers among the labels of its route hello (gateway/routes.py carries
+# them as opaque strings, beside its placement tags): the meta leader's placement reads them there.
+LIMIT_LABEL_PREFIX = "$jetraft.js."
+_LIMIT_LABELS = ("max_memory", "max_storage")
+
+
+def limit_labels(limits: ServerJetStreamLimits) -> tuple[str, ...]:
+    """The labels that announce `limits` (none for a limit not configured)."""
+    return tuple(
+        f"{LIMIT_LABEL_PREFIX}{label}={value}"
+        for label, value in zip(_LIMIT_LABELS, (limits.max_memory, limits.max_storage), strict=True)
+        if value is not None
+    )
+
+
+def split_labels(labels: Iterable[str]) -> tuple[frozenset[str], ServerJetStreamLimits]:
+    """A node's placement tags, and the limits its labels announce (a malformed one is no limit)."""
+    tags: set[str] = set()
+    found: dict[str, int] = {}
+    for label in labels:
+        if not label.startswith(LIMIT_LABEL_PREFIX):
+            tags.add(label)
+            continue
+        name, _, value = label[len(LIMIT_LABEL_PREFIX) :].partition("=")
+        if name in _LIMIT_LABELS and value.isdigit():
+            found[name] = int(value)
+    return frozenset(tags), ServerJetStreamLimits(**found)
