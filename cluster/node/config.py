@@ -91,6 +91,10 @@ class NodeConfig:
     # takes a negative one (its default then: /varz shows 75% of memory and of the free disk, not enforced)
     max_memory_store: int | None = None
     max_file_store: int | None = None
+    # nats-server's `jetstream { limits { max_ack_pending, max_request_batch } }` (0 or less: none): what a
+    # consumer may ask for, and its default where lower
+    jetstream_max_ack_pending: int = 0
+    jetstream_max_request_batch: int = 0
     # Idle Raft groups quiesce: no heartbeats or ticks until something happens; the node's keepalive
     # frames (one per pair of nodes) carry liveness instead (docs/architecture.md). On by default;
     # `--no-quiesce` or `quiesce = false` keeps every group heartbeating.
@@ -167,10 +171,10 @@ class NodeConfig:
             raise ConfigError(
                 f"max_payload ({self.max_payload}) cannot be higher than max_pending ({DEFAULT_MAX_PENDING})"
             )
-        for setting in ("max_memory_store", "max_file_store"):
+        for setting in ("max_memory_store", "max_file_store", "jetstream_max_ack_pending", "jetstream_max_request_batch"):
             value = getattr(self, setting)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-                raise ConfigError(f"{setting} must be a number of bytes, not {value!r}")
+                raise ConfigError(f"{setting} must be an integer, not {value!r}")
         self._validate_workers()
 
     def _validate_workers(self) -> None:
@@ -188,7 +192,12 @@ class NodeConfig:
         def configured(value: int | None) -> int | None:
             return value if value is not None and value >= 0 else None
 
-        return ServerJetStreamLimits(configured(self.max_memory_store), configured(self.max_file_store))
+        return ServerJetStreamLimits(
+            configured(self.max_memory_store),
+            configured(self.max_file_store),
+            max_ack_pending=self.jetstream_max_ack_pending,
+            max_request_batch=self.jetstream_max_request_batch,
+        )
 
     @property
     def client_url(self) -> str:

@@ -1,5 +1,7 @@
-"""What this node's JetStream may hold (nats-server's `jetstream { max_memory_store, max_file_store }`
-and `jetstream { limits { max_ack_pending } }`), and the checks nats-server 2.15.1 makes against them.
+"""What this node's JetStream may hold (nats-server's `jetstream { max_memory_store, max_file_store }`),
+what its consumers may ask for (`jetstream { limits { max_ack_pending, max_request_batch } }`), and the
+checks nats-server 2.15.1 makes against them. (Consumer configs are decided by the meta leader: its node's
+`limits` apply, as a clustered nats-server's meta leader applies its own.)
 
 Unlike the account's limits, these are each node's own: every node reads its own config file. As in
 nats-server, they count one replica's bytes (what this node stores), never a stream's replicas times:
@@ -23,8 +25,10 @@ class ServerJetStreamLimits:
     # /varz shows nats-server's defaults then)
     max_memory: int | None = None
     max_storage: int | None = None
-    # `limits { max_ack_pending }`: the most a consumer may ask for, and the default's cap (0: none)
+    # `limits { max_ack_pending }`: the most a consumer may ask for, and the default's cap (0 or less: none)
     max_ack_pending: int = 0
+    # `limits { max_request_batch }`: a pull consumer's default max_batch, and its cap (0 or less: none)
+    max_request_batch: int = 0
 
     def byte_limit(self, in_memory: bool) -> int | None:
         return self.max_memory if in_memory else self.max_storage

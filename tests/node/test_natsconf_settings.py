@@ -113,6 +113,11 @@ def test_variables_used_as_variables_are_not_settings(tmp_path: Path) -> None:
         ("server_name: n1\njetstream {\n  max_mem: '1g'\n}\n", r"line 3: jetstream.max_mem: sizes defined as strings"),
         ("server_name: n1\njetstream {\n  max_file: '512MB'\n}\n", r"line 3: jetstream.max_file: '512M' of '512MB' is not"),
         ("server_name: n1\njetstream {\n  max_file_store: 1.5\n}\n", r"line 3: jetstream.max_file_store: expected a size"),
+        ("server_name: n1\njetstream {\n  limits: 5\n}\n", r"line 3: jetstream.limits: expected a block"),
+        ("server_name: n1\njetstream { limits {\n  max_ha_assets: 5\n} }\n", r"line 3: jetstream.limits.max_ha_assets: nats-server's"),
+        ("server_name: n1\njetstream { limits {\n  duplicate_window: 1m\n} }\n", r"jetstream.limits.duplicate_window: nats-server's"),
+        ("server_name: n1\njetstream { limits {\n  max_acks_pending: 5\n} }\n", r"line 3: jetstream.limits.max_acks_pending: unknown"),
+        ("server_name: n1\njetstream { limits {\n  max_ack_pending: '5'\n} }\n", r"line 3: jetstream.limits.max_ack_pending: expected an integer"),
         ("server_name: n1\njetstream {\n  max_memory_store: true\n}\n", r"line 3: jetstream.max_memory_store: expected a size"),
         ("server_name: n1\njetstream: disabled\n", "cannot be disabled"),
         ("server_name: n1\ncluster { routes: [nats-route://127.0.0.1:1] }\n", "routes name their peer"),
@@ -197,6 +202,12 @@ def _load_toml(path: Path) -> NodeConfig:
     parser = argparse.ArgumentParser()
     add_node_arguments(parser)
     return config_from_args(parser.parse_args(["--config", str(path)]))
+
+
+def test_jetstream_limits_block_sets_what_consumers_may_ask_for(tmp_path: Path) -> None:
+    config = _load(tmp_path, "server_name: n1\njetstream { limits { MAX_ACK_PENDING: 100, max_request_batch: 1K } }\n")
+    assert (config.server_limits.max_ack_pending, config.server_limits.max_request_batch) == (100, 1000)
+    assert _load(tmp_path, "server_name: n1\njetstream: enabled\n").server_limits.max_ack_pending == 0
 
 
 def test_a_toml_file_is_still_read_as_toml(tmp_path: Path) -> None:

@@ -27,18 +27,18 @@ LIMITS = "max_memory_store: 3000, max_file_store: '1K'"  # 1K as a string: 1024 
 
 
 async def on_both_with_limits(
-    tmp_path: Path, limits: str, scenario: Callable[[int, int], Awaitable[T]]
+    tmp_path: Path, limits: str, scenario: Callable[[int, int], Awaitable[T]], rest: str = ""
 ) -> tuple[T, T]:
     """`scenario(client port, http port)` against nats-server 2.15.1, then a jetraft node, both given
-    `jetstream { <limits> }`: (theirs, ours)."""
+    `jetstream { <limits> }` and `rest`: (theirs, ours)."""
     reference, ours = tmp_path / "ref", tmp_path / "jetraft"
     reference.mkdir()
     ours.mkdir()
     http_port = free_port_base(1)
-    body = f"http: {HOST}:{http_port}\njetstream {{ store_dir: '{reference / 'js'}', {limits} }}\n"
+    body = f"http: {HOST}:{http_port}\njetstream {{ store_dir: '{reference / 'js'}', {limits} }}\n{rest}"
     async with nats_server_from_config(reference, body) as port:
         theirs = await scenario(port, http_port)
-    async with node_from_config(ours, f"jetstream {{ {limits} }}\n") as node:
+    async with node_from_config(ours, f"jetstream {{ {limits} }}\n{rest}") as node:
         return theirs, await scenario(node.client_port, node.http_port)
 
 
@@ -149,3 +149,70 @@ async def test_a_publish_past_the_nodes_limit_is_refused_as_by_nats_server(tmp_p
     assert got[:15] == expected[:15]
     assert got[15] == {"messages": 8, "bytes": 8 * 431}
     assert got[16:] == expected[16:]  # the file streams' bytes are counted alike
+
+
+CONSUMER_LIMITS = "limits { max_ack_pending: 100, max_request_batch: 10 }"
+
+
+def _consumer(name: str, **config: Any) -> tuple[str, dict[str, Any]]:
+    body = {"stream_name": "S", "config": {"durable_name": name, "ack_policy": "explicit", **config}}
+    return f"$JS.API.CONSUMER.CREATE.S.{name}", body
+
+
+CONSUMERS = [
+    _consumer("C1"),  # max_ack_pending: the server's 100 (below the default 1000); max_batch: its 10
+    _consumer("C2", max_ack_pending=101),  # 10121, limit of 100
+    _consumer("C3", max_ack_pending=-1),  # no limit asked: nats-server lets it be
+    _consumer("C4", max_batch=11),  # 10125
+    _consumer("C5", max_batch=10, max_ack_pending=100),
+    _consumer("P1", deliver_subject="push.p1"),  # a push consumer has no max_batch
+    _consumer("P2", deliver_subject="push.p2", max_ack_pending=500),  # 10121 for push ones too
+]
+
+
+async def _consumer_answers(port: int, user: str) -> list[dict[str, Any]]:
+    nc = await nats.connect(f"nats://{user}{HOST}:{port}")
+    answers: list[dict[str, Any]] = []
+    try:
+        reply = await nc.request("$JS.API.STREAM.CREATE.S", json.dumps({"name": "S", "subjects": ["s"]}).encode())
+        assert "error" not in json.loads(reply.data)
+        for subject, body in CONSUMERS:
+            answer = json.loads((await nc.request(subject, json.dumps(body).encode(), timeout=10)).data)
+            if "error" in answer:
+                answers.append({"error": answer["error"]})
+            else:
+                config = answer["config"]
+                answers.append({key: config.get(key) for key in ("max_ack_pending", "max_batch")})
+    finally:
+        await nc.close()
+    return answers
+
+
+async def test_consumers_within_the_servers_limits_as_in_nats_server(tmp_path: Path) -> None:
+    expected, got = await on_both_with_limits(
+        tmp_path, CONSUMER_LIMITS, lambda port, _http: _consumer_answers(port, "")
+    )
+    assert expected == [
+        {"max_ack_pending": 100, "max_batch": 10},
+        {"error": {"code": 400, "err_code": 10121, "description": "consumer max ack pending exceeds system limit of 100"}},
+        {"max_ack_pending": -1, "max_batch": 10},
+        {"error": {"code": 400, "err_code": 10125, "description": "consumer max request batch exceeds server limit of 10"}},
+        {"max_ack_pending": 100, "max_batch": 10},
+        {"max_ack_pending": 100, "max_batch": None},
+        {"error": {"code": 400, "err_code": 10121, "description": "consumer max ack pending exceeds system limit of 100"}},
+    ]
+    assert got == expected
+
+
+ACCOUNT_CAP = "accounts: { A: { users: [ {user: a, password: a} ], jetstream: { max_ack_pending: 50 } } }\n"
+
+
+async def test_the_servers_and_the_accounts_max_ack_pending_combine_as_in_nats_server(tmp_path: Path) -> None:
+    """The lower default wins; a consumer over both is told the server's limit (checked first)."""
+    expected, got = await on_both_with_limits(
+        tmp_path, CONSUMER_LIMITS, lambda port, _http: _consumer_answers(port, "a:a@"), ACCOUNT_CAP
+    )
+    assert expected[0] == {"max_ack_pending": 50, "max_batch": 10}
+    assert expected[1]["error"]["description"] == "consumer max ack pending exceeds system limit of 100"
+    assert expected[4]["error"]["description"] == "consumer max ack pending exceeds system limit of 50"
+    assert got == expected

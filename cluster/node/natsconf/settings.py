@@ -243,15 +243,33 @@ class _Collector:
             elif name in ("enabled", "enable"):
                 if sub_value is not True:
                     raise _fail("jetstream.", sub, sub_place, "jetraft always runs JetStream")
+            elif name == "limits":
+                self.jetstream_limits(sub, sub_value, sub_place)
             elif name in (
                 "sync", "sync_interval", "key", "ek", "encryption_key", "prev_key", "prev_ek",
-                "prev_encryption_key", "cipher", "extension_hint", "limits", "unique_tag", "max_outstanding_catchup",
+                "prev_encryption_key", "cipher", "extension_hint", "unique_tag", "max_outstanding_catchup",
                 "max_buffered_size", "max_buffered_msgs", "request_queue_limit", "info_queue_limit", "strict", "tpm",
                 "meta_compact", "meta_compact_size", "meta_compact_sync", "max_concurrent_io",
             ):  # fmt: skip
                 raise _not_yet("jetstream.", sub, sub_place)
             else:
                 raise _unknown("jetstream.", sub, sub_place)
+
+    def jetstream_limits(self, key: str, value: Any, place: Place) -> None:
+        """`jetstream { limits { ... } }`: what this server lets consumers ask for (parseJetStreamLimits)."""
+        block = "jetstream.limits."
+        conf = _map("jetstream.", key, value, place)
+        for sub, sub_value, sub_place in _settings(conf):
+            name = sub.lower()
+            if name in ("max_ack_pending", "max_request_batch"):
+                # any integer, as nats-server: 0 or less is no limit
+                if isinstance(sub_value, bool) or not isinstance(sub_value, int):
+                    raise _fail(block, sub, sub_place, f"expected an integer, got {sub_value!r}")
+                self.fields[f"jetstream_{name}"] = sub_value
+            elif name in ("max_ha_assets", "duplicate_window", "batch"):
+                raise _not_yet(block, sub, sub_place)
+            else:
+                raise _unknown(block, sub, sub_place)
 
     def cluster(self, key: str, value: Any, place: Place) -> None:
         conf = _map("", key, value, place)
