@@ -216,3 +216,44 @@ async def test_the_servers_and_the_accounts_max_ack_pending_combine_as_in_nats_s
     assert expected[1]["error"]["description"] == "consumer max ack pending exceeds system limit of 100"
     assert expected[4]["error"]["description"] == "consumer max ack pending exceeds system limit of 50"
     assert got == expected
+
+
+async def _copies(client_port: int, _http_port: int) -> dict[str, list[int]]:
+    """A memory stream of five 400-byte messages, mirrored into a file stream on a node that may store 1000
+    bytes: each copy is 430 bytes, so the third crosses the limit and is the last; a source made then gets
+    nothing. What the copies hold once the mirror has three, then over the next second (how long a copy
+    that should not be made has to show up)."""
+    nc = await nats.connect(f"nats://{HOST}:{client_port}")
+
+    async def held(name: str) -> int:
+        info = json.loads((await nc.request(f"$JS.API.STREAM.INFO.{name}", b"", timeout=10)).data)
+        count: int = info["state"]["messages"]
+        return count
+
+    async def create(body: dict[str, Any]) -> None:
+        reply = await nc.request(f"$JS.API.STREAM.CREATE.{body['name']}", json.dumps(body).encode(), timeout=10)
+        assert "error" not in json.loads(reply.data), reply.data
+
+    try:
+        await create({"name": "O", "subjects": ["o"], "storage": "memory"})
+        for _ in range(5):
+            await nc.request("o", b"x" * 400, timeout=10)
+        await create({"name": "M", "mirror": {"name": "O"}})
+        async with asyncio.timeout(20):
+            while await held("M") < 3:
+                await asyncio.sleep(0.05)
+        await create({"name": "X", "sources": [{"name": "O"}]})
+        samples: dict[str, list[int]] = {"M": [], "X": []}
+        for _ in range(4):
+            await asyncio.sleep(0.25)
+            for name in samples:
+                samples[name].append(await held(name))
+        return samples
+    finally:
+        await nc.close()
+
+
+async def test_mirror_and_source_copies_stop_at_the_nodes_limit_as_in_nats_server(tmp_path: Path) -> None:
+    expected, got = await on_both_with_limits(tmp_path, "max_file_store: 1000", _copies)
+    assert expected == {"M": [3, 3, 3, 3], "X": [0, 0, 0, 0]}
+    assert got == expected
