@@ -60,7 +60,6 @@ from cluster.meta.server_limits import (
 )
 from cluster.meta.usage_reports import (
     has_byte_limit,
-    held_on_node,
     listen_for_api_counts,
     listen_for_usage,
     report_api_counts,
@@ -200,7 +199,6 @@ class MetaService:
         self.positions.open()
         self.ctx.spawn(self._reconcile_loop(), "meta-reconcile")
         listen_for_api_counts(self.ctx)
-        self.ctx.holdings.read_from(lambda in_memory: held_on_node(self.replicas, in_memory))
         self.ctx.spawn(report_api_counts(self.ctx, lambda: self._stopped), "meta-api-count-reports")
         if has_byte_limit(self.ctx):
             listen_for_usage(self.ctx, self.replicas)

@@ -30,15 +30,6 @@ def replica_usage(replicas: Mapping[str, StreamReplica], led_only: bool) -> dict
     return usage
 
 
-def held_on_node(replicas: Mapping[str, StreamReplica], in_memory: bool) -> int:
-    """Bytes this node's replicas of one storage type hold (one replica each: what the node stores)."""
-    return sum(
-        replica.machine.store.state().bytes
-        for replica in list(replicas.values())
-        if (replica.config.storage is StorageType.MEMORY) == in_memory
-    )
-
-
 def listen_for_usage(ctx: NodeContext, replicas: Mapping[str, StreamReplica]) -> None:
     ctx.account_usage.count_local(lambda: replica_usage(replicas, led_only=False))
     shown: set[str] = set()

@@ -63,17 +63,38 @@ def node_over_limit(limits: ServerJetStreamLimits, in_memory: bool, used: int) -
 
 
 class NodeHoldings:
-    """What this node's stream replicas hold now, by storage type: read when a publish is checked against
-    the node's limit. The meta service, which knows the replicas, says where to read it from."""
+    """What this node's stream replicas hold now, by storage type, for a publish checked against the node's
+    limit. Kept up to date as they change, never by reading every store at each publish (with a thousand
+    streams that took milliseconds): a replica says when its store may have changed (after an apply or a
+    restore) and when it goes, and only the stores that changed are read again, when next asked."""
 
     def __init__(self) -> None:
-        self._read: Callable[[bool], int] = lambda in_memory: 0
+        self._held: dict[object, tuple[bool, int]] = {}  # by replica: (in memory, bytes), as last read
+        self._changed: dict[object, Callable[[], tuple[bool, int]]] = {}
+        self._totals = {True: 0, False: 0}
 
-    def read_from(self, read: Callable[[bool], int]) -> None:
-        self._read = read
+    def changed(self, replica: object, measure: Callable[[], tuple[bool, int]]) -> None:
+        """`replica`'s store may have changed: `measure()` reads (in memory, bytes) when next asked."""
+        self._changed[replica] = measure
+
+    def gone(self, replica: object) -> None:
+        self._changed.pop(replica, None)
+        self._count(replica, None)
 
     def held(self, in_memory: bool) -> int:
-        return self._read(in_memory)
+        if self._changed:
+            changed, self._changed = self._changed, {}
+            for replica, measure in changed.items():
+                self._count(replica, measure())
+        return self._totals[in_memory]
+
+    def _count(self, replica: object, now: tuple[bool, int] | None) -> None:
+        before = self._held.pop(replica, None)
+        if before is not None:
+            self._totals[before[0]] -= before[1]
+        if now is not None:
+            self._held[replica] = now
+            self._totals[now[0]] += now[1]
 
 
 # A node announces its limits to its peers among the labels of its route hello (gateway/routes.py carries

@@ -1,9 +1,11 @@
+from collections.abc import Callable
+
 import pytest
 
 from cluster.api.errors import ApiError
 from cluster.meta.placement import NodeInfo, PlacementError, choose_peers, known_nodes
 from cluster.meta.server_limits import check_cluster_update, nodes_without_room
-from cluster.runtime.server_limits import ServerJetStreamLimits, limit_labels, split_labels
+from cluster.runtime.server_limits import NodeHoldings, ServerJetStreamLimits, limit_labels, split_labels
 from cluster.stream.config import StreamConfig, stream_config_from_json
 
 NODES = [
@@ -155,3 +157,31 @@ def test_an_update_growing_max_bytes_must_fit_on_every_node_of_the_stream() -> N
     check_cluster_update(streams["B"], _file("B", 9500), SMALL_N1, streams, peers.__getitem__)
     with pytest.raises(ApiError):
         check_cluster_update(streams["B"], _file("B", 9501), SMALL_N1, streams, peers.__getitem__)
+
+
+def test_node_holdings_read_only_the_stores_that_changed() -> None:
+    holdings = NodeHoldings()
+    reads: list[str] = []
+
+    def store(name: str, in_memory: bool, size: int) -> Callable[[], tuple[bool, int]]:
+        def measure() -> tuple[bool, int]:
+            reads.append(name)
+            return in_memory, size
+
+        return measure
+
+    first, second, third = object(), object(), object()
+    holdings.changed(first, store("first", True, 100))
+    holdings.changed(second, store("second", False, 40))
+    assert (holdings.held(True), holdings.held(False)) == (100, 40)
+    assert reads == ["first", "second"]
+    holdings.changed(first, store("first", True, 150))
+    holdings.changed(third, store("third", True, 7))
+    assert holdings.held(True) == 157
+    assert reads == ["first", "second", "first", "third"]  # the second store is not read again
+    holdings.gone(first)
+    holdings.gone(first)  # twice is harmless
+    assert (holdings.held(True), holdings.held(False)) == (7, 40)
+    holdings.changed(second, store("second", False, 1))
+    holdings.gone(second)  # gone before it was read: not counted
+    assert holdings.held(False) == 0
