@@ -1,7 +1,8 @@
 """Each node's own `max_file_store` in a three-node cluster, side by side with three nats-server 2.15.1:
 n1 may store 1000 bytes, n2 10000, n3 10000. A stream whose max_bytes does not fit on a node is not placed
 there; one that needs that node gets nats-server's 10005 "no suitable peers for placement, insufficient
-storage"; a stream without max_bytes is placed whatever the room."""
+storage"; a stream without max_bytes is placed whatever the room. A stream's leader refuses a publish
+once its own node holds more than its limit (10023), whatever the other nodes may hold."""
 
 from __future__ import annotations
 
@@ -48,6 +49,23 @@ def _essence(reply: dict[str, Any]) -> dict[str, Any]:
     return {"nodes": len(nodes), "on_n1": "n1" in nodes}
 
 
+async def _publishes(url: str) -> list[Any]:
+    """Streams of one replica on n1 and on n2, 400-byte messages to each: n1, the leader of P, refuses the
+    fourth (the third crossed its 1000 bytes); n2 takes Q's as it would without n1's limit."""
+    nc = await nats.connect(url)
+    try:
+        for name, node in (("P", "n1"), ("Q", "n2")):
+            body = {"name": name, "subjects": [name.lower()], "placement": {"tags": [f"node:{node}"]}}
+            reply = json.loads((await nc.request(f"$JS.API.STREAM.CREATE.{name}", json.dumps(body).encode(), timeout=20)).data)
+            assert reply["cluster"]["leader"] == node, reply
+        answers = []
+        for subject in ["p"] * 4 + ["q"] * 4:
+            answers.append(json.loads((await nc.request(subject, b"x" * 400, timeout=10)).data))
+        return answers
+    finally:
+        await nc.close()
+
+
 async def _creates(url: str, creates: list[dict[str, Any]]) -> list[dict[str, Any]]:
     nc = await nats.connect(url)
     try:
@@ -74,7 +92,7 @@ async def _nats_servers(tmp_path: Path) -> AsyncIterator[str]:
         for name, limit in FILE_LIMITS.items():
             conf = tmp_path / f"{name}.conf"
             conf.write_text(
-                f"server_name: {name}\nlisten: {HOST}:{client[name]}\n"
+                f"server_name: {name}\nlisten: {HOST}:{client[name]}\nserver_tags: ['node:{name}']\n"
                 f"jetstream {{ store_dir: '{tmp_path / name}', max_file_store: {limit} }}\n"
                 f"cluster {{ name: c, listen: {HOST}:{route[name]}, routes: [{routes}] }}\n"
             )
@@ -135,7 +153,10 @@ class _OwnLimitsCluster(LocalCluster):
 
 @contextlib.contextmanager
 def _jetraft_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    cluster = _OwnLimitsCluster(plan_free_nodes(3, 0), tmp_path / "data")
+    specs = plan_free_nodes(3, 0)
+    for spec in specs:
+        spec.tags = [f"node:{spec.name}"]
+    cluster = _OwnLimitsCluster(specs, tmp_path / "data")
     cluster.start(timeout=60)
     try:
         yield cluster
@@ -148,6 +169,7 @@ async def test_placement_leaves_out_a_node_without_room_as_nats_server_does(tmp_
     (tmp_path / "jetraft").mkdir()
     async with _nats_servers(tmp_path / "ref") as url:
         expected = await _creates(url, CREATES)
+        expected_publishes = await _publishes(url)
     no_room = {"error": {"code": 400, "err_code": 10005, "description": "no suitable peers for placement, insufficient storage"}}
     assert expected == [
         no_room,
@@ -159,6 +181,7 @@ async def test_placement_leaves_out_a_node_without_room_as_nats_server_does(tmp_
     ]
     with _jetraft_cluster(tmp_path / "jetraft") as cluster:
         got = await _creates(cluster.client_urls[1], CREATES)
+        got_publishes = await _publishes(cluster.client_urls[1])
         after = await _creates(cluster.client_urls[2], AFTER)
         nc = await nats.connect(cluster.client_urls[0])
         try:
@@ -171,6 +194,9 @@ async def test_placement_leaves_out_a_node_without_room_as_nats_server_does(tmp_
         finally:
             await nc.close()
     assert got == expected
+    insufficient = {"code": 503, "err_code": 10023, "description": "insufficient resources"}
+    assert [answer.get("error") for answer in expected_publishes] == [None] * 3 + [insufficient] + [None] * 4
+    assert got_publishes == expected_publishes
     assert after == [no_room, {"nodes": 2, "on_n1": False}]
     # shrinking H frees a byte on every node; C2 is on n2 and n3, one of which also holds B: 2000 + G's 1500
     # + H's 999 + C2's 500 leave 5001 there, so C2 may grow to 5501 and no further
