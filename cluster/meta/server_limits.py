@@ -32,6 +32,8 @@ def _reserved(configs: Iterable[StreamConfig], in_memory: bool) -> int:
 def check_node_create(cfg: StreamConfig, streams: Mapping[str, StreamConfig], limits: ServerJetStreamLimits) -> None:
     """A new stream on a node without peers, where every stream is: its max_bytes must fit."""
     in_memory = cfg.storage is StorageType.MEMORY
+    if limits.byte_limit(in_memory) is None:
+        return  # nothing to add up
     reserved = _reserved((other for name, other in streams.items() if name != cfg.name), in_memory)
     if not fits_node_reservation(limits, in_memory, reserved, cfg.max_bytes):
         raise _exceeded(in_memory)
@@ -43,6 +45,8 @@ def check_node_update(
     """An update on a node without peers: what it grows max_bytes by must fit (what every stream reserves,
     this one's old max_bytes included, must not be over the limit already)."""
     in_memory = cfg.storage is StorageType.MEMORY
+    if limits.byte_limit(in_memory) is None:
+        return
     reserved = _reserved(streams.values(), in_memory)
     growth = max(max(cfg.max_bytes, 0) - max(old.max_bytes, 0), 0)
     if not fits_node_reservation(limits, in_memory, reserved, growth):
@@ -73,12 +77,13 @@ def nodes_without_room(
     a stream with max_bytes is placed by room, as nats-server does; what a node holds beyond its
     reservations is not known to the meta leader here (nats-server also counts it, from each server's
     statsz)."""
-    if cfg.max_bytes <= 0:
-        return frozenset()
     in_memory = cfg.storage is StorageType.MEMORY
+    limited = [node for node in nodes if node.limits.byte_limit(in_memory) is not None]
+    if cfg.max_bytes <= 0 or not limited:
+        return frozenset()  # the common case adds up no stream's reservation
     reserved = _reserved_by_machine(streams, peers_of, cfg.storage, but=cfg.name)
     full = set()
-    for node in nodes:
+    for node in limited:
         room = room_for(node.limits, in_memory, reserved.get(node.machine, 0), 0)
         if room is not None and cfg.max_bytes > room:
             full.add(node.machine)
@@ -97,10 +102,11 @@ def check_cluster_update(
     is; jetraft checks the nodes the bytes are reserved on."""
     growth = max(max(cfg.max_bytes, 0) - max(old.max_bytes, 0), 0)
     in_memory = cfg.storage is StorageType.MEMORY
-    reserved = _reserved_by_machine(streams, peers_of, cfg.storage, but="")
     mine = {node_of(peer) for peer in peers_of(cfg.name)}
-    for node in nodes:
-        if node.machine in mine and not fits_node_reservation(
-            node.limits, in_memory, reserved.get(node.machine, 0), growth
-        ):
+    limited = [node for node in nodes if node.machine in mine and node.limits.byte_limit(in_memory) is not None]
+    if not limited:
+        return
+    reserved = _reserved_by_machine(streams, peers_of, cfg.storage, but="")
+    for node in limited:
+        if not fits_node_reservation(node.limits, in_memory, reserved.get(node.machine, 0), growth):
             raise _exceeded(in_memory)
