@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import nats
+from nats.aio.msg import Msg
 
 from local.cluster import LocalCluster, NodeSpec, plan_free_nodes
 from local.ports import HOST, free_port_base
@@ -60,10 +61,22 @@ async def _publishes(url: str) -> list[Any]:
             assert reply["cluster"]["leader"] == node, reply
         answers = []
         for subject in ["p"] * 4 + ["q"] * 4:
-            answers.append(json.loads((await nc.request(subject, b"x" * 400, timeout=10)).data))
+            answers.append(json.loads((await _request_when_served(nc, subject, b"x" * 400)).data))
         return answers
     finally:
         await nc.close()
+
+
+async def _request_when_served(nc: nats.NATS, subject: str, payload: bytes) -> Msg:
+    """A publish to a stream created a moment ago: its leader's interest may not have reached the client's
+    server yet (on nats-server's routes as on jetraft's mesh), and the publish hears "no responders"
+    meanwhile. A few bounded tries, as tests/node/cluster_fixtures.py `publish_when_served`."""
+    for _ in range(50):
+        try:
+            return await nc.request(subject, payload, timeout=10)
+        except nats.errors.NoRespondersError:
+            await asyncio.sleep(0.1)
+    raise AssertionError(f"{subject} never served")
 
 
 async def _creates(url: str, creates: list[dict[str, Any]]) -> list[dict[str, Any]]:
