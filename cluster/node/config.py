@@ -175,7 +175,24 @@ class NodeConfig:
             value = getattr(self, setting)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
                 raise ConfigError(f"{setting} must be an integer, not {value!r}")
+        self._validate_account_within_node()
         self._validate_workers()
+
+    def _validate_account_within_node(self) -> None:
+        """A nats-server without a cluster will not start JetStream when the account may hold more than the
+        server (sufficientResources; a clustered one does not check): nor does a node without peers."""
+        if self.peers or self.workers > 1:
+            return
+        node, account = self.server_limits, self.jetstream_limits
+        for kind, code, account_limit, node_limit in (
+            ("memory", 10028, account.max_memory, node.max_memory),
+            ("storage", 10047, account.max_storage, node.max_storage),
+        ):
+            if node_limit is not None and account_limit > 0 and account_limit > node_limit:
+                raise ConfigError(
+                    "Can't start JetStream: Error enabling jetstream on configured accounts: "
+                    f"insufficient {kind} resources available ({code})"
+                )
 
     def _validate_workers(self) -> None:
         if self.workers < 1:

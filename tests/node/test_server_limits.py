@@ -8,18 +8,22 @@ that crosses it is stored); /varz and /jsz show them as `config.max_memory` and 
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
+import subprocess
 import urllib.request
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import nats
+import pytest
 
+from cluster.node.config import ConfigError, add_node_arguments, config_from_args
 from local.ports import HOST, free_port_base
 from tests.node.config_file_node import node_from_config
-from tests.node.reference_server import nats_server_from_config
+from tests.node.reference_server import NATS_SERVER, nats_server_from_config
 
 T = TypeVar("T")
 
@@ -257,3 +261,39 @@ async def test_mirror_and_source_copies_stop_at_the_nodes_limit_as_in_nats_serve
     expected, got = await on_both_with_limits(tmp_path, "max_file_store: 1000", _copies)
     assert expected == {"M": [3, 3, 3, 3], "X": [0, 0, 0, 0]}
     assert got == expected
+
+
+def _node_config(path: Path, *argv: str) -> None:
+    parser = argparse.ArgumentParser()
+    add_node_arguments(parser)
+    config_from_args(parser.parse_args(["--config", str(path), *argv]))
+
+
+@pytest.mark.parametrize(
+    ("account", "words"),
+    [
+        ("max_mem: 1001, max_file: 1000", "insufficient memory resources available (10028)"),
+        ("max_mem: 1000, max_file: 1001", "insufficient storage resources available (10047)"),
+    ],
+)
+async def test_an_account_that_may_hold_more_than_a_lone_node_stops_it_as_nats_server(
+    tmp_path: Path, account: str, words: str
+) -> None:
+    """A nats-server without a cluster does not start when the account may hold more than the server."""
+    accounts = f"accounts: {{ A: {{ users: [ {{user: a, password: a}} ], jetstream: {{ {account} }} }} }}\n"
+    limits = "max_memory_store: 1000, max_file_store: 1000"
+    conf = tmp_path / "nats-server.conf"
+    conf.write_text(f"listen: {HOST}:{free_port_base(1)}\njetstream {{ store_dir: '{tmp_path / 'js'}', {limits} }}\n{accounts}")
+    done = await asyncio.to_thread(
+        subprocess.run, [str(NATS_SERVER), "-c", str(conf)], capture_output=True, timeout=30, check=False
+    )
+    expected = f"Can't start JetStream: Error enabling jetstream on configured accounts: {words}"
+    assert done.returncode == 1
+    assert expected in done.stderr.decode()
+    ours = tmp_path / "node.conf"
+    ours.write_text(f"server_name: n1\njetstream {{ {limits} }}\n{accounts}")
+    with pytest.raises(ConfigError) as refused:
+        _node_config(ours)
+    assert str(refused.value) == expected
+    # a node with peers starts, as a clustered nats-server does
+    _node_config(ours, "--peer", "n2=127.0.0.1:1")
