@@ -528,7 +528,7 @@ class MetaService:
         check_request_subject(name, requested)
         limits = self.ctx.account_limits
         configs = self.configs()
-        decision = decide_create(requested, configs, limits)
+        decision = decide_create(requested, configs, limits, self.ctx.server_limits)
         if decision.exists:
             return await self._ask_stream(name, ApiOp.CREATE_RESULT, b"0")
         cfg = decision.config
@@ -604,7 +604,7 @@ class MetaService:
         old = configs.get(name)
         if old is None:
             raise JSErrors.STREAM_NOT_FOUND()
-        cfg = decide_update(old, requested, configs, self.ctx.account_limits)
+        cfg = decide_update(old, requested, configs, self.ctx.account_limits, self.ctx.server_limits)
         if max(cfg.num_replicas, 1) != max(old.num_replicas, 1):
             raise JSErrors.STREAM_REPLICAS_NOT_UPDATABLE()
         check_update_limits(old, cfg, configs, self.ctx.account_limits)

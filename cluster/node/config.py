@@ -95,6 +95,8 @@ class NodeConfig:
     # consumer may ask for, and its default where lower
     jetstream_max_ack_pending: int = 0
     jetstream_max_request_batch: int = 0
+    # `jetstream { limits { duplicate_window } }`, in nanoseconds (0 or less: none): a stream's largest
+    jetstream_duplicate_window: int = 0
     # Idle Raft groups quiesce: no heartbeats or ticks until something happens; the node's keepalive
     # frames (one per pair of nodes) carry liveness instead (docs/architecture.md). On by default;
     # `--no-quiesce` or `quiesce = false` keeps every group heartbeating.
@@ -171,7 +173,10 @@ class NodeConfig:
             raise ConfigError(
                 f"max_payload ({self.max_payload}) cannot be higher than max_pending ({DEFAULT_MAX_PENDING})"
             )
-        for setting in ("max_memory_store", "max_file_store", "jetstream_max_ack_pending", "jetstream_max_request_batch"):
+        for setting in (
+            "max_memory_store", "max_file_store", "jetstream_max_ack_pending", "jetstream_max_request_batch",
+            "jetstream_duplicate_window",
+        ):  # fmt: skip
             value = getattr(self, setting)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
                 raise ConfigError(f"{setting} must be an integer, not {value!r}")
@@ -214,6 +219,7 @@ class NodeConfig:
             configured(self.max_file_store),
             max_ack_pending=self.jetstream_max_ack_pending,
             max_request_batch=self.jetstream_max_request_batch,
+            duplicate_window_ns=self.jetstream_duplicate_window,
         )
 
     @property

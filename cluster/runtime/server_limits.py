@@ -1,7 +1,8 @@
 """What this node's JetStream may hold (nats-server's `jetstream { max_memory_store, max_file_store }`),
-what its consumers may ask for (`jetstream { limits { max_ack_pending, max_request_batch } }`), and the
-checks nats-server 2.15.1 makes against them. (Consumer configs are decided by the meta leader: its node's
-`limits` apply, as a clustered nats-server's meta leader applies its own.)
+what its consumers and streams may ask for (`jetstream { limits { max_ack_pending, max_request_batch,
+duplicate_window } }`), and the checks nats-server 2.15.1 makes against them. (Stream and consumer configs
+are decided by the meta leader: its node's `limits` apply, as a clustered nats-server's meta leader applies
+its own.)
 
 Unlike the account's limits, these are each node's own: every node reads its own config file. As in
 nats-server, they count one replica's bytes (what this node stores), never a stream's replicas times:
@@ -29,6 +30,9 @@ class ServerJetStreamLimits:
     max_ack_pending: int = 0
     # `limits { max_request_batch }`: a pull consumer's default max_batch, and its cap (0 or less: none)
     max_request_batch: int = 0
+    # `limits { duplicate_window }`, in nanoseconds: a stream's largest duplicate window, and its default's
+    # cap (0 or less: none)
+    duplicate_window_ns: int = 0
 
     def byte_limit(self, in_memory: bool) -> int | None:
         return self.max_memory if in_memory else self.max_storage

@@ -115,7 +115,9 @@ def test_variables_used_as_variables_are_not_settings(tmp_path: Path) -> None:
         ("server_name: n1\njetstream {\n  max_file_store: 1.5\n}\n", r"line 3: jetstream.max_file_store: expected a size"),
         ("server_name: n1\njetstream {\n  limits: 5\n}\n", r"line 3: jetstream.limits: expected a block"),
         ("server_name: n1\njetstream { limits {\n  max_ha_assets: 5\n} }\n", r"line 3: jetstream.limits.max_ha_assets: nats-server's"),
-        ("server_name: n1\njetstream { limits {\n  duplicate_window: 1m\n} }\n", r"jetstream.limits.duplicate_window: nats-server's"),
+        ("server_name: n1\njetstream { limits {\n  batch: {}\n} }\n", r"line 3: jetstream.limits.batch: nats-server's"),
+        ("server_name: n1\njetstream { limits {\n  duplicate_window: 1m\n} }\n", r"line 3: jetstream.limits.duplicate_window: expected a duration"),
+        ("server_name: n1\njetstream { limits {\n  duplicate_window: '1 m'\n} }\n", r"jetstream.limits.duplicate_window: expected a duration"),
         ("server_name: n1\njetstream { limits {\n  max_acks_pending: 5\n} }\n", r"line 3: jetstream.limits.max_acks_pending: unknown"),
         ("server_name: n1\njetstream { limits {\n  max_ack_pending: '5'\n} }\n", r"line 3: jetstream.limits.max_ack_pending: expected an integer"),
         ("server_name: n1\njetstream {\n  max_memory_store: true\n}\n", r"line 3: jetstream.max_memory_store: expected a size"),
@@ -207,6 +209,8 @@ def _load_toml(path: Path) -> NodeConfig:
 def test_jetstream_limits_block_sets_what_consumers_may_ask_for(tmp_path: Path) -> None:
     config = _load(tmp_path, "server_name: n1\njetstream { limits { MAX_ACK_PENDING: 100, max_request_batch: 1K } }\n")
     assert (config.server_limits.max_ack_pending, config.server_limits.max_request_batch) == (100, 1000)
+    config = _load(tmp_path, "server_name: n1\njetstream { limits { duplicate_window: '1m30s' } }\n")
+    assert config.server_limits.duplicate_window_ns == 90 * 10**9
     assert _load(tmp_path, "server_name: n1\njetstream: enabled\n").server_limits.max_ack_pending == 0
 
 

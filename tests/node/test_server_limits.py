@@ -297,3 +297,35 @@ async def test_an_account_that_may_hold_more_than_a_lone_node_stops_it_as_nats_s
     assert str(refused.value) == expected
     # a node with peers starts, as a clustered nats-server does
     _node_config(ours, "--peer", "n2=127.0.0.1:1")
+
+
+DUPLICATES = [
+    _stream("CREATE", "D1"),  # the default two minutes, held to the server's one
+    _stream("CREATE", "D2", duplicate_window=61_000_000_000),  # 10052, the limit as Go prints it
+    _stream("CREATE", "D3", max_age=30_000_000_000),  # a max_age below the window is the window
+    _stream("CREATE", "D4", duplicate_window=60_000_000_000),
+    _stream("UPDATE", "D1", duplicate_window=120_000_000_000),  # 10052 on update too
+]
+
+
+async def _duplicate_windows(client_port: int, _http_port: int) -> list[Any]:
+    nc = await nats.connect(f"nats://{HOST}:{client_port}")
+    answers: list[Any] = []
+    try:
+        for subject, body in DUPLICATES:
+            reply = json.loads((await nc.request(subject, json.dumps(body).encode(), timeout=10)).data)
+            answers.append(reply.get("error") or reply["config"]["duplicate_window"])
+    finally:
+        await nc.close()
+    return answers
+
+
+async def test_a_streams_duplicate_window_within_the_servers_as_in_nats_server(tmp_path: Path) -> None:
+    expected, got = await on_both_with_limits(tmp_path, "limits { duplicate_window: '1m' }", _duplicate_windows)
+    too_large = {
+        "code": 500,
+        "err_code": 10052,
+        "description": "duplicates window can not be larger then server limit of 1m0s",
+    }
+    assert expected == [60_000_000_000, too_large, 30_000_000_000, 60_000_000_000, too_large]
+    assert got == expected

@@ -17,6 +17,7 @@ from cluster.node.natsconf.parser import ConfMap, Place
 from cluster.node.natsconf.users import ConfPermissionError, parse_permissions, parse_users
 from gateway.auth import NkeyUser, User
 from gateway.tls import TlsSettings
+from storage.msg_ttl import parse_go_duration
 
 # nats-server's top-level keys (server/opts.go) that jetraft does not implement yet.
 _NATS_TOP_LEVEL_KEYS_NOT_YET = """client_advertise net debug trace trace_verbose trace_headers logtime logtime_utc mappings maps
@@ -94,6 +95,16 @@ def storage_size(block: str, key: str, value: Any, place: Place) -> int:
     if not -(2**63) <= size < 2**63:
         raise _fail(block, key, place, f"{value!r} does not fit in 64 bits")
     return size
+
+
+def _duration(block: str, key: str, value: Any, place: Place) -> int:
+    """Nanoseconds of a Go duration string such as "1m30s" (nats-server reads it with time.ParseDuration)."""
+    if isinstance(value, str):
+        try:
+            return parse_go_duration(value)
+        except ValueError:
+            pass
+    raise _fail(block, key, place, f"expected a duration such as '2m' or '90s', got {value!r}")
 
 
 def _map(block: str, key: str, value: Any, place: Place) -> ConfMap:
@@ -256,7 +267,8 @@ class _Collector:
                 raise _unknown("jetstream.", sub, sub_place)
 
     def jetstream_limits(self, key: str, value: Any, place: Place) -> None:
-        """`jetstream { limits { ... } }`: what this server lets consumers ask for (parseJetStreamLimits)."""
+        """`jetstream { limits { ... } }`: what this server lets streams and consumers ask for
+        (parseJetStreamLimits)."""
         block = "jetstream.limits."
         conf = _map("jetstream.", key, value, place)
         for sub, sub_value, sub_place in _settings(conf):
@@ -266,7 +278,9 @@ class _Collector:
                 if isinstance(sub_value, bool) or not isinstance(sub_value, int):
                     raise _fail(block, sub, sub_place, f"expected an integer, got {sub_value!r}")
                 self.fields[f"jetstream_{name}"] = sub_value
-            elif name in ("max_ha_assets", "duplicate_window", "batch"):
+            elif name == "duplicate_window":
+                self.fields["jetstream_duplicate_window"] = _duration(block, sub, sub_value, sub_place)
+            elif name in ("max_ha_assets", "batch"):
                 raise _not_yet(block, sub, sub_place)
             else:
                 raise _unknown(block, sub, sub_place)
