@@ -84,7 +84,7 @@ def nodes_without_room(
     reserved = _reserved_by_machine(streams, peers_of, cfg.storage, but=cfg.name)
     full = set()
     for node in limited:
-        room = room_for(node.limits, in_memory, reserved.get(node.machine, 0), 0)
+        room = room_for(node.limits, in_memory, reserved.get(node.machine, 0))
         if room is not None and cfg.max_bytes > room:
             full.add(node.machine)
     return frozenset(full)

@@ -51,13 +51,14 @@ def fits_node_reservation(limits: ServerJetStreamLimits, in_memory: bool, reserv
     return reserved <= limit and adding <= limit - reserved
 
 
-def room_for(limits: ServerJetStreamLimits, in_memory: bool, reserved: int, used: int) -> int | None:
-    """The bytes a node can still give a new stream's max_bytes (its limit less the larger of what its
-    streams reserve and what they hold, as nats-server's placement reckons it); None: no limit."""
+def room_for(limits: ServerJetStreamLimits, in_memory: bool, reserved: int) -> int | None:
+    """The bytes a node can still give a new stream's max_bytes: its limit less what its streams reserve
+    (nats-server's placement takes the larger of that and what they hold; the meta leader here knows the
+    reservations only). None: no limit."""
     limit = limits.byte_limit(in_memory)
     if limit is None:
         return None
-    return max(limit - max(reserved, used), 0)
+    return max(limit - reserved, 0)
 
 
 def node_over_limit(limits: ServerJetStreamLimits, in_memory: bool, used: int) -> bool:
