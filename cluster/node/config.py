@@ -96,6 +96,7 @@ class NodeConfig:
     jetstream_max_ack_pending: int = 0
     jetstream_max_request_batch: int = 0
     # `jetstream { limits { duplicate_window } }`, in nanoseconds (0 or less: none): a stream's largest
+    # duplicate window, and its default's cap
     jetstream_duplicate_window: int = 0
     # Idle Raft groups quiesce: no heartbeats or ticks until something happens; the node's keepalive
     # frames (one per pair of nodes) carry liveness instead (docs/architecture.md). On by default;
