@@ -68,3 +68,38 @@ def parse_request_time(text: str) -> int:
     message (nothing), not for an error the store would raise. Raises ValueError like parse_rfc3339_nano.
     """
     return min(max(parse_rfc3339_nano(text), MIN_TS), MAX_TS)
+
+
+_NS_PER_US = 1_000
+_NS_PER_MS = 1_000_000
+
+
+def _fraction(value: int, unit: int) -> str:
+    """`value / unit` with the fraction's trailing zeros dropped, as Go prints it."""
+    whole, rest = divmod(value, unit)
+    if not rest:
+        return str(whole)
+    digits = len(str(unit)) - 1
+    return f"{whole}." + f"{rest:0{digits}d}".rstrip("0")
+
+
+def format_go_duration(ns: int) -> str:
+    """Go's `time.Duration.String()`: "311µs", "4.017403ms", "1.5s", "1m0s", "2h0m0s"."""
+    if ns == 0:
+        return "0s"
+    sign = "-" if ns < 0 else ""
+    ns = abs(ns)
+    if ns < _NS_PER_US:
+        return f"{sign}{ns}ns"
+    if ns < _NS_PER_MS:
+        return f"{sign}{_fraction(ns, _NS_PER_US)}µs"
+    if ns < _NS_PER_S:
+        return f"{sign}{_fraction(ns, _NS_PER_MS)}ms"
+    minutes, rest = divmod(ns, 60 * _NS_PER_S)
+    hours, minutes = divmod(minutes, 60)
+    out = sign
+    if hours:
+        out += f"{hours}h"
+    if hours or minutes:
+        out += f"{minutes}m"
+    return out + f"{_fraction(rest, _NS_PER_S)}s"

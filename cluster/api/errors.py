@@ -237,6 +237,7 @@ class JSErrors:
         400, 10108, "consumer with flow control also needs heartbeats"
     )
     CONSUMER_MAX_REQUEST_BATCH_NEGATIVE = ErrorSpec(400, 10114, "consumer max request batch needs to be > 0")
+    CONSUMER_MAX_REQUEST_BATCH_EXCEEDED = ErrorSpec(400, 10125, "consumer max request batch exceeds server limit of {limit}")
     CONSUMER_MAX_REQUEST_EXPIRES_TOO_SMALL = ErrorSpec(
         400, 10115, "consumer max request expires needs to be >= 1ms"
     )

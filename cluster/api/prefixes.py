@@ -5,7 +5,7 @@ API requests to `$JS.hub.API.<...>` and its KV operations to
 `$JS.hub.API.$KV.<bucket>.<key>`; a client that uses an imported prefix (say
 `JS.acc1`) sends to `JS.acc1.<...>` and `JS.acc1.$KV...`. nats-server strips the
 prefix where the import or the leaf connection is crossed. A jetraft node
-configured with a domain or extra prefixes does the same: one node (queue
+configured with a domain (`jetstream { domain }`, or `--domain`) does the same: one node (queue
 group `_jsprefix`, so a request is mapped exactly once) takes each such
 message and republishes it, reply subject and headers untouched, with the
 prefix replaced: `$KV.`/`$OBJ.` tails keep their own first token, every other

@@ -28,6 +28,7 @@ from cluster.consumer.config import (
     CreateConsumerRequest,
     DeliverPolicy,
 )
+from cluster.runtime.server_limits import NO_SERVER_LIMITS, ServerJetStreamLimits
 from cluster.stream.config import DYNAMIC_METADATA_KEYS, REQUIRED_LEVEL_KEY, Retention, StreamConfig
 from subjects.grammar import filters_overlap, is_valid_filter, is_valid_subject, subject_matches
 
@@ -177,12 +178,16 @@ def normalize_consumer_config(
     stream: StreamConfig,
     others: Mapping[str, ConsumerConfig] | None = None,
     account_max_ack_pending: int = -1,
+    server_limits: ServerJetStreamLimits = NO_SERVER_LIMITS,
 ) -> ConsumerConfig:
     """Fill defaults as nats-server 2.15 does and validate against the stream; raises ApiError.
 
     `others` are the stream's other consumers by name (workqueue uniqueness);
     an existing consumer being updated must not be among them. `account_max_ack_pending` is the
-    account's limit (0 or less: none): the default where lower, and a cap.
+    account's limit (0 or less: none): the default where lower, and a cap. `server_limits` are the
+    deciding node's `jetstream { limits { max_ack_pending, max_request_batch } }` (0 or less: none): its
+    max_ack_pending likewise, before the account's; its max_request_batch a pull consumer's default
+    max_batch, and its cap (10125).
     """
     cfg = requested
     if cfg.durable_name and cfg.name and cfg.durable_name != cfg.name:
@@ -216,8 +221,10 @@ def normalize_consumer_config(
     elif max_ack_pending == 0 and cfg.ack_policy is not AckPolicy.NONE:
         limit = stream.consumer_limits.max_ack_pending
         max_ack_pending = limit if limit > 0 else DEFAULT_MAX_ACK_PENDING
-        if limit <= 0 and 0 < account_max_ack_pending < max_ack_pending:
-            max_ack_pending = account_max_ack_pending
+        if limit <= 0:
+            for cap in (server_limits.max_ack_pending, account_max_ack_pending):
+                if 0 < cap < max_ack_pending:
+                    max_ack_pending = cap
     max_waiting = cfg.max_waiting
     if cfg.is_push:
         if max_waiting != 0:
@@ -243,7 +250,7 @@ def normalize_consumer_config(
         max_waiting=max_waiting,
         inactive_threshold=inactive,
         max_expires=max_expires,
-        max_batch=max(cfg.max_batch, 0),
+        max_batch=_max_batch(cfg, server_limits.max_request_batch),
         max_bytes=max(cfg.max_bytes, 0),
         metadata=static_metadata(cfg),
     )
@@ -253,6 +260,8 @@ def normalize_consumer_config(
             raise JSErrors.CONSUMER_HB_REQUIRES_PUSH()
         if cfg.flow_control:
             raise JSErrors.CONSUMER_FC_REQUIRES_PUSH()
+        if 0 < server_limits.max_request_batch < cfg.max_batch:
+            raise JSErrors.CONSUMER_MAX_REQUEST_BATCH_EXCEEDED(limit=server_limits.max_request_batch)
     else:
         if not is_valid_subject(cfg.deliver_subject):
             raise _invalid("invalid deliver subject")
@@ -260,7 +269,10 @@ def normalize_consumer_config(
             raise JSErrors.CONSUMER_DELIVER_CYCLE()
         if cfg.flow_control and cfg.idle_heartbeat <= 0:
             raise JSErrors.CONSUMER_FLOW_CONTROL_NEEDS_HEARTBEATS()
-    _check_max_ack_pending(cfg.max_ack_pending, account_max_ack_pending, stream.consumer_limits.max_ack_pending)
+    _check_max_ack_pending(
+        cfg.max_ack_pending,
+        (server_limits.max_ack_pending, account_max_ack_pending, stream.consumer_limits.max_ack_pending),
+    )
     _check_deliver_policy(cfg)
     _check_filters(cfg)
     _check_sampling(cfg.sample_freq)
@@ -276,9 +288,17 @@ def normalize_consumer_config(
     return cfg
 
 
-def _check_max_ack_pending(max_ack_pending: int, account_limit: int, stream_limit: int) -> None:
-    """The account's max_ack_pending, then the stream's consumer limit, cap every consumer's."""
-    for limit in (account_limit, stream_limit):
+def _max_batch(cfg: ConsumerConfig, server_max_request_batch: int) -> int:
+    """A pull consumer without max_batch gets the server's max_request_batch, as in nats-server."""
+    max_batch = max(cfg.max_batch, 0)
+    if cfg.is_pull and max_batch == 0 and server_max_request_batch > 0:
+        return server_max_request_batch
+    return max_batch
+
+
+def _check_max_ack_pending(max_ack_pending: int, limits: Iterable[int]) -> None:
+    """The server's max_ack_pending, the account's, then the stream's consumer limit cap every consumer's."""
+    for limit in limits:
         if 0 < limit < max_ack_pending:
             raise JSErrors.CONSUMER_MAX_PENDING_ACK_EXCESS(limit=limit)
 

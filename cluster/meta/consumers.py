@@ -199,7 +199,9 @@ class ConsumerAdmin:
         others = {
             n: consumer_config_from_json(a.config) for n, a in existing_assignments.items() if n != name
         }
-        cfg = normalize_consumer_config(cfg, stream_cfg, others, self.ctx.account_limits.max_ack_pending)
+        cfg = normalize_consumer_config(
+            cfg, stream_cfg, others, self.ctx.account_limits.max_ack_pending, self.ctx.server_limits
+        )
         existing = existing_assignments.get(name) if name else None
         existing_cfg = consumer_config_from_json(existing.config) if existing is not None else None
         decided = decide_create(create.action, existing_cfg, cfg)

@@ -12,9 +12,10 @@ worker with the fewest groups, so a machine's groups spread over its cores.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from cluster.runtime.server_limits import NO_SERVER_LIMITS, ServerJetStreamLimits, split_labels
 from cluster.runtime.workers import node_of
 
 MIRROR_TAG = "mirror"
@@ -29,6 +30,8 @@ class NodeInfo:
     name: str
     tags: frozenset[str] = field(default_factory=frozenset)
     online: bool = True
+    # what its node's JetStream may hold (`jetstream { max_memory_store, max_file_store }`), as it announced
+    limits: ServerJetStreamLimits = NO_SERVER_LIMITS
 
     @property
     def machine(self) -> str:
@@ -44,9 +47,11 @@ def choose_peers(
     is_mirror: bool = False,
     exclude: Iterable[str] = (),
     first_in: Mapping[str, int] | None = None,
+    without_room: Collection[str] = (),
 ) -> list[str]:
     """Pick `replicas` online members carrying every required tag, on as many different nodes,
-    least loaded first.
+    least loaded first; never on a node in `without_room` (one without room for the stream's max_bytes
+    under its own limits: nats-server's "insufficient storage").
 
     Nodes tagged `mirror` are reserved for mirror streams: a mirror goes there
     when enough of them exist, and other streams avoid them unless the
@@ -75,11 +80,13 @@ def choose_peers(
             candidates = mirror_nodes
     elif MIRROR_TAG not in wanted:
         candidates = [n for n in candidates if MIRROR_TAG not in n.tags]
+    with_room = [n for n in candidates if n.machine not in without_room]
     by_machine: dict[str, list[NodeInfo]] = {}
-    for candidate in candidates:
+    for candidate in with_room:
         by_machine.setdefault(candidate.machine, []).append(candidate)
     if len(by_machine) < replicas:
-        raise PlacementError("no suitable peers for placement")
+        reasons = ", insufficient storage" if len(with_room) < len(candidates) else ""
+        raise PlacementError(f"no suitable peers for placement{reasons}")
     machine_load = _per_machine(load)
     machines = sorted(by_machine, key=lambda machine: (machine_load.get(machine, 0), machine))
     chosen = [
@@ -104,17 +111,15 @@ def _per_machine(counts: Mapping[str, int]) -> dict[str, int]:
     return totals
 
 def known_nodes(
-    members: Iterable[str], me: str, my_tags: Iterable[str], peer_labels: Callable[[str], Sequence[str] | None]
+    members: Iterable[str], me: str, my_labels: Iterable[str], peer_labels: Callable[[str], Sequence[str] | None]
 ) -> list[NodeInfo]:
-    """Every member as placement sees it: this node with its own tags, each peer whose route is up
-    with the tags it announced in its route hello (`peer_labels`), and a peer without a route as
-    offline. Nothing is asked of the peers, so a loaded or lagging link cannot make a live node
-    look absent."""
+    """Every member as placement sees it: this node with its own labels, each peer whose route is up
+    with the labels it announced in its route hello (`peer_labels`), and a peer without a route as
+    offline. Labels are tags and limits (runtime/server_limits.py `split_labels`). Nothing is asked of
+    the peers, so a loaded or lagging link cannot make a live node look absent."""
     nodes = []
     for member in members:
-        if member == me:
-            nodes.append(NodeInfo(member, frozenset(my_tags)))
-            continue
-        labels = peer_labels(member)
-        nodes.append(NodeInfo(member, frozenset(labels or ()), online=labels is not None))
+        labels = my_labels if member == me else peer_labels(member)
+        tags, limits = split_labels(labels or ())
+        nodes.append(NodeInfo(member, tags, online=labels is not None, limits=limits))
     return nodes

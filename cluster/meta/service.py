@@ -52,6 +52,12 @@ from cluster.meta.account_limits import check_create_limits, check_update_limits
 from cluster.meta.consumers import ConsumerAdmin, consumer_error_body, parse_meta_consumer_subject
 from cluster.meta.machine import MetaMachine, MetaOp, MetaResult, encode_meta_entry
 from cluster.meta.placement import NodeInfo, PlacementError, choose_peers, known_nodes
+from cluster.meta.server_limits import (
+    check_cluster_update,
+    check_node_create,
+    check_node_update,
+    nodes_without_room,
+)
 from cluster.meta.usage_reports import (
     has_byte_limit,
     listen_for_api_counts,
@@ -65,6 +71,7 @@ from cluster.runtime.context import CLUSTER_NAME, GROUP_OPTIONS, NodeContext
 from cluster.runtime.internal_requests import NoRespondersError
 from cluster.runtime.leader_wait import pass_on_when_served, wait_until_unserved
 from cluster.runtime.meta_progress import with_meta_index
+from cluster.runtime.server_limits import limit_labels
 from cluster.runtime.workers import meta_learners, meta_voters, node_count
 from cluster.stream.assignment import StreamAssignment
 from cluster.stream.config import StorageType, StreamConfig, parse_stream_config, stream_config_from_json
@@ -397,7 +404,11 @@ class MetaService:
 
     def _node_infos(self) -> list[NodeInfo]:
         ctx = self.ctx
-        return known_nodes(ctx.members, ctx.name, ctx.tags, ctx.router.peer_labels)
+        return known_nodes(ctx.members, ctx.name, (*ctx.tags, *limit_labels(ctx.server_limits)), ctx.router.peer_labels)
+
+    def _peers_of(self, stream: str) -> list[str]:
+        assignment = self.machine.streams.get(stream)
+        return assignment.peers if assignment is not None else []
 
     async def _place(self, replicas: int, cfg: StreamConfig, exclude: Sequence[str] = ()) -> list[str]:
         """`choose_peers` over the nodes known now; while a member's route is not up (a node just
@@ -406,6 +417,7 @@ class MetaService:
         deadline = loop.time() + PLACEMENT_WAIT
         while True:
             nodes = self._node_infos()
+            full = nodes_without_room(cfg, nodes, self.configs(), self._peers_of)
             try:
                 return choose_peers(
                     replicas,
@@ -415,6 +427,7 @@ class MetaService:
                     is_mirror=cfg.mirror is not None,
                     exclude=exclude,
                     first_in=self.machine.first_peers(),
+                    without_room=full,
                 )
             except PlacementError as exc:
                 if all(node.online for node in nodes) or loop.time() >= deadline:
@@ -521,11 +534,13 @@ class MetaService:
         check_request_subject(name, requested)
         limits = self.ctx.account_limits
         configs = self.configs()
-        decision = decide_create(requested, configs, limits, self._subjects)
+        decision = decide_create(requested, configs, limits, self._subjects, self.ctx.server_limits)
         if decision.exists:
             return await self._ask_stream(name, ApiOp.CREATE_RESULT, b"0")
         cfg = decision.config
         check_create_limits(cfg, configs, limits)
+        if self.ctx.standalone:
+            check_node_create(cfg, configs, self.ctx.server_limits)
         check_replicas_placeable(cfg, node_count(self.ctx.members), CLUSTER_NAME)
         peers = await self._place(max(cfg.num_replicas, 1), cfg)
         assignment = StreamAssignment(name, cfg.to_json(), peers, time.time_ns(), tag=self.ctx.account_tag)
@@ -620,10 +635,14 @@ class MetaService:
         old = configs.get(name)
         if old is None:
             raise JSErrors.STREAM_NOT_FOUND()
-        cfg = decide_update(old, requested, configs, self.ctx.account_limits)
+        cfg = decide_update(old, requested, configs, self.ctx.account_limits, self.ctx.server_limits)
         if max(cfg.num_replicas, 1) != max(old.num_replicas, 1):
             raise JSErrors.STREAM_REPLICAS_NOT_UPDATABLE()
         check_update_limits(old, cfg, configs, self.ctx.account_limits)
+        if self.ctx.standalone:
+            check_node_update(old, cfg, configs, self.ctx.server_limits)
+        else:
+            check_cluster_update(old, cfg, self._node_infos(), configs, self._peers_of)
         result = await self._propose(MetaOp.UPDATE_STREAM, {"name": name, "config": cfg.to_json()})
         if not result.ok:
             raise JSErrors.STREAM_NOT_FOUND()

@@ -34,7 +34,8 @@ from cluster.api.errors import JSErrors
 from cluster.api.subjects import ApiOp, stream_subject
 from cluster.direct_get.staleness import StalenessTracker
 from cluster.runtime.internal_requests import NoRespondersError
-from cluster.stream.config import StreamSource
+from cluster.runtime.server_limits import node_over_limit
+from cluster.stream.config import StorageType, StreamSource
 from cluster.stream.entries import Rollup, StoreAtSeq, StoreMsg
 from cluster.stream.fetch import FetchedMsg, FetchRequest, decode_batch
 from cluster.stream.leader import LedReplica
@@ -148,7 +149,15 @@ class OriginFetcher:
                 if start_time is not None:
                     self._start_from = batch.last_seq + 1
                 continue
-            messages = batch.messages if self.mirror else self._within_account_bytes(batch.messages)
+            messages = self._within_node_limit(batch.messages)
+            if not messages:
+                # nats-server logs this and tries again later; the mirror or source shows no error
+                log.info("origin_fetch_waits", stream=replica.name, reason="node over its JetStream limit")
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, high)
+                continue
+            if not self.mirror:
+                messages = self._within_account_bytes(messages)
             if not messages:
                 self._failed(JSErrors.ACCOUNT_RESOURCES_EXCEEDED().description)
                 await asyncio.sleep(delay)
@@ -173,6 +182,22 @@ class OriginFetcher:
                 replica.ctx.metrics.replica_lag_messages.labels(replica.metric_label, replica.ctx.name, "mirror").set(
                     self.lag
                 )
+
+    def _within_node_limit(self, messages: Sequence[FetchedMsg]) -> Sequence[FetchedMsg]:
+        """The first of `messages` this node takes while it holds no more than its own limit of the stream's
+        storage (`jetstream { max_memory_store, max_file_store }`): as nats-server, a copy, of a mirror or a
+        source, is refused once the node is over it, so the one that crosses it is the last made."""
+        replica = self.replica
+        ctx, in_memory = replica.ctx, replica.config.storage is StorageType.MEMORY
+        if ctx.server_limits.byte_limit(in_memory) is None:
+            return messages
+        held = ctx.holdings.held(in_memory)
+        for index, msg in enumerate(messages):
+            if node_over_limit(ctx.server_limits, in_memory, held):
+                return messages[:index]
+            header = bytes(msg.header) if self.mirror else self._source_header(msg)
+            held += msg_size(len(self._subject(msg)), len(header) if header else None, len(msg.payload))
+        return messages
 
     def _within_account_bytes(self, messages: Sequence[FetchedMsg]) -> Sequence[FetchedMsg]:
         """The first of `messages` that fit in the account's max_memory / max_storage, one after another, as

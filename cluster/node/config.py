@@ -13,6 +13,7 @@ from typing import Any
 from cluster.node.natsconf.parser import ConfSyntaxError, parse
 from cluster.node.natsconf.settings import ConfKeyError, node_settings
 from cluster.runtime.account_limits import UNLIMITED, JetStreamAccountLimits
+from cluster.runtime.server_limits import ServerJetStreamLimits
 from gateway.accounts import Accounts
 from gateway.auth import NkeyUser, User
 from gateway.limits import DEFAULT_MAX_PENDING
@@ -60,9 +61,8 @@ class NodeConfig:
     no_auth_user: str | None = None
     # the client URL other nodes advertise for this node (INFO connect_urls)
     advertise: str | None = None
-    # ADR-19: a JetStream domain ($JS.<domain>.API) and other API prefixes this cluster answers under
+    # nats-server's `jetstream { domain }` (or `--domain`): the cluster also answers $JS.<domain>.API (ADR-19)
     domain: str | None = None
-    api_prefixes: list[str] = field(default_factory=list)
     # A file-stored stream's group takes a snapshot (a store sync and a marker) every this many entries
     # and keeps this many entries behind it, for followers that lag a little.
     stream_snapshot_interval: int = 20_000
@@ -88,6 +88,18 @@ class NodeConfig:
     jetstream_limits: JetStreamAccountLimits = UNLIMITED
     # every JetStream account's limits, the home account's included (absent: no limits); from the file too
     jetstream_account_limits: dict[str, JetStreamAccountLimits] = field(default_factory=dict)
+    # nats-server's `jetstream { max_memory_store, max_file_store }`: bytes this node's streams may hold in
+    # memory and on disk (one replica's worth, this node's own); None or below 0: not set, as nats-server
+    # takes a negative one (its default then: /varz shows 75% of memory and of the free disk, not enforced)
+    max_memory_store: int | None = None
+    max_file_store: int | None = None
+    # nats-server's `jetstream { limits { max_ack_pending, max_request_batch } }` (0 or less: none): what a
+    # consumer may ask for, and its default where lower
+    jetstream_max_ack_pending: int = 0
+    jetstream_max_request_batch: int = 0
+    # `jetstream { limits { duplicate_window } }`, in nanoseconds (0 or less: none): a stream's largest
+    # duplicate window, and its default's cap
+    jetstream_duplicate_window: int = 0
     # Idle Raft groups quiesce: no heartbeats or ticks until something happens; the node's keepalive
     # frames (one per pair of nodes) carry liveness instead (docs/architecture.md). On by default;
     # `--no-quiesce` or `quiesce = false` keeps every group heartbeating.
@@ -124,14 +136,6 @@ class NodeConfig:
             raise ConfigError("user and password go together")
         if self.domain is not None and (not self.domain or any(ch in self.domain for ch in " .*>")):
             raise ConfigError(f"domain {self.domain!r} must be one token: no spaces, dots or wildcards")
-        for prefix in self.api_prefixes:
-            if (
-                not prefix
-                or any(ch in prefix for ch in " *>")
-                or prefix.startswith(".")
-                or prefix.endswith(".")
-            ):
-                raise ConfigError(f"API prefix {prefix!r} must be a literal subject prefix such as JS.acc1")
         if self.stream_snapshot_interval < 1 or self.stream_compact_keep < 0:
             raise ConfigError("stream_snapshot_interval must be at least 1 and stream_compact_keep not negative")
         if not isinstance(self.quiesce, bool):
@@ -172,7 +176,31 @@ class NodeConfig:
             raise ConfigError(
                 f"max_payload ({self.max_payload}) cannot be higher than max_pending ({DEFAULT_MAX_PENDING})"
             )
+        for setting in (
+            "max_memory_store", "max_file_store", "jetstream_max_ack_pending", "jetstream_max_request_batch",
+            "jetstream_duplicate_window",
+        ):  # fmt: skip
+            value = getattr(self, setting)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ConfigError(f"{setting} must be an integer, not {value!r}")
+        self._validate_account_within_node()
         self._validate_workers()
+
+    def _validate_account_within_node(self) -> None:
+        """A nats-server without a cluster will not start JetStream when the account may hold more than the
+        server (sufficientResources; a clustered one does not check): nor does a node without peers."""
+        if self.peers or self.workers > 1:
+            return
+        node, account = self.server_limits, self.jetstream_limits
+        for kind, code, account_limit, node_limit in (
+            ("memory", 10028, account.max_memory, node.max_memory),
+            ("storage", 10047, account.max_storage, node.max_storage),
+        ):
+            if node_limit is not None and account_limit > 0 and account_limit > node_limit:
+                raise ConfigError(
+                    "Can't start JetStream: Error enabling jetstream on configured accounts: "
+                    f"insufficient {kind} resources available ({code})"
+                )
 
     def _validate_workers(self) -> None:
         if self.workers < 1:
@@ -183,6 +211,19 @@ class NodeConfig:
             raise ConfigError(f"cluster ports {self.cluster_port}..+{self.workers - 1} are out of range")
         if self.worker_index is not None and not 0 <= self.worker_index < self.workers:
             raise ConfigError(f"worker index {self.worker_index} is not below workers {self.workers}")
+
+    @property
+    def server_limits(self) -> ServerJetStreamLimits:
+        def configured(value: int | None) -> int | None:
+            return value if value is not None and value >= 0 else None
+
+        return ServerJetStreamLimits(
+            configured(self.max_memory_store),
+            configured(self.max_file_store),
+            max_ack_pending=self.jetstream_max_ack_pending,
+            max_request_batch=self.jetstream_max_request_batch,
+            duplicate_window_ns=self.jetstream_duplicate_window,
+        )
 
     @property
     def client_url(self) -> str:
@@ -265,13 +306,8 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--password")
     parser.add_argument("--token")
     parser.add_argument("--advertise", help="client URL to advertise to clients, e.g. nats://host:4222")
-    parser.add_argument("--domain", help="JetStream domain: also answer $JS.<domain>.API (ADR-19)")
     parser.add_argument(
-        "--api-prefix",
-        action="append",
-        default=[],
-        dest="api_prefixes",
-        help="another API prefix to answer under, as an account import would map it (repeatable)",
+        "--domain", help="JetStream domain, answered as $JS.<domain>.API: the config file's jetstream { domain: D }"
     )
     parser.add_argument(
         "--workers",
@@ -309,8 +345,6 @@ def config_from_args(args: argparse.Namespace) -> NodeConfig:
         settings["peers"] = dict(parse_peer(spec) for spec in args.peer)
     if args.tags:
         settings["tags"] = list(args.tags)
-    if args.api_prefixes:
-        settings["api_prefixes"] = list(args.api_prefixes)
     if not settings.get("name"):
         raise ConfigError("a node needs a name (--name or name = ... in the config file)")
     config = NodeConfig(**settings)

@@ -62,10 +62,12 @@ class JetStreamMonitor:
             memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         except (ValueError, OSError):
             memory = 0
-        # nats-server's defaults when no limit is configured: 75% of memory and of the free disk
+        # the node's own `jetstream { max_memory_store, max_file_store }`, else nats-server's defaults: 75% of
+        # memory and of the free disk
+        limits = self._node.config.server_limits
         return {
-            "max_memory": memory * 3 // 4,
-            "max_storage": disk * 3 // 4,
+            "max_memory": memory * 3 // 4 if limits.max_memory is None else limits.max_memory,
+            "max_storage": disk * 3 // 4 if limits.max_storage is None else limits.max_storage,
             "store_dir": store_dir,
             "sync_interval": SYNC_INTERVAL_NS,
             **({"domain": self._node.config.domain} if self._node.config.domain else {}),

@@ -45,6 +45,7 @@ from cluster.runtime.context import (
 )
 from cluster.runtime.internal_requests import InternalRequester
 from cluster.runtime.metrics import NodeMetrics
+from cluster.runtime.server_limits import limit_labels
 from cluster.runtime.workers import node_of
 from cluster.stream.leader import replica_progress
 from gateway.accounts import GLOBAL_ACCOUNT
@@ -72,8 +73,9 @@ def _cluster_info(config: NodeConfig) -> dict[str, str] | None:
 
 
 def _other_api_prefixes(config: NodeConfig) -> list[str]:
-    """The prefixes the API is also reached under (ADR-19: the domain's, imported ones)."""
-    return [*([domain_prefix(config.domain)] if config.domain else []), *config.api_prefixes]
+    """The prefixes the API is also reached under: the domain's (ADR-19). Prefixes of other accounts come
+    from their imports (`accounts { ... }`), mapped by the gateway."""
+    return [domain_prefix(config.domain)] if config.domain else []
 
 
 class Node:
@@ -123,7 +125,8 @@ class Node:
             config.name,
             config.client_url,
             on_peers_changed=self._peers_changed,
-            labels=config.tags,
+            # its placement tags and its JetStream limits, for the meta leader's placement
+            labels=(*config.tags, *limit_labels(config.server_limits)),
         )
         self.grpc_server = grpc.aio.server(
             options=grpc_server_options(), interceptors=cluster_server_interceptors(config.cluster_secret)
@@ -207,6 +210,7 @@ class Node:
             domain=config.domain or "",
             account=config.accounts.home if config.accounts is not None else GLOBAL_ACCOUNT,
             account_limits=config.jetstream_limits,
+            server_limits=config.server_limits,
             stream_group_options=dataclasses.replace(
                 STREAM_GROUP_OPTIONS,
                 snapshot_interval=config.stream_snapshot_interval,

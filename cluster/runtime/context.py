@@ -16,6 +16,7 @@ from cluster.runtime.account_usage import AccountUsage, ApiCounts
 from cluster.runtime.internal_requests import INTERNAL_INBOX_PREFIX, InternalRequester
 from cluster.runtime.meta_progress import MetaProgress
 from cluster.runtime.metrics import NodeMetrics
+from cluster.runtime.server_limits import NO_SERVER_LIMITS, NodeHoldings, ServerJetStreamLimits
 from gateway.server import NATS_COMPAT_VERSION
 from raft.driver import GroupOptions, RaftHost
 from storage.rocks_engine import StreamStoreEngine
@@ -76,6 +77,10 @@ class NodeContext:
     # what the account's streams hold, as the nodes leading them last said (checked against those limits)
     account_usage: AccountUsage = field(default_factory=AccountUsage)
     api_counts: ApiCounts = field(default_factory=ApiCounts)
+    # what this node's JetStream may hold (its own config's `jetstream { max_memory_store, ... }`), and
+    # what its replicas hold now (runtime/server_limits.py)
+    server_limits: ServerJetStreamLimits = NO_SERVER_LIMITS
+    holdings: NodeHoldings = field(default_factory=NodeHoldings)
     # A file-stored stream's snapshot is a marker after a store sync (cluster/stream/snapshot_marker.py), cheap
     # enough to take often, which keeps its Raft log short (NodeConfig.stream_snapshot_interval).
     stream_group_options: GroupOptions = STREAM_GROUP_OPTIONS

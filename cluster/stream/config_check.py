@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from cluster.api.errors import ApiError, JSErrors
 from cluster.runtime.account_limits import UNLIMITED, JetStreamAccountLimits
+from cluster.runtime.server_limits import NO_SERVER_LIMITS, ServerJetStreamLimits
 from cluster.stream.config import (
     DYNAMIC_METADATA_KEYS,
     REQUIRED_LEVEL_KEY,
@@ -43,6 +44,7 @@ from cluster.stream.config import (
     StreamConfig,
     StreamSource,
 )
+from storage.nats_time import format_go_duration
 from subjects.first_token_index import FirstTokenIndex
 from subjects.grammar import (
     filters_overlap,
@@ -117,12 +119,14 @@ def normalize_stream_config(
     requested: StreamConfig,
     streams: Mapping[str, StreamConfig] | None = None,
     limits: JetStreamAccountLimits = UNLIMITED,
+    server_limits: ServerJetStreamLimits = NO_SERVER_LIMITS,
 ) -> StreamConfig:
     """Fill defaults as nats-server 2.15 does and validate; raises ApiError.
 
     `streams` holds the other existing streams' (normalized) configs by name,
     for mirror/source checks; subject overlap with them is `check_subject_overlap`.
-    `limits` are the account's (max_bytes required, and its largest value).
+    `limits` are the account's (max_bytes required, and its largest value); `server_limits` the deciding
+    node's (the largest duplicate window, and its default).
     """
     others = streams or {}
     cfg = requested
@@ -150,14 +154,17 @@ def normalize_stream_config(
         raise _invalid("max age needs to be >= 100ms")
 
     duplicates = cfg.duplicate_window
+    server_window = server_limits.duplicate_window_ns
     if duplicates == 0 and cfg.mirror is None and not cfg.sources:
-        duplicates = (
-            cfg.max_age if 0 < cfg.max_age < DEFAULT_DUPLICATE_WINDOW_NS else DEFAULT_DUPLICATE_WINDOW_NS
-        )
+        # the default, no larger than the server's limit (`jetstream { limits { duplicate_window } }`)
+        window = min(DEFAULT_DUPLICATE_WINDOW_NS, server_window) if server_window > 0 else DEFAULT_DUPLICATE_WINDOW_NS
+        duplicates = cfg.max_age if 0 < cfg.max_age < window else window
     if duplicates < 0:
         raise _invalid("duplicates window can not be negative")
     if cfg.max_age != 0 and duplicates > cfg.max_age:
         raise _invalid("duplicates window can not be larger then max age")
+    if 0 < server_window < duplicates:
+        raise _invalid(f"duplicates window can not be larger then server limit of {format_go_duration(server_window)}")
     if 0 < duplicates < MIN_WINDOW_NS:
         raise _invalid("duplicates window needs to be >= 100ms")
     if cfg.deny_purge and cfg.allow_rollup_hdrs:
@@ -534,12 +541,13 @@ def decide_create(
     streams: Mapping[str, StreamConfig],
     limits: JetStreamAccountLimits = UNLIMITED,
     subjects: FirstTokenIndex | None = None,
+    server_limits: ServerJetStreamLimits = NO_SERVER_LIMITS,
 ) -> CreateDecision:
     """Validate a create against the existing streams (by name); raises ApiError. `subjects`: the
     streams' subjects indexed (see check_subject_overlap)."""
     if requested.sealed:
         raise _invalid("stream configuration for create can not be sealed")
-    cfg = normalize_stream_config(requested, streams, limits)
+    cfg = normalize_stream_config(requested, streams, limits, server_limits)
     existing = streams.get(cfg.name)
     if existing is not None:
         if not same_config(existing, cfg):
@@ -568,9 +576,10 @@ def decide_update(
     requested: StreamConfig,
     streams: Mapping[str, StreamConfig],
     limits: JetStreamAccountLimits = UNLIMITED,
+    server_limits: ServerJetStreamLimits = NO_SERVER_LIMITS,
 ) -> StreamConfig:
     """The config an update results in, or ApiError for a change nats-server forbids."""
-    cfg = normalize_stream_config(requested, streams, limits)
+    cfg = normalize_stream_config(requested, streams, limits, server_limits)
     if cfg.name != old.name:
         raise _invalid("stream configuration name must match original")
     if cfg.storage is not old.storage:

@@ -45,6 +45,7 @@ from cluster.runtime.group_membership import converge_membership, next_change
 from cluster.runtime.leader_wait import pass_on_when_served
 from cluster.runtime.meta_progress import meta_index_of
 from cluster.runtime.metrics import LabelledChildren
+from cluster.runtime.server_limits import node_over_limit
 from cluster.stream.atomic_batch import (
     HDR_BATCH_ID,
     HDR_BATCH_ID_BYTES,
@@ -57,7 +58,7 @@ from cluster.stream.atomic_batch import (
     Staged,
     batch_refusal,
 )
-from cluster.stream.config import stream_config_from_bytes
+from cluster.stream.config import StorageType, stream_config_from_bytes
 from cluster.stream.config_check import same_config
 from cluster.stream.entries import Republished, StoreBatch, UpdateConfig
 from cluster.stream.expiry import ExpiryTimer
@@ -371,6 +372,10 @@ class StreamLeader:
     def _publish_one(self, msg: Message, started: float) -> None:
         replica = self.replica
         cfg = replica.config
+        if not cfg.sealed and self._over_node_limit():
+            error = JSErrors.INSUFFICIENT_RESOURCES()  # the node's own limit first, as nats-server
+            self._acknowledge(msg.reply, error_ack(cfg.name, error), started, "rejected")
+            return
         if not cfg.sealed and self._over_account_bytes(msg):
             error = JSErrors.ACCOUNT_RESOURCES_EXCEEDED()
             self._acknowledge(msg.reply, error_ack(cfg.name, error), started, "rejected")
@@ -392,6 +397,14 @@ class StreamLeader:
             self._acknowledge(msg.reply, _unavailable_ack(cfg.name, exc), started, "error")
             return
         future.add_done_callback(functools.partial(self._published, msg.reply, started, msg))
+
+    def _over_node_limit(self) -> bool:
+        """Whether this node already holds more than its own limit of the stream's storage type (nats-server's
+        js.limitsExceeded: the publish that crosses the limit is stored, the next one refused with 10023)."""
+        limits, in_memory = self.ctx.server_limits, self.replica.config.storage is StorageType.MEMORY
+        if limits.byte_limit(in_memory) is None:
+            return False  # the common case reads no store state
+        return node_over_limit(limits, in_memory, self.ctx.holdings.held(in_memory))
 
     def _over_account_bytes(self, msg: Message) -> bool:
         ctx, replica = self.ctx, self.replica
@@ -448,6 +461,8 @@ class StreamLeader:
         refusal = batch_refusal(cfg, header, msg.payload)
         if not cfg.sealed and self._over_account_bytes(msg):
             refusal = JSErrors.ACCOUNT_RESOURCES_EXCEEDED()  # checked first, as for one publish
+        if not cfg.sealed and self._over_node_limit():
+            refusal = JSErrors.INSUFFICIENT_RESOURCES()
         if refusal is not None:
             self._acknowledge(msg.reply, error_ack(cfg.name, refusal), started, "rejected")
             return

@@ -215,6 +215,7 @@ class StreamReplica:
 
     def _after_apply(self) -> None:
         self.config = self.machine.config
+        self.ctx.holdings.changed(self, self._held_bytes)
         for consumer in self.consumers.values():
             consumer.stream_stored()
         last_seq = self.machine.last_seq
@@ -241,6 +242,10 @@ class StreamReplica:
             self.positions.moved(self.name)
             self._leader.expiry_check()
 
+    def _held_bytes(self) -> tuple[bool, int]:
+        """(in memory, bytes) of this replica's store: what it counts against the node's limit."""
+        return self.config.storage is StorageType.MEMORY, self.store.state().bytes
+
     def _update_responders(self) -> None:
         """Join the Direct Get groups the config asks for, once caught up; leave those it no longer does."""
         wanted = [(self.responder, self.config.allow_direct and not self._too_stale)]
@@ -255,6 +260,7 @@ class StreamReplica:
     # -- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> None:
+        self.ctx.holdings.changed(self, self._held_bytes)  # a store opened with data counts at once
         # A replica placed at creation starts with the whole peer set; one placed later (a
         # replacement) starts with none and waits for the leader to add it, so it can never
         # campaign on a membership the group does not have.
@@ -351,6 +357,7 @@ class StreamReplica:
         # acknowledges a stream's delete once no node has that subscription left, and a node's
         # interest changes reach each peer in order, so by then no replica answers Direct Gets.
         self.stopped = True
+        self.ctx.holdings.gone(self)
         self.responder.leave()
         if self.origin_responder is not None:
             self.origin_responder.leave()

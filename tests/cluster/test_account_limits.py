@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from cluster.api.errors import ApiError, JSErrors
@@ -16,7 +18,8 @@ from cluster.runtime.account_usage import (
     encode_usage,
     is_error_response,
 )
-from cluster.stream.config import StorageType, StreamConfig
+from cluster.runtime.server_limits import ServerJetStreamLimits
+from cluster.stream.config import StorageType, StreamConfig, stream_config_from_json
 from cluster.stream.config_check import normalize_stream_config
 from cluster.stream.publish import exceeds_account_bytes
 
@@ -123,3 +126,18 @@ def test_api_counts_add_up_every_nodes_latest_report() -> None:
     there.count(b'{"type":"t","error":{}}')
     here.record(there.encode("n2"), own_node="n1")  # the latest replaces the last
     assert here.cluster_totals() == (4, 2)
+
+
+def test_the_servers_consumer_limits_come_before_the_accounts() -> None:
+    stream = stream_config_from_json({"name": "S", "subjects": ["s"]})
+    explicit = ConsumerConfig(durable_name="d", ack_policy=AckPolicy.EXPLICIT)
+    server = ServerJetStreamLimits(max_ack_pending=100, max_request_batch=10)
+    chosen = normalize_consumer_config(explicit, stream, None, 500, server)
+    assert (chosen.max_ack_pending, chosen.max_batch) == (100, 10)
+    assert normalize_consumer_config(explicit, stream, None, 50, server).max_ack_pending == 50
+    with pytest.raises(ApiError, match="system limit of 100"):
+        normalize_consumer_config(dataclasses.replace(explicit, max_ack_pending=101), stream, None, 500, server)
+    with pytest.raises(ApiError, match="server limit of 10"):
+        normalize_consumer_config(dataclasses.replace(explicit, max_batch=11), stream, None, -1, server)
+    push = dataclasses.replace(explicit, deliver_subject="out")
+    assert normalize_consumer_config(push, stream, None, -1, server).max_batch == 0

@@ -1,4 +1,5 @@
-"""ADR-19: nats-py with a JetStream domain or an API prefix reaches the same streams and KV buckets."""
+"""ADR-19: nats-py with a JetStream domain reaches the same streams and KV buckets. (An imported API prefix is
+an account's import, `accounts { ... }`: tests/node/test_accounts.py.)"""
 
 from __future__ import annotations
 
@@ -22,12 +23,12 @@ def test_prefix_mapping() -> None:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    args = ["--domain", "hub", "--api-prefix", "JS.acc1"]
+    args = ["--domain", "hub"]
     with local_cluster(tmp_path_factory.mktemp("prefixes"), extra_args=args) as running:
         yield running
 
 
-async def test_domain_and_prefix_clients(cluster: LocalCluster) -> None:
+async def test_domain_clients(cluster: LocalCluster) -> None:
     nc = await nats.connect(cluster.client_urls[2])
     hub = nc.jetstream(domain="hub")
     await hub.add_stream(name="DOM", subjects=["dom.>"], num_replicas=3, allow_direct=True)
@@ -37,8 +38,6 @@ async def test_domain_and_prefix_clients(cluster: LocalCluster) -> None:
     assert (await hub.get_msg("DOM", seq=1, direct=True)).data == b"one"
     assert (await hub.get_msg("DOM", seq=1)).data == b"one"
 
-    imported = nc.jetstream(prefix="JS.acc1")
-    assert (await imported.stream_info("DOM")).state.messages == 1
     # the local API still works, and sees the same stream
     local = nc.jetstream()
     assert (await local.stream_info("DOM")).config.name == "DOM"

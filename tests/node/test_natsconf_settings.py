@@ -104,9 +104,23 @@ def test_variables_used_as_variables_are_not_settings(tmp_path: Path) -> None:
         ("server_name: n1\ntls {\n cipher_suites: []\n}\n", r"line 3: tls.cipher_suites: nats-server's setting is not"),
         ("server_name: n1\ntls {\n handshake_first: 300ms\n}\n", r"line 3: tls.handshake_first: expected true or false"),
         (
-            "server_name: n1\njetstream { max_file_store: 1G }\n",
-            r"line 2: jetstream.max_file_store: nats-server's setting is not supported",
+            "server_name: n1\njetstream { sync_interval: 1s }\n",
+            r"line 2: jetstream.sync_interval: nats-server's setting is not supported",
         ),
+        # nats-server: unknown field "max_ack_pending" (it belongs in jetstream.limits, or an account's block)
+        ("server_name: n1\njetstream {\n  max_ack_pending: 5\n}\n", r"line 3: jetstream.max_ack_pending: unknown"),
+        # nats-server's getStorageSize: a string size ends in an upper-case K, M, G or T
+        ("server_name: n1\njetstream {\n  max_mem: '1g'\n}\n", r"line 3: jetstream.max_mem: sizes defined as strings"),
+        ("server_name: n1\njetstream {\n  max_file: '512MB'\n}\n", r"line 3: jetstream.max_file: '512M' of '512MB' is not"),
+        ("server_name: n1\njetstream {\n  max_file_store: 1.5\n}\n", r"line 3: jetstream.max_file_store: expected a size"),
+        ("server_name: n1\njetstream {\n  limits: 5\n}\n", r"line 3: jetstream.limits: expected a block"),
+        ("server_name: n1\njetstream { limits {\n  max_ha_assets: 5\n} }\n", r"line 3: jetstream.limits.max_ha_assets: nats-server's"),
+        ("server_name: n1\njetstream { limits {\n  batch: {}\n} }\n", r"line 3: jetstream.limits.batch: nats-server's"),
+        ("server_name: n1\njetstream { limits {\n  duplicate_window: 1m\n} }\n", r"line 3: jetstream.limits.duplicate_window: expected a duration"),
+        ("server_name: n1\njetstream { limits {\n  duplicate_window: '1 m'\n} }\n", r"jetstream.limits.duplicate_window: expected a duration"),
+        ("server_name: n1\njetstream { limits {\n  max_acks_pending: 5\n} }\n", r"line 3: jetstream.limits.max_acks_pending: unknown"),
+        ("server_name: n1\njetstream { limits {\n  max_ack_pending: '5'\n} }\n", r"line 3: jetstream.limits.max_ack_pending: expected an integer"),
+        ("server_name: n1\njetstream {\n  max_memory_store: true\n}\n", r"line 3: jetstream.max_memory_store: expected a size"),
         ("server_name: n1\njetstream: disabled\n", "cannot be disabled"),
         ("server_name: n1\ncluster { routes: [nats-route://127.0.0.1:1] }\n", "routes name their peer"),
         ("server_name: n1\ncluster { routes: [n2=nats-route://u:p@127.0.0.1:1] }\n", "credentials in a route"),
@@ -138,6 +152,66 @@ def test_variables_used_as_variables_are_not_settings(tmp_path: Path) -> None:
 def test_what_jetraft_cannot_take_is_refused_by_name_and_line(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         _load(tmp_path, text)
+
+
+@pytest.mark.parametrize(
+    ("written", "size"),
+    [
+        ("1G", 10**9),  # the config syntax's own suffixes: k, m, g are powers of 1000
+        ("512MB", 512 * 2**20),  # ... and kb, mb, gb (or ki, mi, gi) powers of 1024
+        ("'1G'", 2**30),  # a string's K, M, G, T are powers of 1024 (getStorageSize)
+        ("\"3K\"", 3 * 1024),
+        ("0", 0),  # nothing may be stored there
+        ("''", 0),
+        ("4096", 4096),
+    ],
+)
+def test_jetstream_sizes_read_as_nats_server_reads_them(tmp_path: Path, written: str, size: int) -> None:
+    config = _load(tmp_path, f"server_name: n1\njetstream {{ max_memory_store: {written}, MAX_FILE: {written} }}\n")
+    assert (config.max_memory_store, config.max_file_store) == (size, size)
+    assert (config.server_limits.max_memory, config.server_limits.max_storage) == (size, size)
+
+
+def test_jetstream_sizes_by_every_name_and_a_negative_one_is_the_default(tmp_path: Path) -> None:
+    config = _load(tmp_path, "server_name: n1\njetstream { max_mem_store: 5K, max_file: -1 }\n")
+    assert (config.max_memory_store, config.max_file_store) == (5000, -1)
+    assert (config.server_limits.max_memory, config.server_limits.max_storage) == (5000, None)
+    config = _load(tmp_path, "server_name: n1\njetstream { max_mem: '-5K' }\n")
+    assert config.server_limits.max_memory is None
+    assert _load(tmp_path, "server_name: n1\njetstream: enabled\n").server_limits.max_storage is None
+
+
+def test_the_domain_flag_is_the_config_files_jetstream_domain(tmp_path: Path) -> None:
+    by_config = _load(tmp_path, "server_name: n1\njetstream { domain: hub }\n")
+    by_flag = _load(tmp_path, "server_name: n1\n", "--domain", "hub")
+    assert by_flag.domain == "hub"
+    assert by_flag == by_config
+    # the flag wins over the file, as every flag does
+    assert _load(tmp_path, "server_name: n1\njetstream { domain: hub }\n", "--domain", "edge").domain == "edge"
+
+
+def test_the_api_prefix_flag_is_gone_an_import_does_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        _load(tmp_path, "server_name: n1\n", "--api-prefix", "JS.acc1")
+    assert "unrecognized arguments: --api-prefix" in capsys.readouterr().err
+    toml = tmp_path / "n1.toml"
+    toml.write_text('name = "n1"\napi_prefixes = ["JS.acc1"]\n')
+    with pytest.raises(ConfigError, match="unknown settings api_prefixes"):
+        _load_toml(toml)
+
+
+def _load_toml(path: Path) -> NodeConfig:
+    parser = argparse.ArgumentParser()
+    add_node_arguments(parser)
+    return config_from_args(parser.parse_args(["--config", str(path)]))
+
+
+def test_jetstream_limits_block_sets_what_consumers_may_ask_for(tmp_path: Path) -> None:
+    config = _load(tmp_path, "server_name: n1\njetstream { limits { MAX_ACK_PENDING: 100, max_request_batch: 1K } }\n")
+    assert (config.server_limits.max_ack_pending, config.server_limits.max_request_batch) == (100, 1000)
+    config = _load(tmp_path, "server_name: n1\njetstream { limits { duplicate_window: '1m30s' } }\n")
+    assert config.server_limits.duplicate_window_ns == 90 * 10**9
+    assert _load(tmp_path, "server_name: n1\njetstream: enabled\n").server_limits.max_ack_pending == 0
 
 
 def test_a_toml_file_is_still_read_as_toml(tmp_path: Path) -> None:

@@ -1,6 +1,12 @@
+from collections.abc import Callable
+
 import pytest
 
+from cluster.api.errors import ApiError
 from cluster.meta.placement import NodeInfo, PlacementError, choose_peers, known_nodes
+from cluster.meta.server_limits import check_cluster_update, nodes_without_room
+from cluster.runtime.server_limits import NodeHoldings, ServerJetStreamLimits, limit_labels, split_labels
+from cluster.stream.config import StreamConfig, stream_config_from_json
 
 NODES = [
     NodeInfo("n1", frozenset({"az:1"})),
@@ -98,3 +104,84 @@ def test_a_machine_s_groups_spread_over_its_workers() -> None:
 def test_a_replacement_avoids_every_machine_of_the_stream() -> None:
     nodes = [*WORKERS, NodeInfo("n4/w0"), NodeInfo("n4/w1")]
     assert choose_peers(1, nodes, {"n4/w0": 1}, exclude=["n1/w0", "n2/w1", "n3/w0"]) == ["n4/w1"]
+
+
+def _file(name: str, max_bytes: int, storage: str = "file") -> StreamConfig:
+    return stream_config_from_json({"name": name, "max_bytes": max_bytes, "storage": storage, "num_replicas": 3})
+
+
+def test_a_nodes_limits_travel_in_its_labels_beside_its_tags() -> None:
+    limits = ServerJetStreamLimits(max_memory=None, max_storage=1000)
+    labels = ("az:1", *limit_labels(limits))
+    assert split_labels(labels) == (frozenset({"az:1"}), limits)
+    assert split_labels(("az:1",)) == (frozenset({"az:1"}), ServerJetStreamLimits())
+    nodes = known_nodes(["n1", "n2"], "n1", labels, {"n2": ("az:2", "$jetraft.js.max_memory=5")}.get)
+    assert nodes == [
+        NodeInfo("n1", frozenset({"az:1"}), limits=limits),
+        NodeInfo("n2", frozenset({"az:2"}), limits=ServerJetStreamLimits(max_memory=5)),
+    ]
+
+
+SMALL_N1 = [
+    NodeInfo("n1", limits=ServerJetStreamLimits(max_storage=1000)),
+    NodeInfo("n2", limits=ServerJetStreamLimits(max_storage=10000)),
+    NodeInfo("n3"),  # no limit configured
+]
+
+
+def test_a_node_without_room_for_max_bytes_is_left_out_as_nats_server_does() -> None:
+    peers = {"C": ["n1", "n2", "n3"], "M": ["n1", "n2", "n3"]}
+    streams = {"C": _file("C", 500), "M": _file("M", 900, "memory")}
+    # 600 beside C's 500 on n1 (limit 1000): not there; memory streams reserve file storage nowhere
+    assert nodes_without_room(_file("D", 600), SMALL_N1, streams, peers.__getitem__) == {"n1"}
+    assert nodes_without_room(_file("D", 500), SMALL_N1, streams, peers.__getitem__) == frozenset()
+    # a stream without max_bytes is placed whatever the room, as nats-server
+    assert nodes_without_room(_file("E", -1), SMALL_N1, streams, peers.__getitem__) == frozenset()
+    assert choose_peers(2, SMALL_N1, {}, without_room={"n1"}) == ["n2", "n3"]
+    with pytest.raises(PlacementError, match=r"^no suitable peers for placement, insufficient storage$"):
+        choose_peers(3, SMALL_N1, {}, without_room={"n1"})
+    # a node left out by its tags is not short of storage
+    tagged = [NodeInfo("n1", limits=ServerJetStreamLimits(max_storage=0)), NodeInfo("n2")]
+    with pytest.raises(PlacementError, match=r"^no suitable peers for placement$"):
+        choose_peers(1, tagged, {}, required_tags=["az:9"], without_room={"n1"})
+
+
+def test_an_update_growing_max_bytes_must_fit_on_every_node_of_the_stream() -> None:
+    peers = {"C": ["n1", "n2", "n3"], "B": ["n2"]}
+    streams = {"C": _file("C", 500), "B": _file("B", 9000)}
+    check_cluster_update(streams["C"], _file("C", 1000), SMALL_N1, streams, peers.__getitem__)  # 500 more fit
+    with pytest.raises(ApiError) as refused:
+        check_cluster_update(streams["C"], _file("C", 1001), SMALL_N1, streams, peers.__getitem__)
+    assert refused.value.err_code == 10047
+    # on n2, B's 9000 and C's 500: 500 more fill its 10000 exactly, one byte more does not fit
+    check_cluster_update(streams["B"], _file("B", 9500), SMALL_N1, streams, peers.__getitem__)
+    with pytest.raises(ApiError):
+        check_cluster_update(streams["B"], _file("B", 9501), SMALL_N1, streams, peers.__getitem__)
+
+
+def test_node_holdings_read_only_the_stores_that_changed() -> None:
+    holdings = NodeHoldings()
+    reads: list[str] = []
+
+    def store(name: str, in_memory: bool, size: int) -> Callable[[], tuple[bool, int]]:
+        def measure() -> tuple[bool, int]:
+            reads.append(name)
+            return in_memory, size
+
+        return measure
+
+    first, second, third = object(), object(), object()
+    holdings.changed(first, store("first", True, 100))
+    holdings.changed(second, store("second", False, 40))
+    assert (holdings.held(True), holdings.held(False)) == (100, 40)
+    assert reads == ["first", "second"]
+    holdings.changed(first, store("first", True, 150))
+    holdings.changed(third, store("third", True, 7))
+    assert holdings.held(True) == 157
+    assert reads == ["first", "second", "first", "third"]  # the second store is not read again
+    holdings.gone(first)
+    holdings.gone(first)  # twice is harmless
+    assert (holdings.held(True), holdings.held(False)) == (7, 40)
+    holdings.changed(second, store("second", False, 1))
+    holdings.gone(second)  # gone before it was read: not counted
+    assert holdings.held(False) == 0

@@ -8,6 +8,7 @@ that served as a `$variable` is not a setting, as in nats-server.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +17,7 @@ from cluster.node.natsconf.parser import ConfMap, Place
 from cluster.node.natsconf.users import ConfPermissionError, parse_permissions, parse_users
 from gateway.auth import NkeyUser, User
 from gateway.tls import TlsSettings
+from storage.msg_ttl import parse_go_duration
 
 # nats-server's top-level keys (server/opts.go) that jetraft does not implement yet.
 _NATS_TOP_LEVEL_KEYS_NOT_YET = """client_advertise net debug trace trace_verbose trace_headers logtime logtime_utc mappings maps
@@ -68,6 +70,41 @@ def _number(block: str, key: str, value: Any, place: Place) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
         raise _fail(block, key, place, f"expected a positive number of seconds, got {value!r}")
     return float(value)
+
+
+_STRING_SIZE_SHIFTS = {"K": 10, "M": 20, "G": 30, "T": 40}
+
+
+def storage_size(block: str, key: str, value: Any, place: Place) -> int:
+    """A size in bytes as nats-server's getStorageSize reads it: an integer (the config syntax's own
+    suffixes: `1G` is 10^9, `512MB` 512 * 2^20), or a string of digits ending in K, M, G or T (powers of
+    1024; "" is 0). A negative one means nats-server's default."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if not isinstance(value, str):
+        raise _fail(block, key, place, f"expected a size (an integer, or a string such as '1G'), got {value!r}")
+    if value == "":
+        return 0
+    digits, suffix = value[:-1], value[-1:]
+    # the digits first, then the suffix, as nats-server checks them
+    if re.fullmatch(r"[+-]?[0-9]+", digits) is None:
+        raise _fail(block, key, place, f"{digits!r} of {value!r} is not an integer")
+    if suffix not in _STRING_SIZE_SHIFTS:
+        raise _fail(block, key, place, f"sizes defined as strings must end in K, M, G, T, got {value!r}")
+    size = int(digits) << _STRING_SIZE_SHIFTS[suffix]
+    if not -(2**63) <= size < 2**63:
+        raise _fail(block, key, place, f"{value!r} does not fit in 64 bits")
+    return size
+
+
+def _duration(block: str, key: str, value: Any, place: Place) -> int:
+    """Nanoseconds of a Go duration string such as "1m30s" (nats-server reads it with time.ParseDuration)."""
+    if isinstance(value, str):
+        try:
+            return parse_go_duration(value)
+        except ValueError:
+            pass
+    raise _fail(block, key, place, f"expected a duration such as '2m' or '90s', got {value!r}")
 
 
 def _map(block: str, key: str, value: Any, place: Place) -> ConfMap:
@@ -206,23 +243,48 @@ class _Collector:
             raise _fail("", key, place, "jetraft always runs JetStream; it cannot be disabled")
         conf = _map("", key, value, place)
         for sub, sub_value, sub_place in _settings(conf):
-            if sub in ("store_dir", "store", "storedir"):
+            name = sub.lower()  # nats-server matches this block's keys whatever their case
+            if name in ("store_dir", "store", "storedir"):
                 self.fields["data_dir"] = _string("jetstream.", sub, sub_value, sub_place)
-            elif sub == "domain":
+            elif name == "domain":
                 self.fields["domain"] = _string("jetstream.", sub, sub_value, sub_place)
-            elif sub in ("enabled", "enable"):
+            elif name in ("max_memory_store", "max_mem_store", "max_mem"):
+                self.fields["max_memory_store"] = storage_size("jetstream.", sub, sub_value, sub_place)
+            elif name in ("max_file_store", "max_file"):
+                self.fields["max_file_store"] = storage_size("jetstream.", sub, sub_value, sub_place)
+            elif name in ("enabled", "enable"):
                 if sub_value is not True:
                     raise _fail("jetstream.", sub, sub_place, "jetraft always runs JetStream")
-            elif sub in (
-                "max_memory_store", "max_mem_store", "max_mem", "max_file_store", "max_file", "sync",
-                "sync_interval", "key", "ek", "encryption_key", "prev_key", "cipher", "extension_hint",
-                "limits", "unique_tag", "max_outstanding_catchup", "max_buffered_size", "max_buffered_msgs",
-                "request_queue_limit", "strict", "tpm", "meta_compact", "meta_compact_size",
-                "meta_compact_sync", "max_concurrent_io", "max_ack_pending", "max_ha_assets",
+            elif name == "limits":
+                self.jetstream_limits(sub, sub_value, sub_place)
+            elif name in (
+                "sync", "sync_interval", "key", "ek", "encryption_key", "prev_key", "prev_ek",
+                "prev_encryption_key", "cipher", "extension_hint", "unique_tag", "max_outstanding_catchup",
+                "max_buffered_size", "max_buffered_msgs", "request_queue_limit", "info_queue_limit", "strict", "tpm",
+                "meta_compact", "meta_compact_size", "meta_compact_sync", "max_concurrent_io",
             ):  # fmt: skip
                 raise _not_yet("jetstream.", sub, sub_place)
             else:
                 raise _unknown("jetstream.", sub, sub_place)
+
+    def jetstream_limits(self, key: str, value: Any, place: Place) -> None:
+        """`jetstream { limits { ... } }`: what this server lets streams and consumers ask for
+        (parseJetStreamLimits)."""
+        block = "jetstream.limits."
+        conf = _map("jetstream.", key, value, place)
+        for sub, sub_value, sub_place in _settings(conf):
+            name = sub.lower()
+            if name in ("max_ack_pending", "max_request_batch"):
+                # any integer, as nats-server: 0 or less is no limit
+                if isinstance(sub_value, bool) or not isinstance(sub_value, int):
+                    raise _fail(block, sub, sub_place, f"expected an integer, got {sub_value!r}")
+                self.fields[f"jetstream_{name}"] = sub_value
+            elif name == "duplicate_window":
+                self.fields["jetstream_duplicate_window"] = _duration(block, sub, sub_value, sub_place)
+            elif name in ("max_ha_assets", "batch"):
+                raise _not_yet(block, sub, sub_place)
+            else:
+                raise _unknown(block, sub, sub_place)
 
     def cluster(self, key: str, value: Any, place: Place) -> None:
         conf = _map("", key, value, place)
