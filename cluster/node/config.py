@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import ssl
 import tomllib
 from dataclasses import dataclass, field, fields
@@ -329,6 +330,13 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def host_node_name(hostname: str) -> str:
+    """A node name from the host's name: its first label, with what a name may not hold made dashes."""
+    label = hostname.split(".", 1)[0]
+    name = "".join("-" if ch in " */>" else ch for ch in label)
+    return name or "jetraft"
+
+
 def config_from_args(args: argparse.Namespace) -> NodeConfig:
     settings: dict[str, Any] = load_config_file(args.config) if args.config else {}
     if "cluster_secret" not in settings and os.environ.get(CLUSTER_SECRET_ENV):
@@ -346,7 +354,12 @@ def config_from_args(args: argparse.Namespace) -> NodeConfig:
     if args.tags:
         settings["tags"] = list(args.tags)
     if not settings.get("name"):
-        raise ConfigError("a node needs a name (--name or name = ... in the config file)")
+        if settings.get("peers"):
+            # its peers know it by name, and its Raft groups keep their members' names on disk
+            raise ConfigError("a node with peers needs a name (--name, or server_name in the config file)")
+        # a node on its own may go unnamed, as a nats-server without server_name does: the host's name is
+        # stable across restarts, which the name in its Raft groups on disk needs to be
+        settings["name"] = host_node_name(socket.gethostname())
     config = NodeConfig(**settings)
     config.validate()
     return config

@@ -1,9 +1,10 @@
 import argparse
+import socket
 from pathlib import Path
 
 import pytest
 
-from cluster.node.config import ConfigError, NodeConfig, add_node_arguments, config_from_args
+from cluster.node.config import ConfigError, NodeConfig, add_node_arguments, config_from_args, host_node_name
 
 
 def _parse(argv: list[str]) -> NodeConfig:
@@ -59,7 +60,7 @@ def test_flags_override_the_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        ([], "needs a name"),
+        (["--peer", "n2=127.0.0.1:6301"], "with peers needs a name"),
         (["--name", "n1", "--peer", "n2"], "NAME=HOST:PORT"),
         (["--name", "n1", "--peer", "n2=nohostport"], "not host:port"),
         (["--name", "n1", "--peer", "n1=127.0.0.1:1"], "itself"),
@@ -91,3 +92,19 @@ def test_quiescence_is_on_by_default_and_off_by_flag_or_file(tmp_path: Path) -> 
     path.write_text('name = "n1"\nquiesce = "yes"\n')
     with pytest.raises(ConfigError, match="quiesce must be true or false"):
         _parse(["--config", str(path)])
+
+
+def test_a_node_on_its_own_may_go_unnamed_as_a_nats_server_without_server_name(tmp_path: Path) -> None:
+    """ADR-19's test configuration names no server: a node without peers takes its host's name, which stays
+    the same across restarts (its Raft groups keep it on disk)."""
+    path = tmp_path / "n.conf"
+    path.write_text("listen: 127.0.0.1:4222\njetstream: enabled\n")
+    config = _parse(["--config", str(path)])
+    assert config.name == host_node_name(socket.gethostname())
+    assert config.name and not any(ch in config.name for ch in " .*>/")
+
+
+def test_a_host_name_becomes_a_valid_node_name() -> None:
+    assert host_node_name("ip-10-0-0-7.eu-west-1.compute.internal") == "ip-10-0-0-7"
+    assert host_node_name("box*1") == "box-1"
+    assert host_node_name("") == "jetraft"
