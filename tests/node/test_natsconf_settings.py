@@ -296,6 +296,7 @@ def test_the_example_in_docs_security_loads(tmp_path: Path, monkeypatch: pytest.
         ("A: { exports: [ {service: 'x', response_type: stream} ] }", r"accounts.A.exports\[0\].response_type"),
         ("A: { imports: [ {service: {account: B, subject: x}} ] }", "unknown account 'B'"),
         ("A: { jetstream: { max_mem: 1G, cluster_traffic: owner } }", r"line 3: accounts.A.jetstream.cluster_traffic: nats"),
+        ("A: { jetstream: { tiered_limits: { R1: { max_mem: 1M } } } }", r"accounts.A.jetstream.tiered_limits: nats-server's"),
         ("A: { jetstream: { max_mem: 1G, max_memmory: 1G } }", r"accounts.A.jetstream.max_memmory: unknown setting"),
         ("A: { jetstream: { max_mem: '1G' } }", r"accounts.A.jetstream.max_mem: expected a size"),
         ("A: { jetstream: { max_bytes_required: 1 } }", r"accounts.A.jetstream.max_bytes_required: expected true"),

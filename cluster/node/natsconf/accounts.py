@@ -126,7 +126,7 @@ def account_jetstream(path: str, value: Any, place: Place) -> JetStreamAccountLi
             if not isinstance(item, bool):
                 raise _fail(f"{path}.{key}", key_place, f"expected true or false, got {item!r}")
             limits["max_bytes_required"] = item
-        elif name == "cluster_traffic":
+        elif name in ("cluster_traffic", "tiered_limits"):
             raise _fail(f"{path}.{key}", key_place, "nats-server's setting is not supported by jetraft yet")
         else:
             raise _fail(f"{path}.{key}", key_place, "unknown setting")
