@@ -320,6 +320,8 @@ def decision_ack(stream: str, decision: Rejected | Duplicate, domain: str = "") 
     return error_ack(stream, decision.error)
 
 
+# the same few streams and domains on every PubAck: the JSON escaping costs more than the rest of the ack
+@functools.lru_cache(maxsize=1024)
 def _ack_prefix(stream: str, domain: str) -> bytes:
     prefix = b'{"stream":' + jsjson.dumps(stream)
     if domain:
