@@ -91,3 +91,15 @@ def test_overlap_agrees_with_matching_on_every_small_subject() -> None:
 )
 def test_message_subjects(subject: str, expected: bool) -> None:
     assert is_message_subject(subject) is expected
+
+
+def test_message_subjects_against_their_definition() -> None:
+    """Every string of up to five characters from the ones that matter: non-empty tokens, no whitespace."""
+    alphabet = ("a", ".", "*", ">", " ", "\t", "\r", "\n")
+    for length in range(6):
+        for chars in itertools.product(alphabet, repeat=length):
+            subject = "".join(chars)
+            defined = (
+                bool(subject) and "" not in subject.split(".") and not any(c in subject for c in " \t\r\n")
+            )
+            assert is_message_subject(subject) is defined, repr(subject)
