@@ -32,7 +32,6 @@ def is_valid_subject(subject: str) -> bool:
     return _tokens_ok(subject, allow_wildcards=False)
 
 
-@lru_cache(maxsize=65536)
 def is_message_subject(subject: str) -> bool:
     """What a message may carry and a stream may store: non-empty tokens without whitespace.
 
@@ -41,9 +40,18 @@ def is_message_subject(subject: str) -> bool:
     wildcard subscriptions match (a KV key written with the client's key check
     bypassed is one). `is_valid_subject` is the strict, literal-only form.
     """
-    if not subject or _FORBIDDEN.search(subject) is not None:
-        return False
-    return "" not in subject.split(".")
+    # Substring scans, all in C, and no cache: every reply inbox is a new subject (one per request),
+    # which a cache only missed and churned (0.24 us here against 1.5 us for the cached regex and split)
+    return (
+        bool(subject)
+        and subject[0] != "."
+        and subject[-1] != "."
+        and ".." not in subject
+        and " " not in subject
+        and "\t" not in subject
+        and "\r" not in subject
+        and "\n" not in subject
+    )
 
 
 @lru_cache(maxsize=65536)

@@ -133,3 +133,15 @@ def test_first_token_index_follows_changes_and_removals() -> None:
     assert index.candidates(("orders.1",)) == set()
     assert index.candidates((">",)) == {"s3"}
     index.remove("s9")  # unknown: nothing happens
+
+
+def test_message_subjects_against_their_definition() -> None:
+    """Every string of up to five characters from the ones that matter: non-empty tokens, no whitespace."""
+    alphabet = ("a", ".", "*", ">", " ", "\t", "\r", "\n")
+    for length in range(6):
+        for chars in itertools.product(alphabet, repeat=length):
+            subject = "".join(chars)
+            defined = (
+                bool(subject) and "" not in subject.split(".") and not any(c in subject for c in " \t\r\n")
+            )
+            assert is_message_subject(subject) is defined, repr(subject)

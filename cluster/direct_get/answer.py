@@ -15,6 +15,7 @@ current it was.
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -56,11 +57,13 @@ class Responder:
     stream: str
 
     def extra_headers(self, last_seq: int) -> bytes:
-        return b"Jetraft-Node: %s\r\nJetraft-Role: %s\r\nJetraft-Last-Sequence: %d\r\n" % (
-            self.node.encode(),
-            self.role.value.encode(),
-            last_seq,
-        )
+        return _identity_lines(self.node, self.role) + b"Jetraft-Last-Sequence: %d\r\n" % last_seq
+
+
+@functools.lru_cache(maxsize=1024)
+def _identity_lines(node: str, role: ResponderRole) -> bytes:
+    """The node and role lines of every answer, encoded once per responder rather than per answer."""
+    return b"Jetraft-Node: %s\r\nJetraft-Role: %s\r\n" % (node.encode(), role.value.encode())
 
 
 def status_frame(status: int, description: str, responder: Responder | None, last_seq: int = 0) -> ReplyFrame:

@@ -371,7 +371,8 @@ class StreamStateMachine:
             header = ttl_at_least_marker_ttl(self._config, op.header)
             if header is not op.header:
                 op = dataclasses.replace(op, header=header)
-        republish = self._for_republish(op.subject, op.header, op.payload)
+        # every replica applies every message: the calls that have nothing to do are skipped here
+        republish = self._for_republish(op.subject, op.header, op.payload) if self.report_republish else None
         try:
             result = self.store.store_msg(
                 op.subject, op.header or None, op.payload, op.timestamp_ns, rollup=_STORE_ROLLUP[op.rollup]
@@ -380,15 +381,18 @@ class StreamStateMachine:
             return Rejected(error)
         except (LimitExceededError, MsgTooBigError, InvalidSubjectError, InvalidHeadersError) as exc:
             return Rejected(_store_error(exc))
-        self._last_seq, self._last_ts, self._last_msg_id = result.seq, result.ts_ns, op.msg_id
+        seq, ts_ns, removed = result.seq, result.ts_ns, result.removed
+        self._last_seq, self._last_ts, self._last_msg_id = seq, ts_ns, op.msg_id
         self._pristine = False
         if op.header and _SOURCE_MARK in op.header:
             self._record_source(op.header)
-        self._dedup.forget_seqs(result.removed)
-        if result.seq not in result.removed:
-            self._dedup.record(op.msg_id, result.seq, result.ts_ns)
-        self._dedup.expire(result.ts_ns)
-        return Stored(result.seq, result.ts_ns, result.removed, republish)
+        dedup = self._dedup
+        if removed:
+            dedup.forget_seqs(removed)
+        if op.msg_id and seq not in removed:
+            dedup.record(op.msg_id, seq, ts_ns)
+        dedup.expire(ts_ns)
+        return Stored(seq, ts_ns, removed, republish)
 
     def _stop_schedule(self, header: bytes) -> None:
         """`Nats-Schedule-Next: purge` with `Nats-Scheduler`: the schedule subject is purged with the
