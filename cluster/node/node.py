@@ -380,10 +380,11 @@ class Node:
                 metrics.raft_commit_index.labels(group, node).set(commit)
                 metrics.raft_applied_index.labels(group, node).set(applied)
                 metrics.raft_term.labels(group, node).set(term)
-        if len(exported) > 2 * len(self.host.groups()) + 100:
-            live = set(self.host.groups())
+        live = set(self.host.groups())
+        if len(exported) > len(live):
             for gone in [group for group in exported if group not in live]:
                 del exported[gone]
+        metrics.forget_groups_except(live)
         if self.meta is None:
             return
         now = time.time_ns()

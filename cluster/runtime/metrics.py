@@ -7,6 +7,7 @@ live in one test process without sharing counters.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import itertools
 import time
 from collections.abc import Callable, Iterator
@@ -124,6 +125,15 @@ class NodeMetrics:
             ["group", "node"],
             registry=r,
         )
+        self._group_series = (
+            self.raft_term,
+            self.raft_commit_index,
+            self.raft_applied_index,
+            self.raft_is_leader,
+            self.raft_elections,
+            self.raft_leader_changes,
+            self.raft_snapshot_installs,
+        )
         self.route_connections = Gauge(
             "jetraft_route_connections", "Peers this node has a live route to", ["node"], registry=r
         )
@@ -136,6 +146,22 @@ class NodeMetrics:
             ["node"],
             registry=r,
         )
+
+    def forget_groups_except(self, live: set[str]) -> int:
+        """Drop the Raft series of groups no longer on this node (a deleted stream's or consumer's, one moved
+        away): otherwise a deleted group's leader would show `jetraft_raft_is_leader 1` for ever, and the
+        series of every group ever created would pile up. Group names carry their creation time, so a group
+        created again under an old name's stream is a new series. How many series went."""
+        dropped = 0
+        for metric in self._group_series:
+            # prometheus_client has no public way to list a metric's children: its `_metrics` holds them,
+            # by label values (group first)
+            stale = [labels for labels in list(metric._metrics) if labels[0] not in live]
+            for labels in stale:
+                with contextlib.suppress(KeyError):
+                    metric.remove(*labels)
+                    dropped += 1
+        return dropped
 
     def publish_tally(self, stream: str) -> PublishTally:
         """The stream's publish counts on this node: kept across its leaderships here, as counters are."""
