@@ -231,6 +231,21 @@ class MetaService:
     def consumer_replica(self, group: str) -> ConsumerReplica | None:
         return self._consumers_by_group.get(group)
 
+    def group_leader_changed(self, group: str, leader: NodeId | None, role: Role, term: int) -> None:
+        """A Raft group of this account's JetStream (its meta group, or a stream's or consumer's, whose
+        name follows the account's tag) has a new leader: tell whoever runs it here."""
+        if group == self.ctx.meta_group:
+            self.on_leader_change(leader, role, term)
+            return
+        if group.startswith("C-", len(self.ctx.account_tag)):
+            consumer = self.consumer_replica(group)
+            if consumer is not None:
+                consumer.on_leader_change(leader, role, term)
+            return
+        replica = self.stream_replica(group)
+        if replica is not None:
+            replica.on_leader_change(leader, role, term)
+
     @property
     def applied_index(self) -> int:
         """The meta log index this node has applied: what an answer asked of another leader must reflect."""

@@ -79,18 +79,7 @@ class AccountJetStream:
 
     def leader_changed(self, group: str, leader: NodeId | None, role: Role, term: int) -> None:
         """A Raft group of this account (its name begins with the account's tag) has a new leader."""
-        meta = self.meta
-        if group == self.ctx.meta_group:
-            meta.on_leader_change(leader, role, term)
-            return
-        if group[len(self.tag) :].startswith("C-"):
-            consumer = meta.consumer_replica(group)
-            if consumer is not None:
-                consumer.on_leader_change(leader, role, term)
-            return
-        replica = meta.stream_replica(group)
-        if replica is not None:
-            replica.on_leader_change(leader, role, term)
+        self.meta.group_leader_changed(group, leader, role, term)
 
     async def stop(self) -> None:
         self.api.close()

@@ -39,7 +39,6 @@ from cluster.runtime.account_limits import UNLIMITED
 from cluster.runtime.context import (
     CLUSTER_NAME,
     INTERNAL_SUBJECT_PREFIXES,
-    META_GROUP,
     STREAM_GROUP_OPTIONS,
     NodeContext,
 )
@@ -321,17 +320,7 @@ class Node:
             if group.startswith(account_jetstream.tag):
                 account_jetstream.leader_changed(group, leader, role, term)
                 return
-        if group == META_GROUP:
-            meta.on_leader_change(leader, role, term)
-            return
-        if group.startswith("C-"):
-            consumer = meta.consumer_replica(group)
-            if consumer is not None:
-                consumer.on_leader_change(leader, role, term)
-            return
-        replica = meta.stream_replica(group)
-        if replica is not None:
-            replica.on_leader_change(leader, role, term)
+        meta.group_leader_changed(group, leader, role, term)
 
     def serving_problems(self) -> tuple[list[str], dict[str, bool]]:
         """What keeps this node's clients from being served (routes to most peers down, a stream here
