@@ -117,13 +117,16 @@ def test_subject_tree_matches_brute_force(ops: list[tuple[bool, str]], probes: l
         assert sorted(tree.match(filter_)) == sorted(s for s in model if subject_matches(filter_, s))
 
 
-# One step on a SeqList: append a run of consecutive sequences after a gap, or remove one
-# (the first, the last, or any), so that lists cross between their two representations.
+# One step on a SeqList: append a run of consecutive sequences after a gap, remove one (the first,
+# the last, or any), or remove every other one (which makes runs into more runs than a plain array
+# is worth), so that lists cross between their two representations both ways.
 seq_list_steps = st.lists(
     st.one_of(
         st.tuples(st.just("append"), st.integers(0, 3), st.integers(1, 60)),
         st.tuples(
-            st.sampled_from(["remove", "remove_first", "remove_last"]), st.integers(0, 10**6), st.just(0)
+            st.sampled_from(["remove", "remove_first", "remove_last", "thin"]),
+            st.integers(0, 10**6),
+            st.just(0),
         ),
     ),
     max_size=80,
@@ -154,6 +157,10 @@ def test_seq_list_runs_match_a_sorted_list(steps: list[tuple[str, int, int]], pr
             for seq in range(start, start + second):
                 seq_list.append(seq)
                 model.append(seq)
+        elif kind == "thin":
+            for victim in model[first % 2 :: 2]:
+                assert seq_list.remove(victim)
+            del model[first % 2 :: 2]
         elif model:
             victim = {
                 "remove": model[first % len(model)],
