@@ -87,7 +87,6 @@ from storage.model import StreamState
 log = structlog.get_logger(__name__)
 
 _STORE_ROLLUP = {Rollup.NONE: None, Rollup.SUBJECT: StoreRollup.SUBJECT, Rollup.ALL: StoreRollup.ALL}
-_REBUILD_BATCH = 1024
 
 
 # Not frozen: built once per applied message (see StoreMsg).
@@ -614,19 +613,11 @@ class StreamStateMachine:
         window = _window_for(self._config)
         if window <= 0 or self._last_seq == 0:
             return
-        seq = self.store.get_seq_from_time(self._last_ts - window + 1)
-        while True:
-            try:
-                batch = self.store.load_batch(">", seq, _REBUILD_BATCH)
-            except MsgNotFoundError:
-                break
-            for msg in batch.messages:
-                msg_id = _msg_id(msg.headers)
-                if msg_id:
-                    yield msg_id, msg.seq, msg.ts_ns
-            if not batch.messages or batch.num_pending == 0:
-                break
-            seq = batch.messages[-1].seq + 1
+        start = self.store.get_seq_from_time(self._last_ts - window + 1)
+        for seq, ts_ns, headers in self.store.headers_from(start):
+            msg_id = _msg_id(headers)
+            if msg_id:
+                yield msg_id, seq, ts_ns
 
 
 _SOURCE_MARK = HDR_STREAM_SOURCE.encode() + b":"

@@ -490,12 +490,18 @@ def test_a_restart_reads_the_duplicate_window_only_when_first_needed(monkeypatch
     kept, log = StreamStateMachine(store, cfg, sync_writes=False), Log()
     kept.apply([log(publish("s.a", b"m", T0 + n, cfg, Nats_Msg_Id=f"id{n}")) for n in range(30)])
     reads: list[int] = []
+    real_headers_from = MemoryStreamStore.headers_from
     real_load_batch = MemoryStreamStore.load_batch
 
+    def counted_headers_from(self: MemoryStreamStore, start_seq: int) -> list[tuple[int, int, bytes]]:
+        reads.append(start_seq)
+        return real_headers_from(self, start_seq)
+
     def counted_load_batch(self: MemoryStreamStore, *args: object, **kwargs: object) -> object:
-        reads.append(1)
+        reads.append(-1)
         return real_load_batch(self, *args, **kwargs)  # type: ignore[arg-type]
 
+    monkeypatch.setattr(MemoryStreamStore, "headers_from", counted_headers_from)
     monkeypatch.setattr(MemoryStreamStore, "load_batch", counted_load_batch)
     # the same store opened again (a restart) reads no message for the window
     restarted = StreamStateMachine(store, cfg, sync_writes=False)
