@@ -10,7 +10,8 @@ client protocol spoken directly, so that the client's own cost does not set the 
 sampled from /proc every half second during the fill and once after it. Then the node is stopped
 (SIGTERM; the time it takes to exit is reported) and started again on the same data, and the script
 times from the new process's start until STREAM.INFO reports the full count and a Direct Get of the
-last message returns it, and reads the RSS once more.
+last message returns it, and reads the RSS once more; then it times one publish with a Nats-Msg-Id (the
+first one needs the duplicate window, which jetraft reads when first needed) and reads the RSS again.
 """
 
 from __future__ import annotations
@@ -154,6 +155,9 @@ class Row:
     restart_to_info_seconds: float = 0.0
     restart_to_direct_get_seconds: float = 0.0
     rss_mib_after_restart: float = 0.0
+    # after the restart: one publish carrying a Nats-Msg-Id, which needs the duplicate window read
+    first_msg_id_publish_seconds: float = 0.0
+    rss_mib_after_first_msg_id: float = 0.0
     publish_errors: int = 0
     duplicate_window_s: float | None = None
 
@@ -211,13 +215,23 @@ class AckCounter(asyncio.Protocol):
 
 
 async def fill(
-    node: Node, count: int, size: int, window: int, row: Row, data_dir: Path, duplicate_window: float | None = None
+    node: Node,
+    count: int,
+    size: int,
+    window: int,
+    row: Row,
+    data_dir: Path,
+    duplicate_window: float | None = None,
 ) -> None:
     nc = await nats.connect(node.url)
     try:
         js = nc.jetstream(timeout=30)
         await js.add_stream(
-            name=STREAM, subjects=[SUBJECT], num_replicas=1, allow_direct=True, duplicate_window=duplicate_window
+            name=STREAM,
+            subjects=[SUBJECT],
+            num_replicas=1,
+            allow_direct=True,
+            duplicate_window=duplicate_window,
         )
     finally:
         await nc.close()
@@ -301,6 +315,20 @@ async def recovered(url: str, count: int, row: Row, began: float) -> None:
         await nc.close()
 
 
+async def first_msg_id_publish(url: str, row: Row) -> None:
+    """Time one publish with a Nats-Msg-Id, the first since the restart (bounded by its timeout)."""
+    nc = await nats.connect(url, error_cb=ignore_error)
+    try:
+        began = time.perf_counter()
+        ack = await nc.jetstream().publish(
+            SUBJECT, b"m" * row.size, timeout=120, headers={"Nats-Msg-Id": "after"}
+        )
+        row.first_msg_id_publish_seconds = round(time.perf_counter() - began, 2)
+        assert ack.seq == row.messages + 1 and not ack.duplicate, ack
+    finally:
+        await nc.close()
+
+
 def measure(server: str, args: argparse.Namespace) -> Row:
     row = Row(server, args.messages, args.size, duplicate_window_s=args.duplicate_window)
     with node_for(server, args.nats_server) as node:
@@ -311,6 +339,8 @@ def measure(server: str, args: argparse.Namespace) -> Row:
         node.start()
         asyncio.run(recovered(node.url, args.messages, row, began))
         row.rss_mib_after_restart = round(rss_mib(node.pid), 1)
+        asyncio.run(first_msg_id_publish(node.url, row))
+        row.rss_mib_after_first_msg_id = round(rss_mib(node.pid), 1)
     return row
 
 
@@ -322,7 +352,9 @@ def main() -> int:
     parser.add_argument("--size", type=int, default=32, help="payload bytes")
     parser.add_argument("--window", type=int, default=2000, help="publishes awaiting their PubAck")
     parser.add_argument(
-        "--duplicate-window", type=float, help="the stream's duplicate window in seconds (the servers' default: 120)"
+        "--duplicate-window",
+        type=float,
+        help="the stream's duplicate window in seconds (the servers' default: 120)",
     )
     parser.add_argument("--servers", default=f"{NATS_DEFAULT},{JETRAFT}")
     parser.add_argument("--nats-server", type=Path, default=DEFAULT_NATS)
@@ -334,15 +366,16 @@ def main() -> int:
         print(json.dumps(asdict(rows[-1])), flush=True)
     print(
         "| server | messages | fill | msgs/s | RSS MiB start / peak / after fill | on disk MiB "
-        "| stop | restart to STREAM.INFO | to Direct Get of the last | RSS MiB after restart |"
+        "| stop | restart to STREAM.INFO | to Direct Get of the last | RSS MiB after restart "
+        "| then a first publish with a msg id | RSS MiB after it |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         print(
             f"| {row.server} | {row.messages:,} | {row.fill_seconds} s | {row.fill_msgs_per_s:,} "
             f"| {row.rss_mib_start:.1f} / {row.rss_mib_peak_during_fill} / {row.rss_mib_after_fill} | {row.disk_mib} "
             f"| {row.stop_seconds} s | {row.restart_to_info_seconds} s | {row.restart_to_direct_get_seconds} s "
-            f"| {row.rss_mib_after_restart} |"
+            f"| {row.rss_mib_after_restart} | {row.first_msg_id_publish_seconds} s | {row.rss_mib_after_first_msg_id} |"
         )
     if args.json is not None:
         args.json.write_text(json.dumps([asdict(row) for row in rows], indent=2))

@@ -5,12 +5,17 @@ without touching them:
 
 - `live`: a chunked bitmap of live sequences (storage/seq_set.py);
 - `subjects`: subject -> its sequences, a plain int while the subject has one
-  message (the usual case for KV keys) and a `SeqList` from two on;
+  message (the usual case for KV keys) and a `SeqList` from two on (runs of
+  consecutive sequences, or a plain array when the subject is interleaved with others);
 - `tree`: the same subjects indexed by token for wildcard filters;
 - counters: bytes, last sequence and timestamp.
 
-Memory grows by about 8 bytes per message plus about 200 bytes per subject
-(the subject string, a dict slot and a tree slot).
+Memory grows by 1 bit per message (the live bitmap), plus 8 bytes per message of
+a subject whose messages are interleaved with other subjects' (16 bytes per run of
+consecutive sequences of a subject that has long runs: a stream on one subject costs
+O(1) there), plus about 200 bytes per subject (the subject string, a dict slot and a
+tree slot). Measured with tracemalloc, 1M then 3M adds: 0.15 bytes per message on one
+subject, 8.3 on 100 round-robin subjects.
 """
 
 from __future__ import annotations

@@ -162,6 +162,11 @@ class StreamStore(Protocol):
         subject + headers + payload bytes reach `max_bytes` (0: no byte bound), like Direct Get."""
         ...
 
+    def headers_from(self, start_seq: int) -> list[tuple[int, int, bytes]]:
+        """(seq, timestamp, headers) of every message at or after `start_seq` that has headers, ascending:
+        what the duplicate window is read from, without reading subjects and payloads."""
+        ...
+
     def subject_for_seq(self, seq: int) -> str: ...
 
     def get_seq_from_time(self, ts_ns: int) -> int:

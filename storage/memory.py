@@ -312,6 +312,13 @@ class MemoryStreamStore:
                     break
             return MsgBatch(tuple(found), self._filtered_state(seq, filter_).msgs)
 
+    def headers_from(self, start_seq: int) -> list[tuple[int, int, bytes]]:
+        with self._open():
+            seq = check_seq(start_seq, "start sequence")
+            return sorted(
+                (m.seq, m.ts_ns, m.headers) for m in self._msgs.values() if m.seq >= seq and m.headers
+            )
+
     def subject_for_seq(self, seq: int) -> str:
         return self.load_msg(seq).subject
 

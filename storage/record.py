@@ -89,5 +89,22 @@ def record_header(record: bytes) -> tuple[int, int, bytes]:
     return seq, ts_ns, record[_FIXED.size : _FIXED.size + subject_len]
 
 
+def record_headers(record: bytes) -> tuple[int, bytes | None]:
+    """(ts_ns, headers or None) of a record, without checking the hash or reading the payload."""
+    if len(record) < _FIXED.size:
+        raise CorruptStoreError(f"record of {len(record)} bytes is shorter than its fixed part")
+    length_and_flags, seq, ts_ns, subject_len = _FIXED.unpack_from(record)
+    if not length_and_flags & _HAS_HEADERS:
+        return ts_ns, None
+    offset = _FIXED.size + subject_len
+    if offset + _HEADERS_LEN_SIZE > len(record) - _HASH_LEN:
+        raise CorruptStoreError(f"record of sequence {seq} is cut inside its headers")
+    (headers_len,) = _HEADERS_LEN.unpack_from(record, offset)
+    offset += _HEADERS_LEN_SIZE
+    if offset + headers_len > len(record) - _HASH_LEN:
+        raise CorruptStoreError(f"record of sequence {seq} is shorter than its headers")
+    return ts_ns, record[offset : offset + headers_len]
+
+
 def record_ts(record: bytes) -> int:
     return _FIXED.unpack_from(record)[2]

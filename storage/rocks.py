@@ -79,7 +79,7 @@ from storage.model import (
     rolled_up_subjects,
 )
 from storage.msg_ttl import NATS_TTL, TTL_NEVER, stored_ttl, ttl_deadline_ns
-from storage.record import decode_record, encode_record, record_header, record_ts
+from storage.record import decode_record, encode_record, record_header, record_headers, record_ts
 from storage.rocks_engine import StreamStoreEngine, damage_error, prefix_end
 from storage.rocks_migrate import migrate_legacy_store
 from storage.seq_set import SeqSet
@@ -630,6 +630,26 @@ class RocksStreamStore:
                     break
             return MsgBatch(tuple(found), self._index.filtered_state(seq, filter_).msgs)
 
+    def headers_from(self, start_seq: int) -> list[tuple[int, int, bytes]]:
+        with self._reading():
+            seq = check_seq(start_seq, "start sequence")
+            live, pending = self._index.live, self._pending
+            found: list[tuple[int, int, bytes]] = []
+            # one iterator over the records (a point read each would cost several times more), then the
+            # records of the write group not written yet; removed records may still be in either
+            scan = StreamStoreEngine.scan(self._msgs_cf, self._k(seq), self._end)  # type: ignore[arg-type]
+            unwritten = ((at, pending[at]) for at in sorted(at for at in pending if at >= seq))
+            for key, record in scan:
+                at = _KEY.unpack_from(key, _PREFIX_LEN)[0]
+                if at in live and at not in pending:
+                    found.extend(_with_headers(at, record))
+            for at, record in unwritten:
+                if at in live:
+                    found.extend(_with_headers(at, record))
+            if pending:
+                found.sort()
+            return found
+
     def subject_for_seq(self, seq: int) -> str:
         with self._reading():
             if check_seq(seq) not in self._index.live:
@@ -1152,3 +1172,9 @@ class RocksStreamStore:
 
 
 __all__ = ["MAX_SEQ", "RocksStreamStore"]
+
+
+def _with_headers(seq: int, record: bytes) -> tuple[tuple[int, int, bytes], ...]:
+    """(seq, ts, headers) of a record that has headers, nothing for one that has none."""
+    ts_ns, headers = record_headers(record)
+    return () if headers is None else ((seq, ts_ns, headers),)

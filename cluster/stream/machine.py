@@ -14,7 +14,7 @@ What is replicated state, and where it lives:
   same atomic write group as the entries' writes, so a crash never splits
   them (entries at or below the applied index are skipped on replay);
 - the duplicate window: derived from the store (see cluster/stream/dedup.py),
-  rebuilt on start and restore;
+  rebuilt after start and restore, when first needed;
 - RePublish's position (the sequence up to which leaders have republished,
   see cluster/stream/republish.py), and whether the stream has never had a
   sequence (nats-server then reports first_seq 0): the metadata value.
@@ -87,7 +87,6 @@ from storage.model import StreamState
 log = structlog.get_logger(__name__)
 
 _STORE_ROLLUP = {Rollup.NONE: None, Rollup.SUBJECT: StoreRollup.SUBJECT, Rollup.ALL: StoreRollup.ALL}
-_REBUILD_BATCH = 1024
 
 
 # Not frozen: built once per applied message (see StoreMsg).
@@ -597,6 +596,8 @@ class StreamStateMachine:
         self._rebuild_dedup()
 
     def _forget_missing(self) -> None:
+        if self._dedup.stale:
+            return  # rebuilt from the store, without them, when first needed
         gone = []
         for seq in self._dedup.seqs():
             try:
@@ -606,24 +607,21 @@ class StreamStateMachine:
         self._dedup.forget_seqs(gone)
 
     def _rebuild_dedup(self) -> None:
-        """The window a replica holds at this point of the log, read back from the store."""
+        """The window a replica holds at this point of the log: read back from the store when first
+        needed (cluster/stream/dedup.py), so that opening a stream does not wait for it."""
+        self._dedup.rebuild_later(_window_for(self._config), self._window_items)
+
+    def _window_items(self) -> Iterator[tuple[str, int, int]]:
+        """(msg id, seq, timestamp) of the stored messages inside the window as of the last applied
+        entry, oldest first."""
         window = _window_for(self._config)
-        self._dedup.reset(window)
         if window <= 0 or self._last_seq == 0:
             return
-        seq = self.store.get_seq_from_time(self._last_ts - window + 1)
-        while True:
-            try:
-                batch = self.store.load_batch(">", seq, _REBUILD_BATCH)
-            except MsgNotFoundError:
-                break
-            for msg in batch.messages:
-                msg_id = _msg_id(msg.headers)
-                if msg_id:
-                    self._dedup.record(msg_id, msg.seq, msg.ts_ns)
-            if not batch.messages or batch.num_pending == 0:
-                break
-            seq = batch.messages[-1].seq + 1
+        start = self.store.get_seq_from_time(self._last_ts - window + 1)
+        for seq, ts_ns, headers in self.store.headers_from(start):
+            msg_id = _msg_id(headers)
+            if msg_id:
+                yield msg_id, seq, ts_ns
 
 
 _SOURCE_MARK = HDR_STREAM_SOURCE.encode() + b":"

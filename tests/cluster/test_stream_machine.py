@@ -482,3 +482,67 @@ def test_a_delete_that_finds_nothing_answers_as_the_storage_does(
         ]
     )
     assert results == expected
+
+
+def test_a_restart_reads_the_duplicate_window_only_when_first_needed(monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = normalize_stream_config(dataclasses.replace(CFG, max_msgs=40))
+    store = MemoryStreamStore()
+    kept, log = StreamStateMachine(store, cfg, sync_writes=False), Log()
+    kept.apply([log(publish("s.a", b"m", T0 + n, cfg, Nats_Msg_Id=f"id{n}")) for n in range(30)])
+    reads: list[int] = []
+    real_headers_from = MemoryStreamStore.headers_from
+    real_load_batch = MemoryStreamStore.load_batch
+
+    def counted_headers_from(self: MemoryStreamStore, start_seq: int) -> list[tuple[int, int, bytes]]:
+        reads.append(start_seq)
+        return real_headers_from(self, start_seq)
+
+    def counted_load_batch(self: MemoryStreamStore, *args: object, **kwargs: object) -> object:
+        reads.append(-1)
+        return real_load_batch(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(MemoryStreamStore, "headers_from", counted_headers_from)
+    monkeypatch.setattr(MemoryStreamStore, "load_batch", counted_load_batch)
+    # the same store opened again (a restart) reads no message for the window
+    restarted = StreamStateMachine(store, cfg, sync_writes=False)
+    assert not reads and restarted.dedup_window.stale
+    # entries that need no window leave it unread, and what they change is in the store when it is read:
+    # limits trim ids 0-4, a delete and a subject purge take two more, one message comes without an id
+    later = [
+        log(publish("s.b", b"m", T0 + 100, cfg)),
+        *[log(publish("s.c", b"m", T0 + 101 + n, cfg)) for n in range(14)],
+        log(DeleteMsg(seq=10).encode()),
+        log(Purge(filter="s.b").encode()),
+    ]
+    restarted.apply(later)
+    assert not reads and restarted.dedup_window.stale
+    # a publish whose id is inside the window is caught; the window read is the one kept all along
+    again = log(publish("s.a", b"m", T0 + 200, cfg, Nats_Msg_Id="id20"))
+    assert restarted.apply([again]) == [Duplicate(21)]
+    assert reads and not restarted.dedup_window.stale
+    assert restarted.apply([log(publish("s.a", b"m", T0 + 201, cfg, Nats_Msg_Id="id9"))]) == [
+        Stored(46, T0 + 201)
+    ]
+
+
+def test_the_lazily_read_window_is_the_one_a_replica_kept() -> None:
+    cfg = normalize_stream_config(dataclasses.replace(CFG, max_msgs=25))
+    store = MemoryStreamStore()
+    kept, log = StreamStateMachine(MemoryStreamStore(), cfg, sync_writes=False), Log()
+    restarted_from = StreamStateMachine(store, cfg, sync_writes=False)
+    first = [log(publish("s.a", b"m", T0 + n * SECOND, cfg, Nats_Msg_Id=f"id{n % 23}")) for n in range(40)]
+    kept.apply(first)
+    restarted_from.apply(first)
+    restarted = StreamStateMachine(store, cfg, sync_writes=False)
+    rest = [
+        log(DeleteMsg(seq=30).encode()),
+        log(publish("s.b", b"m", T0 + 100 * SECOND, cfg)),
+        log(Purge(filter="s.b").encode()),
+    ]
+    kept.apply(rest)
+    restarted.apply(rest)
+    assert restarted.dedup_window.stale
+    assert restarted.dedup_window.items() == kept.dedup_window.items()
+    # past the window (60 s after the last message) every id is forgotten on both
+    late = log(publish("s.a", b"m", T0 + 200 * SECOND, cfg, Nats_Msg_Id="id5"))
+    assert kept.apply([late]) == restarted.apply([late])

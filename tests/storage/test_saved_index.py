@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from hashlib import blake2b
 from pathlib import Path
 
 import pytest
@@ -166,3 +167,51 @@ def test_frozen_snapshot_streams_the_store_as_it_was_taken_as_often_as_asked(tmp
         assert copy.metadata == b"applied-at-freeze"
         copy.close()
     store.close()
+
+
+def _encode_version_1(index: StreamIndex, stamp: int) -> bytes:
+    """The blob as version 1 wrote it: every sequence of every subject (u64 each)."""
+    names = list(index.subjects)
+    counts = [1 if isinstance(index.subjects[n], int) else len(index.subjects[n]) for n in names]
+    seqs = [seq for name in names for seq in _subject_lists(index)[name]]
+    keys, masks = index.live.chunks()
+    subjects = "\n".join(names).encode()
+    header = struct.pack(
+        "<4sIQQqQQQQQ", b"JRIX", 1, stamp, index.last_seq, index.last_ts, index.bytes, index.msgs,
+        len(names), len(keys), len(subjects),
+    )  # fmt: skip
+    body = header + subjects + struct.pack(f"<{len(counts)}Q", *counts) + struct.pack(f"<{len(seqs)}Q", *seqs)
+    body += struct.pack(f"<{len(keys)}Q", *keys) + b"".join(m.to_bytes(512, "little") for m in masks)
+    return body + blake2b(body, digest_size=8).digest()
+
+
+def _subject_lists(index: StreamIndex) -> dict[str, list[int]]:
+    return {
+        name: [entry] if isinstance(entry, int) else list(entry) for name, entry in index.subjects.items()
+    }
+
+
+def test_an_index_saved_by_version_1_is_still_read(fast_dir: Path) -> None:
+    store = RocksStreamStore.open_alone(fast_dir / "s")
+    _fill(store)
+    for _ in range(200):  # a long run on one subject, kept as runs once read
+        store.store_msg("runs.one", None, b"r")
+    index = store._index
+    store.close()
+    decoded = decode_index(_encode_version_1(index, 5), 5)
+    assert decoded is not None
+    assert _subject_lists(decoded) == _subject_lists(index)
+    assert (decoded.msgs, decoded.bytes, decoded.last_seq) == (index.msgs, index.bytes, index.last_seq)
+    again = decode_index(encode_index(decoded, 6), 6)
+    assert again is not None and _subject_lists(again) == _subject_lists(index)
+
+
+def test_a_long_run_on_one_subject_saves_in_constant_room() -> None:
+    index = StreamIndex()
+    for seq in range(1, 200_001):
+        index.add(seq, "one.subject", 32)
+    blob = encode_index(index, 1)
+    # the live bitmap is 1 bit a message; the subject's 200,000 sequences are one run
+    assert len(blob) < 200_000 // 8 + 1_000
+    decoded = decode_index(blob, 1)
+    assert decoded is not None and decoded.subject_state("one.subject") == index.subject_state("one.subject")

@@ -192,6 +192,23 @@ def test_batch_with_num_pending_like_direct_get(store: StreamStore) -> None:
     assert store.num_pending(5, "") == 3
 
 
+def test_headers_from_lists_the_messages_that_have_headers(store: StreamStore) -> None:
+    with store.write_group():
+        for n in range(1, 11):
+            headers = b"NATS/1.0\r\nNats-Msg-Id: m%d\r\n\r\n" % n if n % 2 else None
+            store.store_msg(f"h.{n % 3}", headers, b"p" * n, 1000 + n)
+    store.remove_msg(5)
+    with store.write_group():
+        # inside a write group: its own records and removals count before they are written
+        store.store_msg("h.new", b"NATS/1.0\r\nNats-Msg-Id: m11\r\n\r\n", b"late", 2000)
+        store.remove_msg(7)
+        found = store.headers_from(3)
+        assert [(seq, ts) for seq, ts, _ in found] == [(3, 1003), (9, 1009), (11, 2000)]
+        assert found[-1][2] == b"NATS/1.0\r\nNats-Msg-Id: m11\r\n\r\n"
+    assert [seq for seq, _, _ in store.headers_from(0)] == [1, 3, 9, 11]
+    assert store.headers_from(12) == []
+
+
 def test_batch_max_bytes_sends_the_message_that_crosses(store: StreamStore) -> None:
     fill_dget(store)
     # dg.a + a1 = 6 bytes; dg.b + headers + b1 crosses 10.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+from array import array
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -114,3 +115,94 @@ def test_subject_tree_matches_brute_force(ops: list[tuple[bool, str]], probes: l
     assert sorted(tree) == sorted(model)
     for filter_ in probes:
         assert sorted(tree.match(filter_)) == sorted(s for s in model if subject_matches(filter_, s))
+
+
+# One step on a SeqList: append a run of consecutive sequences after a gap, remove one (the first,
+# the last, or any), or remove every other one (which makes runs into more runs than a plain array
+# is worth), so that lists cross between their two representations both ways.
+seq_list_steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.integers(0, 3), st.integers(1, 60)),
+        st.tuples(
+            st.sampled_from(["remove", "remove_first", "remove_last", "thin"]),
+            st.integers(0, 10**6),
+            st.just(0),
+        ),
+    ),
+    max_size=80,
+)
+
+
+def _check_against(seq_list: SeqList, model: list[int], probes: list[int]) -> None:
+    assert len(seq_list) == len(model)
+    if model:
+        assert (seq_list.first, seq_list.last) == (model[0], model[-1])
+    for probe in probes:
+        at = bisect.bisect_left(model, probe)
+        upto = bisect.bisect_right(model, probe)
+        assert seq_list.next_at_or_after(probe) == (model[at] if at < len(model) else None)
+        assert seq_list.last_at_or_before(probe) == (model[upto - 1] if upto else None)
+        assert seq_list.count_at_or_after(probe) == len(model) - at
+        assert list(seq_list.iter_from(probe)) == model[at:]
+
+
+@settings(max_examples=300, deadline=None)
+@given(seq_list_steps, st.lists(st.integers(0, 3000), max_size=12))
+def test_seq_list_runs_match_a_sorted_list(steps: list[tuple[str, int, int]], probes: list[int]) -> None:
+    seq_list = SeqList()
+    model: list[int] = []
+    for kind, first, second in steps:
+        if kind == "append":
+            start = (model[-1] if model else 0) + first + 1
+            for seq in range(start, start + second):
+                seq_list.append(seq)
+                model.append(seq)
+        elif kind == "thin":
+            for victim in model[first % 2 :: 2]:
+                assert seq_list.remove(victim)
+            del model[first % 2 :: 2]
+        elif model:
+            victim = {
+                "remove": model[first % len(model)],
+                "remove_first": model[0],
+                "remove_last": model[-1],
+            }[kind]
+            assert seq_list.remove(victim)
+            model.remove(victim)
+            assert not seq_list.remove(victim)
+        assert list(seq_list) == model
+        assert list(seq_list.runs()) == _model_runs(model)
+        _check_against(seq_list, model, [*probes, first, model[-1] + 1 if model else 0])
+    rebuilt = SeqList.from_runs(
+        array("Q", (start for start, _ in seq_list.runs())), array("Q", (n for _, n in seq_list.runs()))
+    )
+    assert list(rebuilt) == model
+    assert list(SeqList.from_array(array("Q", model))) == model
+
+
+def _model_runs(model: list[int]) -> list[tuple[int, int]]:
+    runs: list[tuple[int, int]] = []
+    for seq in model:
+        if runs and runs[-1][0] + runs[-1][1] == seq:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((seq, 1))
+    return runs
+
+
+def test_seq_list_of_consecutive_sequences_takes_constant_room() -> None:
+    consecutive = SeqList()
+    for seq in range(1, 100_001):
+        consecutive.append(seq)
+    assert consecutive.nbytes <= 64
+    for seq in range(1, 50_001):  # limits trimming the front
+        consecutive.remove(seq)
+    assert consecutive.nbytes <= 64 and len(consecutive) == 50_000 and consecutive.first == 50_001
+
+
+def test_seq_list_of_interleaved_sequences_takes_no_more_than_an_array() -> None:
+    interleaved = SeqList()
+    for seq in range(1, 200_001, 2):  # another subject has every other message
+        interleaved.append(seq)
+    assert interleaved.nbytes <= 8 * 100_000
+    assert interleaved.count_at_or_after(100_000) == 50_000
