@@ -330,9 +330,11 @@ class RocksLogEngine:
         except Exception as exc:
             raise _damage(exc, "scanning") from exc
 
-    def verify(self) -> None:
+    def verify(self) -> dict[str, int]:
         """Recover every stored group as opening it would, without keeping it: raises RaftLogDamagedError if
-        any block fails its checksum or a group's log has a hole or ends before its commit index."""
+        any block fails its checksum or a group's log has a hole or ends before its commit index. Returns
+        each group's last index (its snapshot's when the log holds nothing after it)."""
+        last_indexes: dict[str, int] = {}
         for group in self.groups():
             if group in self._groups:
                 continue
@@ -344,6 +346,8 @@ class RocksLogEngine:
                     f"raft log of group {group!r} ends at {storage._last}, before its commit index "
                     f"{storage._hard_state.commit}"
                 )
+            last_indexes[group] = max(storage._last, storage._snapshot.index)
+        return last_indexes
 
     def _check_open(self) -> None:
         if self._closed:

@@ -80,7 +80,7 @@ from storage.model import (
 )
 from storage.msg_ttl import NATS_TTL, TTL_NEVER, stored_ttl, ttl_deadline_ns
 from storage.record import decode_record, encode_record, record_header, record_headers, record_ts
-from storage.rocks_engine import StreamStoreEngine, damage_error, prefix_end
+from storage.rocks_engine import STORE_APPLIED_KEY, StreamStoreEngine, damage_error, prefix_end
 from storage.rocks_migrate import migrate_legacy_store
 from storage.seq_set import SeqSet
 from storage.snapshot import SnapshotHeader, SnapshotReader, encode_snapshot
@@ -109,7 +109,7 @@ _FORMAT = b"1"
 _META_FORMAT = b"format"
 _META_CONFIG = b"config"
 _META_LAST = b"last"
-_META_APPLIED = b"applied"
+_META_APPLIED = STORE_APPLIED_KEY
 _META_RESTORING = b"restoring"
 _META_INDEX = b"index"
 _META_TTLS = b"ttls"

@@ -50,6 +50,8 @@ STORE_ID = struct.Struct(">Q")
 _FORMAT_KEY = b"F"
 _FORMAT = b"1"
 _REGISTRY = b"S"
+# the key, after a store's id in the meta family, of what it last applied (storage/rocks.py)
+STORE_APPLIED_KEY = b"applied"
 _NEXT_ID = b"N"
 _MAX_NAME_BYTES = 1024
 
@@ -223,6 +225,16 @@ class StreamStoreEngine:
         with self._lock:
             self._check_open()
             return [key[1:].decode() for key, _ in self.scan(self.db, _REGISTRY, b"T")]
+
+    def stored_metadata(self, name: str) -> bytes | None:
+        """The metadata store `name` last wrote with its applied entries (its owner's format), read
+        without opening it; None for a store that has none or does not exist."""
+        with self._lock:
+            self._check_open()
+            prefix = self.db.get(_REGISTRY + name.encode())
+            if prefix is None:
+                return None
+            return self.meta_cf.get(prefix + STORE_APPLIED_KEY)
 
     def holds(self, name: str) -> bool:
         """Whether opening store `name` finds anything to read: it is registered here, or an old-layout

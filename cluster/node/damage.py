@@ -14,6 +14,9 @@ quietly shorter log. What is checked here, at start:
   its commit index (next point);
 - every Raft group's log, read whole (`RocksLogEngine.verify`): its blocks, no
   hole, no log ending before the commit index it wrote;
+- every stream store against its group's log: a store that applied past the end
+  of the log shows the log lost synced entries even where it still reaches the
+  commit index it wrote (a cut that took the commit index's own update with it);
 - every stream store's blocks (`StreamStoreEngine.verify`), unless the node
   stopped cleanly last time (`CLEAN_STOP`): that read costs as much as the data,
   and a clean stop leaves nothing half written. Damage found later, on a read,
@@ -38,6 +41,8 @@ from pathlib import Path
 
 import structlog
 
+from cluster.stream.assignment import StreamAssignment
+from cluster.stream.machine import applied_in_metadata
 from raft.recovery import RecoveryLedger
 from raft.rocks_log_storage import RaftLogDamagedError, RocksLogEngine
 from storage.errors import CorruptStoreError
@@ -108,7 +113,7 @@ def _open_checked(data_dir: Path, *, verify_streams: bool) -> NodeState:
             # vote. A log cut short inside synced records looks the same; `verify` still refuses one
             # that lost entries below its commit index.
             log.warning("raft_log_tail_torn", data_dir=str(data_dir))
-        raft.verify()
+        last_indexes = raft.verify()
         # Without an old-layout directory at start there is nothing to migrate, ever (nothing writes that
         # layout any more), so no store open looks for one (three stats of a path per stream create).
         legacy = data_dir / LEGACY_STREAMS_DIR
@@ -119,11 +124,27 @@ def _open_checked(data_dir: Path, *, verify_streams: bool) -> NodeState:
     try:
         if verify_streams:
             streams.verify()
+        _check_stores_against_logs(streams, last_indexes)
     except BaseException:
         raft.close()
         streams.abandon()
         raise
     return NodeState(raft, streams, None)
+
+
+def _check_stores_against_logs(streams: StreamStoreEngine, last_indexes: dict[str, int]) -> None:
+    """A stream store applies only entries its Raft log holds durably: one that applied past the end of
+    its group's log shows that log lost synced entries, which a cut inside synced records can do while
+    still reaching the commit index it wrote (the group would otherwise fail to start, its replica never
+    serving). A store whose group is gone (a delete interrupted between the two) is not judged here."""
+    for name in streams.stores():
+        last = last_indexes.get(StreamAssignment.group_of_store(name))
+        meta = streams.stored_metadata(name) if last is not None else None
+        applied = applied_in_metadata(meta) if meta is not None else None
+        if last is not None and applied is not None and applied > last:
+            raise RaftLogDamagedError(
+                f"stream store {name!r} applied entry {applied}, beyond the end of its raft log at {last}"
+            )
 
 
 def _set_aside(data_dir: Path) -> Path:

@@ -26,6 +26,12 @@ class StreamAssignment:
         return f"{self.tag}S-{self.name}-{self.created_ns}"
 
     @staticmethod
+    def group_of_store(store_name: str) -> str:
+        """The Raft group whose entries a replica's store (named by `store_name_for`) holds applied."""
+        tag_end = store_name.rfind("/") + 1  # an account's tag ends with '/', which no stream name holds
+        return f"{store_name[:tag_end]}S-{store_name[tag_end:]}"
+
+    @staticmethod
     def stream_of_group(group: str) -> str | None:
         """The stream whose group `group` names (the inverse of `group`), None for another group's name."""
         if not group.startswith("S-"):

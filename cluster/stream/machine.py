@@ -151,6 +151,15 @@ EntryResult = (
 )
 
 
+def applied_in_metadata(meta: bytes) -> int | None:
+    """The log index a stream store's metadata (StreamMachine's own, written with what it applied) says
+    was applied; None when it cannot be read."""
+    try:
+        return int(orjson.loads(meta)["applied"])
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None
+
+
 def store_config_for(cfg: StreamConfig) -> StoreConfig:
     """The limits the store enforces, from a (normalized) stream config."""
     return StoreConfig.from_stream_config(cfg.to_json())

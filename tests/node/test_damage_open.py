@@ -6,9 +6,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import orjson
+
 from cluster.node.damage import DAMAGED_DIR, mark_clean_stop, open_node_state
+from cluster.stream.assignment import StreamAssignment
+from cluster.stream.replica import store_name_for
 from raft.recovery import LEDGER_FILE, RecoveryLedger
 from raft.types import ConfState, Entry, HardState
+from storage.rocks_engine import STORE_APPLIED_KEY
 
 VOTERS = ConfState(voters=("n1", "n2", "n3"))
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -108,3 +113,66 @@ def test_a_raft_log_torn_in_its_last_write_keeps_everything_before_it(tmp_path: 
     finally:
         state.raft.close()
         state.streams.close()
+
+
+class _NoStore:
+    def close(self) -> None:
+        pass
+
+
+def test_a_store_that_applied_past_the_end_of_its_raft_log_is_damage(tmp_path: Path) -> None:
+    """A cut inside the Raft log's synced records that still reaches the commit index it wrote passes the
+    log's own check; but the stream store had applied entries the log no longer holds. The group could not
+    start (its applied index beyond its log), so its replica would never serve: the node repairs instead."""
+    state = open_node_state(tmp_path)
+    storage = state.raft.open_group("S-ORDERS-17", conf_state=VOTERS)
+    storage.append([Entry(term=1, index=i) for i in range(1, 6)])
+    storage.set_hard_state(HardState(term=1, vote="n1", commit=5))
+    state.raft.persist_blocking()
+    prefix = state.streams.attach("ORDERS-17", _NoStore())
+    state.streams.meta_cf.put(prefix + STORE_APPLIED_KEY, orjson.dumps({"applied": 5}))
+    state.streams.detach("ORDERS-17")
+    # the log loses its last two entries, and the commit index that covered them, as a cut WAL would
+    for index in (4, 5):
+        state.raft._db.delete(storage._entry_key(index))
+    storage.set_hard_state(HardState(term=1, vote="n1", commit=3))
+    state.raft.persist_blocking()
+    state.raft.close()
+    state.streams.close()
+
+    state = open_node_state(tmp_path)
+    try:
+        assert state.damage is not None and "beyond the end of its raft log at 3" in state.damage
+        assert state.raft.groups() == [] and state.streams.stores() == []
+        assert state.recovery is not None and state.recovery.recovering("S-ORDERS-17")
+    finally:
+        state.raft.close()
+        state.streams.close()
+
+
+def test_a_store_within_its_log_and_one_without_a_group_are_left_alone(tmp_path: Path) -> None:
+    state = open_node_state(tmp_path)
+    storage = state.raft.open_group("B/S-ORDERS-17", conf_state=VOTERS)
+    storage.append([Entry(term=1, index=i) for i in range(1, 6)])
+    storage.set_hard_state(HardState(term=1, vote="n1", commit=5))
+    state.raft.persist_blocking()
+    for name, applied in (("B/ORDERS-17", 5), ("GONE-9", 40)):  # GONE's group was dropped before its store
+        prefix = state.streams.attach(name, _NoStore())
+        state.streams.meta_cf.put(prefix + STORE_APPLIED_KEY, orjson.dumps({"applied": applied}))
+        state.streams.detach(name)
+    state.raft.close()
+    state.streams.close()
+
+    state = open_node_state(tmp_path)
+    try:
+        assert state.damage is None and state.recovery is None
+        assert sorted(state.streams.stores()) == ["B/ORDERS-17", "GONE-9"]
+    finally:
+        state.raft.close()
+        state.streams.close()
+
+
+def test_a_stores_group_is_found_from_its_name() -> None:
+    for tag in ("", "B/"):
+        assignment = StreamAssignment("ORDERS", {}, ["n1"], 17, tag=tag)
+        assert StreamAssignment.group_of_store(store_name_for(assignment)) == assignment.group
