@@ -31,6 +31,17 @@ def account_tag(account: str) -> str:
     return f"{account}/"
 
 
+def api_entry_for(ctx: NodeContext, meta: MetaService) -> ApiEntry:
+    """An account's JetStream API entry. Whether a stream or consumer exists comes from the replicated
+    assignments: a member without a replica of the stream (an R1 stream elsewhere, or another worker of a
+    replica's node) still sends the request straight to its leader, not by way of the meta leader."""
+    return ApiEntry(
+        ctx,
+        knows_stream=lambda stream: stream in meta.machine.streams,
+        knows_consumer=meta.knows_consumer,
+    )
+
+
 class AccountJetStream:
     """One account's JetStream services on this node."""
 
@@ -59,12 +70,7 @@ class AccountJetStream:
         )
         self.account = account
         self.meta = MetaService(self.ctx)
-        meta = self.meta
-        self.api = ApiEntry(
-            self.ctx,
-            knows_stream=lambda stream: stream in meta.machine.streams,
-            knows_consumer=meta.knows_consumer,
-        )
+        self.api = api_entry_for(self.ctx, self.meta)
         # `$JS.<domain>.API`, in this account's space as nats-server answers it in every account
         self.prefixes = PrefixMapper(self.ctx, domain_prefixes)
 

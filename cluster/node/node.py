@@ -26,7 +26,7 @@ from cluster.api.prefixes import PREFIX_QUEUE, PrefixMapper, domain_prefix
 from cluster.api.subjects import API_QUEUE
 from cluster.direct_get.responder import DIRECT_GET_QUEUE
 from cluster.meta.service import MetaService
-from cluster.node.account_jetstream import AccountJetStream, claim_home_account
+from cluster.node.account_jetstream import AccountJetStream, api_entry_for, claim_home_account
 from cluster.node.cluster_auth import call_metadata, cluster_server_interceptors
 from cluster.node.cluster_tls import peer_channel, server_credentials
 from cluster.node.config import NodeConfig
@@ -219,15 +219,7 @@ class Node:
             stream_stores=self.stream_stores,
         )
         self.meta = MetaService(self.ctx)
-        meta = self.meta
-        self.api = ApiEntry(
-            self.ctx,
-            # from the replicated assignments, as knows_consumer: a member without a replica of the stream
-            # (an R1 stream elsewhere, or another worker of a replica's node) still sends the request straight
-            # to its leader, not by way of the meta leader
-            knows_stream=lambda stream: stream in meta.machine.streams,
-            knows_consumer=meta.knows_consumer,
-        )
+        self.api = api_entry_for(self.ctx, self.meta)
         accounts = config.accounts
         if accounts is not None:
             # the longest tag first: a group is the account's whose tag its name begins with
