@@ -313,6 +313,8 @@ class RaftHost:
             **(transport_options or {}),
         )
         self._groups: dict[str, _Group] = {}
+        # bumped whenever a group starts or stops here: what reads groups() can tell whether it changed
+        self.groups_generation = 0
         # group -> (arrival, message): votes for groups not started here yet (EARLY_VOTE_TTL_S)
         self._early_votes: dict[str, list[tuple[float, Message]]] = {}
         # the groups whose cores are ticked: a quiesced core leaves, and comes back when it wakes
@@ -398,6 +400,7 @@ class RaftHost:
             core.peer_down(peer)
         group = _Group(self, name, core, storage, machine, options)
         self._groups[name] = group
+        self.groups_generation += 1
         self._mark(group)
         self._hand_early_votes(name)
 
@@ -406,6 +409,7 @@ class RaftHost:
         group = self._groups.pop(name, None)
         if group is None:
             raise GroupNotFoundError(name)
+        self.groups_generation += 1
         group.stopped = True
         self._dirty.discard(group)
         self._awake.discard(group)

@@ -140,6 +140,8 @@ class Node:
         self.metrics.count_raft_log_writes(lambda: (self.engine.batches, self.engine.fsyncs))
         # group -> (commit, applied, term) as last exported (see refresh_metrics)
         self._exported_positions: dict[str, tuple[int, int, int]] = {}
+        # the host's groups_generation at the last scrape that looked for groups gone
+        self._exported_generation = -1
         self.host = RaftHost(
             config.name, self.engine, on_leader_change=self._leader_changed, recovery=state.recovery
         )
@@ -361,11 +363,13 @@ class Node:
                 metrics.raft_commit_index.labels(group, node).set(commit)
                 metrics.raft_applied_index.labels(group, node).set(applied)
                 metrics.raft_term.labels(group, node).set(term)
-        live = set(self.host.groups())
-        if len(exported) > len(live):
+        if self.host.groups_generation != self._exported_generation:
+            # groups started or stopped since the last scrape: the series of those gone go with them
+            self._exported_generation = self.host.groups_generation
+            live = set(self.host.groups())
             for gone in [group for group in exported if group not in live]:
                 del exported[gone]
-        metrics.forget_groups_except(live)
+            metrics.forget_groups_except(live)
         if self.meta is None:
             return
         now = time.time_ns()
