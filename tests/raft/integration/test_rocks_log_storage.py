@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import random
+import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -90,6 +93,48 @@ async def test_async_persist_runs_off_the_loop(engine: RocksLogEngine) -> None:
     await engine.persist()
     assert engine.fsyncs == 1
     assert not engine.has_pending()
+
+
+def test_a_synced_persist_lets_other_threads_run_while_the_disk_syncs(tmp_path: Path) -> None:
+    """The event loop must not freeze while the writer thread waits for the disk.
+
+    rocksdict's write(sync=True) keeps the GIL through its fsync. With a switch
+    interval longer than the whole run, a thread that keeps the GIL through its
+    writes starves the ticker thread for all of them; one that lets it go in the
+    fsync lets the ticker in at every write.
+    """
+    engine = RocksLogEngine(tmp_path / "raft")
+    storage = engine.open_group("g1", conf_state=VOTERS)
+    ticks: list[float] = []
+    started = threading.Event()
+    stop = threading.Event()
+
+    def ticker() -> None:
+        started.set()
+        while not stop.is_set():
+            ticks.append(time.perf_counter())
+            time.sleep(0.0001)
+
+    old_interval = sys.getswitchinterval()
+    sys.setswitchinterval(5.0)
+    thread = threading.Thread(target=ticker)
+    try:
+        thread.start()
+        assert started.wait(5)
+        writes_start = time.perf_counter()
+        for index in range(1, 51):
+            storage.append(_entries(index, index))
+            engine.persist_blocking(sync=True)
+        writes_end = time.perf_counter()
+    finally:
+        stop.set()
+        sys.setswitchinterval(old_interval)
+        thread.join(10)
+        engine.close()
+    assert engine.fsyncs == 50
+    during = [tick for tick in ticks if writes_start <= tick <= writes_end]
+    # one tick at least per ten synced writes (a starved ticker gets none: the interval is 5 s)
+    assert len(during) >= 5, (len(during), writes_end - writes_start)
 
 
 def test_groups_are_isolated_and_drop_removes_one(tmp_path: Path) -> None:
