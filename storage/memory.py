@@ -36,7 +36,7 @@ from storage.model import (
     StoredMsg,
     StoreResult,
     StreamState,
-    msg_size,
+    memory_msg_size,
     rolled_up_subjects,
 )
 from storage.msg_ttl import stored_ttl
@@ -72,6 +72,9 @@ class MemoryStreamStore:
     """A stream store held in a dict; see storage/interface.py for the contract."""
 
     storage_type = "memory"
+    # What a message counts towards state.bytes and max_bytes: nats-server's memory store's measure
+    # (a test oracle for the file store swaps in the file record's).
+    counted_size = staticmethod(memory_msg_size)
 
     def __init__(self, config: StoreConfig | None = None) -> None:
         self._config = config or StoreConfig()
@@ -407,17 +410,18 @@ class MemoryStreamStore:
 
     def snapshot(self) -> Iterator[bytes]:
         with self._open():
+            # Messages are immutable, so a copy of the references is a consistent view.
+            msgs = list(self._msgs.values())
             header = SnapshotHeader(
                 config=self._config,
                 first_seq=self._first_seq,
                 last_seq=self._last_seq,
                 last_ts_ns=self._last_ts,
-                messages=len(self._msgs),
-                bytes=self._bytes,
+                messages=len(msgs),
+                # the snapshot's check sums its records' lengths, not what the memory store counts
+                bytes=sum(m.size for m in msgs),
                 metadata=self._meta,
             )
-            # Messages are immutable, so a copy of the references is a consistent view.
-            msgs = list(self._msgs.values())
         records = (encode_record(m.subject.encode(), m.headers, m.payload, m.seq, m.ts_ns) for m in msgs)
         return encode_snapshot(header, records)
 
@@ -436,7 +440,7 @@ class MemoryStreamStore:
                 _check_restored_seq(msg.seq, previous, header.last_seq)
                 previous = msg.seq
                 msgs[msg.seq] = msg
-                total += len(record)
+                total += self._size_of(msg)
                 if msg.headers:
                     ttl.add(msg.seq, msg.ts_ns, stored_ttl(msg.headers))
                 info = subjects.get(msg.subject)
@@ -458,6 +462,12 @@ class MemoryStreamStore:
             self._meta = header.metadata
 
     # -- internals ---------------------------------------------------------------------
+
+    def _size_of(self, msg: StoredMsg) -> int:
+        headers = msg.headers
+        return self.counted_size(
+            len(msg.subject.encode()), None if headers is None else len(headers), len(msg.payload)
+        )
 
     @contextmanager
     def _open(self) -> Iterator[None]:
@@ -484,7 +494,7 @@ class MemoryStreamStore:
         body_size = len(headers or b"") + len(payload)
         if 0 < config.max_msg_size < body_size:
             raise MsgTooBigError(body_size, config.max_msg_size)
-        size = msg_size(len(subject_bytes), None if headers is None else len(headers), len(payload))
+        size = self.counted_size(len(subject_bytes), None if headers is None else len(headers), len(payload))
         self._check_discard_new(subject, size, rollup)
 
         if seq == 0:
@@ -544,7 +554,7 @@ class MemoryStreamStore:
             if not at_subject_limit:
                 raise LimitExceededError(Limit.MAX_BYTES)
             assert info is not None
-            if self._msgs[info.first].size < size:
+            if self._size_of(self._msgs[info.first]) < size:
                 raise LimitExceededError(Limit.MAX_BYTES)
 
     def _enforce_subject_limit(self, subject: str, removed: list[int]) -> None:
@@ -608,7 +618,7 @@ class MemoryStreamStore:
             return False
         if self._ttl:
             self._ttl.discard(seq)
-        self._bytes -= msg.size
+        self._bytes -= self._size_of(msg)
         info = self._subjects[msg.subject]
         info.count -= 1
         if info.count == 0:
@@ -747,3 +757,4 @@ def _matches(filter_: str, subject: str) -> bool:
 def _check_restored_seq(seq: int, previous: int, last_seq: int) -> None:
     if not previous < seq <= last_seq:
         raise CorruptStoreError(f"snapshot record {seq} is out of order or outside the sequence range")
+

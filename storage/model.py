@@ -24,6 +24,16 @@ def msg_size(subject_len: int, headers_len: int | None, payload_len: int) -> int
     return size
 
 
+def memory_msg_size(subject_len: int, headers_len: int | None, payload_len: int) -> int:
+    """Bytes a message of a memory stream counts towards `state.bytes` and `max_bytes`.
+
+    nats-server's memory store counts the subject, headers and payload plus 16 (a
+    sequence and a timestamp), not the file record's framing: a client sees the
+    difference in stream info and in where max_bytes and the node's memory limit cut.
+    """
+    return subject_len + (headers_len or 0) + payload_len + 16
+
+
 class Rollup(StrEnum):
     """A `Nats-Rollup` write: after storing, keep only this message for its subject, or in the stream."""
 

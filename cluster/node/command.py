@@ -20,6 +20,7 @@ import structlog
 from cluster.node.config import ConfigError, NodeConfig, add_node_arguments, config_from_args
 from cluster.node.logs import configure_logging
 from cluster.node.parent_watch import die_with_parent
+from cluster.node.profiling import profiled
 from cluster.node.supervisor import SUPERVISOR_PID_ENV, report_started, run_supervisor
 from cluster.node.worker_config import worker_config
 from raft.grpc_setup import prefer_posix_endpoints
@@ -87,7 +88,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         uvloop.install()
     try:
-        asyncio.run(run(config))
+        with profiled(config.name):
+            asyncio.run(run(config))
     except OSError as exc:
         log.error("node_failed_to_start", node=config.name, error=str(exc))
         return 1

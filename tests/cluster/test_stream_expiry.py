@@ -22,6 +22,7 @@ from raft.types import Entry, EntryType
 from storage.interface import StreamStore
 from storage.memory import MemoryStreamStore
 from storage.rocks import RocksStreamStore
+from tests.storage.oracle import FileCountingMemoryStore
 
 SECOND = 1_000_000_000
 T0 = 1_800_000_000 * SECOND
@@ -75,7 +76,7 @@ def test_delete_markers_as_nats_server_places_them() -> None:
     # (subjects of the same length here, so the byte counts compare)
     cfg = config(max_age=2 * SECOND, subject_delete_marker_ttl=SECOND)
     assert cfg.allow_msg_ttl and cfg.allow_rollup_hdrs
-    m, log = StreamStateMachine(MemoryStreamStore(), cfg, sync_writes=False), Log()
+    m, log = StreamStateMachine(FileCountingMemoryStore(), cfg, sync_writes=False), Log()
     m.apply(
         [
             log(publish(cfg, "e.aa", T0, b"a1")),
@@ -170,7 +171,7 @@ def test_replicas_on_either_store_agree_on_expiry_and_markers(seed: int, tmp_pat
     rng = random.Random(seed)
     cfg = config(max_age=4 * SECOND, subject_delete_marker_ttl=SECOND, duplicate_window=SECOND)
     entries = _random_log(rng, cfg, 200)
-    memory = StreamStateMachine(MemoryStreamStore(), cfg, sync_writes=False)
+    memory = StreamStateMachine(FileCountingMemoryStore(), cfg, sync_writes=False)
     results = memory.apply(entries)
     assert any(isinstance(r, Expired) and r.markers for r in results)
     # a file replica that restarts and takes a snapshot from the memory one midway
@@ -183,7 +184,7 @@ def test_replicas_on_either_store_agree_on_expiry_and_markers(seed: int, tmp_pat
     replica = StreamStateMachine(reopened, cfg, sync_writes=False)
     other += replica.apply(entries[cut1:cut2])
     replica_b = StreamStateMachine(RocksStreamStore.open_alone(tmp_path / "b"), cfg, sync_writes=False)
-    snapshot_source = StreamStateMachine(MemoryStreamStore(), cfg, sync_writes=False)
+    snapshot_source = StreamStateMachine(FileCountingMemoryStore(), cfg, sync_writes=False)
     snapshot_source.apply(entries[:cut2])
     replica_b.restore(snapshot_source.snapshot())
     other_b = replica_b.apply(entries[cut2:])

@@ -41,6 +41,7 @@ from raft.types import Entry, EntryType
 from storage.memory import MemoryStreamStore
 from storage.rocks import RocksStreamStore
 from tests.cluster.trace_data import client_json, server_json, server_obj
+from tests.storage.oracle import FileCountingMemoryStore
 
 SECOND = 1_000_000_000
 T0 = 1_800_000_000 * SECOND
@@ -344,7 +345,7 @@ def logical_state(m: StreamStateMachine) -> tuple[object, ...]:
 @pytest.mark.parametrize("seed", range(3))
 def test_rocks_and_memory_replicas_agree_across_a_reopen(seed: int, tmp_path: pathlib.Path) -> None:
     entries = _random_log(random.Random(100 + seed), 120)
-    memory = machine()
+    memory = StreamStateMachine(FileCountingMemoryStore(), CFG, sync_writes=False)
     rocks = StreamStateMachine(RocksStreamStore.open_alone(tmp_path / "s"), CFG, sync_writes=False)
     cut = len(entries) // 2
     assert memory.apply(entries[:cut]) == rocks.apply(entries[:cut])
@@ -356,7 +357,7 @@ def test_rocks_and_memory_replicas_agree_across_a_reopen(seed: int, tmp_path: pa
     assert [NoOp()] * cut + memory.apply(entries[cut:]) == reopened.apply(entries)
     assert logical_state(memory) == logical_state(reopened)
     # a rocks snapshot restores into a memory replica and vice versa
-    copy = machine()
+    copy = StreamStateMachine(FileCountingMemoryStore(), CFG, sync_writes=False)
     copy.restore(reopened.snapshot_chunks())
     assert logical_state(copy) == logical_state(memory)
     reopened.store.close()

@@ -12,6 +12,7 @@ import pytest
 from storage.config import StoreConfig
 from storage.interface import StreamStore
 from storage.memory import MemoryStreamStore
+from storage.model import memory_msg_size, msg_size
 from storage.rocks import RocksStreamStore
 from storage.rocks_engine import StreamStoreEngine
 
@@ -64,3 +65,11 @@ def make_store(request: pytest.FixtureRequest, fast_dir: Path) -> Iterator[Store
 @pytest.fixture
 def store(make_store: StoreFactory) -> StreamStore:
     return make_store()
+
+
+def counted_bytes(store: StreamStore, subject: str, headers: bytes | None, payload: bytes) -> int:
+    """What `store` counts towards state.bytes for a message: nats-server's memory and file stores
+    count differently (subject, headers, payload and 16; or the file record's length)."""
+    size = memory_msg_size if isinstance(store, MemoryStreamStore) else msg_size
+    return size(len(subject.encode()), None if headers is None else len(headers), len(payload))
+

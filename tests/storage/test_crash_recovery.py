@@ -1,6 +1,6 @@
 """Crash recovery: a real writer process (tests/storage/crash_writer.py) is killed with SIGKILL.
 
-After each kill the store is reopened and compared with a MemoryStreamStore
+After each kill the store is reopened and compared with a memory store (counting bytes as files do)
 that replayed exactly the groups the reopened store's metadata names: same
 state (messages, bytes, first/last sequence and time, subjects, deleted
 sequences) and the same message at every sequence. So the store holds a whole
@@ -23,10 +23,10 @@ from pathlib import Path
 import pytest
 
 from storage.errors import MsgNotFoundError
-from storage.memory import MemoryStreamStore
 from storage.rocks import RocksStreamStore
 from storage.rocks_engine import StreamStoreEngine
 from tests.storage.crash_writer import applied_group, config_for, shared_store_name, write_group
+from tests.storage.oracle import FileCountingMemoryStore
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 KILLS_PER_RUN = 3
@@ -86,7 +86,7 @@ def run_writer_until_killed(
 def assert_matches_replay(store: RocksStreamStore, mode: str) -> int:
     """Compares `store` with a memory replay of the groups its metadata names; returns that group."""
     groups = applied_group(store)
-    oracle = MemoryStreamStore(config_for(mode))
+    oracle = FileCountingMemoryStore(config_for(mode))
     for group in range(1, groups + 1):
         write_group(oracle, group, sync=False)
     state = store.state(include_deleted=True)

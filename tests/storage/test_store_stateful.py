@@ -1,4 +1,4 @@
-"""Random operation sequences against MemoryStreamStore (the oracle) and RocksStreamStore.
+"""Random operation sequences against a MemoryStreamStore counting bytes as files do (the oracle) and RocksStreamStore.
 
 Every write's result (or error type) and, after every step, a sweep of reads
 over several filters and starting points must agree between the two. The
@@ -19,10 +19,10 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from storage.config import DiscardPolicy, StoreConfig
 from storage.errors import LimitExceededError, StoreError
 from storage.interface import StreamStore
-from storage.memory import MemoryStreamStore
 from storage.model import Rollup
 from storage.rocks import RocksStreamStore
 from tests.storage.conftest import fast_temp_dir
+from tests.storage.oracle import FileCountingMemoryStore
 
 SUBJECTS = ["a", "a.b", "a.c", "a.b.c", "b.x", "b.y", "c"]
 FILTERS = ["", ">", "a", "a.*", "a.>", "*.x", "b.*", "*", "c", "zz"]
@@ -67,7 +67,7 @@ class StoreComparison(RuleBasedStateMachine):
         self.tmp = fast_temp_dir()
         self.path = self.tmp / "rocks"
         self.config = StoreConfig()
-        self.memory = MemoryStreamStore(self.config)
+        self.memory = FileCountingMemoryStore(self.config)
         self.rocks = RocksStreamStore.open_alone(self.path, self.config)
         self.clock = 1
         self.groups = 0
@@ -190,7 +190,7 @@ class StoreComparison(RuleBasedStateMachine):
 
     @rule()
     def snapshot_round_trip(self) -> None:
-        copy = MemoryStreamStore()
+        copy = FileCountingMemoryStore()
         copy.restore(self.rocks.snapshot())
         assert copy.state(include_deleted=True) == self.memory.state(include_deleted=True)
         assert copy.metadata == self.memory.metadata
