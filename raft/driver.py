@@ -33,7 +33,7 @@ import itertools
 import random
 import secrets
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -423,6 +423,21 @@ class RaftHost:
 
     def groups(self) -> list[str]:
         return list(self._groups)
+
+    def stored_groups(self) -> list[str]:
+        """Every group with a log in this host's database, running or not."""
+        return self.engine.groups() if self.engine is not None else []
+
+    async def drop_stored_groups(self, names: Iterable[str]) -> list[str]:
+        """Delete the logs of groups that are not running here (a running one is skipped); the dropped."""
+        if self.engine is None:
+            return []
+        dropped = [name for name in names if name not in self._groups]
+        for name in dropped:
+            self.engine.drop_group(name)
+        if dropped:
+            await self.engine.persist()
+        return dropped
 
     def retire_recovery(self) -> bool:
         """If every group running here has caught up since the node's damaged state was discarded, retire

@@ -50,6 +50,7 @@ from cluster.direct_get.beacons import PositionBeacons
 from cluster.direct_get.positions import presence_subject
 from cluster.meta.account_limits import check_create_limits, check_update_limits, reserved_bytes
 from cluster.meta.consumers import ConsumerAdmin, consumer_error_body, parse_meta_consumer_subject
+from cluster.meta.leftovers import find_leftovers
 from cluster.meta.machine import MetaMachine, MetaOp, MetaResult, encode_meta_entry
 from cluster.meta.placement import NodeInfo, PlacementError, choose_peers, known_nodes
 from cluster.meta.server_limits import (
@@ -92,10 +93,11 @@ from cluster.stream.info import (
     stream_names_response,
     stream_purge_error,
 )
-from cluster.stream.replica import StreamReplica, open_store, store_is_new
+from cluster.stream.replica import StreamReplica, open_store, store_is_new, store_name_for
 from gateway.router import Message, Subscription
 from raft.driver import RaftHostError
 from raft.types import Entry, EntryType, NodeId, Role, Snapshot
+from storage.rocks_engine import StreamStoreEngine
 from subjects.first_token_index import FirstTokenIndex
 
 log = structlog.get_logger(__name__)
@@ -291,7 +293,7 @@ class MetaService:
             self.ctx.meta_progress.advance(index)
 
     async def _reconcile_loop(self) -> None:
-        await caught_up(self.ctx.host, self.ctx.meta_group, lambda: self._stopped, CATCH_UP_TIMEOUT)
+        caught = await caught_up(self.ctx.host, self.ctx.meta_group, lambda: self._stopped, CATCH_UP_TIMEOUT)
         log.info("meta_caught_up", node=self.ctx.name, streams=len(self.machine.streams))
         while not self._stopped:
             self._reconciling = True
@@ -300,11 +302,48 @@ class MetaService:
                 await self._reconcile_once()
             finally:
                 self._reconciling = False
+            if not self._reconciled_once and caught:
+                await self._remove_leftovers()
             self._reconciled_once = True
             if not self._wanted.is_set():
                 # what was applied during the pass changed no assignment (it would have set _wanted)
                 self.ctx.meta_progress.advance(self._state_machine.applied_index)
             await self._wanted.wait()
+
+    async def _remove_leftovers(self) -> None:
+        """Delete the logs and stores of replicas deleted or moved away while this node was down
+        (cluster/meta/leftovers.py); run once, after the first pass following the catch-up."""
+        ctx = self.ctx
+        wanted_groups: set[str] = set()
+        wanted_stores: set[str] = set()
+        for name, assignment in self.machine.streams.items():
+            if ctx.name in assignment.peers:
+                wanted_groups.add(assignment.group)
+                wanted_stores.add(store_name_for(assignment))
+            for consumer in self.machine.consumers.get(name, {}).values():
+                if ctx.name in consumer.peers:
+                    wanted_groups.add(consumer.group)
+        engine = ctx.stream_stores
+        stored_stores = engine.stores() if engine is not None else []
+        leftovers = find_leftovers(
+            tag=ctx.account_tag,
+            stored_groups=ctx.host.stored_groups(),
+            stored_stores=stored_stores,
+            wanted_groups=wanted_groups,
+            wanted_stores=wanted_stores,
+            running_groups=set(ctx.host.groups()),
+            open_stores={name for name in stored_stores if engine is not None and engine.is_open(name)},
+        )
+        if not leftovers.groups and not leftovers.stores:
+            return
+        try:
+            dropped = await ctx.host.drop_stored_groups(leftovers.groups)
+            if engine is not None and leftovers.stores:
+                await asyncio.to_thread(_drop_stores, engine, leftovers.stores)
+        except Exception as exc:  # a leftover kept costs only disk: never the reconcile loop
+            log.warning("leftovers_not_removed", node=ctx.name, error=str(exc))
+            return
+        log.info("leftovers_removed", node=ctx.name, groups=dropped, stores=leftovers.stores)
 
     async def _reconcile_once(self) -> None:
         # the assignments below are read from the machine as of this index (or later ones, after an await)
@@ -785,3 +824,8 @@ def _error_body(request: ApiRequest, error: ApiError) -> bytes:
         streams = None if request.op is ApiOp.STREAM_NAMES else []
         return error_response(request.response_type, error, total=0, offset=0, limit=0, streams=streams)
     return plain_error(request.response_type, error)
+
+
+def _drop_stores(engine: StreamStoreEngine, names: list[str]) -> None:
+    for name in names:
+        engine.drop_store(name)
