@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -185,6 +185,9 @@ class MetaService:
         self._consumer_sub: Subscription | None = None
         self.consumer_admin = ConsumerAdmin(self)
         self._stopped = False
+        # this account's streams, as placement on this node sees every account's
+        self._placement_view = _PlacementView(self)
+        ctx.accounts_placement.register(ctx.account_tag, self._placement_view)
 
     @property
     def current(self) -> bool:
@@ -212,6 +215,7 @@ class MetaService:
 
     async def stop(self) -> None:
         self._stopped = True
+        self.ctx.accounts_placement.unregister(self.ctx.account_tag)
         self._wanted.set()
         for replica in [*self.replicas.values(), *self._started_with_entry.values()]:
             await replica.stop(delete=False)
@@ -460,6 +464,11 @@ class MetaService:
         ctx = self.ctx
         return known_nodes(ctx.members, ctx.name, (*ctx.tags, *limit_labels(ctx.server_limits)), ctx.router.peer_labels)
 
+    def _every_accounts_streams(self) -> tuple[Mapping[str, StreamConfig], Callable[[str], Sequence[str]]]:
+        """Every account's stream configs (this account's by name) and their peers: a node's byte limits
+        and its load are shared by all the accounts with streams on it."""
+        return self.ctx.accounts_placement.configs(self.ctx.account_tag, self._placement_view)
+
     def _peers_of(self, stream: str) -> list[str]:
         assignment = self.machine.streams.get(stream)
         return assignment.peers if assignment is not None else []
@@ -469,18 +478,19 @@ class MetaService:
         started, or one reconnecting), placement that fails looks again for up to PLACEMENT_WAIT."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + PLACEMENT_WAIT
+        placement, view = self.ctx.accounts_placement, self._placement_view
         while True:
             nodes = self._node_infos()
-            full = nodes_without_room(cfg, nodes, self.configs(), self._peers_of)
+            full = nodes_without_room(cfg, nodes, *self._every_accounts_streams())
             try:
                 return choose_peers(
                     replicas,
                     nodes,
-                    self.machine.load(),
+                    placement.load(view),
                     required_tags=cfg.placement.tags if cfg.placement is not None else (),
                     is_mirror=cfg.mirror is not None,
                     exclude=exclude,
-                    first_in=self.machine.first_peers(),
+                    first_in=placement.first_peers(view),
                     without_room=full,
                 )
             except PlacementError as exc:
@@ -594,7 +604,7 @@ class MetaService:
         cfg = decision.config
         check_create_limits(cfg, configs, limits)
         if self.ctx.standalone:
-            check_node_create(cfg, configs, self.ctx.server_limits)
+            check_node_create(cfg, self._every_accounts_streams()[0], self.ctx.server_limits)
         check_replicas_placeable(cfg, node_count(self.ctx.members), CLUSTER_NAME)
         peers = await self._place(max(cfg.num_replicas, 1), cfg)
         assignment = StreamAssignment(name, cfg.to_json(), peers, time.time_ns(), tag=self.ctx.account_tag)
@@ -693,10 +703,11 @@ class MetaService:
         if max(cfg.num_replicas, 1) != max(old.num_replicas, 1):
             raise JSErrors.STREAM_REPLICAS_NOT_UPDATABLE()
         check_update_limits(old, cfg, configs, self.ctx.account_limits)
+        every_config, every_peers_of = self._every_accounts_streams()
         if self.ctx.standalone:
-            check_node_update(old, cfg, configs, self.ctx.server_limits)
+            check_node_update(old, cfg, every_config, self.ctx.server_limits)
         else:
-            check_cluster_update(old, cfg, self._node_infos(), configs, self._peers_of)
+            check_cluster_update(old, cfg, self._node_infos(), every_config, every_peers_of)
         result = await self._propose(MetaOp.UPDATE_STREAM, {"name": name, "config": cfg.to_json()})
         if not result.ok:
             raise JSErrors.STREAM_NOT_FOUND()
@@ -829,3 +840,23 @@ def _error_body(request: ApiRequest, error: ApiError) -> bytes:
 def _drop_stores(engine: StreamStoreEngine, names: list[str]) -> None:
     for name in names:
         engine.drop_store(name)
+
+
+class _PlacementView:
+    """One account's streams as AccountsPlacement reads them."""
+
+    def __init__(self, service: MetaService) -> None:
+        self._service = service
+
+    def load(self) -> dict[str, int]:
+        return self._service.machine.load()
+
+    def first_peers(self) -> dict[str, int]:
+        return self._service.machine.first_peers()
+
+    def configs(self) -> dict[str, StreamConfig]:
+        return self._service.configs()
+
+    def peers_of(self, stream: str) -> list[str]:
+        assignment = self._service.machine.streams.get(stream)
+        return assignment.peers if assignment is not None else []

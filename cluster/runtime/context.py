@@ -13,6 +13,7 @@ import structlog
 from cluster.runtime.account_limits import UNLIMITED, JetStreamAccountLimits
 from cluster.runtime.account_router import ServiceRouter
 from cluster.runtime.account_usage import AccountUsage, ApiCounts
+from cluster.runtime.accounts_placement import AccountsPlacement
 from cluster.runtime.internal_requests import INTERNAL_INBOX_PREFIX, InternalRequester
 from cluster.runtime.meta_progress import MetaProgress
 from cluster.runtime.metrics import NodeMetrics
@@ -98,6 +99,9 @@ class NodeContext:
     # `<account>/` for another, so two accounts' streams of one name never share a group or a store.
     account: str = "$G"
     account_tag: str = ""
+    # every account's streams on this node, for placement and the node's byte limits (shared by the
+    # accounts' contexts: each is a copy of the home context)
+    accounts_placement: AccountsPlacement = field(default_factory=AccountsPlacement)
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
 
     @property

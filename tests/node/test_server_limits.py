@@ -325,3 +325,40 @@ async def test_a_streams_duplicate_window_within_the_servers_as_in_nats_server(t
     }
     assert expected == [60_000_000_000, too_large, 30_000_000_000, 60_000_000_000, too_large]
     assert got == expected
+
+
+ACCOUNTS = """
+accounts {
+  A: { jetstream: enabled, users: [{user: a, password: a}] }
+  B: { jetstream: enabled, users: [{user: b, password: b}] }
+}
+"""
+
+
+async def _two_accounts(client_port: int, _http_port: int) -> list[Any]:
+    """Both accounts reserve from the node's one max_file_store and max_memory_store."""
+    answers: list[Any] = []
+    for user, requests in (
+        ("a", [_stream("CREATE", "S1", max_bytes=600), _stream("CREATE", "M1", storage="memory", max_bytes=2000)]),
+        ("b", [
+            _stream("CREATE", "S1", max_bytes=600),  # 1200 of 1024 with A's: 10047
+            _stream("CREATE", "S2", max_bytes=400),
+            _stream("CREATE", "M1", storage="memory", max_bytes=1001),  # 3001 of 3000: 10028
+            _stream("UPDATE", "S2", max_bytes=425),  # grows past what A's S1 left: 10047
+        ]),
+    ):  # fmt: skip
+        nc = await nats.connect(f"nats://{user}:{user}@{HOST}:{client_port}")
+        try:
+            for subject, body in requests:
+                reply = await nc.request(subject, json.dumps(body).encode(), timeout=10)
+                answers.append(_essence(subject, json.loads(reply.data)))
+        finally:
+            await nc.close()
+    return answers
+
+
+async def test_every_accounts_streams_reserve_from_the_nodes_limits(tmp_path: Path) -> None:
+    expected, got = await on_both_with_limits(tmp_path, LIMITS, _two_accounts, rest=ACCOUNTS)
+    codes = [answer.get("error", {}).get("err_code") for answer in expected]
+    assert codes == [None, None, 10047, None, 10028, 10047]
+    assert got == expected
