@@ -24,6 +24,7 @@ from nats.js.api import Placement
 from chaos.readafterwrite.faults import LinkFaults
 from cluster.runtime.workers import node_of
 from local.cluster import LocalCluster, node_available, plan_free_nodes, proxy_name, start_faultable_links
+from tests.node.cluster_fixtures import connect_to_member
 
 pytestmark = pytest.mark.skipif(not node_available(), reason="needs a runnable `jetraft node`")
 
@@ -111,7 +112,6 @@ def test_a_publish_right_after_a_stepdown_waits_for_the_new_leaders_interest(clu
     the client's node, a follower. Without the publish hold every one of these publishes got 503."""
     assert cluster.toxiproxy_url is not None
     faults = LinkFaults(cluster.toxiproxy_url)
-    replicas = [spec.name for spec in cluster.specs if "replica" in spec.tags]
 
     async def once(n: int) -> str | None:
         name = f"HANDED{n}"
@@ -122,13 +122,14 @@ def test_a_publish_right_after_a_stepdown_waits_for_the_new_leaders_interest(clu
             )
         finally:
             await nc.close()
-        assert info.cluster is not None and info.cluster.leader
-        leader = node_of(info.cluster.leader)
-        client_node, new_leader = (node for node in replicas if node != leader)
-        proxy = faults.client.get_proxy(proxy_name(new_leader, client_node))
+        assert info.cluster is not None and info.cluster.leader and info.cluster.replicas
+        # members: nodes, or workers of several-worker nodes (what the stream's group names)
+        client_member, new_leader = (replica.name for replica in info.cluster.replicas)
+        # what the new leader's node sends the client's member: its interest, among the rest
+        proxy = faults.client.get_proxy(proxy_name(node_of(new_leader), client_member))
         proxy.add_toxic(name="lag", type="latency", stream="upstream", attributes={"latency": LAG_MS})
         try:
-            nc = await nats.connect(cluster.spec(client_node).client_url)
+            nc = await connect_to_member(cluster, client_member)
             try:
                 stepdown = json.dumps({"placement": {"preferred": new_leader}}).encode()
                 answer = json.loads((await nc.request(f"$JS.API.STREAM.LEADER.STEPDOWN.{name}", stepdown, 10)).data)
@@ -139,7 +140,7 @@ def test_a_publish_right_after_a_stepdown_waits_for_the_new_leaders_interest(clu
                     return f"{name}: {exc!r}"
                 assert ack.seq == 1
                 info = await nc.jetstream(timeout=10).stream_info(name)
-                assert info.cluster is not None and node_of(info.cluster.leader or "") == new_leader
+                assert info.cluster is not None and info.cluster.leader == new_leader
                 return None
             finally:
                 await nc.close()
