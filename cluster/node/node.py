@@ -220,7 +220,7 @@ class Node:
             ),
             quiesce=config.quiesce,
             stream_stores=self.stream_stores,
-            publish_hold=PublishHold(self.router),
+            publish_hold=PublishHold(self.router, metrics=self.metrics),
         )
         self.meta = MetaService(self.ctx)
         self.api = api_entry_for(self.ctx, self.meta)

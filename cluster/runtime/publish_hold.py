@@ -28,6 +28,7 @@ from collections import deque
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 
+from cluster.runtime.metrics import NodeMetrics
 from gateway.router import ClientSink, InterestWatch, Router
 from gateway.sublist import Sublist
 
@@ -71,6 +72,7 @@ class PublishHold:
         max_messages: int = MAX_HELD_MESSAGES,
         max_bytes: int = MAX_HELD_BYTES,
         clock: Callable[[], float] = time.monotonic,
+        metrics: NodeMetrics | None = None,
     ) -> None:
         self.router = router
         self.wait = wait
@@ -87,9 +89,13 @@ class PublishHold:
         self._timer: asyncio.TimerHandle | None = None
         self._releasing = False
         self._release_again = False
-        # counted for tests and logs: published after waiting, and answered after waiting in vain
+        # published after waiting, and answered (or dropped) after waiting in vain
         self.released = 0
         self.expired = 0
+        self._released_metric = self._expired_metric = None
+        if metrics is not None:
+            self._released_metric = metrics.held_publishes.labels(metrics.node, "released")
+            self._expired_metric = metrics.held_publishes.labels(metrics.node, "expired")
         router.on_unmatched_publish(self.take)
 
     # -- which subjects are about to be served ---------------------------------------------------
@@ -166,6 +172,8 @@ class PublishHold:
                 continue
             self._finish(held)
             self.released += 1
+            if self._released_metric is not None:
+                self._released_metric.inc()
             router.publish(held.subject, held.payload, held.reply, held.headers, origin=held.origin, may_hold=False)
         self._drop_finished()
 
@@ -180,6 +188,8 @@ class PublishHold:
                 continue
             self._finish(held)
             self.expired += 1
+            if self._expired_metric is not None:
+                self._expired_metric.inc()
             if held.reply and held.origin.no_responders:
                 router.no_responders_to_client(held.origin, held.subject, held.reply)
         if self._held:

@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from cluster.runtime.metrics import NodeMetrics
 from cluster.runtime.publish_hold import PublishHold
 from gateway.headers import decode_headers
 from gateway.router import Message, Router, Subscription
@@ -141,6 +142,27 @@ async def test_nobody_came_the_client_gets_its_503_then_and_the_message_is_gone(
     assert client.statuses() == [503] and hold.expired == 1 and hold.held == 0
     router.set_remote_interest("n2", "orders.>", None, 1)
     assert links.forwarded == []  # answered 503: never published as well
+
+
+async def test_the_outcomes_are_counted_for_metrics() -> None:
+    router = Router()
+    router.attach_links(Links())
+    client = Client()
+    router.subscribe_client(client, b"1", "_INBOX.c.*", None)
+    clock = Clock()
+    metrics = NodeMetrics("n1")
+    hold = PublishHold(router, clock=clock, metrics=metrics)
+    hold.expect(("", "BILLS"), ["bills.>"])
+    router.publish("bills.1", b"x", "_INBOX.c.1", origin=client)
+    router.publish("bills.2", b"y", "_INBOX.c.2", origin=client)
+    router.set_remote_interest("n2", "bills.1", None, 1)
+    clock.now += hold.wait
+    hold.expire_due()
+
+    def counted(outcome: str) -> float | None:
+        return metrics.registry.get_sample_value("jetraft_held_publishes_total", {"node": "n1", "outcome": outcome})
+
+    assert (counted("released"), counted("expired")) == (1.0, 1.0)
 
 
 async def test_the_timer_answers_on_its_own() -> None:
