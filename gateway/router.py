@@ -114,6 +114,9 @@ MessageCallback = Callable[[Message], None]
 InterestListener = Callable[[str, str | None, int], None]
 # a forwarded request nobody here serves, and the peer where its reply subject has interest
 UnservedHandler = Callable[[Message, str | None], None]
+# A client's publish that reached nobody (subject, reply, headers, payload, the client): True if the
+# handler took it (to publish again once a receiver appears, see `on_unmatched_publish`).
+UnmatchedPublishHandler = Callable[[str, str | None, bytes | None, bytes, "ClientSink"], bool]
 
 
 class InterestWatch:
@@ -274,6 +277,8 @@ class Router:
         self._remote: dict[str, dict[tuple[str, str | None], RemoteInterest]] = {}
         # subject prefix -> who takes a forwarded request nobody here serves any more (see on_unserved)
         self._unserved: list[tuple[str, UnservedHandler]] = []
+        # who takes a client's publish that reached nobody, if anyone (see on_unmatched_publish)
+        self._unmatched: UnmatchedPublishHandler | None = None
         # Client connections' buffered output; see gateway.output.
         self.output = OutputFlusher()
 
@@ -516,6 +521,7 @@ class Router:
         deliver_as: str | None = None,
         reply_via: str | None = None,
         rerouted: bool = False,
+        may_hold: bool = True,
     ) -> int:
         """Deliver a message everywhere it is wanted; returns how many local deliveries and peer forwards it made.
 
@@ -525,12 +531,15 @@ class Router:
         `no_responders=True`. `rerouted`: the message was handed on once already (see
         `on_unserved`), and the peer it goes to must not hand it on again. Raises InvalidSubjectError for a malformed subject (an empty token,
         whitespace), after sending the client's no-responders status as nats-server does.
+        A client's publish that reaches nobody goes to the `on_unmatched_publish` handler first, unless
+        `may_hold` is False (the handler publishing what it held): if it takes the message, there is
+        no no-responders status (yet).
         """
         try:
             plan = self._plan(subject)
         except InvalidSubjectError:
             if reply and origin is not None and origin.no_responders:
-                self._no_responders_to_client(origin, subject, reply)
+                self.no_responders_to_client(origin, subject, reply)
             raise
         if plan.internal and origin is not None:
             plan = _NOBODY
@@ -562,10 +571,18 @@ class Router:
                     count += 1
         if count == 0 and self._reply_routes:
             count = self._forward_by_reply_route(subject, reply, headers, payload, deliver_as)
+        if (
+            count == 0
+            and origin is not None
+            and may_hold
+            and self._unmatched is not None
+            and self._unmatched(subject, reply, headers, payload, origin)
+        ):
+            return 0
         if count == 0 and reply:
             if origin is not None:
                 if origin.no_responders:
-                    self._no_responders_to_client(origin, subject, reply)
+                    self.no_responders_to_client(origin, subject, reply)
             elif no_responders:
                 self._no_responders_to_internal(subject, reply)
         return count
@@ -626,6 +643,14 @@ class Router:
                     handler(Message(subject, reply, headers, payload), reply_via or from_peer)
                     return 1
         return count
+
+    def on_unmatched_publish(self, handler: UnmatchedPublishHandler | None) -> None:
+        """A client's publish that reaches nobody (no local subscriber, no peer's interest, no reply
+        route) goes to `handler` before its no-responders status: a handler that returns True has
+        taken it, and publishes it again (`may_hold=False`) or answers the status itself later. The
+        cluster's publish hold (cluster/runtime/publish_hold.py) takes those on a stream's subjects
+        while the stream leader's interest is on its way. None: no handler."""
+        self._unmatched = handler
 
     def on_unserved(self, prefix: str, handler: UnservedHandler) -> None:
         """A request under `prefix` that a peer forwarded here, for a subscriber gone by the time it
@@ -745,7 +770,8 @@ class Router:
         except Exception:
             log.exception("internal subscription callback failed", subject=sub.subject, queue=sub.queue)
 
-    def _no_responders_to_client(self, origin: ClientSink, subject: str, reply: str) -> None:
+    def no_responders_to_client(self, origin: ClientSink, subject: str, reply: str) -> None:
+        """The 503 status a client that asked for it gets for a request on `subject` nobody received."""
         try:
             result = self._plan(reply)
         except InvalidSubjectError:

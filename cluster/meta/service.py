@@ -283,10 +283,26 @@ class MetaService:
 
     # -- reconciliation ---------------------------------------------------------------------
 
-    def _assignment_changed(self, name: str, _assignment: StreamAssignment | None) -> None:
+    def _assignment_changed(self, name: str, assignment: StreamAssignment | None) -> None:
+        self._expect_publishes(name, assignment)
         self._changed.add(name)
         self._configs_changed.add(name)
         self._wanted.set()
+
+    def _expect_publishes(self, name: str, assignment: StreamAssignment | None) -> None:
+        """Tell the node's publish hold the subjects this stream's leader serves (runtime/publish_hold.py):
+        a client's publish on them that meets no leader yet waits for one a moment."""
+        hold = self.ctx.publish_hold
+        if hold is None:
+            return
+        owner = (self.ctx.account_tag, name)
+        if assignment is None:
+            hold.forget(owner)
+            return
+        config = assignment.config
+        # what StreamLeader.refresh_subjects subscribes to: a mirror takes no publishes
+        subjects = () if config.get("mirror") is not None else config.get("subjects") or ()
+        hold.expect(owner, [self.ctx.router_subject(subject) for subject in subjects])
 
     def _meta_applied(self, index: int) -> None:
         """Entries that changed no assignment (a new meta leader's empty entry, a refused request)

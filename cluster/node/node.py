@@ -44,6 +44,7 @@ from cluster.runtime.context import (
 )
 from cluster.runtime.internal_requests import InternalRequester
 from cluster.runtime.metrics import NodeMetrics
+from cluster.runtime.publish_hold import PublishHold
 from cluster.runtime.server_limits import limit_labels
 from cluster.runtime.workers import node_of
 from cluster.stream.leader import replica_progress
@@ -219,6 +220,7 @@ class Node:
             ),
             quiesce=config.quiesce,
             stream_stores=self.stream_stores,
+            publish_hold=PublishHold(self.router, metrics=self.metrics),
         )
         self.meta = MetaService(self.ctx)
         self.api = api_entry_for(self.ctx, self.meta)

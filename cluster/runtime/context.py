@@ -11,12 +11,13 @@ from typing import Any
 import structlog
 
 from cluster.runtime.account_limits import UNLIMITED, JetStreamAccountLimits
-from cluster.runtime.account_router import ServiceRouter
+from cluster.runtime.account_router import AccountRouter, ServiceRouter
 from cluster.runtime.account_usage import AccountUsage, ApiCounts
 from cluster.runtime.accounts_placement import AccountsPlacement
 from cluster.runtime.internal_requests import INTERNAL_INBOX_PREFIX, InternalRequester
 from cluster.runtime.meta_progress import MetaProgress
 from cluster.runtime.metrics import NodeMetrics
+from cluster.runtime.publish_hold import PublishHold
 from cluster.runtime.server_limits import NO_SERVER_LIMITS, NodeHoldings, ServerJetStreamLimits
 from gateway.server import NATS_COMPAT_VERSION
 from raft.driver import GroupOptions, RaftHost
@@ -102,6 +103,9 @@ class NodeContext:
     # every account's streams on this node, for placement and the node's byte limits (shared by the
     # accounts' contexts: each is a copy of the home context)
     accounts_placement: AccountsPlacement = field(default_factory=AccountsPlacement)
+    # the node's one hold for clients' publishes on a stream's subject that meet no leader yet
+    # (runtime/publish_hold.py): every account's meta service tells it its streams' subjects
+    publish_hold: PublishHold | None = None
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
 
     @property
@@ -136,6 +140,11 @@ class NodeContext:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+    def router_subject(self, subject: str) -> str:
+        """`subject` as the router holds it: as it is for the home account, in the account's space else."""
+        router = self.router
+        return router.to_router(subject) if isinstance(router, AccountRouter) else subject
 
     def reply(self, subject: str | None, payload: bytes, headers: bytes | None = None) -> None:
         if subject:

@@ -146,6 +146,13 @@ class NodeMetrics:
             ["node"],
             registry=r,
         )
+        self.held_publishes = Counter(
+            "jetraft_held_publishes_total",
+            "Client publishes on a stream's subject that met no stream leader and waited for one, by outcome:"
+            " released (a leader's interest came) or expired (answered 503, or dropped without a reply)",
+            ["node", "outcome"],
+            registry=r,
+        )
 
     def forget_groups_except(self, live: set[str]) -> int:
         """Drop the Raft series of groups no longer on this node (a deleted stream's or consumer's, one moved
