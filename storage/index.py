@@ -8,6 +8,10 @@ without touching them:
   message (the usual case for KV keys) and a `SeqList` from two on (runs of
   consecutive sequences, or a plain array when the subject is interleaved with others);
 - `tree`: the same subjects indexed by token for wildcard filters;
+- `sizes`: the record size of the one message of a single-message subject, where known (a KV key
+  with history 1): replacing it then needs no read of the old record to keep `bytes` right. Filled
+  by `add`, dropped when the subject gets a second message (a subject shrinking back to one does
+  not know its survivor's size) or goes; a saved index does not carry it;
 - counters: bytes, last sequence and timestamp.
 
 Memory grows by 1 bit per message (the live bitmap), plus 8 bytes per message of
@@ -70,11 +74,12 @@ def seqs_iter(entry: SubjectSeqs) -> Iterator[int]:
 
 
 class StreamIndex:
-    __slots__ = ("bytes", "last_seq", "last_ts", "live", "subjects", "tree")
+    __slots__ = ("bytes", "last_seq", "last_ts", "live", "sizes", "subjects", "tree")
 
     def __init__(self) -> None:
         self.live = SeqSet()
         self.subjects: dict[str, SubjectSeqs] = {}
+        self.sizes: dict[str, int] = {}
         self.tree = SubjectTree()
         self.bytes = 0
         self.last_seq = 0
@@ -95,9 +100,11 @@ class StreamIndex:
         entry = self.subjects.get(subject)
         if entry is None:
             self.subjects[subject] = seq
+            self.sizes[subject] = size
             self.tree.insert(subject)
         elif isinstance(entry, int):
             self.subjects[subject] = SeqList((entry, seq))
+            self.sizes.pop(subject, None)
         else:
             entry.append(seq)
         self.bytes += size
@@ -107,6 +114,7 @@ class StreamIndex:
         entry = self.subjects[subject]
         if isinstance(entry, int) or len(entry) == 1:
             del self.subjects[subject]
+            self.sizes.pop(subject, None)
             self.tree.remove(subject)
         else:
             entry.remove(seq)
@@ -114,9 +122,20 @@ class StreamIndex:
                 self.subjects[subject] = entry.first
         self.bytes -= size
 
+    def replace_single(self, subject: str, old_seq: int, old_size: int, seq: int, size: int) -> None:
+        """`seq` takes the place of `old_seq`, the one message of `subject` (a KV key with history 1):
+        what `add` then `remove` of the old one leave, without building a list of two in between."""
+        live = self.live
+        live.discard(old_seq)
+        live.add(seq)
+        self.subjects[subject] = seq
+        self.sizes[subject] = size
+        self.bytes += size - old_size
+
     def clear(self, last_seq: int) -> None:
         self.live.clear()
         self.subjects = {}
+        self.sizes = {}
         self.tree = SubjectTree()
         self.bytes = 0
         self.last_seq = last_seq

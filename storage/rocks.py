@@ -982,14 +982,22 @@ class RocksStreamStore:
         if seq == 0:
             seq = index.last_seq + 1
         self._put_record(seq, encode_record(subject_bytes, headers, payload, seq, ts))
-        index.add(seq, subject, size)
+        removed: list[int] = []
+        replaced = index.subjects.get(subject) if config.max_msgs_per_subject == 1 else None
+        if type(replaced) is int:
+            # A KV key with history 1: the new message takes the old one's place in one step, and the
+            # index's size of the old record spares reading it back (as `_remove` would).
+            index.replace_single(subject, replaced, self._single_size(subject, replaced), seq, size)
+            self._drop_record(replaced)
+            removed.append(replaced)
+        else:
+            index.add(seq, subject, size)
         index.last_seq = seq
         index.last_ts = ts
         if headers and NATS_TTL in headers:
             self._stage_ttl(self._batch, self._ttl, seq, ts, stored_ttl(headers))
 
-        removed: list[int] = []
-        if config.max_msgs_per_subject > 0:
+        if config.max_msgs_per_subject > 0 and not removed:
             self._enforce_subject_limit(subject, removed)
         if config.max_msgs > 0 or config.max_bytes > 0:
             self._enforce_msg_and_byte_limits(removed)
@@ -1029,7 +1037,7 @@ class RocksStreamStore:
             if not at_subject_limit:
                 raise LimitExceededError(Limit.MAX_BYTES)
             assert entry is not None
-            if len(self._record(seqs_first(entry))) < size:
+            if self._single_size(subject, seqs_first(entry)) < size:
                 raise LimitExceededError(Limit.MAX_BYTES)
 
     def _enforce_subject_limit(self, subject: str, removed: list[int]) -> None:
@@ -1101,11 +1109,24 @@ class RocksStreamStore:
         record = self._record(seq)
         _, _, subject_bytes = record_header(record)
         self._index.remove(seq, subject_bytes.decode(), len(record))
+        self._drop_record(seq)
+        return True
+
+    def _drop_record(self, seq: int) -> None:
+        """Delete a message's record and TTL, the index already updated."""
         self._delete_record(seq)
         if seq in self._ttl:
             self._ttl.discard(seq)
             self._batch.delete(self._k(seq), self._ttls_handle)
-        return True
+
+    def _single_size(self, subject: str, seq: int) -> int:
+        """The record size of `seq`, a message of `subject`: from the index while it is the subject's
+        only message and its size is known, else read from the record."""
+        if self._index.subjects.get(subject) == seq:
+            size = self._index.sizes.get(subject)
+            if size is not None:
+                return size
+        return len(self._record(seq))
 
     def _purge_all(self, first_seq: int) -> int:
         purged = self._index.msgs
