@@ -113,6 +113,12 @@ _META_APPLIED = STORE_APPLIED_KEY
 _META_RESTORING = b"restoring"
 _META_INDEX = b"index"
 _META_TTLS = b"ttls"
+# Enum members the write path compares with, as module names: reading `Rollup.SUBJECT` goes through
+# the enum class's attribute lookup, ~0.2 us on CPython 3.11, several times per stored message.
+_DISCARD_NEW = DiscardPolicy.NEW
+_DISCARD_OLD = DiscardPolicy.OLD
+_ROLLUP_SUBJECT = Rollup.SUBJECT
+_ROLLUP_ALL = Rollup.ALL
 # Records written per RocksDB batch while restoring a snapshot.
 _RESTORE_BATCH = 10_000
 # The store name `open_alone` gives the one store of its own engine.
@@ -976,7 +982,7 @@ class RocksStreamStore:
         if 0 < config.max_msg_size < body_size:
             raise MsgTooBigError(body_size, config.max_msg_size)
         size = msg_size(len(subject_bytes), None if headers is None else len(headers), len(payload))
-        if config.discard is DiscardPolicy.NEW:
+        if config.discard is _DISCARD_NEW:
             self._check_discard_new(subject, size, rollup)
 
         if seq == 0:
@@ -1001,14 +1007,14 @@ class RocksStreamStore:
             self._enforce_subject_limit(subject, removed)
         if config.max_msgs > 0 or config.max_bytes > 0:
             self._enforce_msg_and_byte_limits(removed)
-        if rollup is Rollup.SUBJECT:
+        if rollup is _ROLLUP_SUBJECT:
             for rolled in rolled_up_subjects(subject, index.subjects):
                 entry = index.subjects.get(rolled)
                 if entry is not None:
                     for victim in [s for s in seqs_iter(entry) if s < seq]:
                         self._remove(victim)
                         removed.append(victim)
-        elif rollup is Rollup.ALL:
+        elif rollup is _ROLLUP_ALL:
             for victim in list(index.live.iter_range(0, seq - 1)):
                 self._remove(victim)
                 removed.append(victim)
@@ -1019,7 +1025,7 @@ class RocksStreamStore:
 
     def _check_discard_new(self, subject: str, size: int, rollup: Rollup | None) -> None:
         config = self._config
-        if config.discard is not DiscardPolicy.NEW:
+        if config.discard is not _DISCARD_NEW:
             return
         index = self._index
         entry = index.subjects.get(subject)
@@ -1053,7 +1059,7 @@ class RocksStreamStore:
 
     def _enforce_msg_and_byte_limits(self, removed: list[int]) -> None:
         config = self._config
-        if config.discard is not DiscardPolicy.OLD:
+        if config.discard is not _DISCARD_OLD:
             return
         index = self._index
         while config.max_msgs > 0 and index.msgs > config.max_msgs:

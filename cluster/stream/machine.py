@@ -87,6 +87,8 @@ from storage.model import StreamState
 log = structlog.get_logger(__name__)
 
 _STORE_ROLLUP = {Rollup.NONE: None, Rollup.SUBJECT: StoreRollup.SUBJECT, Rollup.ALL: StoreRollup.ALL}
+# a module name, not `EntryType.NORMAL`: the enum class's attribute lookup costs ~0.2 us per entry
+_NORMAL = EntryType.NORMAL
 
 
 # Not frozen: built once per applied message (see StoreMsg).
@@ -301,7 +303,7 @@ class StreamStateMachine:
     # -- applying -------------------------------------------------------------------------
 
     def _apply_one(self, entry: Entry) -> EntryResult:
-        if entry.type is not EntryType.NORMAL or not entry.data:
+        if entry.type is not _NORMAL or not entry.data:
             return NoOp()
         try:
             op = decode_entry(entry.data)
