@@ -380,7 +380,7 @@ class RocksStreamStore:
 
     @contextmanager
     def write_group(self, *, sync: bool = False) -> Iterator[WriteGroup]:
-        group = WriteGroup(sync=sync)
+        group = WriteGroup(sync=sync, store_msg=self._store_in_group)
         need_sync = False
         try:
             with self._lock:
@@ -438,6 +438,15 @@ class RocksStreamStore:
                 self._depth -= 1
                 if self._depth == 0:
                     self._commit()
+
+    def _store_in_group(
+        self, subject: str, headers: bytes | None, payload: bytes, ts_ns: int | None, rollup: Rollup | None
+    ) -> StoreResult:
+        """`store_msg` from inside an open write group, on its thread (`WriteGroup.store_msg`): the group
+        holds the lock and checked the store open, and commits at its end."""
+        if not self._depth:
+            raise InvalidRequestError("a write group's store_msg used after the group closed")
+        return self._store(subject, headers, payload, 0, ts_ns, rollup)
 
     def store_raw_msg(
         self,

@@ -80,9 +80,10 @@ from storage.errors import (
     SequenceMismatchError,
     TooManyResultsError,
 )
+from storage.group import StoreInGroup
 from storage.interface import StreamStore
 from storage.model import Rollup as StoreRollup
-from storage.model import StreamState
+from storage.model import StoreResult, StreamState
 
 log = structlog.get_logger(__name__)
 
@@ -203,6 +204,8 @@ class StreamStateMachine:
         self.report_republish = False
         # no sequence used or set yet: nats-server reports first_seq 0 for such a stream
         self._pristine = False
+        # how _store_checked stores a message: through the open write group while `apply` runs
+        self._write: StoreInGroup = self._store_outside_group
         if store.metadata is not None:
             self._load_meta(store.metadata)
             self._align_store_config()
@@ -273,14 +276,24 @@ class StreamStateMachine:
         """Apply committed entries in order, in one durable write group; one result per entry."""
         results: list[EntryResult] = []
         with self.store.write_group(sync=self.sync_writes) as group:
-            for entry in entries:
-                if entry.index <= self._applied:
-                    results.append(NoOp())
-                    continue
-                results.append(self._apply_one(entry))
-                self._applied = entry.index
+            # messages go through the open group, which spares each of them the store's lock and checks
+            self._write = group.store_msg or self._store_outside_group
+            try:
+                for entry in entries:
+                    if entry.index <= self._applied:
+                        results.append(NoOp())
+                        continue
+                    results.append(self._apply_one(entry))
+                    self._applied = entry.index
+            finally:
+                self._write = self._store_outside_group
             group.meta = self._meta_bytes()
         return results
+
+    def _store_outside_group(
+        self, subject: str, headers: bytes | None, payload: bytes, ts_ns: int | None, rollup: StoreRollup | None
+    ) -> StoreResult:
+        return self.store.store_msg(subject, headers, payload, ts_ns, rollup=rollup)
 
     def snapshot_chunks(self) -> Iterator[bytes]:
         """The whole replicated state (the store, whose metadata carries ours) as a chunk stream."""
@@ -386,8 +399,8 @@ class StreamStateMachine:
         # every replica applies every message: the calls that have nothing to do are skipped here
         republish = self._for_republish(op.subject, op.header, op.payload) if self.report_republish else None
         try:
-            result = self.store.store_msg(
-                op.subject, op.header or None, op.payload, op.timestamp_ns, rollup=_STORE_ROLLUP[op.rollup]
+            result = self._write(
+                op.subject, op.header or None, op.payload, op.timestamp_ns, _STORE_ROLLUP[op.rollup]
             )
         except ApiError as error:
             return Rejected(error)
