@@ -1002,6 +1002,7 @@ class RocksStreamStore:
         if type(replaced) is int:
             # A KV key with history 1: the new message takes the old one's place in one step, and the
             # index's size of the old record spares reading it back (as `_remove` would).
+            replaced = seqs_first(replaced)
             index.replace_single(subject, replaced, self._single_size(subject, replaced), seq, size)
             self._drop_record(replaced)
             removed.append(replaced)
@@ -1137,11 +1138,8 @@ class RocksStreamStore:
     def _single_size(self, subject: str, seq: int) -> int:
         """The record size of `seq`, a message of `subject`: from the index while it is the subject's
         only message and its size is known, else read from the record."""
-        if self._index.subjects.get(subject) == seq:
-            size = self._index.sizes.get(subject)
-            if size is not None:
-                return size
-        return len(self._record(seq))
+        size = self._index.single_size(subject, seq)
+        return len(self._record(seq)) if size is None else size
 
     def _purge_all(self, first_seq: int) -> int:
         purged = self._index.msgs

@@ -74,3 +74,20 @@ def test_a_key_whose_size_the_saved_index_lost_is_read_once(fast_dir: Path) -> N
 
 def _all(store: RocksStreamStore) -> list:
     return list(store.load_batch(">", 1, 100).messages)
+
+
+def test_a_key_shrunk_back_to_one_message_reads_its_record_once(fast_dir: Path) -> None:
+    store = RocksStreamStore.open_alone(fast_dir / "kv", StoreConfig(max_msgs_per_subject=2))
+    try:
+        store.store_msg("$KV.b.a", None, b"1")
+        store.store_msg("$KV.b.a", None, b"22")
+        store.update_config(KV)  # history 2 -> 1: the oldest goes, the survivor's size is not in the index
+        before = store.state().bytes
+        family = _counting(store)
+        store.store_msg("$KV.b.a", None, b"333")
+        store.store_msg("$KV.b.a", None, b"4444")
+        assert family.gets == 1
+        assert store.state().bytes == before - 2 + 4
+        assert [m.seq for m in _all(store)] == [4]
+    finally:
+        store.close()
