@@ -6,7 +6,11 @@ without touching them:
 - `live`: a chunked bitmap of live sequences (storage/seq_set.py);
 - `subjects`: subject -> its sequences, a plain int while the subject has one
   message (the usual case for KV keys) and a `SeqList` from two on (runs of
-  consecutive sequences, or a plain array when the subject is interleaved with others);
+  consecutive sequences, or a plain array when the subject is interleaved with others).
+  The int is the sequence shifted left by 32 bits over the message's record size, 0 when
+  not known (a subject shrunk back to one message, or read from a saved index): replacing
+  a KV key's message with history 1 then keeps `bytes` right without reading the old
+  record back. Read it only through the `seqs_*` functions and `single_size`;
 - `tree`: the same subjects indexed by token for wildcard filters;
 - counters: bytes, last sequence and timestamp.
 
@@ -30,6 +34,9 @@ from storage.validation import ALL_SUBJECTS, is_literal
 from subjects.grammar import subject_matches
 
 SubjectSeqs = int | SeqList
+# A single message's entry: its sequence above this many bits of record size (records are < 2**31 bytes).
+_SIZE_BITS = 32
+_SIZE_MASK = (1 << _SIZE_BITS) - 1
 # Up to this many matching subjects, a wildcard "next" asks each subject;
 # beyond it, walking the live sequences and reading their subjects is cheaper.
 WILDCARD_DIRECT_SUBJECTS = 64
@@ -39,34 +46,41 @@ def seqs_count(entry: SubjectSeqs) -> int:
     return 1 if isinstance(entry, int) else len(entry)
 
 
+def single_entry(seq: int, size: int = 0) -> int:
+    """The entry of a subject whose one message is `seq`, of record size `size` (0: not known)."""
+    return seq << _SIZE_BITS | size
+
+
 def seqs_first(entry: SubjectSeqs) -> int:
-    return entry if isinstance(entry, int) else entry.first
+    return entry >> _SIZE_BITS if isinstance(entry, int) else entry.first
 
 
 def seqs_last(entry: SubjectSeqs) -> int:
-    return entry if isinstance(entry, int) else entry.last
+    return entry >> _SIZE_BITS if isinstance(entry, int) else entry.last
 
 
 def seqs_next(entry: SubjectSeqs, seq: int) -> int | None:
     if isinstance(entry, int):
+        entry >>= _SIZE_BITS
         return entry if entry >= seq else None
     return entry.next_at_or_after(seq)
 
 
 def seqs_last_at_or_before(entry: SubjectSeqs, seq: int) -> int | None:
     if isinstance(entry, int):
+        entry >>= _SIZE_BITS
         return entry if entry <= seq else None
     return entry.last_at_or_before(seq)
 
 
 def seqs_count_from(entry: SubjectSeqs, seq: int) -> int:
     if isinstance(entry, int):
-        return 1 if entry >= seq else 0
+        return 1 if entry >> _SIZE_BITS >= seq else 0
     return entry.count_at_or_after(seq)
 
 
 def seqs_iter(entry: SubjectSeqs) -> Iterator[int]:
-    return iter((entry,)) if isinstance(entry, int) else iter(entry)
+    return iter((entry >> _SIZE_BITS,)) if isinstance(entry, int) else iter(entry)
 
 
 class StreamIndex:
@@ -94,10 +108,10 @@ class StreamIndex:
         self.live.add(seq)
         entry = self.subjects.get(subject)
         if entry is None:
-            self.subjects[subject] = seq
+            self.subjects[subject] = seq << _SIZE_BITS | size
             self.tree.insert(subject)
         elif isinstance(entry, int):
-            self.subjects[subject] = SeqList((entry, seq))
+            self.subjects[subject] = SeqList((entry >> _SIZE_BITS, seq))
         else:
             entry.append(seq)
         self.bytes += size
@@ -111,8 +125,24 @@ class StreamIndex:
         else:
             entry.remove(seq)
             if len(entry) == 1:
-                self.subjects[subject] = entry.first
+                self.subjects[subject] = entry.first << _SIZE_BITS  # its size is not known
         self.bytes -= size
+
+    def replace_single(self, subject: str, old_seq: int, old_size: int, seq: int, size: int) -> None:
+        """`seq` takes the place of `old_seq`, the one message of `subject` (a KV key with history 1):
+        what `add` then `remove` of the old one leave, without building a list of two in between."""
+        live = self.live
+        live.discard(old_seq)
+        live.add(seq)
+        self.subjects[subject] = seq << _SIZE_BITS | size
+        self.bytes += size - old_size
+
+    def single_size(self, subject: str, seq: int) -> int | None:
+        """The record size of `seq` if it is `subject`'s only message and its size is known."""
+        entry = self.subjects.get(subject)
+        if isinstance(entry, int) and entry >> _SIZE_BITS == seq:
+            return (entry & _SIZE_MASK) or None
+        return None
 
     def clear(self, last_seq: int) -> None:
         self.live.clear()

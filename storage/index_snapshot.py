@@ -24,7 +24,7 @@ from array import array
 from collections.abc import Iterator
 from hashlib import blake2b
 
-from storage.index import StreamIndex, SubjectSeqs
+from storage.index import StreamIndex, SubjectSeqs, seqs_first, single_entry
 from storage.seq_list import SeqList
 from storage.seq_set import CHUNK_BITS, SeqSet
 
@@ -53,7 +53,7 @@ def encode_index(index: StreamIndex, stamp: int) -> bytes:
         entry = index.subjects[name]
         if isinstance(entry, int):
             run_counts.append(1)
-            starts.append(entry)
+            starts.append(seqs_first(entry))
             lengths.append(1)
         else:
             before = len(starts)
@@ -156,7 +156,7 @@ def _entries_of_sequences(counts: array, seqs: array) -> Iterator[SubjectSeqs]:
     """Each subject's sequences from a version 1 blob: `counts[i]` sequences each, in order."""
     position = 0
     for count in counts:
-        yield seqs[position] if count == 1 else SeqList.from_array(seqs[position : position + count])
+        yield single_entry(seqs[position]) if count == 1 else SeqList.from_array(seqs[position : position + count])
         position += count
 
 
@@ -165,7 +165,7 @@ def _entries_of_runs(run_counts: array, starts: array, lengths: array) -> Iterat
     position = 0
     for count in run_counts:
         if count == 1 and lengths[position] == 1:
-            yield starts[position]
+            yield single_entry(starts[position])
         else:
             yield SeqList.from_runs(starts[position : position + count], lengths[position : position + count])
         position += count

@@ -113,6 +113,13 @@ class SeqList:
     # -- changes --------------------------------------------------------------------------
 
     def append(self, seq: int) -> None:
+        pos = self._pos
+        if pos is not None and self._head < len(pos) and seq == self._seqs[-1] + self._end - pos[-1]:
+            # The next sequence of the last run (a stream on one subject, every message): the run grows
+            # and nothing else changes. Runs were at most half the count plus the slack before (every
+            # change ends in `_maybe_to_flat`), so they still are.
+            self._end += 1
+            return
         if len(self):
             last = self.last
             if seq <= last:

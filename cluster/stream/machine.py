@@ -80,13 +80,16 @@ from storage.errors import (
     SequenceMismatchError,
     TooManyResultsError,
 )
+from storage.group import StoreInGroup
 from storage.interface import StreamStore
 from storage.model import Rollup as StoreRollup
-from storage.model import StreamState
+from storage.model import StoreResult, StreamState
 
 log = structlog.get_logger(__name__)
 
 _STORE_ROLLUP = {Rollup.NONE: None, Rollup.SUBJECT: StoreRollup.SUBJECT, Rollup.ALL: StoreRollup.ALL}
+# a module name, not `EntryType.NORMAL`: the enum class's attribute lookup costs ~0.2 us per entry
+_NORMAL = EntryType.NORMAL
 
 
 # Not frozen: built once per applied message (see StoreMsg).
@@ -191,6 +194,8 @@ class StreamStateMachine:
         self._last_ts = 0
         self._dedup = DedupWindow(_window_for(config))
         self._config_json: dict[str, Any] = config.to_json()
+        # the config as the metadata value carries it, encoded once per config rather than per apply
+        self._config_bytes = orjson.dumps(self._config_json)
         # every stored message up to here was republished (-1 until known: a store written before
         # this was kept counts as republished up to its last sequence)
         self._republished = 0
@@ -199,6 +204,8 @@ class StreamStateMachine:
         self.report_republish = False
         # no sequence used or set yet: nats-server reports first_seq 0 for such a stream
         self._pristine = False
+        # how _store_checked stores a message: through the open write group while `apply` runs
+        self._write: StoreInGroup = self._store_outside_group
         if store.metadata is not None:
             self._load_meta(store.metadata)
             self._align_store_config()
@@ -269,14 +276,24 @@ class StreamStateMachine:
         """Apply committed entries in order, in one durable write group; one result per entry."""
         results: list[EntryResult] = []
         with self.store.write_group(sync=self.sync_writes) as group:
-            for entry in entries:
-                if entry.index <= self._applied:
-                    results.append(NoOp())
-                    continue
-                results.append(self._apply_one(entry))
-                self._applied = entry.index
+            # messages go through the open group, which spares each of them the store's lock and checks
+            self._write = group.store_msg or self._store_outside_group
+            try:
+                for entry in entries:
+                    if entry.index <= self._applied:
+                        results.append(NoOp())
+                        continue
+                    results.append(self._apply_one(entry))
+                    self._applied = entry.index
+            finally:
+                self._write = self._store_outside_group
             group.meta = self._meta_bytes()
         return results
+
+    def _store_outside_group(
+        self, subject: str, headers: bytes | None, payload: bytes, ts_ns: int | None, rollup: StoreRollup | None
+    ) -> StoreResult:
+        return self.store.store_msg(subject, headers, payload, ts_ns, rollup=rollup)
 
     def snapshot_chunks(self) -> Iterator[bytes]:
         """The whole replicated state (the store, whose metadata carries ours) as a chunk stream."""
@@ -299,7 +316,7 @@ class StreamStateMachine:
     # -- applying -------------------------------------------------------------------------
 
     def _apply_one(self, entry: Entry) -> EntryResult:
-        if entry.type is not EntryType.NORMAL or not entry.data:
+        if entry.type is not _NORMAL or not entry.data:
             return NoOp()
         try:
             op = decode_entry(entry.data)
@@ -382,8 +399,8 @@ class StreamStateMachine:
         # every replica applies every message: the calls that have nothing to do are skipped here
         republish = self._for_republish(op.subject, op.header, op.payload) if self.report_republish else None
         try:
-            result = self.store.store_msg(
-                op.subject, op.header or None, op.payload, op.timestamp_ns, rollup=_STORE_ROLLUP[op.rollup]
+            result = self._write(
+                op.subject, op.header or None, op.payload, op.timestamp_ns, _STORE_ROLLUP[op.rollup]
             )
         except ApiError as error:
             return Rejected(error)
@@ -554,6 +571,7 @@ class StreamStateMachine:
     def _set_config(self, config: StreamConfig) -> None:
         self._config = config
         self._config_json = config.to_json()
+        self._config_bytes = orjson.dumps(self._config_json)
 
     def _record_source(self, header: bytes) -> None:
         try:
@@ -566,15 +584,25 @@ class StreamStateMachine:
             self._sources[key] = max(seq, self._sources.get(key, 0))
 
     def _meta_bytes(self) -> bytes:
-        return orjson.dumps(
-            {
-                "applied": self._applied,
-                "last_msg_id": self._last_msg_id,
-                "config": self._config_json,
-                "sources": self._sources,
-                "republished": self._republished,
-                "pristine": self._pristine,
-            }
+        """The JSON object {applied, last_msg_id, config, sources, republished, pristine}, byte for byte
+        what orjson.dumps gives for it, with the config's part encoded once per config: written with
+        every applied run, where encoding the whole config again cost more than the rest."""
+        return b"".join(
+            (
+                b'{"applied":',
+                b"%d" % self._applied,
+                b',"last_msg_id":',
+                orjson.dumps(self._last_msg_id),
+                b',"config":',
+                self._config_bytes,
+                b',"sources":',
+                orjson.dumps(self._sources),
+                b',"republished":',
+                b"%d" % self._republished,
+                b',"pristine":',
+                b"true" if self._pristine else b"false",
+                b"}",
+            )
         )
 
     def _load_meta(self, meta: bytes) -> None:

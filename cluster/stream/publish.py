@@ -143,6 +143,10 @@ def too_big(cfg: StreamConfig, header: bytes, payload: bytes) -> bool:
     return limit >= 0 and (len(header) > limit or len(payload) > limit - len(header))
 
 
+# a module name: `Rollup.NONE` goes through the enum class's attribute lookup (~0.2 us, every message)
+_NO_ROLLUP = Rollup.NONE
+
+
 def check_config_allows(cfg: StreamConfig, entry: StoreMsg) -> ApiError | None:
     """The checks that depend only on the stream config (which an update may change before apply)."""
     if cfg.sealed:
@@ -155,7 +159,7 @@ def check_config_allows(cfg: StreamConfig, entry: StoreMsg) -> ApiError | None:
         return JSErrors.STREAM_HEADER_EXCEEDS_MAXIMUM()
     if entry.expected_stream is not None and entry.expected_stream != cfg.name:
         return JSErrors.STREAM_NOT_MATCH()
-    if entry.rollup is not Rollup.NONE and not (cfg.allow_rollup_hdrs and not cfg.deny_purge):
+    if entry.rollup is not _NO_ROLLUP and not (cfg.allow_rollup_hdrs and not cfg.deny_purge):
         return JSErrors.STREAM_ROLLUP_FAILED(err="rollup not permitted")
     return None
 

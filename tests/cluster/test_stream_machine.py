@@ -4,6 +4,7 @@ import dataclasses
 import pathlib
 import random
 
+import orjson
 import pytest
 
 from cluster.api.errors import JSErrors
@@ -16,6 +17,7 @@ from cluster.stream.entries import (
     Republished,
     SkipMsgs,
     StoreAtSeq,
+    StoreMsg,
     UpdateConfig,
 )
 from cluster.stream.info import (
@@ -547,3 +549,35 @@ def test_the_lazily_read_window_is_the_one_a_replica_kept() -> None:
     # past the window (60 s after the last message) every id is forgotten on both
     late = log(publish("s.a", b"m", T0 + 200 * SECOND, cfg, Nats_Msg_Id="id5"))
     assert kept.apply([late]) == restarted.apply([late])
+
+
+def test_the_metadata_value_is_the_json_of_the_machine_state() -> None:
+    """The value written with every applied run is built from a cached config encoding: it must stay
+    the JSON object orjson makes of the state, whatever the msg id, the sources and the flags hold."""
+    cfg = normalize_stream_config(
+        dataclasses.replace(CFG, sources=(StreamSource(name="ORIGIN"),), subjects=("s.>",))
+    )
+    m, log = machine(cfg), Log()
+
+    def expected() -> bytes:
+        return orjson.dumps(
+            {
+                "applied": m.applied_index,
+                "last_msg_id": m.last_msg_id,
+                "config": m.config.to_json(),
+                "sources": m._sources,
+                "republished": m.republished_through,
+                "pristine": m._pristine,
+            }
+        )
+
+    assert m.store.metadata is None and m._meta_bytes() == expected()  # pristine, nothing applied
+    source = encode_headers([("Nats-Stream-Source", "ORIGIN 7 > > s.a")])
+    m.apply([log(StoreMsg("s.a", source, b"x", T0).encode())])
+    assert m._sources == {"ORIGIN > >": 7}
+    m.apply([log(publish("s.a", b"1", T0 + 1, cfg, Nats_Msg_Id='quote " back \\ é \u2028 \x01'))])
+    assert m.last_msg_id.startswith("quote")
+    assert m.store.metadata == expected()
+    m.apply([log(UpdateConfig(dataclasses.replace(cfg, max_msgs=5)).encode())])
+    assert m.store.metadata == expected()
+    assert orjson.loads(m.store.metadata)["config"]["max_msgs"] == 5

@@ -10,7 +10,7 @@ import pytest
 
 from storage.config import StoreConfig
 from storage.errors import MsgNotFoundError
-from storage.index import StreamIndex
+from storage.index import StreamIndex, seqs_count, seqs_iter
 from storage.index_snapshot import decode_index, encode_index
 from storage.rocks import _KEY, RocksStreamStore
 from storage.rocks_engine import StreamStoreEngine
@@ -172,7 +172,7 @@ def test_frozen_snapshot_streams_the_store_as_it_was_taken_as_often_as_asked(tmp
 def _encode_version_1(index: StreamIndex, stamp: int) -> bytes:
     """The blob as version 1 wrote it: every sequence of every subject (u64 each)."""
     names = list(index.subjects)
-    counts = [1 if isinstance(index.subjects[n], int) else len(index.subjects[n]) for n in names]
+    counts = [seqs_count(index.subjects[n]) for n in names]
     seqs = [seq for name in names for seq in _subject_lists(index)[name]]
     keys, masks = index.live.chunks()
     subjects = "\n".join(names).encode()
@@ -187,7 +187,7 @@ def _encode_version_1(index: StreamIndex, stamp: int) -> bytes:
 
 def _subject_lists(index: StreamIndex) -> dict[str, list[int]]:
     return {
-        name: [entry] if isinstance(entry, int) else list(entry) for name, entry in index.subjects.items()
+        name: list(seqs_iter(entry)) for name, entry in index.subjects.items()
     }
 
 
