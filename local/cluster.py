@@ -348,7 +348,7 @@ class LocalCluster:
 
     def kill_node(self, name: str, sig: int = signal.SIGKILL) -> None:
         """Stop one node by PID (SIGKILL by default: a crash, not a shutdown; a supervisor's workers die
-        with it, cluster/node/parent_watch.py)."""
+        with it, cluster/node/process_setup.py)."""
         proc = self.procs[self.spec(name).name]
         proc._jetraft_expected_exit = True  # type: ignore[attr-defined]
         with contextlib.suppress(ProcessLookupError):

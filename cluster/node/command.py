@@ -19,8 +19,7 @@ import structlog
 
 from cluster.node.config import ConfigError, NodeConfig, add_node_arguments, config_from_args
 from cluster.node.logs import configure_logging
-from cluster.node.parent_watch import die_with_parent
-from cluster.node.profiling import profiled
+from cluster.node.process_setup import die_with_parent, profiled
 from cluster.node.supervisor import SUPERVISOR_PID_ENV, report_started, run_supervisor
 from cluster.node.worker_config import worker_config
 from raft.grpc_setup import prefer_posix_endpoints

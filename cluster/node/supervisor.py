@@ -9,7 +9,7 @@ no cluster state; it
   `/metrics` the workers' series merged, each labelled with its worker,
 - on SIGTERM or SIGINT stops the workers by PID (SIGTERM, then SIGKILL after
   a grace period) and exits; if it dies without that, the kernel kills the
-  workers (cluster/node/parent_watch.py).
+  workers (cluster/node/process_setup.py).
 
 A worker tells its supervisor its HTTP port on a pipe (the fd in
 `$JETRAFT_WORKER_STATUS_FD`) once it has started.

@@ -1,4 +1,4 @@
-"""JETRAFT_PROFILE_DIR: a node process's CPU profile, written when it stops (cluster/node/profiling.py)."""
+"""JETRAFT_PROFILE_DIR: a node process's CPU profile, written when it stops (cluster/node/process_setup.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.node.profiling import PROFILE_DIR_ENV, profiled
+from cluster.node.process_setup import PROFILE_DIR_ENV, profiled
 
 
 def _busy() -> int:
