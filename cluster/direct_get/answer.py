@@ -136,15 +136,20 @@ def direct_get_frames(
         return iter(_answer_multi_last(request, store, responder, last_seq))
     if request.is_batch:
         return _batch_frames(request, store, responder, last_seq)
+    return iter((single_frame(request, store, responder, last_seq),))
+
+
+def single_frame(request: DirectGetRequest, store: StreamStore, responder: Responder, last_seq: int) -> ReplyFrame:
+    """The one frame answering a request that is neither a batch nor `multi_last`."""
     try:
         msg = _load_single(request, store)
     except (MsgNotFoundError, InvalidSubjectError):  # a subject that is no valid filter matches nothing
-        return iter([status_frame(404, "Message Not Found", responder, last_seq)])
+        return status_frame(404, "Message Not Found", responder, last_seq)
     except CorruptStoreError as exc:
         # never the damaged bytes; nats-server folds every load error into a 404
         log.error("stored_message_damaged", error=str(exc))
-        return iter([status_frame(404, "Message Not Found", responder, last_seq)])
-    return iter([_message_frame(msg, responder, last_seq, request.no_hdr)])
+        return status_frame(404, "Message Not Found", responder, last_seq)
+    return _message_frame(msg, responder, last_seq, request.no_hdr)
 
 
 def _start_seq(request: DirectGetRequest, store: StreamStore) -> int:
