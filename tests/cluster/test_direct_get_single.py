@@ -6,11 +6,14 @@ must still be the one frame nats-server sends, and the requests counter must sti
 
 from __future__ import annotations
 
+from cluster.direct_get.answer import Responder, ResponderRole, answer_direct_get
+from cluster.direct_get.request import DirectGetRequest
 from cluster.direct_get.responder import DirectGetResponder
 from gateway.headers import decode_headers
 from gateway.router import Message
 from storage.config import StoreConfig
 from storage.memory import MemoryStreamStore
+from storage.nats_time import format_rfc3339_nano
 from tests.cluster.test_direct_get_batches import collect, responder_over
 
 
@@ -62,3 +65,24 @@ async def test_no_hdr_answers_a_plain_message() -> None:
     router.publish("$JS.API.DIRECT.GET.S", b'{"seq": 1, "no_hdr": true}', "_INBOX.x.1")
     assert [(m.headers, m.payload) for m in replies] == [(None, b"payload 1")]
     assert counted(responder, "ok") == 1
+
+
+def test_a_message_answers_header_lines_in_nats_servers_order_then_jetraft_s() -> None:
+    store = store_with("kv.a", "kv.b")
+    responder = Responder("n2", ResponderRole.FOLLOWER, "KV_S")
+    stamp = format_rfc3339_nano(store.load_msg(2).ts_ns).encode()
+    single = answer_direct_get(DirectGetRequest(seq=2), store, responder, last_seq=5)
+    assert single == [
+        (
+            b"NATS/1.0\r\nApp: 2\r\nNats-Stream: KV_S\r\nNats-Subject: kv.b\r\nNats-Sequence: 2\r\n"
+            b"Nats-Time-Stamp: " + stamp + b"\r\nJetraft-Node: n2\r\nJetraft-Role: follower\r\n"
+            b"Jetraft-Last-Sequence: 5\r\n\r\n",
+            b"payload 2",
+        )
+    ]
+    batch = answer_direct_get(DirectGetRequest(seq=2, batch=1), store, responder, last_seq=5)
+    assert batch[0][0] == (
+        b"NATS/1.0\r\nApp: 2\r\nNats-Stream: KV_S\r\nNats-Subject: kv.b\r\nNats-Sequence: 2\r\n"
+        b"Nats-Time-Stamp: " + stamp + b"\r\nNats-Num-Pending: 0\r\nNats-Last-Sequence: 0\r\n"
+        b"Jetraft-Node: n2\r\nJetraft-Role: follower\r\nJetraft-Last-Sequence: 5\r\n\r\n"
+    )
