@@ -360,22 +360,35 @@ class RouteMesh:
         router.output.flush()
 
     def _deliver_messages(self, peer: str, frame: route_pb2.Frame) -> None:
-        router = self.router
-        self.messages_received[peer] = self.messages_received.get(peer, 0) + len(frame.messages)
+        messages = frame.messages
+        self.messages_received[peer] = self.messages_received.get(peer, 0) + len(messages)
         # While our call to the peer still dials, its reply interest does not count here yet (see
         # _link_up): its requests name it as where their answers go, as a passed-on request does.
         answers_via = None if self.is_connected(peer) else peer
-        for msg in frame.messages:
+        node_name = self.node_name
+        deliver = self.router.deliver_routed
+        # Each field read from a upb message builds a Python object and HasField is a method call: a
+        # field is read once, and HasField asked only where an empty value could also mean "set".
+        for msg in messages:
+            headers: bytes | None = msg.headers
+            if not headers and not msg.HasField("headers"):
+                headers = None
+            reply = msg.reply
+            queues = msg.queues
+            deliver_as = msg.deliver_as
+            reply_via = msg.reply_via
             try:
-                router.deliver_routed(
-                    decode_token(msg.subject),
-                    decode_token(msg.reply) if msg.reply else None,
-                    msg.headers if msg.HasField("headers") else None,
+                deliver(
+                    msg.subject.decode("utf-8", "surrogateescape"),
+                    reply.decode("utf-8", "surrogateescape") if reply else None,
+                    headers,
                     msg.payload,
-                    [decode_token(q) for q in msg.queues],
-                    decode_token(msg.deliver_as) if msg.HasField("deliver_as") else None,
+                    [q.decode("utf-8", "surrogateescape") for q in queues] if queues else (),
+                    deliver_as.decode("utf-8", "surrogateescape")
+                    if deliver_as or msg.HasField("deliver_as")
+                    else None,
                     # replies to a requester on this node find it without help
-                    msg.reply_via if msg.reply_via and msg.reply_via != self.node_name else answers_via,
+                    reply_via if reply_via and reply_via != node_name else answers_via,
                     from_peer=peer,
                     rerouted=msg.rerouted,
                 )

@@ -15,9 +15,8 @@ current it was.
 from __future__ import annotations
 
 import enum
-import functools
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import structlog
 
@@ -55,15 +54,18 @@ class Responder:
     node: str
     role: ResponderRole
     stream: str
+    # Encoded once per responder rather than once per answer: the node and role lines every answer
+    # ends with, and the stream line every message answer starts with.
+    identity: bytes = field(init=False, repr=False, compare=False)
+    stream_line: bytes = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        identity = b"Jetraft-Node: %s\r\nJetraft-Role: %s\r\n" % (self.node.encode(), self.role.value.encode())
+        object.__setattr__(self, "identity", identity)
+        object.__setattr__(self, "stream_line", b"Nats-Stream: %s\r\n" % self.stream.encode())
 
     def extra_headers(self, last_seq: int) -> bytes:
-        return _identity_lines(self.node, self.role) + b"Jetraft-Last-Sequence: %d\r\n" % last_seq
-
-
-@functools.lru_cache(maxsize=1024)
-def _identity_lines(node: str, role: ResponderRole) -> bytes:
-    """The node and role lines of every answer, encoded once per responder rather than per answer."""
-    return b"Jetraft-Node: %s\r\nJetraft-Role: %s\r\n" % (node.encode(), role.value.encode())
+        return self.identity + b"Jetraft-Last-Sequence: %d\r\n" % last_seq
 
 
 def status_frame(status: int, description: str, responder: Responder | None, last_seq: int = 0) -> ReplyFrame:
@@ -98,14 +100,33 @@ def _message_frame(
 ) -> ReplyFrame:
     if no_hdr:
         return None, msg.payload
-    lines = [
-        b"Nats-Stream: %s\r\nNats-Subject: %s\r\nNats-Sequence: %d\r\nNats-Time-Stamp: %s\r\n"
-        % (responder.stream.encode(), msg.subject.encode(), msg.seq, format_optional_ts(msg.ts_ns).encode()),
-    ]
-    if batch_state is not None:
-        lines.append(b"Nats-Num-Pending: %d\r\nNats-Last-Sequence: %d\r\n" % batch_state)
-    lines.append(responder.extra_headers(last_seq))
-    return extend_header_block(msg.headers, b"".join(lines)), msg.payload
+    # one formatting of every added line: this runs for every message a Direct Get sends
+    stamp = format_optional_ts(msg.ts_ns).encode()
+    if batch_state is None:
+        lines = b"%sNats-Subject: %s\r\nNats-Sequence: %d\r\nNats-Time-Stamp: %s\r\n%sJetraft-Last-Sequence: %d\r\n" % (
+            responder.stream_line,
+            msg.subject.encode(),
+            msg.seq,
+            stamp,
+            responder.identity,
+            last_seq,
+        )
+    else:
+        lines = (
+            b"%sNats-Subject: %s\r\nNats-Sequence: %d\r\nNats-Time-Stamp: %s\r\n"
+            b"Nats-Num-Pending: %d\r\nNats-Last-Sequence: %d\r\n%sJetraft-Last-Sequence: %d\r\n"
+            % (
+                responder.stream_line,
+                msg.subject.encode(),
+                msg.seq,
+                stamp,
+                batch_state[0],
+                batch_state[1],
+                responder.identity,
+                last_seq,
+            )
+        )
+    return extend_header_block(msg.headers, lines), msg.payload
 
 
 def _sent_bytes(msg: StoredMsg) -> int:
@@ -136,15 +157,20 @@ def direct_get_frames(
         return iter(_answer_multi_last(request, store, responder, last_seq))
     if request.is_batch:
         return _batch_frames(request, store, responder, last_seq)
+    return iter((single_frame(request, store, responder, last_seq),))
+
+
+def single_frame(request: DirectGetRequest, store: StreamStore, responder: Responder, last_seq: int) -> ReplyFrame:
+    """The one frame answering a request that is neither a batch nor `multi_last`."""
     try:
         msg = _load_single(request, store)
     except (MsgNotFoundError, InvalidSubjectError):  # a subject that is no valid filter matches nothing
-        return iter([status_frame(404, "Message Not Found", responder, last_seq)])
+        return status_frame(404, "Message Not Found", responder, last_seq)
     except CorruptStoreError as exc:
         # never the damaged bytes; nats-server folds every load error into a 404
         log.error("stored_message_damaged", error=str(exc))
-        return iter([status_frame(404, "Message Not Found", responder, last_seq)])
-    return iter([_message_frame(msg, responder, last_seq, request.no_hdr)])
+        return status_frame(404, "Message Not Found", responder, last_seq)
+    return _message_frame(msg, responder, last_seq, request.no_hdr)
 
 
 def _start_seq(request: DirectGetRequest, store: StreamStore) -> int:

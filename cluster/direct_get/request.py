@@ -131,14 +131,15 @@ def _conflicting(req: DirectGetRequest) -> bool:
 def parse_direct_get(payload: bytes, appended_subject: str | None = None) -> DirectGetRequest | BadDirectGet:
     """The request, or the status to answer with; `appended_subject` is the subject-appended form's key."""
     if appended_subject is not None:
-        request = DirectGetRequest()
-        if payload:
-            try:
-                request = _decode(payload)
-            except jsjson.RequestJSONError:
-                return MALFORMED_REQUEST
-            if _selects_messages(request):
-                return BAD_REQUEST
+        if not payload:
+            # the common form (a KV get): one object built, not a default one to copy options from
+            return DirectGetRequest(last_by_subj=appended_subject)
+        try:
+            request = _decode(payload)
+        except jsjson.RequestJSONError:
+            return MALFORMED_REQUEST
+        if _selects_messages(request):
+            return BAD_REQUEST
         return DirectGetRequest(
             last_by_subj=appended_subject,
             max_bytes=request.max_bytes,

@@ -22,6 +22,7 @@ from cluster.direct_get.answer import (
     direct_get_frames,
     is_behind,
     min_last_seq_frames,
+    single_frame,
 )
 from cluster.direct_get.request import (
     DIRECT_GET_PREFIX,
@@ -132,6 +133,13 @@ class DirectGetResponder:
         self._answer(request, reply, responder, last_seq)
 
     def _answer(self, request: DirectGetRequest, reply: str, responder: Responder, last_seq: int) -> None:
+        if not request.is_batch and not request.multi_last:
+            # one message or one status (a KV get): no slicing, one publish
+            headers, payload = single_frame(request, self._store(), responder, last_seq)
+            status = headers[9:12].decode() if headers is not None and headers.startswith(b"NATS/1.0 4") else "ok"
+            self._ctx.router.publish(reply, payload, None, headers)
+            self._requests(_ROLE_LABELS[responder.role], status).inc()
+            return
         frames = direct_get_frames(request, self._store(), responder, last_seq)
         first = list(itertools.islice(frames, FRAMES_PER_SLICE))
         status = "ok"
