@@ -275,9 +275,13 @@ class StreamReplica:
         # placement lists first the node that should lead, so leaders spread over the nodes
         host.set_preferred_leader(self.group, self.assignment.peers[0] if self.assignment.peers else None)
         if voters and voters[0] == self.ctx.name and host.status(self.group).last_index == 0:
-            # a brand-new group: its first peer stands at once instead of waiting out an election timeout
+            # a brand-new group: its first peer stands at once instead of waiting out an election timeout.
+            # It usually leads at once, and a first leader has nothing to catch up on (on_leader_change):
+            # its catch-up starts only if another role comes first (a ReadIndex asked and dropped again
+            # cost each one-node stream create a task, a timer and a read round)
             host.campaign(self.group)
-        self._catch_up = self.ctx.spawn(self._join_when_caught_up(), f"catch-up-{self.name}")
+        else:
+            self._start_catch_up()
         self._presence_sub = self.ctx.router.subscribe(presence_subject(self.name), _never_published)
         self.positions.board.watch(self.name)
         self._watch_bound()
@@ -414,6 +418,9 @@ class StreamReplica:
         else:
             await asyncio.to_thread(self.store.close)
 
+    def _start_catch_up(self) -> None:
+        self._catch_up = self.ctx.spawn(self._join_when_caught_up(), f"catch-up-{self.name}")
+
     async def _join_when_caught_up(self) -> None:
         """Answer Direct Gets only once this replica holds everything committed when it started."""
         if await caught_up(self.ctx.host, self.group, lambda: self.stopped, CATCH_UP_ATTEMPT_TIMEOUT):
@@ -468,6 +475,9 @@ class StreamReplica:
             self._leader.close()
             self._leader = None
             self.positions.unlead(self.name)
+        if not self._caught_up and self._catch_up is None and not self.stopped:
+            # a brand-new group's first peer that did not lead at once (see start)
+            self._start_catch_up()
 
     def assigned_config(self) -> StreamConfig:
         """The meta group's config for this stream (`assignment.config`), parsed once per config dict:
