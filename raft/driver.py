@@ -461,6 +461,18 @@ class RaftHost:
             snapshots_taken=group.snapshots_taken,
         )
 
+    def last_index(self, name: str) -> int:
+        """`status(name).last_index` without building the whole status (every stream create asks)."""
+        return self._group(name).core.last_index
+
+    def term(self, name: str) -> int:
+        """`status(name).term`, without building the whole status."""
+        return self._group(name).core.term
+
+    def voters(self, name: str) -> tuple[NodeId, ...]:
+        """`status(name).voters`, without building the whole status."""
+        return self._group(name).core.voters
+
     def positions(self) -> Iterator[tuple[str, int, int, int]]:
         """(group, commit index, applied index, term) of every group here: what `status` says of each,
         without building one (the node exports them every second, for thousands of groups)."""

@@ -274,7 +274,7 @@ class StreamReplica:
         host.add_group(self.group, self, voters=voters, options=options)
         # placement lists first the node that should lead, so leaders spread over the nodes
         host.set_preferred_leader(self.group, self.assignment.peers[0] if self.assignment.peers else None)
-        if voters and voters[0] == self.ctx.name and host.status(self.group).last_index == 0:
+        if voters and voters[0] == self.ctx.name and host.last_index(self.group) == 0:
             # a brand-new group: its first peer stands at once instead of waiting out an election timeout.
             # It usually leads at once, and a first leader has nothing to catch up on (on_leader_change):
             # its catch-up starts only if another role comes first (a ReadIndex asked and dropped again
