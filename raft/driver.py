@@ -325,6 +325,9 @@ class RaftHost:
         self._tick_task: asyncio.Task[None] | None = None
         self._read_ids = itertools.count(1)
         self._read_prefix = secrets.token_bytes(4)
+        # the election timeouts' randomness, one generator for every group here (all on this loop):
+        # seeding one per group cost each new group a few microseconds for nothing
+        self._rng = random.Random(secrets.randbits(64))
         self.iterations = 0
 
     # ------------------------------------------------------------------ lifecycle
@@ -393,7 +396,7 @@ class RaftHost:
             quiesce=options.quiesce,
             recovering=self.recovery is not None and self.recovery.recovering(name),
         )
-        core = RaftCore(config, storage, random.Random(secrets.randbits(64)))
+        core = RaftCore(config, storage, self._rng)
         if config.recovering:
             log.warning("raft_group_recovering", group=name, node=self.node_id, voting=not core.recovering)
         for peer in self.liveness.down():
@@ -472,6 +475,18 @@ class RaftHost:
             snapshots_restored=group.snapshots_restored,
             snapshots_taken=group.snapshots_taken,
         )
+
+    def last_index(self, name: str) -> int:
+        """`status(name).last_index` without building the whole status (every stream create asks)."""
+        return self._group(name).core.last_index
+
+    def term(self, name: str) -> int:
+        """`status(name).term`, without building the whole status."""
+        return self._group(name).core.term
+
+    def voters(self, name: str) -> tuple[NodeId, ...]:
+        """`status(name).voters`, without building the whole status."""
+        return self._group(name).core.voters
 
     def positions(self) -> Iterator[tuple[str, int, int, int]]:
         """(group, commit index, applied index, term) of every group here: what `status` says of each,

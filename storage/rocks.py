@@ -174,7 +174,20 @@ class RocksStreamStore:
         self._aging_ts_cache = (0, 0)
         self._ttl = TtlIndex()
         self._generation = 0
-        self._prefix = engine.attach(name, self)
+        created = False
+
+        def first_records(prefix: bytes, batch: WriteBatch) -> None:
+            # a store new to the engine: its format, TTL marker and limits go in the write that registers
+            # it, and opening it reads nothing (six reads, two scans and three writes before)
+            nonlocal created
+            created = True
+            first_config = config if config is not None else StoreConfig()
+            batch.put(prefix + _META_FORMAT, _FORMAT, engine.meta_handle)
+            batch.put(prefix + _META_TTLS, b"1", engine.meta_handle)
+            batch.put(prefix + _META_CONFIG, orjson.dumps(first_config.to_json_dict()), engine.meta_handle)
+
+        # an old-layout store of this name may wait to be migrated under the new id: open it as before
+        self._prefix = engine.attach(name, self, first_records if engine.legacy_root is None else None)
         self._end = prefix_end(self._prefix)
         self._db = engine.db
         self._msgs_cf = engine.msgs_cf
@@ -184,9 +197,12 @@ class RocksStreamStore:
         self._ttls_cf = engine.ttls_cf
         self._ttls_handle = engine.ttls_handle
         try:
-            if engine.legacy_root is not None:
-                migrate_legacy_store(engine, engine.legacy_root / name, self._prefix)
-            self._open_existing(config)
+            if created:
+                self._open_created(config)
+            else:
+                if engine.legacy_root is not None:
+                    migrate_legacy_store(engine, engine.legacy_root / name, self._prefix)
+                self._open_existing(config)
         except BaseException as exc:
             self._release_db()
             if isinstance(exc, Exception) and type(exc) is Exception:
@@ -214,6 +230,13 @@ class RocksStreamStore:
         """(sequence, value) of this store's keys in `cf` (msgs or ttls), ascending."""
         for key, value in StreamStoreEngine.scan(cf, self._prefix, self._end):  # type: ignore[arg-type]
             yield _KEY.unpack_from(key, _PREFIX_LEN)[0], value
+
+    def _open_created(self, config: StoreConfig | None) -> None:
+        """The state `_open_existing` reads back from a store that holds nothing but its first records."""
+        self._config = config if config is not None else StoreConfig()
+        self._meta = None
+        self._index = StreamIndex()
+        self._ttl = TtlIndex(self._config.allow_msg_ttl)
 
     def _open_existing(self, config: StoreConfig | None) -> None:
         stored_format = self._meta_cf.get(self._mkey(_META_FORMAT))

@@ -35,7 +35,7 @@ from __future__ import annotations
 import os
 import struct
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -245,11 +245,15 @@ class StreamStoreEngine:
                 return True
         return self.legacy_root is not None and (self.legacy_root / name).exists()
 
-    def attach(self, name: str, store: AttachedStore) -> bytes:
+    def attach(
+        self, name: str, store: AttachedStore, on_create: Callable[[bytes, WriteBatch], None] | None = None
+    ) -> bytes:
         """Register `store` as the open store `name` (created if new); returns its key prefix.
 
         A name is open at most once at a time: two stores writing one key range would
-        each trust an in-memory index the other is invalidating.
+        each trust an in-memory index the other is invalidating. When the name is new,
+        `on_create(prefix, batch)` may add the store's first records to the batch that
+        registers it (one write, atomic with the registration).
         """
         encoded = name.encode()
         if not encoded or len(encoded) > _MAX_NAME_BYTES:
@@ -260,18 +264,23 @@ class StreamStoreEngine:
                 raise InvalidRequestError(f"stream store {name!r} is already open")
             prefix = self.db.get(_REGISTRY + encoded)
             if prefix is None:
-                prefix = self._allocate(encoded)
+                prefix = self._allocate(encoded, on_create)
             self._open[name] = store
             return prefix
 
-    def _allocate(self, encoded_name: bytes) -> bytes:
-        """A fresh id for a new store, registered in one write with the counter."""
+    def _allocate(
+        self, encoded_name: bytes, on_create: Callable[[bytes, WriteBatch], None] | None = None
+    ) -> bytes:
+        """A fresh id for a new store, registered in one write with the counter (and the store's first
+        records, if `on_create` stages any). Ids are never reused, so nothing is stored under it yet."""
         next_id = self.db.get(_NEXT_ID)
         store_id = STORE_ID.unpack(next_id)[0] if next_id is not None else 1
         prefix = STORE_ID.pack(store_id)
         batch = WriteBatch(raw_mode=True)
         batch.put(_REGISTRY + encoded_name, prefix)
         batch.put(_NEXT_ID, STORE_ID.pack(store_id + 1))
+        if on_create is not None:
+            on_create(prefix, batch)
         self.db.write(batch)
         return prefix
 

@@ -85,7 +85,7 @@ class ConsumerReplica:
         self.ctx.host.set_preferred_leader(
             self.group, self.assignment.peers[0] if self.assignment.peers else None
         )
-        if voters and voters[0] == self.ctx.name and self.ctx.host.status(self.group).last_index == 0:
+        if voters and voters[0] == self.ctx.name and self.ctx.host.last_index(self.group) == 0:
             # a brand-new group: its first peer stands at once instead of waiting out an election timeout
             self.ctx.host.campaign(self.group)
 

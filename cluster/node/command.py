@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import os
 import signal
 import sys
@@ -25,6 +26,29 @@ from cluster.node.worker_config import worker_config
 from raft.grpc_setup import prefer_posix_endpoints
 
 log = structlog.get_logger(__name__)
+
+# Python's cyclic garbage collector runs a young collection every 700 container allocations and a
+# full one every ten of the middle generation's: a node creating streams one after another (each
+# leaves ~150 objects alive: its store, state machine, Raft group, subscriptions, metric series)
+# spent 0.19-0.27 ms of a 2.2 ms create in it, most in full collections that scan every object of
+# the process. With young collections every 10,000 allocations, full ones come 14 times less often;
+# garbage in cycles still goes, a few thousand objects later.
+YOUNG_COLLECTION_THRESHOLD = 10_000
+
+
+def tune_garbage_collector() -> None:
+    """At process start: collect the young generation less often (see YOUNG_COLLECTION_THRESHOLD)."""
+    _, middle, old = gc.get_threshold()
+    gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, middle, old)
+
+
+def freeze_startup_objects() -> None:
+    """Once the node is up: what it made to start (modules, classes, the services' own objects, ~70,000
+    objects) lives as long as the process, so no full collection needs to scan it again
+    (`gc.freeze`: a full collection of a node with 1,000 streams scanned 210,000 objects, 140,000
+    after this). Collected once first, so no garbage of the start-up is kept for ever."""
+    gc.collect()
+    gc.freeze()
 
 
 def parse_args(argv: Sequence[str] | None) -> NodeConfig:
@@ -49,6 +73,7 @@ async def run(config: NodeConfig) -> None:
         loop.add_signal_handler(signum, stop.set)
     try:
         await node.start()
+        freeze_startup_objects()
         report_started(node.http.port)
         await stop.wait()
     except HomeAccountChangedError as exc:
@@ -69,6 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if supervisor_pid is not None:
             die_with_parent(int(supervisor_pid))
         config = worker_config(config, config.worker_index)
+    tune_garbage_collector()
     try:
         configure_logging(config.name, config.log_level, config.log_format)
     except ValueError as exc:  # a bad --log-level or $JETRAFT_LOG_LEVEL

@@ -380,6 +380,7 @@ class Node:
             replicas += account_jetstream.meta.replicas.values()
         for replica in replicas:
             replica.report_staleness()
+            replica.report_metrics()
             # a replica's lag is exported by its leader, for each follower: a stream of one has none
             if replica.role is not Role.LEADER or replica.stopped or len(replica.assignment.peers) < 2:
                 continue

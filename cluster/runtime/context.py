@@ -107,6 +107,8 @@ class NodeContext:
     # (runtime/publish_hold.py): every account's meta service tells it its streams' subjects
     publish_hold: PublishHold | None = None
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    # (base options, quiescence) -> the same with that quiescence (see group_options): a handful of bases
+    _options_with_quiesce: dict[tuple[GroupOptions, bool], GroupOptions] = field(default_factory=dict)
 
     @property
     def standalone(self) -> bool:
@@ -120,8 +122,14 @@ class NodeContext:
         return self.account_tag + META_GROUP
 
     def group_options(self, base: GroupOptions) -> GroupOptions:
-        """`base` with this node's quiescence setting."""
-        return replace(base, quiesce=self.quiesce) if base.quiesce != self.quiesce else base
+        """`base` with this node's quiescence setting (made once per base: every group a node starts asks)."""
+        if base.quiesce == self.quiesce:
+            return base
+        key = (base, self.quiesce)
+        options = self._options_with_quiesce.get(key)
+        if options is None:
+            options = self._options_with_quiesce[key] = replace(base, quiesce=self.quiesce)
+        return options
 
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
         """Run `coro` in the background; its failure is logged, never lost, never fatal."""

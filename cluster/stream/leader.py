@@ -217,7 +217,7 @@ class StreamLeader:
             stream=self.replica.name,
             node=self.ctx.name,
             group=group,
-            term=self.ctx.host.status(group).term,
+            term=self.ctx.host.term(group),
         )
         # a leader whose log holds nothing from an earlier term (a new stream's first leader) has
         # caught up already: it takes the API below, at once; any other, once caught up
@@ -338,7 +338,7 @@ class StreamLeader:
 
     def _voters_as_assigned(self) -> bool:
         try:
-            voters = set(self.ctx.host.status(self.replica.group).voters)
+            voters = set(self.ctx.host.voters(self.replica.group))
         except RaftHostError:
             return False  # the task finds out (and stops)
         return next_change(self.ctx.name, voters, set(self.replica.assignment.peers)) is None

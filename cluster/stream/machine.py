@@ -210,7 +210,10 @@ class StreamStateMachine:
             self._load_meta(store.metadata)
             self._align_store_config()
         else:
-            store.update_config(store_config_for(config))
+            # a new store opened with the stream's limits already (open_store) needs no second write of them
+            store_config = StoreConfig.from_stream_config(self._config_json)
+            if store.config != store_config:
+                store.update_config(store_config)
             if config.first_seq > 0:
                 # a new stream starts at first_seq, as nats-server's stores are created
                 store.compact(config.first_seq)

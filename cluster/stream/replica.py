@@ -139,10 +139,16 @@ class StreamReplica:
         self.stopped = False
         self.consumers: dict[str, AttachedConsumer] = {}
         self.expected_consumers = 0
-        self._last_seq_role: ResponderRole | None = None
-        self._last_seq_gauge: Any = None
-        self._raft_children: tuple[Any, Any, Any] | None = None
+        # The group's Raft role series and the stream's last sequence are kept in plain numbers and
+        # exported when /metrics is scraped (`report_metrics`): a new stream creates no series until
+        # then (their label lookups were a twentieth of a stream create's CPU), and an apply sets none.
+        self._leader_changes = 0
+        self._elections = 0
+        # what the last scrape exported: (role, leader changes, elections, responder role, last seq)
+        self._reported: tuple[Role, int, int, ResponderRole, int] | None = None
+        self._raft_children: tuple[Any, Any] | None = None
         self._elections_child: Any = None
+        self._last_seq_children = LabelledChildren(ctx.metrics.stream_last_seq, self.metric_label, ctx.name)
         self._caught_up = False
         # jetraft.max_direct_lag: a follower further behind than this stops answering Direct Gets
         self._started_ns = time.time_ns()
@@ -229,13 +235,6 @@ class StreamReplica:
                 else:
                     still.append((seq, future))
             self._seq_waiters = still
-        role = self.responder_role()
-        if role is not self._last_seq_role:
-            self._last_seq_gauge = self.ctx.metrics.stream_last_seq.labels(
-                self.metric_label, self.ctx.name, role.value
-            )
-            self._last_seq_role = role
-        self._last_seq_gauge.set(last_seq)
         self._watch_bound()
         self._update_responders()
         if self._leader is not None:
@@ -275,10 +274,14 @@ class StreamReplica:
         host.add_group(self.group, self, voters=voters, options=options)
         # placement lists first the node that should lead, so leaders spread over the nodes
         host.set_preferred_leader(self.group, self.assignment.peers[0] if self.assignment.peers else None)
-        if voters and voters[0] == self.ctx.name and host.status(self.group).last_index == 0:
-            # a brand-new group: its first peer stands at once instead of waiting out an election timeout
+        if voters and voters[0] == self.ctx.name and host.last_index(self.group) == 0:
+            # a brand-new group: its first peer stands at once instead of waiting out an election timeout.
+            # It usually leads at once, and a first leader has nothing to catch up on (on_leader_change):
+            # its catch-up starts only if another role comes first (a ReadIndex asked and dropped again
+            # cost each one-node stream create a task, a timer and a read round)
             host.campaign(self.group)
-        self._catch_up = self.ctx.spawn(self._join_when_caught_up(), f"catch-up-{self.name}")
+        else:
+            self._start_catch_up()
         self._presence_sub = self.ctx.router.subscribe(presence_subject(self.name), _never_published)
         self.positions.board.watch(self.name)
         self._watch_bound()
@@ -334,6 +337,34 @@ class StreamReplica:
         if not self.stopped:
             self._check_staleness()
 
+    def report_metrics(self) -> None:
+        """Export what changed since the last scrape (a scrape asks): the group's `jetraft_raft_is_leader`,
+        `jetraft_raft_leader_changes_total` and `jetraft_raft_elections_total`, and the stream's
+        `jetraft_stream_last_seq` in its current role. (`jetraft_raft_term` the node exports for every
+        group from the Raft host.)"""
+        if self.stopped:
+            return
+        responder_role = self.responder_role()
+        now = (self.role, self._leader_changes, self._elections, responder_role, self.machine.last_seq)
+        before = self._reported
+        if now == before:
+            return
+        self._reported = now
+        metrics, node = self.ctx.metrics, self.ctx.name
+        if self._raft_children is None:
+            self._raft_children = (
+                metrics.raft_is_leader.labels(self.group, node),
+                metrics.raft_leader_changes.labels(self.group, node),
+            )
+        is_leader, changes = self._raft_children
+        is_leader.set(1 if self.role is Role.LEADER else 0)
+        changes.inc(self._leader_changes - (before[1] if before is not None else 0))
+        if self._elections:
+            if self._elections_child is None:
+                self._elections_child = metrics.raft_elections.labels(self.group, node)
+            self._elections_child.inc(self._elections - (before[2] if before is not None else 0))
+        self._last_seq_children(responder_role.value).set(self.machine.last_seq)
+
     def _check_staleness(self) -> None:
         stale_ns = self.staleness_ns()
         self._lag_gauge(self.responder_role().value).set(stale_ns / 1e9)
@@ -387,6 +418,9 @@ class StreamReplica:
         else:
             await asyncio.to_thread(self.store.close)
 
+    def _start_catch_up(self) -> None:
+        self._catch_up = self.ctx.spawn(self._join_when_caught_up(), f"catch-up-{self.name}")
+
     async def _join_when_caught_up(self) -> None:
         """Answer Direct Gets only once this replica holds everything committed when it started."""
         if await caught_up(self.ctx.host, self.group, lambda: self.stopped, CATCH_UP_ATTEMPT_TIMEOUT):
@@ -424,12 +458,9 @@ class StreamReplica:
     def on_leader_change(self, leader: NodeId | None, role: Role, term: int) -> None:
         was_leader = self.role is Role.LEADER
         self.role, self.leader_id = role, leader
-        is_leader, term_gauge, changes, elections = self._raft_series(candidate=role is Role.CANDIDATE)
-        is_leader.set(1 if role is Role.LEADER else 0)
-        term_gauge.set(term)
-        changes.inc()
-        if elections is not None:
-            elections.inc()
+        self._leader_changes += 1
+        if role is Role.CANDIDATE:
+            self._elections += 1
         if role is Role.LEADER and not was_leader and not self.stopped:
             if not self._caught_up and self.ctx.host.leads_with_nothing_before_term(self.group):
                 # a new stream's first leader: nothing was committed before, so no ReadIndex to wait for
@@ -444,21 +475,9 @@ class StreamReplica:
             self._leader.close()
             self._leader = None
             self.positions.unlead(self.name)
-
-    def _raft_series(self, candidate: bool) -> tuple[Any, Any, Any, Any]:
-        """The group's Raft series, looked up once: in an election storm every group changes role
-        several times a second, and four label lookups each time were a fifth of a node's work. The
-        elections counter appears with the first election, as before."""
-        if self._raft_children is None:
-            metrics, node = self.ctx.metrics, self.ctx.name
-            self._raft_children = (
-                metrics.raft_is_leader.labels(self.group, node),
-                metrics.raft_term.labels(self.group, node),
-                metrics.raft_leader_changes.labels(self.group, node),
-            )
-        if candidate and self._elections_child is None:
-            self._elections_child = self.ctx.metrics.raft_elections.labels(self.group, self.ctx.name)
-        return (*self._raft_children, self._elections_child if candidate else None)
+        if not self._caught_up and self._catch_up is None and not self.stopped:
+            # a brand-new group's first peer that did not lead at once (see start)
+            self._start_catch_up()
 
     def assigned_config(self) -> StreamConfig:
         """The meta group's config for this stream (`assignment.config`), parsed once per config dict:

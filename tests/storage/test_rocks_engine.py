@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from storage.config import StoreConfig
 from storage.errors import CorruptStoreError, InvalidRequestError, MsgNotFoundError, StoreClosedError
 from storage.rocks import RocksStreamStore
 from storage.rocks_engine import StreamStoreEngine, prefix_end
@@ -146,3 +147,23 @@ def test_a_database_of_the_old_layout_is_refused_not_misread(fast_dir: Path) -> 
     legacy.close()
     with pytest.raises(CorruptStoreError, match="old layout"):
         StreamStoreEngine(fast_dir / "old")
+
+
+@pytest.mark.parametrize(
+    "config", [None, StoreConfig(), StoreConfig(max_msgs=5, max_age_ns=10**9, allow_msg_ttl=True)]
+)
+def test_a_new_store_opens_as_it_reopens(engine: StreamStoreEngine, config: StoreConfig | None) -> None:
+    # a store new to the engine writes its first records with its registration and reads nothing back:
+    # what it holds and answers must be what opening it again from disk finds
+    store = RocksStreamStore(engine, "NEW", config)
+    first = (store.config, store.state(), store.metadata, store._ttl.active)
+    prefix = store._prefix
+    meta_keys = [key[len(prefix) :] for key, _ in engine.scan(engine.meta_cf, prefix, prefix_end(prefix))]
+    assert sorted(meta_keys) == [b"config", b"format", b"ttls"]
+    store.close()
+    again = RocksStreamStore(engine, "NEW")
+    assert (again.config, again.state(), again.metadata, again._ttl.active) == first
+    assert again.config == (config if config is not None else StoreConfig())
+    again.store_msg("a", None, b"1")
+    assert again.state().last_seq == 1
+    again.close()

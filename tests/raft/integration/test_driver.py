@@ -265,3 +265,19 @@ async def test_committed_entries_are_applied_in_slices_of_the_group_limit(cluste
     # 100-byte commands count 116 bytes each towards the limit: at most 8 per slice
     assert max(len(piece) for piece in slices) <= 8
     assert len(slices) >= 25
+
+
+async def test_the_quick_accessors_say_what_status_says(cluster: list[HostNode]) -> None:
+    add_group(cluster, "g", NAMES)
+    for node in cluster:
+        assert node.host.last_index("g") == node.host.status("g").last_index == 0
+    leader = await wait_for_leader(cluster, "g")
+    index = await leader.host.propose_nowait("g", b"v")
+    await wait_applied(cluster, "g", index)
+    for node in cluster:
+        status = node.host.status("g")
+        assert node.host.last_index("g") == status.last_index >= index
+        assert node.host.term("g") == status.term >= 1
+        assert node.host.voters("g") == status.voters == tuple(sorted(NAMES))
+    with pytest.raises(RaftHostError):
+        leader.host.term("nope")
