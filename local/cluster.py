@@ -53,6 +53,11 @@ class NodeSpec:
     def http_url(self) -> str:
         return f"http://{HOST}:{self.http_port}"
 
+    @property
+    def members(self) -> list[str]:
+        """The node's cluster members: the node itself, or each of its workers (`n1/w0`, `n1/w1`)."""
+        return [worker_name(self.name, index, self.workers) for index in range(self.workers)]
+
 
 # How many workers every node of a local cluster runs when the caller does not say: the switch that
 # runs the integration tests against several-worker nodes (JETRAFT_TEST_WORKERS=2).
@@ -317,6 +322,13 @@ class LocalCluster:
         while that node reports itself unhealthy for another reason."""
         _, body = self.health_report(name or self.specs[0].name, timeout=5.0)
         leader = None if body is None else body.get("meta_leader")
+        return str(leader) if leader else None
+
+    def meta_leader_member(self, name: str | None = None) -> str | None:
+        """The cluster member that leads the meta group (a node, or the worker of a several-worker node
+        that leads: the one whose own metrics and state are the leader's), as node `name` reports it."""
+        _, body = self.health_report(name or self.specs[0].name, timeout=5.0)
+        leader = None if body is None else body.get("meta_leader_worker") or body.get("meta_leader")
         return str(leader) if leader else None
 
     def wait_until(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:
