@@ -123,25 +123,27 @@ def proxy_name(source: str, target: str) -> str:
 
 def plan_proxy_links(specs: list[NodeSpec]) -> list[ProxyLink]:
     """One link per ordered pair of nodes (mirror nodes included), upstream = the target's cluster port;
-    with several workers, one per target worker, on a run of free ports per pair."""
+    with several workers, one per target worker, each pair's on consecutive ports. Those ports are all
+    taken from one run of free ports: probed pair by pair, nothing listens on them until the proxies are
+    made, so two pairs could be handed the same ports."""
+    pairs = [(source, target) for source in specs for target in specs if source.name != target.name]
+    needed = sum(target.workers for _, target in pairs if target.workers > 1)
+    next_port = free_port_base(needed) if needed else 0
     links = []
-    for source in specs:
-        for target in specs:
-            if source.name == target.name:
-                continue
-            if target.workers == 1:
-                links.append(ProxyLink(source.name, target.name, f"{HOST}:{target.cluster_port}"))
-                continue
-            base = free_port_base(target.workers)
-            links.extend(
-                ProxyLink(
-                    source.name,
-                    worker_name(target.name, index, target.workers),
-                    f"{HOST}:{target.cluster_port + index}",
-                    listen=f"{HOST}:{base + index}",
-                )
-                for index in range(target.workers)
+    for source, target in pairs:
+        if target.workers == 1:
+            links.append(ProxyLink(source.name, target.name, f"{HOST}:{target.cluster_port}"))
+            continue
+        links.extend(
+            ProxyLink(
+                source.name,
+                worker_name(target.name, index, target.workers),
+                f"{HOST}:{target.cluster_port + index}",
+                listen=f"{HOST}:{next_port + index}",
             )
+            for index in range(target.workers)
+        )
+        next_port += target.workers
     return links
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import local.cluster
 from chaos.readafterwrite.faults import LinkFaults, link_ends
 from chaos.toxiproxy import ToxiproxyProcess
 from local.cluster import (
@@ -72,6 +73,15 @@ def test_with_workers_each_node_dials_a_run_of_proxies_one_per_peer_worker() -> 
     assert specs[0].dial == {"n2": links["n1-to-n2.w0"].listen}
     command = LocalCluster(specs, "/nonexistent").command(specs[0])
     assert command[command.index("--workers") + 1] == "2"
+
+
+def test_with_workers_no_two_proxies_of_a_plan_listen_on_one_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a probe finds the same ports free again until something listens there, and nothing does before
+    # the proxies are made: every probe of the plan answering the same base is what can happen
+    monkeypatch.setattr(local.cluster, "free_port_base", lambda count: 20_000)
+    specs = plan_nodes(3, 1, port_base=14222, http_port_base=18222, cluster_port_base=16222, workers=3)
+    listens = [link.listen for link in plan_proxy_links(specs)]
+    assert len(listens) == 4 * 3 * 3 and len(set(listens)) == len(listens)
 
 
 def test_cutting_a_link_between_several_worker_nodes_cuts_the_proxy_to_each_worker() -> None:
