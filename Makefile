@@ -11,7 +11,7 @@ DEV_STAMP := $(VENV)/.installed-dev
 NATSJS := tests/natsjs
 NATSJS_STAMP := $(NATSJS)/node_modules/.installed
 
-.PHONY: install install-dev natsjs nats-cli up test lint proto sim chaos clean
+.PHONY: install install-dev natsjs nats-cli up test test-workers lint proto sim chaos clean
 
 # The nats CLI (natscli), for the CLI comparison tests and bench/: built from source when Go is
 # present (v0.5.1 is skipped on purpose), into .tools/bin, which git ignores.
@@ -66,6 +66,13 @@ test: install-dev natsjs nats-cli
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+# The integration tests (every folder that starts nodes) with every node of two worker processes
+# (`jetraft node --workers 2`, docs/architecture.md "Every core of the machine"). Not part of `make test`:
+# CI must stay under 30 minutes, and this alone takes about as long as the whole suite.
+WORKERS_TESTS := tests/node tests/cluster tests/chaos tests/cli tests/pipeline tests/natsjs tests/deploy tests/test_packaging.py
+test-workers: install-dev natsjs nats-cli
+	JETRAFT_TEST_WORKERS=2 $(BIN)/python -m pytest -q -p no:cacheprovider $(WORKERS_TESTS)
 
 # Regenerate protobuf/gRPC code after editing a .proto file.
 proto: install-dev

@@ -40,11 +40,15 @@ class LocalControl:
         return self.cluster.data_dir / node
 
     def pause(self, node: str) -> None:
-        os.kill(self.cluster.procs[node].pid, signal.SIGSTOP)
+        # the whole node: a several-worker node's supervisor and every worker (node_pids)
+        for pid in self.cluster.node_pids(node):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
 
     def resume(self, node: str) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.cluster.procs[node].pid, signal.SIGCONT)
+        for pid in self.cluster.node_pids(node):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
 
     def health_problem(self, node: str) -> str | None:
         status, body = self.cluster.health_report(node)

@@ -53,6 +53,11 @@ class NodeSpec:
     def http_url(self) -> str:
         return f"http://{HOST}:{self.http_port}"
 
+    @property
+    def members(self) -> list[str]:
+        """The node's cluster members: the node itself, or each of its workers (`n1/w0`, `n1/w1`)."""
+        return [worker_name(self.name, index, self.workers) for index in range(self.workers)]
+
 
 # How many workers every node of a local cluster runs when the caller does not say: the switch that
 # runs the integration tests against several-worker nodes (JETRAFT_TEST_WORKERS=2).
@@ -118,25 +123,27 @@ def proxy_name(source: str, target: str) -> str:
 
 def plan_proxy_links(specs: list[NodeSpec]) -> list[ProxyLink]:
     """One link per ordered pair of nodes (mirror nodes included), upstream = the target's cluster port;
-    with several workers, one per target worker, on a run of free ports per pair."""
+    with several workers, one per target worker, each pair's on consecutive ports. Those ports are all
+    taken from one run of free ports: probed pair by pair, nothing listens on them until the proxies are
+    made, so two pairs could be handed the same ports."""
+    pairs = [(source, target) for source in specs for target in specs if source.name != target.name]
+    needed = sum(target.workers for _, target in pairs if target.workers > 1)
+    next_port = free_port_base(needed) if needed else 0
     links = []
-    for source in specs:
-        for target in specs:
-            if source.name == target.name:
-                continue
-            if target.workers == 1:
-                links.append(ProxyLink(source.name, target.name, f"{HOST}:{target.cluster_port}"))
-                continue
-            base = free_port_base(target.workers)
-            links.extend(
-                ProxyLink(
-                    source.name,
-                    worker_name(target.name, index, target.workers),
-                    f"{HOST}:{target.cluster_port + index}",
-                    listen=f"{HOST}:{base + index}",
-                )
-                for index in range(target.workers)
+    for source, target in pairs:
+        if target.workers == 1:
+            links.append(ProxyLink(source.name, target.name, f"{HOST}:{target.cluster_port}"))
+            continue
+        links.extend(
+            ProxyLink(
+                source.name,
+                worker_name(target.name, index, target.workers),
+                f"{HOST}:{target.cluster_port + index}",
+                listen=f"{HOST}:{next_port + index}",
             )
+            for index in range(target.workers)
+        )
+        next_port += target.workers
     return links
 
 
@@ -317,6 +324,13 @@ class LocalCluster:
         while that node reports itself unhealthy for another reason."""
         _, body = self.health_report(name or self.specs[0].name, timeout=5.0)
         leader = None if body is None else body.get("meta_leader")
+        return str(leader) if leader else None
+
+    def meta_leader_member(self, name: str | None = None) -> str | None:
+        """The cluster member that leads the meta group (a node, or the worker of a several-worker node
+        that leads: the one whose own metrics and state are the leader's), as node `name` reports it."""
+        _, body = self.health_report(name or self.specs[0].name, timeout=5.0)
+        leader = None if body is None else body.get("meta_leader_worker") or body.get("meta_leader")
         return str(leader) if leader else None
 
     def wait_until(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:

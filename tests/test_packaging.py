@@ -62,6 +62,7 @@ def _local_up(tmp_path: Path, nodes: int, mirror_nodes: int) -> subprocess.Popen
         "--nodes", str(nodes), "--mirror-nodes", str(mirror_nodes),
         "--port-base", str(specs[0].client_port), "--http-port-base", str(specs[0].http_port),
         "--cluster-port-base", str(specs[0].cluster_port), "--data-dir", str(tmp_path / "data"),
+        "--workers", str(specs[0].workers),  # the plan's ($JETRAFT_TEST_WORKERS): its cluster ports go that far apart
     ]  # fmt: skip
     return subprocess.Popen(
         command,

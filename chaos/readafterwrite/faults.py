@@ -90,15 +90,24 @@ class LinkFaults:
         for proxy in self.proxies_of([node]):
             proxy.enable()
 
+    def proxies_of_links(self, links: Iterable[tuple[str, str]]) -> list[Proxy]:
+        """The proxies carrying the given (source, target) node links, one direction each: `n1-to-n2`, or
+        with several workers per node one to each worker of the target (`n1-to-n2.w1`). KeyError for a
+        link no proxy carries."""
+        wanted = set(links)
+        found = [proxy for name, proxy in sorted(self.client.proxies().items()) if link_ends(name) in wanted]
+        missing = wanted - {link_ends(proxy.name) for proxy in found}
+        if missing:
+            raise KeyError(f"no proxy for the links {sorted(missing)}")
+        return found
+
     def cut(self, links: Iterable[tuple[str, str]]) -> list[str]:
         """Disable the proxies of the given (source, target) links: one direction each."""
-        proxies = self.client.proxies()
-        names = [f"{source}-to-{target}" for source, target in links]
-        for name in names:
-            proxies[name].disable()
-        return names
+        proxies = self.proxies_of_links(links)
+        for proxy in proxies:
+            proxy.disable()
+        return [proxy.name for proxy in proxies]
 
     def restore(self, links: Iterable[tuple[str, str]]) -> None:
-        proxies = self.client.proxies()
-        for source, target in links:
-            proxies[f"{source}-to-{target}"].enable()
+        for proxy in self.proxies_of_links(links):
+            proxy.enable()

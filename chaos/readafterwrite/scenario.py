@@ -36,6 +36,7 @@ from chaos.readafterwrite.workload import (
     connect_endpoint,
     wait_caught_up,
 )
+from cluster.runtime.workers import node_of
 
 Progress = Callable[[str], None]
 
@@ -145,9 +146,10 @@ async def create_streams(js: nats.js.JetStreamContext, settings: DemoSettings) -
         ),
     )
     assert info.cluster is not None and mirror.cluster is not None
-    leader = info.cluster.leader or ""
-    followers = sorted(peer.name for peer in info.cluster.replicas or [])
-    mirror_node = mirror.cluster.leader or ""
+    # nodes (machines), whose links take the latency: a peer may be one worker of a node (`n2/w1`)
+    leader = node_of(info.cluster.leader or "")
+    followers = sorted(node_of(peer.name) for peer in info.cluster.replicas or [])
+    mirror_node = node_of(mirror.cluster.leader or "")
     if not leader or not followers or not mirror_node:
         raise RuntimeError(f"stream not placed as an R3 with a mirror: {info.cluster}, {mirror.cluster}")
     return Layout(
@@ -157,7 +159,7 @@ async def create_streams(js: nats.js.JetStreamContext, settings: DemoSettings) -
 
 async def _current_leader(js: nats.js.JetStreamContext, stream: str, fallback: str) -> str:
     info = await js.stream_info(stream)
-    return (info.cluster.leader if info.cluster else None) or fallback
+    return node_of((info.cluster.leader if info.cluster else None) or fallback)
 
 
 async def run_read_after_write(

@@ -7,7 +7,9 @@ the PubAck's sequence. Since nobody else writes a worker's keys, any
 sequence below the one just acknowledged is a stale read.
 
 Every Direct Get is counted for the node that answered it (its
-`Jetraft-Node` header), not the node it was sent to: with `random` (the
+`Jetraft-Node` header; the node of the worker that answered, on a
+several-worker node, as faults are injected on a node's links), not the node
+it was sent to: with `random` (the
 nodes' default, as in nats-server) any responder may answer, and a read that
 reaches a lagged node, or leaves one, crosses its lagged links; with
 `local-first` the two are the same. Read timeouts grow with the injected latency so
@@ -28,13 +30,15 @@ from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.errors import APIError, NotFoundError
 
 from chaos.readafterwrite.stats import Outcome, ReadPath, ReadSample
+from cluster.runtime.workers import node_of
 
 _NATS_ERRORS = (NatsTimeoutError, NoRespondersError, APIError, asyncio.TimeoutError)
 
 
 @dataclass(slots=True)
 class Endpoint:
-    """A client connection to one node, named after the node (its INFO `server_name`)."""
+    """A client connection to one node, named after the node (its INFO `server_name`, or the node of
+    that worker on a several-worker node: `n1` for `n1/w1`)."""
 
     node: str
     url: str
@@ -45,7 +49,15 @@ async def connect_endpoint(url: str) -> Endpoint:
     nc = await nats.connect(url, connect_timeout=5, max_reconnect_attempts=3, allow_reconnect=True)
     # nats-py keeps INFO private; jetraft (like nats-server) names itself there
     info = getattr(nc, "_server_info", {}) or {}
-    return Endpoint(node=str(info.get("server_name") or url), url=url, nc=nc)
+    server_name = info.get("server_name")
+    return Endpoint(node=node_of(str(server_name)) if server_name else url, url=url, nc=nc)
+
+
+def answering_node(headers: dict[str, str], asked: str) -> str:
+    """The node whose replica or mirror answered a Direct Get (`Jetraft-Node` names the member: the
+    node, or one worker of it), else `asked`, the endpoint it was sent to (nats-server names none)."""
+    member = headers.get("Jetraft-Node")
+    return node_of(member) if member else asked
 
 
 @dataclass(slots=True)
@@ -164,7 +176,7 @@ class ReadAfterWrite:
             # nobody's answer: counted for the node it was sent to, the only one known
             return ReadSample(lag_ms, path, endpoint.node, Outcome.ERROR, acked_seq, via=endpoint.node)
         headers = reply.headers or {}
-        responder = headers.get("Jetraft-Node", endpoint.node)
+        responder = answering_node(headers, endpoint.node)
         responder_last = int(headers["Jetraft-Last-Sequence"]) if "Jetraft-Last-Sequence" in headers else None
         status = headers.get("Status")
         via = endpoint.node
@@ -241,7 +253,7 @@ async def wait_caught_up(endpoints: list[Endpoint], stream: str, seq: int, timeo
                 await asyncio.sleep(0.1)  # no responder yet (a replica rejoins once caught up)
                 continue
             headers = reply.headers or {}
-            answered_by = headers.get("Jetraft-Node", endpoint.node)
+            answered_by = answering_node(headers, endpoint.node)
             fresh = headers.get("Status") is None and headers.get("Nats-Sequence") == str(seq)
             if fresh and caught_up.get(answered_by) is False:
                 caught_up[answered_by] = True

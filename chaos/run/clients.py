@@ -20,6 +20,7 @@ from nats.js.client import JetStreamContext
 from nats.js.errors import APIError, KeyWrongLastSequenceError
 
 from chaos.check.history import OpType
+from cluster.runtime.workers import node_of
 
 # a compare-and-set that found another revision (nats-server's JSStreamWrongLastSequence codes)
 WRONG_LAST_SEQUENCE = (10071, 10164)
@@ -108,5 +109,7 @@ async def close_all(clients: list[PinnedClient]) -> None:
 
 
 def node_of_reply(headers: dict[str, Any] | None, fallback: str) -> str:
-    """The node that answered a Direct Get (jetraft's `Jetraft-Node` header), else the one asked."""
-    return str((headers or {}).get("Jetraft-Node", fallback))
+    """The node that answered a Direct Get (jetraft's `Jetraft-Node` header names the member: the node,
+    or the worker of it that answered), else the one asked."""
+    member = (headers or {}).get("Jetraft-Node")
+    return node_of(str(member)) if member else fallback

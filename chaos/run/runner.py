@@ -203,15 +203,17 @@ async def _one_fault(
     progress: Progress,
 ) -> FaultRecord:
     await asyncio.sleep(step.quiet)
-    leader, replicas = await stream_placement(clients, workload.stream)
-    chosen = targets(step.kind, [client.node for client in clients], leader, step.choice, replicas or None)
+    placement = await stream_placement(clients, workload.stream)
+    leader = placement.leader
+    nodes = [client.node for client in clients]
+    chosen = targets(step.kind, nodes, placement.leader_node, step.choice, placement.nodes or None)
     applied_at = recorder.now() / 1e9
     error = None
     effects: list[str] = []
     try:
         effects = await injector.apply(chosen, random.Random(step.choice))
-        for peer in chosen.remove_peer:
-            effects.append(await remove_peer(clients, workload.stream, peer))
+        for node in chosen.remove_peer:
+            effects.append(await remove_peer(clients, workload.stream, placement.member_on(node)))
         await asyncio.sleep(step.duration)
     except Exception as exc:  # recorded; the heal below still runs
         error = f"applying: {type(exc).__name__}: {exc}"

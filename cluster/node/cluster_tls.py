@@ -3,7 +3,9 @@
 Every node presents its certificate both as server (to the peers dialling it) and as client (when it
 dials them), and accepts only certificates signed by `ca_file`. A node's certificate names the node:
 a peer is dialled by its name (`grpc.ssl_target_name_override`), not by the address it is reached at,
-which may be a proxy's (Toxiproxy in the compose stack). A caller without a certificate from the CA fails
+which may be a proxy's (Toxiproxy in the compose stack). A several-worker node's workers share the
+node's certificate, which names the node (the machine), so a worker `n2/w1` is checked against `n2`: a
+slash is not even possible in a certificate's DNS name. A caller without a certificate from the CA fails
 the handshake before any gRPC method is reached.
 """
 
@@ -13,6 +15,7 @@ from pathlib import Path
 
 import grpc
 
+from cluster.runtime.workers import node_of
 from gateway.tls import TlsSettings
 
 
@@ -41,8 +44,8 @@ def channel_credentials(tls: TlsSettings) -> grpc.ChannelCredentials:
 def peer_channel(
     address: str, peer: str, options: list[tuple[str, int]], tls: TlsSettings | None
 ) -> grpc.aio.Channel:
-    """The one channel to `peer`: plain, or TLS checking that the certificate names `peer`."""
+    """The one channel to member `peer`: plain, or TLS checking that the certificate names its node."""
     if tls is None:
         return grpc.aio.insecure_channel(address, options=options)
-    named: list[tuple[str, int | str]] = [*options, ("grpc.ssl_target_name_override", peer)]
+    named: list[tuple[str, int | str]] = [*options, ("grpc.ssl_target_name_override", node_of(peer))]
     return grpc.aio.secure_channel(address, channel_credentials(tls), options=named)

@@ -19,6 +19,7 @@ from cluster.runtime.meta_progress import MetaProgress
 from cluster.runtime.metrics import NodeMetrics
 from cluster.runtime.publish_hold import PublishHold
 from cluster.runtime.server_limits import NO_SERVER_LIMITS, NodeHoldings, ServerJetStreamLimits
+from cluster.runtime.workers import node_count
 from gateway.server import NATS_COMPAT_VERSION
 from raft.driver import GroupOptions, RaftHost
 from storage.rocks_engine import StreamStoreEngine
@@ -113,8 +114,10 @@ class NodeContext:
     @property
     def standalone(self) -> bool:
         """A node without peers: it answers as a nats-server without a `cluster` block does (no
-        `cluster` object in create, update and list replies, nor in a consumer's)."""
-        return len(self.members) == 1
+        `cluster` object in create, update and list replies, nor in a consumer's). A several-worker node
+        alone is one too: its workers are members of a cluster among themselves, but a client sees one
+        server on one machine, as with one worker."""
+        return node_count(self.members) == 1
 
     @property
     def meta_group(self) -> str:

@@ -19,6 +19,7 @@ from chaos.readafterwrite.faults import LinkFaults
 from chaos.run import corruption, schedule, table
 from chaos.run.clients import outcome_of
 from chaos.run.faults import FaultInjector
+from chaos.run.membership import Placement
 from chaos.run.recorder import HistoryRecorder
 from chaos.run.runner import FaultRecord, RunReport
 from chaos.run.schedule import FAULTS, Targets, parse_faults, plan, targets
@@ -73,6 +74,21 @@ def test_leader_faults_hit_the_leader_and_follower_faults_never_do(choice: int) 
     assert removed in (("n4",), ("n5",))
     damaged = targets(schedule.CORRUPT_BITS, NODES, "n2", choice)
     assert damaged.corrupt == damaged.kill and "n2" not in damaged.corrupt and damaged.corrupt_mode == "bits"
+
+
+@pytest.mark.parametrize("choice", range(20))
+def test_leader_faults_hit_the_leaders_node_when_the_peers_are_workers(choice: int) -> None:
+    # STREAM.INFO of a cluster of several-worker nodes names workers; faults hit their nodes
+    placement = Placement("n2/w1", ["n2/w1", "n1/w0", "n3/w1"])
+    leader, replicas = placement.leader_node, placement.nodes
+    assert targets(schedule.KILL_LEADER, NODES, leader, choice, replicas).kill == ("n2",)
+    assert targets(schedule.PAUSE_LEADER, NODES, leader, choice, replicas).pause == ("n2",)
+    assert "n2" not in targets(schedule.PAUSE_FOLLOWER, NODES, leader, choice, replicas).pause
+    (removed,) = targets(schedule.PEER_REMOVE, NODES, leader, choice, replicas).remove_peer
+    # the peer removal names the member on the node chosen
+    assert placement.member_on(removed) in ("n1/w0", "n3/w1")
+    assert Placement("n2", ["n2", "n1", "n3"]).member_on("n3") == "n3"
+    assert Placement().leader_node is None and Placement().nodes == []
 
 
 @pytest.mark.parametrize(("nodes", "choice"), list(itertools.product([NODES, FIVE], range(20))))

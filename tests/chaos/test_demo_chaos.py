@@ -22,7 +22,7 @@ from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import StreamConfig
 from nats.js.errors import APIError, NoStreamResponseError, NotFoundError
 
-from chaos.readafterwrite.faults import LinkFaults
+from chaos.readafterwrite.faults import LinkFaults, link_ends
 from chaos.readafterwrite.scenario import DemoSettings, create_streams
 from chaos.readafterwrite.stats import Outcome, ReadPath, ReadSample
 from chaos.readafterwrite.workload import (
@@ -32,7 +32,8 @@ from chaos.readafterwrite.workload import (
     connect_endpoint,
     wait_caught_up,
 )
-from local.cluster import LocalCluster, faultable_cluster, node_available
+from cluster.runtime.workers import node_of
+from local.cluster import LocalCluster, faultable_cluster, node_available, proxy_name
 from tests.chaos.node_metrics import scrape, value
 
 pytestmark = pytest.mark.skipif(
@@ -72,15 +73,20 @@ async def endpoints(cluster: LocalCluster) -> AsyncIterator[dict[str, Endpoint]]
 
 
 def test_cluster_links_all_go_through_named_proxies(cluster: LocalCluster, faults: LinkFaults) -> None:
-    names = [spec.name for spec in cluster.specs]
-    assert faults.link_names() == sorted(f"{a}-to-{b}" for a in names for b in names if a != b)
+    # one proxy from each node to each member of every other node: `n1-to-n2`, or with several workers
+    # per node one to each worker (`n1-to-n2.w1`), listening on the ports after the one dialled
+    specs = cluster.specs
+    expected = [proxy_name(a.name, member) for a in specs for b in specs if a is not b for member in b.members]
+    assert faults.link_names() == sorted(expected)
     proxies = faults.client.proxies()
-    for spec in cluster.specs:
+    for spec in specs:
         for peer, address in spec.dial.items():
-            proxy = proxies[f"{spec.name}-to-{peer}"]
-            assert (
-                proxy.listen == address and proxy.upstream == f"127.0.0.1:{cluster.spec(peer).cluster_port}"
-            )
+            target = cluster.spec(peer)
+            host, port = address.rsplit(":", 1)
+            for index, member in enumerate(target.members):
+                proxy = proxies[proxy_name(spec.name, member)]
+                assert proxy.listen == f"{host}:{int(port) + index}"
+                assert proxy.upstream == f"127.0.0.1:{target.cluster_port + index}"
 
 
 def _of(samples: list[ReadSample], path: ReadPath, responder: str | None = None) -> list[ReadSample]:
@@ -117,9 +123,15 @@ async def test_lagged_follower_and_mirror_serve_stale_direct_gets_while_coherent
     assert warm.writes == 8
     assert all((await wait_caught_up(list(endpoints.values()), "LAGT", warm.last_acked_seq, 20)).values())
 
-    touched = faults.add_latency(layout.lagged, 300)
-    assert f"{layout.leader}-to-{follower}" in touched and f"{follower}-to-{layout.leader}" in touched
-    assert f"{mirror_node}-to-{layout.leader}" in touched
+    touched = {link_ends(name) for name in faults.add_latency(layout.lagged, 300)}
+    assert (layout.leader, follower) in touched and (follower, layout.leader) in touched
+    assert (mirror_node, layout.leader) in touched
+    # the metrics name members: the node, or the worker of it that holds the replica or the mirror
+    info_js = any_endpoint.nc.jetstream()
+    origin, copy = await info_js.stream_info("LAGT"), await info_js.stream_info("LAGT_M")
+    assert origin.cluster is not None and copy.cluster is not None and copy.cluster.leader
+    follower_member = next(p.name for p in origin.cluster.replicas or [] if node_of(p.name) == follower)
+    mirror_member = copy.cluster.leader
     # the replica lag metrics, scraped while the lag lasts: the follower's own staleness in seconds, the
     # leader's count of entries the follower is behind, and the mirror's staleness behind its origin
     # (from the freshness each fetch answer carries over the lagged link)
@@ -130,9 +142,9 @@ async def test_lagged_follower_and_mirror_serve_stale_direct_gets_while_coherent
     watchers = [
         asyncio.create_task(_highest(_reading(url, name, labels), stop_watching))
         for url, name, labels in (
-            (follower_http, metric, {"stream": "LAGT", "node": follower, "role": "follower"}),
-            (leader_http, "jetraft_replica_lag_messages", {"stream": "LAGT", "node": follower}),
-            (mirror_http, metric, {"stream": "LAGT_M", "node": mirror_node, "role": "mirror"}),
+            (follower_http, metric, {"stream": "LAGT", "node": follower_member, "role": "follower"}),
+            (leader_http, "jetraft_replica_lag_messages", {"stream": "LAGT", "node": follower_member}),
+            (mirror_http, metric, {"stream": "LAGT_M", "node": mirror_member, "role": "mirror"}),
         )
     ]
     try:
@@ -175,11 +187,11 @@ async def test_lagged_follower_and_mirror_serve_stale_direct_gets_while_coherent
         for key in range(8):
             leader_copy = await workload.js.get_msg("LAGT", subject=f"lagt.k{key}", direct=False)
             local_copy = await js.get_msg("LAGT", subject=f"lagt.k{key}", direct=True)
-            assert local_copy.headers is not None and local_copy.headers["Jetraft-Node"] == node
+            assert local_copy.headers is not None and node_of(local_copy.headers["Jetraft-Node"]) == node
             assert local_copy.seq == leader_copy.seq, f"{node} still stale for lagt.k{key}"
     assert caught_up_s < 20
     deadline = time.monotonic() + 10
-    for http, stream, node in ((follower_http, "LAGT", follower), (mirror_http, "LAGT_M", mirror_node)):
+    for http, stream, node in ((follower_http, "LAGT", follower_member), (mirror_http, "LAGT_M", mirror_member)):
         while (now := value(scrape(http), metric, stream=stream, node=node)) >= 0.2:
             assert time.monotonic() < deadline, f"{node}'s {metric} for {stream} stayed at {now}s after catching up"
             await asyncio.sleep(0.2)
@@ -200,7 +212,7 @@ async def test_bounded_staleness_takes_the_lagged_follower_out_of_direct_gets(
         )
     )  # fmt: skip
     assert info.cluster is not None and info.cluster.replicas
-    follower = sorted(peer.name for peer in info.cluster.replicas)[0]
+    follower = node_of(sorted(peer.name for peer in info.cluster.replicas)[0])
     ack = await admin.publish("bounded.a", b"1")
     await wait_caught_up([endpoints[follower]], "BOUNDED", ack.seq, 20)
 
@@ -209,7 +221,7 @@ async def test_bounded_staleness_takes_the_lagged_follower_out_of_direct_gets(
             "$JS.API.DIRECT.GET.BOUNDED", json.dumps({"last_by_subj": "bounded.a"}).encode(), timeout=2
         )
         assert reply.headers is not None and reply.data == b"1"
-        return reply.headers["Jetraft-Node"]
+        return node_of(reply.headers["Jetraft-Node"])
 
     assert await answered_by(follower) == follower, "local-first: the follower answers while caught up"
     faults.add_latency([follower], 400)
@@ -264,9 +276,11 @@ async def test_partitioned_leader_serves_no_coherent_reads_and_no_acknowledged_w
     admin = next(iter(endpoints.values())).nc.jetstream(timeout=10)
     info = await admin.add_stream(name="PART", subjects=["part.>"], num_replicas=3, allow_direct=True)
     assert info.cluster is not None and info.cluster.replicas
-    old_leader = info.cluster.leader or ""
+    old_leader_member = info.cluster.leader or ""
     group = info.cluster.raft_group or ""
-    replicas = [old_leader, *sorted(peer.name for peer in info.cluster.replicas)]
+    # nodes (machines): the links cut and the clients used are a node's; a peer may be one of its workers
+    old_leader = node_of(old_leader_member)
+    replicas = [old_leader, *sorted(node_of(peer.name) for peer in info.cluster.replicas)]
     majority = [node for node in replicas if node != old_leader]
     writer = _Writer(endpoints[majority[0]].nc.jetstream(timeout=2))
     task = asyncio.create_task(writer.run(limit=100_000, deadline=time.monotonic() + 90))
@@ -277,23 +291,25 @@ async def test_partitioned_leader_serves_no_coherent_reads_and_no_acknowledged_w
             for node in majority
         }
         cut = faults.isolate(old_leader)
-        assert len(cut) == 2 * (len(endpoints) - 1)
+        # a proxy each way between it and every member of every other node
+        workers = {spec.name: spec.workers for spec in cluster.specs}
+        assert len(cut) == sum(workers[node] + workers[old_leader] for node in endpoints if node != old_leader)
 
         # the majority elects a new leader and goes on acknowledging writes
         majority_js = endpoints[majority[1]].nc.jetstream(timeout=2)
         deadline = time.monotonic() + 30
-        new_leader = old_leader
-        while new_leader == old_leader:
+        new_leader = old_leader_member
+        while new_leader == old_leader_member:
             assert time.monotonic() < deadline, "no new stream leader in the majority"
             try:
-                new_leader = (await majority_js.stream_info("PART")).cluster.leader or old_leader
+                new_leader = (await majority_js.stream_info("PART")).cluster.leader or old_leader_member
             except _API_FAILURES:
                 continue
-        assert new_leader in majority
+        assert node_of(new_leader) in majority
         # the new leader campaigned for it: its elections counter moved, and it says it leads the group
         new_leader_metrics = scrape(cluster.spec(new_leader).http_url)
         elections = value(new_leader_metrics, "jetraft_raft_elections_total", group=group)
-        assert elections > elections_before[new_leader], (elections_before, elections)
+        assert elections > elections_before[node_of(new_leader)], (elections_before, elections)
         assert value(new_leader_metrics, "jetraft_raft_is_leader", group=group, node=new_leader) == 1
         acked_at_election = len(writer.acked)
         await writer.wait_for(acked_at_election + 50, timeout=30)
@@ -319,7 +335,7 @@ async def test_partitioned_leader_serves_no_coherent_reads_and_no_acknowledged_w
         js = endpoints[node].nc.jetstream()
         for seq, payload in acked.items():
             msg = await js.get_msg("PART", seq=seq, direct=True)
-            assert msg.headers is not None and msg.headers["Jetraft-Node"] == node
+            assert msg.headers is not None and node_of(msg.headers["Jetraft-Node"]) == node
             assert msg.data == payload, f"{node} lost or changed acknowledged seq {seq}"
     # Right after the heal a node may still be redialling its peers' routes, and a request whose reply
     # has no route yet is lost (core NATS request/reply is at most once): ask again, within a bound.
@@ -381,7 +397,13 @@ async def test_a_client_that_stops_reading_is_counted_as_a_slow_consumer(
 ) -> None:
     """A raw subscriber that never reads its socket is cut off once 64 MiB wait for it."""
     spec = cluster.specs[0]
-    before = value(scrape(spec.http_url), "jetraft_slow_consumers_total", node=spec.name)
+
+    def slow_consumers() -> float:
+        """The node's count: its own, or its workers' added up (the raw client lands on any of them)."""
+        samples = scrape(spec.http_url)
+        return sum(value(samples, "jetraft_slow_consumers_total", node=member) for member in spec.members)
+
+    before = slow_consumers()
     with socket.socket() as raw:
         raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connecting: a small window
         raw.settimeout(5)
@@ -398,6 +420,6 @@ async def test_a_client_that_stops_reading_is_counted_as_a_slow_consumer(
             await publisher.publish("slow.x", payload)
         await publisher.flush(timeout=10)
         deadline = time.monotonic() + 10
-        while value(scrape(spec.http_url), "jetraft_slow_consumers_total", node=spec.name) <= before:
+        while slow_consumers() <= before:
             assert time.monotonic() < deadline, "no slow consumer counted"
             await asyncio.sleep(0.2)  # the counter follows the server's stats once a second

@@ -5,13 +5,17 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
+from nats.js.api import StreamConfig
+from nats.js.errors import NotFoundError
 
 from chaos.readafterwrite.chart import write_chart
 from chaos.readafterwrite.faults import link_ends, touches
 from chaos.readafterwrite.report import format_table, results_document, write_json
+from chaos.readafterwrite.scenario import DemoSettings, create_streams
 from chaos.readafterwrite.stats import (
     Outcome,
     ReadPath,
@@ -20,7 +24,7 @@ from chaos.readafterwrite.stats import (
     percentile,
     summarize,
 )
-from chaos.readafterwrite.workload import Endpoint, ReadAfterWrite, WorkloadSettings
+from chaos.readafterwrite.workload import Endpoint, ReadAfterWrite, WorkloadSettings, answering_node
 from cli import demo as demo_cli
 
 REQUIRED_ROW_FIELDS = {
@@ -236,3 +240,36 @@ def test_reads_answered_elsewhere_count_as_forwarded_for_the_node_that_answered(
     # of the two answered Direct Gets one was answered by the node asked; MSG.GET does not count
     assert local_answer_fraction(samples) == 0.5
     assert local_answer_fraction(samples[3:]) is None
+
+
+class _PlacingJetStream:
+    """Places the demo's stream and mirror on the members given, as stream info names them."""
+
+    def __init__(self, stream: tuple[str, list[str]], mirror: str) -> None:
+        self.stream, self.mirror = stream, mirror
+
+    async def delete_stream(self, name: str) -> None:
+        raise NotFoundError
+
+    async def add_stream(self, config: StreamConfig) -> Any:
+        leader, replicas = self.stream if config.mirror is None else (self.mirror, [])
+        cluster = SimpleNamespace(leader=leader, replicas=[SimpleNamespace(name=name) for name in replicas])
+        return SimpleNamespace(cluster=cluster)
+
+
+async def test_the_layout_names_nodes_when_the_peers_are_workers_of_several_worker_nodes() -> None:
+    # latency goes on a node's links (its proxies are named after nodes), so the layout names nodes
+    js = _PlacingJetStream(("n2/w1", ["n3/w0", "n1/w1"]), "m1/w0")
+    layout = await create_streams(cast(Any, js), DemoSettings(stream="S", mirror="S_M", subject_prefix="s"))
+    assert (layout.leader, layout.followers, layout.mirror_node) == ("n2", ["n1", "n3"], "m1")
+    assert layout.lagged == ["n1", "m1"] and layout.responders == ["m1", "n1", "n2", "n3"]
+    js = _PlacingJetStream(("n2", ["n3", "n1"]), "m1")
+    layout = await create_streams(cast(Any, js), DemoSettings(stream="S", mirror="S_M", subject_prefix="s"))
+    assert (layout.leader, layout.followers, layout.mirror_node) == ("n2", ["n1", "n3"], "m1")
+
+
+def test_a_direct_get_is_counted_for_the_node_of_the_worker_that_answered() -> None:
+    assert answering_node({"Jetraft-Node": "n2/w1"}, "n1") == "n2"
+    assert answering_node({"Jetraft-Node": "n2"}, "n1") == "n2"
+    # nats-server names no responder: the read is counted for the endpoint it went out on
+    assert answering_node({}, "nats://127.0.0.1:4222") == "nats://127.0.0.1:4222"

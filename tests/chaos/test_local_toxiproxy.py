@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from chaos.readafterwrite.faults import link_ends
+import local.cluster
+from chaos.readafterwrite.faults import LinkFaults, link_ends
 from chaos.toxiproxy import ToxiproxyProcess
 from local.cluster import (
     LocalCluster,
@@ -23,6 +24,7 @@ from local.cluster import (
     plan_free_nodes,
     plan_nodes,
     plan_proxy_links,
+    proxy_name,
     route_through_proxies,
 )
 from tests.process_output import read_lines_until
@@ -73,6 +75,30 @@ def test_with_workers_each_node_dials_a_run_of_proxies_one_per_peer_worker() -> 
     assert command[command.index("--workers") + 1] == "2"
 
 
+def test_with_workers_no_two_proxies_of_a_plan_listen_on_one_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a probe finds the same ports free again until something listens there, and nothing does before
+    # the proxies are made: every probe of the plan answering the same base is what can happen
+    monkeypatch.setattr(local.cluster, "free_port_base", lambda count: 20_000)
+    specs = plan_nodes(3, 1, port_base=14222, http_port_base=18222, cluster_port_base=16222, workers=3)
+    listens = [link.listen for link in plan_proxy_links(specs)]
+    assert len(listens) == 4 * 3 * 3 and len(set(listens)) == len(listens)
+
+
+def test_cutting_a_link_between_several_worker_nodes_cuts_the_proxy_to_each_worker() -> None:
+    specs = plan_nodes(3, 0, port_base=14222, http_port_base=18222, cluster_port_base=16222, workers=2)
+    with ToxiproxyProcess() as toxiproxy:
+        create_proxies(toxiproxy.url, plan_proxy_links(specs))
+        faults = LinkFaults(toxiproxy.url)
+        cut = faults.cut([("n2", "n1"), ("n3", "n1")])
+        assert cut == ["n2-to-n1.w0", "n2-to-n1.w1", "n3-to-n1.w0", "n3-to-n1.w1"]
+        enabled = {name: proxy.enabled for name, proxy in faults.client.proxies().items()}
+        assert [name for name, on in sorted(enabled.items()) if not on] == cut
+        faults.restore([("n2", "n1"), ("n3", "n1")])
+        assert all(proxy.enabled for proxy in faults.client.proxies().values())
+        with pytest.raises(KeyError, match="n1', 'm9"):
+            faults.cut([("n1", "m9")])
+
+
 def test_create_proxies_on_a_real_toxiproxy_server() -> None:
     specs = _specs()
     links = plan_proxy_links(specs)
@@ -100,7 +126,7 @@ def test_local_up_with_toxiproxy_routes_real_nodes_through_proxies_and_stops_the
         sys.executable, "-m", "cli.main", "local", "up", "--nodes", "2", "--mirror-nodes", "0",
         "--port-base", str(specs[0].client_port), "--http-port-base", str(specs[0].http_port),
         "--cluster-port-base", str(specs[0].cluster_port), "--data-dir", str(tmp_path),
-        "--toxiproxy", "--toxiproxy-port", "0",
+        "--toxiproxy", "--toxiproxy-port", "0", "--workers", str(specs[0].workers),
     ]  # fmt: skip
     proc = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True
@@ -110,9 +136,13 @@ def test_local_up_with_toxiproxy_routes_real_nodes_through_proxies_and_stops_the
         url = next(line.split()[1] for line in lines if line.startswith("toxiproxy: "))
         with urllib.request.urlopen(f"{url}/proxies", timeout=5) as resp:
             proxies = json.loads(resp.read())
-        assert set(proxies) == {"n1-to-n2", "n2-to-n1"}
-        assert proxies["n1-to-n2"]["upstream"] == f"127.0.0.1:{specs[1].cluster_port}"
-        assert proxies["n2-to-n1"]["upstream"] == f"127.0.0.1:{specs[0].cluster_port}"
+        # `n1-to-n2`, or with several workers per node one proxy to each worker (`n1-to-n2.w1`)
+        upstreams = {
+            proxy_name(source.name, member): f"127.0.0.1:{target.cluster_port + index}"
+            for source, target in (specs, specs[::-1])
+            for index, member in enumerate(target.members)
+        }
+        assert {name: proxy["upstream"] for name, proxy in proxies.items()} == upstreams
         # the nodes formed their cluster through the proxies: both report the same meta leader
         bodies = []
         for spec in specs:

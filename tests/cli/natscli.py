@@ -143,10 +143,11 @@ _NORMALISERS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"(Client ID:\s+)\d+"), r"\1<cid>"),
     # a replica's progress as its leader saw it at that moment (timing: one operation behind, last
     # heard from a moment ago or not yet); tests/node/test_cli_shapes.py checks jetraft reports it
-    (re.compile(r"(Replica: n[1-9]),.*$", re.M), r"\1, <replica-state>"),
-    # which node leads or answers (placement is each server's own choice)
+    (re.compile(r"(Replica: n[1-9](/w[0-9]+)?),.*$", re.M), r"\1, <replica-state>"),
+    # which node leads or answers (placement is each server's own choice); a several-worker node's
+    # member is one of its workers (`n1/w0`, cluster/runtime/workers.py), on the same machine
     # (a stream report marks the leader with * and a replica not current at that moment with !)
-    (re.compile(r"\bn[1-9][*!]*"), "<node>"),
+    (re.compile(r"\bn[1-9](/w[0-9]+)?[*!]*"), "<node>"),
     # the account clients land in: nats-server's configured APP (user app), jetraft's only one ($G)
     (re.compile(r"Account: (APP \(APP\)|\$G \(\$G\))"), "Account: <account>"),
     (re.compile(r"(User:) (app)?$", re.M), r"\1 <user>"),

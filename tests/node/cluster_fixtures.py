@@ -21,9 +21,15 @@ from local.cluster import LocalCluster, plan_free_nodes
 
 @contextmanager
 def local_cluster(
-    data_dir: Path, nodes: int = 3, mirror_nodes: int = 0, extra_args: list[str] | None = None
+    data_dir: Path,
+    nodes: int = 3,
+    mirror_nodes: int = 0,
+    extra_args: list[str] | None = None,
+    workers: int | None = None,
 ) -> Iterator[LocalCluster]:
-    cluster = LocalCluster(plan_free_nodes(nodes, mirror_nodes), data_dir, extra_args=extra_args)
+    """A started cluster, stopped on exit; `workers` per node ($JETRAFT_TEST_WORKERS or 1 unless given)."""
+    specs = plan_free_nodes(nodes, mirror_nodes, workers)
+    cluster = LocalCluster(specs, data_dir, extra_args=extra_args)
     cluster.start(timeout=60)
     try:
         yield cluster

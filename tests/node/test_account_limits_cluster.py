@@ -10,6 +10,7 @@ from pathlib import Path
 
 import nats
 
+from cluster.runtime.workers import node_of
 from local.cluster import LocalCluster, plan_free_nodes
 from local.ports import HOST
 from tests.chaos.node_metrics import scrape, value
@@ -26,16 +27,18 @@ def _until(check: Callable[[], bool], what: str, within: float = 30.0) -> None:
         time.sleep(0.1)
 
 
-def _heard(cluster: LocalCluster, node: str, stream: str) -> float:
-    """What `node` last heard `stream` holds (the leaders' usage reports, one a second)."""
-    return value(scrape(cluster.spec(node).http_url), "jetraft_account_stream_bytes", stream=stream)
+def _heard(cluster: LocalCluster, member: str, stream: str) -> float:
+    """What cluster member `member` (a node, or one worker of it: each worker hears the reports and
+    counts alone) last heard `stream` holds (the leaders' usage reports, one a second)."""
+    samples = scrape(cluster.spec(member).http_url)
+    return value(samples, "jetraft_account_stream_bytes", node=member, stream=stream)
 
 
-def _api_counts(cluster: LocalCluster, node: str) -> tuple[float, float]:
-    samples = scrape(cluster.spec(node).http_url)
+def _api_counts(cluster: LocalCluster, member: str) -> tuple[float, float]:
+    samples = scrape(cluster.spec(member).http_url)
     return (
-        value(samples, "jetraft_account_api_responses", kind="total"),
-        value(samples, "jetraft_account_api_responses", kind="errors"),
+        value(samples, "jetraft_account_api_responses", node=member, kind="total"),
+        value(samples, "jetraft_account_api_responses", node=member, kind="errors"),
     )
 
 
@@ -50,15 +53,17 @@ async def test_a_stream_led_elsewhere_counts_against_the_accounts_storage(tmp_pa
     try:
         nc = await nats.connect(f"nats://a:a@{HOST}:{specs[0].client_port}")
         try:
+            leaders = {}
             for name, node in (("S", specs[1].name), ("T", specs[2].name)):
                 body = {"name": name, "subjects": [name.lower()], "placement": {"tags": [f"node:{node}"]}}
                 reply = await nc.request(f"$JS.API.STREAM.CREATE.{name}", json.dumps(body).encode(), timeout=30)
-                assert json.loads(reply.data)["cluster"]["leader"] == node
+                leaders[name] = json.loads(reply.data)["cluster"]["leader"]
+                assert node_of(leaders[name]) == node
             for seq in range(1, 5):
                 reply = await nc.request("s", b"x" * 40, timeout=10)
                 assert json.loads(reply.data) == {"stream": "S", "seq": seq}
             # T's leader (n3) has heard what S holds, led on n2: a report, which every node got
-            _until(lambda: _heard(cluster, specs[2].name, "S") == STORED, "n3 to hear S's usage")
+            _until(lambda: _heard(cluster, leaders["T"], "S") == STORED, "n3 to hear S's usage")
             reply = await nc.request("t", b"x" * 40, timeout=10)
             assert json.loads(reply.data) == {
                 "error": {"code": 400, "err_code": 10002, "description": "resource limits exceeded for account"},
@@ -71,7 +76,7 @@ async def test_a_stream_led_elsewhere_counts_against_the_accounts_storage(tmp_pa
             # its stream's new leader, on n2 and n3) and one error from the meta leader
             reply = await nc.request("$JS.API.STREAM.CREATE.U", b"{", timeout=10)
             assert json.loads(reply.data)["error"]["err_code"] == 10025
-            meta = cluster.meta_leader()
+            meta = cluster.meta_leader_member()
             assert meta is not None
             _until(lambda: _api_counts(cluster, meta) == (3, 1), "the meta leader to hear every node's count")
             info = json.loads((await nc.request("$JS.API.INFO", b"", timeout=10)).data)

@@ -17,7 +17,7 @@ import pytest
 
 from local.cluster import LocalCluster, node_available
 from local.ports import HOST
-from tests.node.cluster_fixtures import local_cluster, publish_when_served
+from tests.node.cluster_fixtures import connect_to_member, local_cluster, publish_when_served
 from tests.node.config_file_node import node_from_config
 from tests.node.reference_server import nats_server_from_config
 from tests.pipeline.servers import NATS_SERVER, NatsServerProcesses
@@ -92,30 +92,53 @@ def _comparable(audit: dict[str, Any], servers: set[str]) -> dict[str, Any]:
     }
 
 
-async def _interest_reached_every_server(urls: list[str], probes: asyncio.Queue[str]) -> None:
+async def _interest_reached_every_server(
+    servers: list[Callable[[], Awaitable[nats.NATS]]], probes: asyncio.Queue[str]
+) -> None:
     """The listener's interest travels to the other servers after its SUB (nats-server's routes, jetraft's
     mesh alike), and a server publishes an audit only where it knows of interest: a probe published on
-    each server until the listener gets it (bounded)."""
-    for url in urls:
-        nc = await nats.connect(url)
+    each server (each worker of a several-worker node: `servers` connects to each) until the listener
+    gets it (bounded)."""
+    for index, connect in enumerate(servers):
+        nc = await connect()
+        where = f"server {index} ({nc._server_info.get('server_name')})"
         try:
             for _ in range(100):
-                await nc.publish(AUDIT, json.dumps({"probe": url}).encode())
+                await nc.publish(AUDIT, json.dumps({"probe": where}).encode())
                 try:
-                    if await asyncio.wait_for(probes.get(), 0.1) == url:
+                    if await asyncio.wait_for(probes.get(), 0.1) == where:
                         break
                 except TimeoutError:
                     continue
             else:
-                raise AssertionError(f"the listener's interest never reached {url}")
+                raise AssertionError(f"the listener's interest never reached {where}")
         finally:
             await nc.close()
         while not probes.empty():
             probes.get_nowait()
 
 
-async def _audits(urls: list[str], servers: set[str]) -> list[dict[str, Any]]:
-    """The audits a listener on another node sees while one client makes `REQUESTS` (each awaited)."""
+def _each_server(urls: list[str]) -> list[Callable[[], Awaitable[nats.NATS]]]:
+    """A way to connect to each of the servers at `urls` (nats-server's: one process each)."""
+    return [lambda url=url: nats.connect(url) for url in urls]
+
+
+def _each_member(cluster: LocalCluster) -> list[Callable[[], Awaitable[nats.NATS]]]:
+    """A way to connect to each member of `cluster`: with several workers a node's client port is
+    shared by its workers, each a server of its own that must hear of the listener."""
+    return [
+        lambda member=member: connect_to_member(cluster, member)
+        for spec in cluster.specs
+        for member in spec.members
+    ]
+
+
+async def _audits(
+    urls: list[str], servers: list[Callable[[], Awaitable[nats.NATS]]], names: set[str]
+) -> list[dict[str, Any]]:
+    """The audits a listener on another node sees while one client makes `REQUESTS` (each awaited);
+    `servers` connects to each server (to see that the listener's interest reached it), `names` are
+    the server names an audit may give."""
     spy = await nats.connect(urls[1])
     seen: list[dict[str, Any]] = []
     expected_all = asyncio.Event()
@@ -133,7 +156,7 @@ async def _audits(urls: list[str], servers: set[str]) -> list[dict[str, Any]]:
 
     await spy.subscribe(AUDIT, cb=note)
     await spy.flush()
-    await _interest_reached_every_server(urls, probes)
+    await _interest_reached_every_server(servers, probes)
     nc = await nats.connect(urls[0], name="auditor")
     try:
         for subject, body, *headers in REQUESTS:
@@ -145,14 +168,15 @@ async def _audits(urls: list[str], servers: set[str]) -> list[dict[str, Any]]:
     finally:
         await nc.close()
         await spy.close()
-    return [_comparable(audit, servers) for audit in seen]
+    return [_comparable(audit, names) for audit in seen]
 
 
 async def test_the_same_requests_give_the_same_audits_as_nats_server(
     jetraft: LocalCluster, reference: list[str]
 ) -> None:
-    theirs = await _audits(reference, {"n1", "n2", "n3"})
-    ours = await _audits(jetraft.client_urls, {spec.name for spec in jetraft.specs})
+    theirs = await _audits(reference, _each_server(reference), {"n1", "n2", "n3"})
+    members = {member for spec in jetraft.specs for member in spec.members}
+    ours = await _audits(jetraft.client_urls, _each_member(jetraft), members)
     # audits from different nodes may cross on their way to the listener (on nats-server too): compared
     # as sets of requests, each with its own audit
     def by_request(audits: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -77,7 +77,9 @@ async def test_a_node_from_a_nats_server_config_file_authenticates_its_cluster_p
         assert await _call(node.cluster_address, "/no.such.Service/Call", proof) is grpc.StatusCode.UNIMPLEMENTED
 
 
-async def test_mutual_tls_between_nodes(tmp_path: Path) -> None:
+# with one worker per node and with two: a worker's certificate is its node's, which names the machine
+@pytest.mark.parametrize("workers", [1, 2])
+async def test_mutual_tls_between_nodes(tmp_path: Path, workers: int) -> None:
     from tests.gateway.throwaway_ca import make_certificates, make_node_certificate
 
     certs = make_certificates(tmp_path / "certs")
@@ -87,7 +89,8 @@ async def test_mutual_tls_between_nodes(tmp_path: Path) -> None:
         f'cluster {{\n  tls {{\n    cert_file: "{node_cert}"\n    key_file: "{node_key}"\n'
         f'    ca_file: "{certs.ca}"\n  }}\n}}\n'
     )
-    with local_cluster(tmp_path / "data", nodes=3, extra_args=["--config", str(shared)]) as cluster:
+    extra_args = ["--config", str(shared)]
+    with local_cluster(tmp_path / "data", nodes=3, extra_args=extra_args, workers=workers) as cluster:
         nc = await nats.connect(cluster.client_urls[0])
         try:
             js = nc.jetstream()

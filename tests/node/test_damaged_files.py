@@ -71,12 +71,15 @@ async def test_a_follower_with_a_damaged_raft_log_is_repaired_from_its_peers(clu
     nc = await connect_to_member(cluster, info.cluster.leader)
     js = nc.jetstream()
     follower = next(spec.name for spec in cluster.specs if spec.name != node_of(info.cluster.leader))
+    # the member of that node that holds the replica: the node itself, or one of its workers, whose
+    # files are its own (<data>/<node>/w<i>/)
+    replica = next(peer.name for peer in info.cluster.replicas or [] if node_of(peer.name) == follower)
     await publish_when_served(js, "dmg.0", b"m0")
     for base in range(1, PUBLISHES, 50):
         await asyncio.gather(*(js.publish(f"dmg.{i % 5}", b"m%d" % i) for i in range(base, min(base + 50, PUBLISHES))))
 
     cluster.kill_node(follower)
-    data_dir = cluster.data_dir / follower
+    data_dir = cluster.data_dir / replica
     _flip_a_byte_in_the_middle_of_the_newest_wal(data_dir / "raft")
     cluster.restart_node(follower)
     # healthy means every group it runs has been caught up (a recovering group is a /healthz problem)

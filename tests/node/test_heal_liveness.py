@@ -23,6 +23,7 @@ import pytest
 from nats.js.api import StreamConfig
 
 from chaos.readafterwrite.faults import LinkFaults
+from cluster.runtime.workers import node_of
 from local.cluster import LocalCluster, faultable_cluster, node_available
 from tests.node.cluster_fixtures import log_problems
 
@@ -122,7 +123,8 @@ async def _partition_and_heal(
     admin = clients[cluster.specs[0].name].jetstream(timeout=10)
     info = await admin.add_stream(StreamConfig(name=stream, subjects=[f"{stream.lower()}.>"], num_replicas=3))
     assert info.cluster is not None and info.cluster.leader
-    leader = info.cluster.leader
+    # the leader's node (machine) is cut off or frozen whole, its other workers too when it has several
+    leader = node_of(info.cluster.leader)
     others = [name for name in clients if name != leader]
     stop = asyncio.Event()
     load = [
@@ -131,7 +133,7 @@ async def _partition_and_heal(
     ]
     try:
         cut(leader)  # type: ignore[operator]
-        await _new_leader(clients[others[0]], stream, leader, within=30)
+        await _new_leader(clients[others[0]], stream, info.cluster.leader, within=30)
         # the cut-off node cannot serve its clients: /healthz says so once the grace has passed,
         # while the majority's nodes, which can, stay healthy the whole time
         deadline = time.monotonic() + 20
@@ -173,13 +175,16 @@ async def test_an_isolated_leader_serves_its_clients_again_within_seconds_of_the
 async def test_a_frozen_leader_serves_its_clients_again_within_seconds_of_waking(
     cluster: LocalCluster, clients: dict[str, nats.NATS]
 ) -> None:
-    """SIGSTOP: its peers end its silent calls while it sleeps; on waking it writes into them."""
+    """SIGSTOP: its peers end its silent calls while it sleeps; on waking it writes into them. The
+    whole node is frozen, its workers too when it has several (node_pids)."""
 
     def freeze(name: str) -> None:
-        os.kill(cluster.procs[name].pid, signal.SIGSTOP)
+        for pid in cluster.node_pids(name):
+            os.kill(pid, signal.SIGSTOP)
 
     def thaw(name: str) -> None:
-        os.kill(cluster.procs[name].pid, signal.SIGCONT)
+        for pid in cluster.node_pids(name):
+            os.kill(pid, signal.SIGCONT)
 
     _, served = await _partition_and_heal(cluster, clients, "HEALSTOP", freeze, thaw)
     assert max(served.values()) < SERVE_AGAIN_WITHIN

@@ -65,7 +65,8 @@ async def test_three_r3_streams_get_three_different_leaders(cluster: LocalCluste
 
 
 async def _leader_counts(js: JetStreamContext, names: list[str]) -> Counter[str]:
-    return Counter([await _leader(js, name) for name in names])
+    """Streams led per node (machine): a leader is a node, or one worker of it (`n1/w1`)."""
+    return Counter([node_of(await _leader(js, name)) for name in names])
 
 
 def _balanced(counts: Counter[str], streams: int, nodes: int) -> bool:
@@ -86,7 +87,7 @@ async def test_twelve_r3_streams_spread_their_leaders_and_spread_again_after_a_r
             await js.add_stream(name=name, subjects=[f"balance.{index}.>"], num_replicas=3)
         counts = await _leader_counts(js, names)
         assert _balanced(counts, 12, 3), counts
-        led_by_n1 = [name for name in names if await _leader(js, name) == "n1"]
+        led_by_n1 = [name for name in names if node_of(await _leader(js, name)) == "n1"]
     finally:
         await nc.close()
 
@@ -97,7 +98,7 @@ async def test_twelve_r3_streams_spread_their_leaders_and_spread_again_after_a_r
         js = nc.jetstream()
         for name in led_by_n1:
             for _ in range(200):  # bounded: an election takes 1-2 s
-                if await _leader(js, name) != "n1":
+                if node_of(await _leader(js, name)) != "n1":
                     break
                 await asyncio.sleep(0.05)
             else:

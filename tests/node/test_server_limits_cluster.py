@@ -19,6 +19,7 @@ from typing import Any
 import nats
 from nats.aio.msg import Msg
 
+from cluster.runtime.workers import node_of
 from local.cluster import LocalCluster, NodeSpec, plan_free_nodes
 from local.ports import HOST, free_port_base
 from tests.node.reference_server import NATS_SERVER
@@ -46,7 +47,8 @@ def _essence(reply: dict[str, Any]) -> dict[str, Any]:
     if "error" in reply:
         return {"error": reply["error"]}
     cluster = reply["cluster"]
-    nodes = {cluster["leader"], *(replica["name"] for replica in cluster.get("replicas", []))}
+    # the machines: a peer is a node, or one worker of a several-worker node (`n1/w1`)
+    nodes = {node_of(cluster["leader"]), *(node_of(replica["name"]) for replica in cluster.get("replicas", []))}
     return {"nodes": len(nodes), "on_n1": "n1" in nodes}
 
 
@@ -58,7 +60,7 @@ async def _publishes(url: str) -> list[Any]:
         for name, node in (("P", "n1"), ("Q", "n2")):
             body = {"name": name, "subjects": [name.lower()], "placement": {"tags": [f"node:{node}"]}}
             reply = json.loads((await nc.request(f"$JS.API.STREAM.CREATE.{name}", json.dumps(body).encode(), timeout=20)).data)
-            assert reply["cluster"]["leader"] == node, reply
+            assert node_of(reply["cluster"]["leader"]) == node, reply
         answers = []
         for subject in ["p"] * 4 + ["q"] * 4:
             answers.append(json.loads((await _request_when_served(nc, subject, b"x" * 400)).data))

@@ -11,6 +11,7 @@ from typing import Any
 import nats
 import pytest
 
+from cluster.runtime.workers import node_of
 from local.cluster import node_available
 from tests.pipeline.servers import NATS_SERVER, JetStreamTarget, side_by_side
 
@@ -37,7 +38,8 @@ async def _cluster_shapes(url: str) -> dict[str, Any]:
         cluster = answer.get("cluster")
         if cluster is None:
             return "absent"
-        return {k: ("me" if k == "leader" and v == server_name else v) for k, v in cluster.items()}
+        # `me`: this server, or on a several-worker node (`n1/w0`) any worker of this one machine
+        return {k: ("me" if k == "leader" and node_of(v) == node_of(server_name) else v) for k, v in cluster.items()}
 
     try:
         config = {"name": "SOLO", "subjects": ["solo.>"]}

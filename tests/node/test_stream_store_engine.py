@@ -42,7 +42,9 @@ def _stores(node_dir: Path) -> list[str]:
         engine.close()
 
 
-async def _fill(cluster: LocalCluster) -> None:
+async def _fill(cluster: LocalCluster) -> list[str]:
+    """The members holding OLD's replicas: nodes, or the worker of each several-worker node holding it,
+    each with its own data directory (<data>/<node>/w<i>/)."""
     nc = await nats.connect(cluster.client_urls[0])
     js = nc.jetstream()
     for name in ("OLD", "GONE"):
@@ -50,7 +52,10 @@ async def _fill(cluster: LocalCluster) -> None:
         for i in range(MESSAGES):
             await js.publish(f"{name.lower()}.{i % 3}", b"%s-%d" % (name.encode(), i))
     await js.delete_stream("GONE")
+    info = await js.stream_info("OLD")
     await nc.close()
+    assert info.cluster is not None and info.cluster.leader
+    return [info.cluster.leader, *(peer.name for peer in info.cluster.replicas or [])]
 
 
 async def _read_back(cluster: LocalCluster) -> None:
@@ -72,10 +77,15 @@ async def _read_back(cluster: LocalCluster) -> None:
 
 def test_deleted_stores_leave_the_database_and_an_old_layout_node_comes_back_whole(tmp_path: Path) -> None:
     with local_cluster(tmp_path) as cluster:
-        asyncio.run(_fill(cluster))
+        members = asyncio.run(_fill(cluster))
         for spec in cluster.specs:
             cluster.stop_node(spec.name)
-        node_dirs = [tmp_path / spec.name for spec in cluster.specs]
+        node_dirs = [tmp_path / member for member in members]
+        assert len(node_dirs) == len(cluster.specs)
+        # GONE's replicas may be other workers than OLD's: they hold nothing now
+        others = [tmp_path / m for spec in cluster.specs for m in spec.members if m not in members]
+        for other_dir in others:
+            assert _stores(other_dir) == []
         for node_dir in node_dirs:
             stores = _stores(node_dir)
             assert len(stores) == 1 and stores[0].startswith("OLD-"), stores

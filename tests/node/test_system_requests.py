@@ -11,6 +11,7 @@ from typing import Any
 import nats
 import pytest
 
+from cluster.runtime.workers import node_of
 from local.cluster import LocalCluster
 from tests.node.cluster_fixtures import local_cluster
 
@@ -42,25 +43,35 @@ async def gather_replies(nc: nats.NATS, subject: str, body: Any, want: int, with
     return got
 
 
+def _members(cluster: LocalCluster) -> list[str]:
+    """Every server of the cluster: each node, or each worker of a several-worker node (`n1/w0`), a
+    server of its own on the route mesh that answers `$SYS` requests as itself."""
+    return sorted(member for spec in cluster.specs for member in spec.members)
+
+
 async def test_server_ping_is_answered_by_every_node(cluster: LocalCluster) -> None:
     nc = await nats.connect(cluster.client_urls[0])
+    members = _members(cluster)
     try:
         # each node's interest in the ping reaches the others over the route mesh once it is up:
-        # right after the cluster starts, ask again until all three answer (bounded)
+        # right after the cluster starts, ask again until every server answers (bounded)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 20
-        replies = await gather_replies(nc, "$SYS.REQ.SERVER.PING", {}, want=3)
-        while len(replies) < 3 and loop.time() < deadline:
-            replies = await gather_replies(nc, "$SYS.REQ.SERVER.PING", {}, want=3)
-        assert sorted(r["server"]["name"] for r in replies) == ["n1", "n2", "n3"], replies
+        replies = await gather_replies(nc, "$SYS.REQ.SERVER.PING", {}, want=len(members))
+        while len(replies) < len(members) and loop.time() < deadline:
+            replies = await gather_replies(nc, "$SYS.REQ.SERVER.PING", {}, want=len(members))
+        assert sorted(r["server"]["name"] for r in replies) == members, replies
         for reply in replies:
             assert reply["server"]["cluster"] == "jetraft" and reply["server"]["ver"] == "2.15.1"
             statsz = reply["statsz"]
-            assert statsz["active_servers"] == 3 and statsz["jetstream"]["meta"]["cluster_size"] == 3, statsz
+            # the meta group has one voter per node (a several-worker node's worker 0)
+            assert statsz["active_servers"] == len(members), statsz
+            assert statsz["jetstream"]["meta"]["cluster_size"] == len(cluster.specs), statsz
+        one = cluster.spec("n2").members[0]
         only = await gather_replies(
-            nc, "$SYS.REQ.SERVER.PING", {"server_name": "n2", "exact_match": True}, want=3, within=1.0
+            nc, "$SYS.REQ.SERVER.PING", {"server_name": one, "exact_match": True}, want=3, within=1.0
         )
-        assert [r["server"]["name"] for r in only] == ["n2"]
+        assert [r["server"]["name"] for r in only] == [one]
     finally:
         await nc.close()
 
@@ -71,17 +82,25 @@ async def test_jsz_over_nats_and_user_info_from_the_connected_node(cluster: Loca
         js = nc.jetstream()
         await js.add_stream(name="SYSJSZ", subjects=["sysjsz.>"], num_replicas=3)
         await js.publish("sysjsz.a", b"x")
-        replies = await gather_replies(nc, "$SYS.REQ.SERVER.PING.JSZ", {"streams": True}, want=3)
-        assert len(replies) == 3
+        info = await js.stream_info("SYSJSZ")
+        assert info.cluster is not None and info.cluster.leader
+        replicas = sorted([info.cluster.leader, *(peer.name for peer in info.cluster.replicas or [])])
+        members = _members(cluster)
+        replies = await gather_replies(nc, "$SYS.REQ.SERVER.PING.JSZ", {"streams": True}, want=len(members))
+        assert sorted(reply["server"]["name"] for reply in replies) == members
+        # each server shows the streams it holds a replica of: every node, or one worker of each
+        holding = []
         for reply in replies:
-            details = reply["data"]["account_details"][0]["stream_detail"]
-            assert "SYSJSZ" in [d["name"] for d in details]
+            accounts = reply["data"].get("account_details") or [{}]
+            if "SYSJSZ" in [d["name"] for d in accounts[0].get("stream_detail", [])]:
+                holding.append(reply["server"]["name"])
+        assert sorted(holding) == replicas
         server_id = replies[0]["server"]["id"]
         direct = await gather_replies(nc, f"$SYS.REQ.SERVER.{server_id}.VARZ", {}, want=3, within=1.0)
         assert [r["server"]["id"] for r in direct] == [server_id] and direct[0]["data"]["server_id"] == server_id
         users = await gather_replies(nc, "$SYS.REQ.USER.INFO", {}, want=3, within=1.0)
         assert len(users) == 1
-        assert users[0]["server"]["name"] == "n2" and users[0]["data"]["account"] == "$G"
+        assert node_of(users[0]["server"]["name"]) == "n2" and users[0]["data"]["account"] == "$G"
         await js.delete_stream("SYSJSZ")
     finally:
         await nc.close()
