@@ -53,7 +53,10 @@ class GatewayServer:
         tls: TlsSettings | None = None,
         accounts: Accounts | None = None,
         reuse_port: bool = False,
+        client_ids: tuple[int, int] = (1, 1),
     ) -> None:
+        """`client_ids`: (first, step) of the ids this port gives its clients; a node's workers each
+        take their own residue (worker i of N: i+1, i+1+N, ...) so no two workers give the same cid."""
         self.router = router
         # several processes listening on one port (a node's workers); the kernel spreads new connections
         self.reuse_port = reuse_port
@@ -69,7 +72,8 @@ class GatewayServer:
         self._info_extra = dict(info_extra or {})
         self._cluster_urls: list[str] = []
         self._clients: dict[int, ClientConnection] = {}
-        self._next_client_id = 0
+        first_client_id, self._client_id_step = client_ids
+        self._next_client_id = first_client_id - self._client_id_step
         self._server: asyncio.Server | None = None
         self._info: dict[str, Any] = {}
         self.tls = tls
@@ -132,7 +136,7 @@ class GatewayServer:
         return list(self._clients.values())
 
     def _new_connection(self) -> ClientConnection:
-        self._next_client_id += 1
+        self._next_client_id += self._client_id_step
         self.stats.connections_total += 1
         return ClientConnection(self, self._next_client_id)
 

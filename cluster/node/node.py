@@ -111,6 +111,8 @@ class Node:
             tls=config.tls,
             accounts=config.accounts,
             reuse_port=config.workers > 1,
+            # cids unique across the node's workers, so /connz?cid= and advisories name one client
+            client_ids=((config.worker_index or 0) + 1, config.workers),
         )
         # a client's JetStream API requests carry its details to the node answering them, for its audit
         self.server.request_info = RequestInfoPolicy(

@@ -502,3 +502,16 @@ async def test_a_bcrypt_password_is_checked_off_the_event_loop() -> None:
     finally:
         ticking.cancel()
         await gateway.stop()
+
+
+async def test_a_workers_port_numbers_its_clients_in_its_own_residue() -> None:
+    """Worker 1 of 3 gives cids 2, 5, 8, ...: never one its sibling workers give (INFO's client_id)."""
+    gateway = GatewayServer(Router(), name="w1", client_ids=(2, 3))
+    await gateway.start()
+    try:
+        async with connected(url_of(gateway)) as first, connected(url_of(gateway)) as second:
+            ids = [first._server_info["client_id"], second._server_info["client_id"]]
+            assert ids == [2, 5]
+            assert sorted(c.client_id for c in gateway.clients) == [2, 5]
+    finally:
+        await gateway.stop()
