@@ -1,7 +1,7 @@
 """`jetraft node ...`: run one node until SIGINT or SIGTERM (what containers and `jetraft local up` run).
 
 With `--workers N` (N > 1) this process is the node's supervisor
-(cluster/node/supervisor.py), and runs this same command once per worker with
+(cluster/node/supervision/supervisor.py), and runs this same command once per worker with
 `--worker-index i` added.
 """
 
@@ -21,7 +21,7 @@ import structlog
 from cluster.node.config import ConfigError, NodeConfig, add_node_arguments, config_from_args
 from cluster.node.logs import configure_logging
 from cluster.node.process_setup import die_with_parent, profiled
-from cluster.node.supervisor import SUPERVISOR_PID_ENV, report_started, run_supervisor
+from cluster.node.supervision.supervisor import SUPERVISOR_PID_ENV, report_started, run_supervisor
 from cluster.node.worker_config import worker_config
 from raft.grpc_setup import prefer_posix_endpoints
 

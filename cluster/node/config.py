@@ -105,7 +105,7 @@ class NodeConfig:
     # frames (one per pair of nodes) carry liveness instead (docs/architecture.md). On by default;
     # `--no-quiesce` or `quiesce = false` keeps every group heartbeating.
     quiesce: bool = True
-    # Worker processes of this node (cluster/node/supervisor.py): more than one, and a supervisor runs
+    # Worker processes of this node (cluster/node/supervision/supervisor.py): more than one, and a supervisor runs
     # them, each a cluster member of its own (`<name>/w<i>`) on the node's client port (SO_REUSEPORT)
     # and on cluster port `cluster_port + i`. Every node of a cluster must run the same number: a peer's
     # workers are found at its cluster port plus their index.

@@ -135,27 +135,13 @@ class NodeHttpServer:
                 body = build(request.query)
             except QueryError as exc:
                 return web.Response(status=400, text=str(exc))
-            return _json(request, body, 200)
+            return json_reply(request, body, 200)
 
         return handle
 
     async def _index(self, _request: web.Request) -> web.Response:
         self._monitor.count("/")
-        paths = [
-            "varz",
-            "connz",
-            "routez",
-            "gatewayz",
-            "leafz",
-            "subsz",
-            "accountz",
-            "accstatz",
-            "jsz",
-            "healthz",
-        ]
-        paths.append("metrics")
-        links = "".join(f'<a href="./{p}">{p}</a><br/>' for p in paths)
-        return web.Response(text=f"<html><body>{links}</body></html>", content_type="text/html")
+        return index_page()
 
     async def _healthz(self, request: web.Request) -> web.StreamResponse:
         self._monitor.count("/healthz")
@@ -163,7 +149,7 @@ class NodeHttpServer:
             status, body = self._monitor.healthz(request.query)
         except QueryError as exc:
             return web.Response(status=400, text=str(exc))
-        return _json(request, body, status)
+        return json_reply(request, body, status)
 
     async def _metrics(self, _request: web.Request) -> web.Response:
         if self._before_metrics is not None:
@@ -172,7 +158,16 @@ class NodeHttpServer:
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
-def _json(request: web.Request, body: dict[str, Any], status: int) -> web.Response:
+INDEX_PATHS = ("varz", "connz", "routez", "gatewayz", "leafz", "subsz", "accountz", "accstatz", "jsz", "healthz")
+
+
+def index_page() -> web.Response:
+    """The page at `/`: a link to each endpoint, as nats-server's, and to /metrics."""
+    links = "".join(f'<a href="./{p}">{p}</a><br/>' for p in (*INDEX_PATHS, "metrics"))
+    return web.Response(text=f"<html><body>{links}</body></html>", content_type="text/html")
+
+
+def json_reply(request: web.Request, body: dict[str, Any], status: int) -> web.Response:
     """nats-server's JSON: indented two spaces; wrapped as `callback(...)` when asked (JSONP)."""
     text = json.dumps(body, indent=2, ensure_ascii=False)
     callback = request.query.get("callback")

@@ -16,6 +16,7 @@ from pathlib import Path
 import nats
 import pytest
 
+from cluster.runtime.workers import node_of
 from local.cluster import LocalCluster
 from tests.chaos.node_metrics import scrape
 from tests.node.cluster_fixtures import local_cluster
@@ -77,7 +78,8 @@ async def test_idle_streams_send_no_route_messages_of_their_own(cluster: LocalCl
         followers = {}
         for spec in cluster.specs:
             for name, labels, seconds in await asyncio.to_thread(scrape, spec.http_url):
-                mine = labels.get("node") == spec.name and labels.get("role") == "follower"
+                # the series' node label is the member (a worker `n1/w0` of a several-worker node)
+                mine = node_of(labels.get("node", "")) == spec.name and labels.get("role") == "follower"
                 if name == "jetraft_replica_lag_seconds" and mine:
                     followers[(labels["stream"], spec.name)] = seconds
         assert len(followers) == 2 * MANY, sorted(followers)

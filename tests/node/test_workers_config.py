@@ -8,7 +8,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from cluster.node.config import ConfigError, NodeConfig, add_node_arguments, config_from_args
-from cluster.node.node_health import MergedMetrics, node_health
+from cluster.node.supervision.node_health import MergedMetrics, node_health
 from cluster.node.worker_config import worker_config
 from cluster.runtime.metrics import NodeMetrics
 from cluster.runtime.workers import meta_learners, meta_voters, node_count, node_of, worker_name

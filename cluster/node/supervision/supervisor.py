@@ -6,7 +6,8 @@ processes, each `jetraft node` with the same flags plus `--worker-index i`
 no cluster state; it
 - starts every worker and restarts one that exits (backing off up to 5 s),
 - serves the node's HTTP port: `/healthz` healthy when every worker is (with their PIDs),
-  `/metrics` the workers' series merged, each labelled with its worker,
+  `/metrics` the workers' series merged, each labelled with its worker, and nats-server's
+  monitoring endpoints (/varz, /connz, /jsz, ...) merged into the node's (supervisor_http.py),
 - on SIGTERM or SIGINT stops the workers by PID (SIGTERM, then SIGKILL after
   a grace period) and exits; if it dies without that, the kernel kills the
   workers (cluster/node/process_setup.py).
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -27,6 +29,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 import aiohttp
 import structlog
@@ -34,9 +37,13 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
 
 from cluster.node.config import NodeConfig
-from cluster.node.node_health import MergedMetrics, node_health
+from cluster.node.http_server import QueryError, bool_param, json_reply
+from cluster.node.supervision.merged_bodies import NodeIdentity
+from cluster.node.supervision.node_health import MergedMetrics, node_health
+from cluster.node.supervision.supervisor_http import NodeMonitoringEndpoints, forwarded
 from cluster.node.worker_config import dial_host
 from cluster.runtime.workers import worker_name
+from gateway.server import new_server_id
 
 log = structlog.get_logger(__name__)
 
@@ -80,6 +87,18 @@ class Supervisor:
         self._watchers: list[asyncio.Task[None]] = []
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
+        # the node's own identity on its monitoring endpoints: one id for the node, whatever its
+        # workers' (each has its own, new at each restart)
+        self.identity = NodeIdentity(
+            name=config.name,
+            server_id=new_server_id(),
+            http_port=config.http_port,
+            cluster_port=config.cluster_port,
+            peers=dict(config.peers),
+            store_dir=str(config.node_data_dir),
+            started_ns=time.time_ns(),
+        )
+        self.endpoints = NodeMonitoringEndpoints(self.identity, self._ask_workers)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -89,9 +108,14 @@ class Supervisor:
         app = web.Application()
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/metrics", self._metrics)
+        self.endpoints.add_routes(app)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        await web.TCPSite(self._runner, config.host, config.http_port).start()
+        site = web.TCPSite(self._runner, config.host, config.http_port)
+        await site.start()
+        if config.http_port == 0 and site._server is not None:  # aiohttp has no public accessor for it
+            bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+            self.endpoints.node = dataclasses.replace(self.identity, http_port=bound)
         loop = asyncio.get_running_loop()
         for worker in self.workers:
             self.up.labels(config.name, worker.name).set(0)
@@ -180,8 +204,21 @@ class Supervisor:
         except (aiohttp.ClientError, TimeoutError, OSError):
             return None
 
-    async def _healthz(self, _request: web.Request) -> web.Response:
-        answers = await asyncio.gather(*(self._ask_worker(w, "/healthz") for w in self.workers))
+    async def _ask_workers(self, path: str) -> dict[str, tuple[int, bytes] | None]:
+        """Every worker's answer to `path` at once, each bounded by the session's timeout."""
+        answers = await asyncio.gather(*(self._ask_worker(w, path) for w in self.workers))
+        return {worker.name: answer for worker, answer in zip(self.workers, answers, strict=True)}
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        self.endpoints.count("/healthz")
+        try:
+            bool_param(request.query, "js-enabled-only")
+            bool_param(request.query, "js-server-only")
+        except QueryError as exc:
+            return web.Response(status=400, text=str(exc))
+        query = urlencode(forwarded(request.query))
+        path = f"/healthz?{query}" if query else "/healthz"
+        answers = await asyncio.gather(*(self._ask_worker(w, path) for w in self.workers))
         bodies: dict[str, dict[str, Any] | None] = {}
         for worker, answer in zip(self.workers, answers, strict=True):
             body = None
@@ -192,7 +229,8 @@ class Supervisor:
         ok, details = node_health(self.config.name, bodies)
         # the worker processes, for per-process accounting (CPU from /proc/<pid>/stat) and operators
         details["pids"] = {w.name: w.process.pid for w in self.workers if w.process and w.process.returncode is None}
-        return web.json_response({"status": "ok" if ok else "unavailable", **details}, status=200 if ok else 503)
+        body = {"status": "ok" if ok else "unavailable", **details}
+        return json_reply(request, body, 200 if ok else 503)
 
     async def _metrics(self, _request: web.Request) -> web.Response:
         answers = await asyncio.gather(*(self._ask_worker(w, "/metrics") for w in self.workers))

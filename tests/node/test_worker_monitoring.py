@@ -1,0 +1,100 @@
+"""A two-worker node's HTTP port answers nats-server's monitoring endpoints for the node as a whole:
+its own name and ports, clients of both workers in one /connz with cids no two workers share, the
+streams each worker holds in one /jsz, and a worker that does not answer left out and named, without
+the request hanging."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from local.cluster import LocalCluster
+from tests.node.cluster_fixtures import connect_to_member, local_cluster, publish_when_served
+
+WORKERS = 2
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with local_cluster(Path(tmp_path_factory.mktemp("worker-monitoring")), nodes=1, workers=WORKERS) as running:
+        yield running
+
+
+def get(cluster: LocalCluster, endpoint: str) -> tuple[int, Any]:
+    try:
+        with urllib.request.urlopen(f"{cluster.spec('n1').http_url}/{endpoint}", timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+async def test_the_nodes_endpoints_show_both_workers_as_one_server(node: LocalCluster) -> None:
+    clients = [
+        await connect_to_member(node, "n1/w0", name="on-w0"),
+        await connect_to_member(node, "n1/w1", name="on-w1"),
+    ]
+    try:
+        js = clients[0].jetstream(timeout=10)
+        for name in ("ONE", "TWO"):  # one R1 stream per worker: each goes to the worker with fewer groups
+            await js.add_stream(name=name, subjects=[f"{name.lower()}.>"])
+            await publish_when_served(js, f"{name.lower()}.x", b"m")
+        await clients[1].subscribe("watched.*")
+        await clients[1].flush()
+
+        status, varz = get(node, "varz")
+        assert status == 200
+        spec = node.spec("n1")
+        assert varz["server_name"] == "n1" and varz["port"] == spec.client_port and varz["http_port"] == spec.http_port
+        assert varz["connections"] >= 2 and "unanswered_workers" not in varz
+        assert varz["jetstream"]["config"]["store_dir"].endswith("/n1")
+
+        _, connz = get(node, "connz?subs=1")
+        ours = {c["name"]: c for c in connz["connections"] if c.get("name") in ("on-w0", "on-w1")}
+        assert set(ours) == {"on-w0", "on-w1"} and connz["total"] == varz["connections"]
+        # worker i of 2 numbers its clients i+1, i+3, ...: each cid names one client of the node
+        assert ours["on-w0"]["cid"] % WORKERS == 1 and ours["on-w1"]["cid"] % WORKERS == 0
+        assert "watched.*" in ours["on-w1"]["subscriptions_list"]
+        for client in clients:
+            cid = client._server_info["client_id"]
+            _, one = get(node, f"connz?cid={cid}")
+            assert [c["cid"] for c in one["connections"]] == [cid] and one["total"] == 1
+        _, page = get(node, "connz?limit=1&offset=1")
+        assert page["num_connections"] == 1 and page["connections"][0]["cid"] == connz["connections"][1]["cid"]
+        assert get(node, "connz?sort=nonsense") == (400, "invalid sorting option: nonsense")
+
+        _, jsz = get(node, "jsz?streams=true")
+        assert jsz["streams"] == 2 and jsz["messages"] == 2
+        streams = jsz["account_details"][0]["stream_detail"]
+        assert [s["name"] for s in streams] == ["ONE", "TWO"]
+        assert {s["cluster"]["leader"] for s in streams} == {"n1/w0", "n1/w1"}
+        _, subsz = get(node, "subsz?subs=1&test=watched.x")
+        assert [s["cid"] for s in subsz["subscriptions_list"]] == [ours["on-w1"]["cid"]]
+        _, accstatz = get(node, "accstatz")
+        (global_account,) = accstatz["account_statz"]
+        assert global_account["conns"] == varz["connections"]
+    finally:
+        for client in clients:
+            await client.close()
+
+
+def test_a_worker_that_does_not_answer_is_left_out_and_named(node: LocalCluster) -> None:
+    _, health = get(node, "healthz")
+    frozen = int(health["pids"]["n1/w1"])
+    os.kill(frozen, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        status, varz = get(node, "varz")
+        assert time.monotonic() - started < 8  # the worker's ask is bounded (2 s), never a hang
+        assert status == 200 and varz["server_name"] == "n1"
+        assert varz["unanswered_workers"] == ["n1/w1"]
+    finally:
+        os.kill(frozen, signal.SIGCONT)
