@@ -5,6 +5,7 @@ the request hanging."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -15,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import nats
 import pytest
 
 from local.cluster import LocalCluster
@@ -98,3 +100,38 @@ def test_a_worker_that_does_not_answer_is_left_out_and_named(node: LocalCluster)
         assert varz["unanswered_workers"] == ["n1/w1"]
     finally:
         os.kill(frozen, signal.SIGCONT)
+
+
+async def ping_replies(nc: nats.NATS, subject: str, want: int, within: float = 10.0) -> list[Any]:
+    """The replies to one `$SYS` ping until `want` have come, or `within` seconds have passed."""
+    inbox, replies = nc.new_inbox(), asyncio.Queue[Any]()
+    sub = await nc.subscribe(inbox, cb=replies.put)
+    await nc.publish(subject, b"{}", reply=inbox)
+    got: list[Any] = []
+    deadline = asyncio.get_running_loop().time() + within
+    try:
+        while len(got) < want and (left := deadline - asyncio.get_running_loop().time()) > 0:
+            try:
+                got.append(json.loads((await asyncio.wait_for(replies.get(), left)).data))
+            except TimeoutError:
+                break
+    finally:
+        await sub.unsubscribe()
+    return got
+
+
+async def test_sys_connz_of_the_workers_names_the_clients_by_the_nodes_cids(node: LocalCluster) -> None:
+    """Each worker answers `$SYS.REQ.SERVER.PING.CONNZ` as itself; together they list the node's
+    clients, each with the cid /connz and INFO give it, none twice."""
+    clients = [await connect_to_member(node, member) for member in ("n1/w0", "n1/w1")]
+    try:
+        replies = await ping_replies(clients[0], "$SYS.REQ.SERVER.PING.CONNZ", want=WORKERS)
+        assert sorted(r["server"]["name"] for r in replies) == ["n1/w0", "n1/w1"]
+        over_nats = [c["cid"] for r in replies for c in r["data"]["connections"]]
+        _, connz = get(node, "connz")
+        assert len(over_nats) == len(set(over_nats))
+        assert sorted(over_nats) == sorted(c["cid"] for c in connz["connections"])
+        assert {c._server_info["client_id"] for c in clients} <= set(over_nats)
+    finally:
+        for client in clients:
+            await client.close()
