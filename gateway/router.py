@@ -114,6 +114,9 @@ MessageCallback = Callable[[Message], None]
 InterestListener = Callable[[str, str | None, int], None]
 # a forwarded request nobody here serves, and the peer where its reply subject has interest
 UnservedHandler = Callable[[Message, str | None], None]
+# A request forwarded to a peer whose link went down before the peer confirmed it had it (subject,
+# reply, headers, payload in the message; the peer where its reply subject has interest, if one was named)
+LostHandler = Callable[[Message, str | None], None]
 # A client's publish that reached nobody (subject, reply, headers, payload, the client): True if the
 # handler took it (to publish again once a receiver appears, see `on_unmatched_publish`).
 UnmatchedPublishHandler = Callable[[str, str | None, bytes | None, bytes, "ClientSink"], bool]
@@ -277,6 +280,10 @@ class Router:
         self._remote: dict[str, dict[tuple[str, str | None], RemoteInterest]] = {}
         # subject prefix -> who takes a forwarded request nobody here serves any more (see on_unserved)
         self._unserved: list[tuple[str, UnservedHandler]] = []
+        # subject prefix -> who takes a request lost on a link that went down (see on_lost_in_transit)
+        self._lost: list[tuple[str, LostHandler]] = []
+        # the route mesh keeps the requests it forwards under these until the peer confirms them
+        self.lost_prefixes: tuple[str, ...] = ()
         # who takes a client's publish that reached nobody, if anyone (see on_unmatched_publish)
         self._unmatched: UnmatchedPublishHandler | None = None
         # Client connections' buffered output; see gateway.output.
@@ -659,6 +666,24 @@ class Router:
         the requester would hear nothing until its timeout. The handler hands it on at most once
         (`publish(..., rerouted=True)`), so a request never circles between two stale views."""
         self._unserved.append((prefix, handler))
+
+    def on_lost_in_transit(self, prefix: str, handler: LostHandler) -> None:
+        """A request under `prefix` (with a reply subject) that this node forwarded to a peer whose
+        link went down before the peer confirmed it had read it (`lost_in_transit`) goes to `handler`,
+        with the peer named as where its reply subject has interest, if any: the peer died or was cut
+        off with the request unread or unsent, and its requester would hear nothing until its timeout.
+        The peer may still have read it, so a handler resends only what is safe to ask twice."""
+        self._lost.append((prefix, handler))
+        self.lost_prefixes = tuple(prefix for prefix, _ in self._lost)
+
+    def lost_in_transit(self, messages: Iterable[tuple[str, str, bytes | None, bytes, str | None]]) -> None:
+        """Requests (subject, reply, headers, payload, reply_via) the route mesh forwarded on a link
+        that went down before the peer confirmed them: each to its prefix's `on_lost_in_transit` handler."""
+        for subject, reply, headers, payload, reply_via in messages:
+            for prefix, handler in self._lost:
+                if subject.startswith(prefix):
+                    handler(Message(subject, reply, headers, payload), reply_via)
+                    break
 
     def _other_member_node(self, group: QueueGroup[Subscription], sender: str | None) -> str | None:
         """A node other than `sender` with members of `group`, chosen by the group's policy."""

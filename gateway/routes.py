@@ -9,13 +9,21 @@ event-loop turn each:
   snapshot when the call opens and then every change;
 - the messages its router forwards to that peer;
 - pings, answered by the peer on the same call, giving the link's RTT
-  (used by the `nearest` queue policy).
+  (used by the `nearest` queue policy). The peer answers a ping after it has
+  delivered everything before it, so a pong also confirms what was sent.
 
 What arrives on the calls peers opened to us is applied to our router: their
 interest becomes remote entries in our sublist, their messages are delivered
 locally (never forwarded again: the mesh is complete). When a peer's call
 ends, its interest is forgotten; when ours ends, we redial with backoff and
 resend the snapshot.
+
+A request under one of the router's `lost_prefixes` (the cluster's leader
+subjects) is kept after it is sent until a pong confirms the peer read it. If
+the call ends first (the peer was killed, or cut off, with the request unread
+in its socket or still queued here), the router gets it back
+(`Router.lost_in_transit`) to hand on to whoever serves it next: the requester
+would otherwise wait out its whole timeout.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import asyncio
 import contextlib
 import itertools
 import secrets
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
@@ -50,6 +59,9 @@ QUEUE_LIMIT = 64 * 1024 * 1024
 # Weight of a new RTT sample in the running average: quick to follow a real
 # change of link latency, yet not thrown by one noisy sample.
 RTT_SMOOTHING = 0.3
+# Requests kept per link until a pong confirms them (one ping interval's worth, normally): beyond
+# this the oldest are no longer kept, and a link that fails would lose them as before.
+MAX_UNCONFIRMED = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -414,6 +426,9 @@ def add_route_servicer(server: grpc.aio.Server, mesh: RouteMesh) -> None:
 
 # subject, reply, headers, payload, queues, deliver_as, reply_via, rerouted
 _QueuedMessage = tuple[str, str | None, bytes | None, bytes, Sequence[str], str | None, str | None, bool]
+# a request sent and not yet confirmed: the ping whose pong confirms it, subject, reply, headers,
+# payload, reply_via
+_Unconfirmed = tuple[int, str, str, bytes | None, bytes, str | None]
 
 
 class _PeerLink:
@@ -442,6 +457,9 @@ class _PeerLink:
         self._pings: dict[int, float] = {}
         self._last_pong = 0.0
         self._ping_due = 0
+        # the last ping written, and the requests sent that no pong has confirmed yet (oldest first)
+        self._last_ping_sent = 0
+        self.unconfirmed: deque[_Unconfirmed] = deque()
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"route-to-{self.name}")
@@ -457,7 +475,7 @@ class _PeerLink:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
             self._task = None
-        self._disconnected()
+        self._disconnected(hand_back=False)  # this node is stopping: nobody to hand a request to
 
     def redial_now(self) -> None:
         """Cut short the wait before the next dial."""
@@ -488,8 +506,9 @@ class _PeerLink:
                 await asyncio.wait_for(self._redial.wait(), delay)
             delay = min(delay * 2, high)
 
-    def _disconnected(self) -> None:
+    def _disconnected(self, hand_back: bool = True) -> None:
         was_connected, self.connected = self.connected, False
+        lost = self._lost_requests() if hand_back else []
         if was_connected:
             log.info(
                 "route to peer down",
@@ -503,8 +522,26 @@ class _PeerLink:
         self.queued_bytes = 0
         self.interest.clear()
         self._pings.clear()
+        self.unconfirmed.clear()
         self.mesh._link_drained(self.name)
         self.mesh._set_peer_url(self.name, None)
+        if lost:
+            # after _link_down: the peer's interest no longer counts, so they wait for the next server
+            self.mesh.router.lost_in_transit(lost)
+
+    def _lost_requests(self) -> list[tuple[str, str, bytes | None, bytes, str | None]]:
+        """The requests this call may not have delivered: sent and not confirmed, or never sent."""
+        lost = [
+            (subject, reply, headers, payload, via) for _, subject, reply, headers, payload, via in self.unconfirmed
+        ]
+        prefixes = self.mesh.router.lost_prefixes
+        if prefixes:
+            lost.extend(
+                (subject, reply, headers, payload, via)
+                for subject, reply, headers, payload, _, _, via, _ in self.messages
+                if reply and subject.startswith(prefixes)
+            )
+        return lost
 
     async def _session(self) -> None:
         mesh = self.mesh
@@ -565,8 +602,11 @@ class _PeerLink:
         if self.interest:
             frame.interest.extend(_interest_pb(s, q, c) for (s, q), c in self.interest.items())
             self.interest.clear()
+        # the pong that confirms this frame's requests: its own ping's, else the next one's (the peer
+        # answers a ping after delivering the frame that carries it, and pongs come in order)
+        confirmed_by = self._last_ping_sent + 1
         if self._ping_due:
-            frame.ping = self._ping_due
+            frame.ping = confirmed_by = self._last_ping_sent = self._ping_due
             self._pings[self._ping_due] = now
             self._ping_due = 0
         queued = self.messages
@@ -574,12 +614,15 @@ class _PeerLink:
             size = 0
             taken = 0
             out = frame.messages
+            kept = self.mesh.router.lost_prefixes
             for subject, reply, headers, payload, queues, deliver_as, reply_via, rerouted in queued:
                 if taken and size + len(payload) > MAX_FRAME_BYTES:
                     break
                 msg = out.add(subject=encode_token(subject), payload=payload)
                 if reply:
                     msg.reply = encode_token(reply)
+                    if kept and subject.startswith(kept):
+                        self._keep_unconfirmed((confirmed_by, subject, reply, headers, payload, reply_via))
                 if headers is not None:
                     msg.headers = headers
                 if queues:
@@ -598,6 +641,18 @@ class _PeerLink:
         self.frames_sent += 1
         return frame
 
+    def _keep_unconfirmed(self, request: _Unconfirmed) -> None:
+        unconfirmed = self.unconfirmed
+        unconfirmed.append(request)
+        if len(unconfirmed) > MAX_UNCONFIRMED:
+            unconfirmed.popleft()
+
+    def _confirmed(self, ping: int) -> None:
+        """The peer answered `ping`: it has delivered every request sent up to the frame carrying it."""
+        unconfirmed = self.unconfirmed
+        while unconfirmed and unconfirmed[0][0] <= ping:
+            unconfirmed.popleft()
+
     async def _read(self, call: grpc.aio.StreamStreamCall) -> None:
         loop = asyncio.get_running_loop()
         try:
@@ -606,6 +661,7 @@ class _PeerLink:
                 if frame is grpc.aio.EOF:
                     return
                 if frame.pong:
+                    self._confirmed(frame.pong)
                     sent = self._pings.pop(frame.pong, None)
                     now = loop.time()
                     self._last_pong = now

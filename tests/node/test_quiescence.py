@@ -99,3 +99,6 @@ async def test_every_node_restarted_in_turn_while_its_groups_sleep_and_every_str
                 assert (await js.publish(f"r.{index}", b"again", timeout=10)).seq == round_no + 2
         finally:
             await nc.close()
+        # Back before the next one goes: a node takes seconds to start (more with several workers under
+        # load), and the next kill would otherwise leave one node of three, which no R3 group survives.
+        await asyncio.to_thread(cluster.wait_ready, 60.0, [victim])

@@ -1,0 +1,44 @@
+"""Which leader requests lost on a failed link are asked again of the next leader (cluster/api/handoff.py):
+the peer may have read the request before it died, so only a request that merely reads is sent twice."""
+
+from __future__ import annotations
+
+from cluster.api.handoff import safe_to_ask_twice
+
+
+def test_only_reads_are_asked_twice() -> None:
+    reads = [
+        "$JSR.M.INFO.S",
+        "$JSR.M.NAMES",
+        "$JSR.M.LIST",
+        "$JSR.M.ACCOUNT_INFO",
+        "$JSR.S.S.INFO",
+        "$JSR.S.S.MSG_GET",
+        "$JSR.S.S.CREATE_RESULT",
+        "$JSR.S.S.LIST_ENTRY",
+        "$JSR.MC.INFO.S.C",
+        "$JSR.MC.NAMES.S",
+        "$JSR.MC.LIST.S",
+        "$JSR.C.S.C.INFO",
+        "$JSR.C.S.C.CREATE_RESULT",
+        "$JSR.C.S.C.LIST_ENTRY",
+    ]
+    writes = [
+        "$JSR.M.CREATE.S",
+        "$JSR.M.UPDATE.S",
+        "$JSR.M.DELETE.S",
+        "$JSR.M.PURGE.S",
+        "$JSR.S.S.PURGE",
+        "$JSR.S.S.MSG_DELETE",
+        "$JSR.S.S.LEADER_STEPDOWN",
+        "$JSR.S.S.APPLY_UPDATE",
+        "$JSR.MC.CREATE.S.C",
+        "$JSR.MC.DURABLE.CREATE.S.C",
+        "$JSR.MC.DELETE.S.C",
+        "$JSR.MC.MSG.NEXT.S.C",
+        "$JSR.C.S.C.NEXT",
+        "$JSR.C.S.C.DELETE",
+        "$JSR.S.S.NOT_AN_OP",
+    ]
+    assert [s for s in reads if not safe_to_ask_twice(s)] == []
+    assert [s for s in writes if safe_to_ask_twice(s)] == []
