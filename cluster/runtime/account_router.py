@@ -21,6 +21,7 @@ from collections.abc import Callable, Collection
 from gateway.accounts import ACCOUNT_PREFIX
 from gateway.router import (
     InterestWatch,
+    LostHandler,
     Message,
     MessageCallback,
     Router,
@@ -156,6 +157,14 @@ class AccountRouter:
         self.router.unwatch_interest(watch)
 
     def on_unserved(self, prefix: str, handler: UnservedHandler) -> None:
+        self.router.on_unserved(self.to_router(prefix), self._in_account(handler))
+
+    def on_lost_in_transit(self, prefix: str, handler: LostHandler) -> None:
+        self.router.on_lost_in_transit(self.to_router(prefix), self._in_account(handler))
+
+    def _in_account(self, handler: UnservedHandler) -> UnservedHandler:
+        """`handler`, given a router message as this account's services see it."""
+
         def handle(msg: Message, reply_via: str | None) -> None:
             reply = msg.reply
             inner = Message(
@@ -166,7 +175,7 @@ class AccountRouter:
             )
             handler(inner, reply_via)
 
-        self.router.on_unserved(self.to_router(prefix), handle)
+        return handle
 
     def peer_labels(self, peer: str) -> tuple[str, ...] | None:
         return self.router.peer_labels(peer)

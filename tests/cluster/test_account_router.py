@@ -87,3 +87,17 @@ def test_a_home_accounts_reply_through_an_import_comes_back_to_the_home_space() 
     assert view.reply_from_router("_ACC_.B._INBOX.b") == "_INBOX.b"
     assert view.reply_from_router("_ACC_.I._INBOX.i") == "_ACC_.I._INBOX.i"
     assert view.reply_from_router("_JRI._ACC_.B.n1.x.1") == "_JRI.n1.x.1"
+
+
+def test_a_request_lost_in_transit_reaches_its_accounts_handler_in_the_accounts_terms() -> None:
+    router = Router(internal_prefixes=INTERNAL_SUBJECT_PREFIXES)
+    lost: dict[str, list[tuple[Message, str | None]]] = {"A": [], "B": []}
+    for account in ("A", "B"):
+        view = AccountRouter(router, account, INTERNAL_SUBJECT_PREFIXES)
+        view.on_lost_in_transit("$JSR.S.", lambda msg, via, into=lost[account]: into.append((msg, via)))
+    router.lost_in_transit(
+        [("$JSR._ACC_.B.S.ORDERS.INFO", "_ACC_.B._INBOX.x", None, b"{}", "n2")]
+    )
+    assert lost["A"] == []
+    [(msg, via)] = lost["B"]
+    assert (msg.subject, msg.reply, msg.payload, via) == ("$JSR.S.ORDERS.INFO", "_INBOX.x", b"{}", "n2")
