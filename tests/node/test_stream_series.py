@@ -10,6 +10,7 @@ from pathlib import Path
 import nats
 from nats.js.api import StreamConfig
 
+from cluster.runtime.workers import node_of
 from tests.chaos.node_metrics import scrape, value
 from tests.node.cluster_fixtures import local_cluster
 
@@ -26,9 +27,14 @@ async def test_a_scrape_shows_the_streams_leadership_and_last_sequence(tmp_path:
             samples = await asyncio.to_thread(scrape, spec.http_url)
             groups = {labels["group"] for name, labels, _ in samples if name == "jetraft_raft_is_leader"}
             group = next(group for group in groups if group.startswith("S-SERIES-"))
-            assert value(samples, "jetraft_raft_is_leader", group=group, node=spec.name) == 1
-            assert value(samples, "jetraft_raft_leader_changes_total", group=group, node=spec.name) == 1
-            assert value(samples, "jetraft_raft_term", group=group, node=spec.name) >= 1
+            # the member holding the R1 stream: the node itself, or one of its workers
+            member = next(
+                labels["node"] for name, labels, _ in samples if name == "jetraft_raft_is_leader" and labels["group"] == group
+            )
+            assert node_of(member) == spec.name
+            assert value(samples, "jetraft_raft_is_leader", group=group, node=member) == 1
+            assert value(samples, "jetraft_raft_leader_changes_total", group=group, node=member) == 1
+            assert value(samples, "jetraft_raft_term", group=group, node=member) >= 1
             assert value(samples, "jetraft_stream_last_seq", stream="SERIES", role="leader") == 3
 
             for n in range(2):
@@ -36,7 +42,7 @@ async def test_a_scrape_shows_the_streams_leadership_and_last_sequence(tmp_path:
             samples = await asyncio.to_thread(scrape, spec.http_url)
             assert value(samples, "jetraft_stream_last_seq", stream="SERIES", role="leader") == 5
             # counted once, not again at each scrape
-            assert value(samples, "jetraft_raft_leader_changes_total", group=group, node=spec.name) == 1
-            assert value(samples, "jetraft_raft_is_leader", group=group, node=spec.name) == 1
+            assert value(samples, "jetraft_raft_leader_changes_total", group=group, node=member) == 1
+            assert value(samples, "jetraft_raft_is_leader", group=group, node=member) == 1
         finally:
             await nc.close()
