@@ -297,10 +297,9 @@ class RocksLogEngine:
             # write(sync=True) holds the GIL through its fsync (rocksdict), stalling the event loop for the
             # whole disk wait; flush_wal(True) syncs the same WAL with the GIL released
             self._db.write(batch, self._nosync_options)
-            if sync:
-                self._db.flush_wal(True)
             self.batches += 1
             if sync:
+                self._db.flush_wal(True)
                 self.fsyncs += 1
                 if self._record_sync_points:
                     record_sync_point(self._path)

@@ -757,4 +757,3 @@ def _matches(filter_: str, subject: str) -> bool:
 def _check_restored_seq(seq: int, previous: int, last_seq: int) -> None:
     if not previous < seq <= last_seq:
         raise CorruptStoreError(f"snapshot record {seq} is out of order or outside the sequence range")
-

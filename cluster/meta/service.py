@@ -483,11 +483,7 @@ class MetaService:
     def _every_accounts_streams(self) -> tuple[Mapping[str, StreamConfig], Callable[[str], Sequence[str]]]:
         """Every account's stream configs (this account's by name) and their peers: a node's byte limits
         and its load are shared by all the accounts with streams on it."""
-        return self.ctx.accounts_placement.configs(self.ctx.account_tag, self._placement_view)
-
-    def _peers_of(self, stream: str) -> list[str]:
-        assignment = self.machine.streams.get(stream)
-        return assignment.peers if assignment is not None else []
+        return self.ctx.accounts_placement.configs(self._placement_view)
 
     async def _place(self, replicas: int, cfg: StreamConfig, exclude: Sequence[str] = ()) -> list[str]:
         """`choose_peers` over the nodes known now; while a member's route is not up (a node just

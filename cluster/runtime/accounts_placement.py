@@ -40,14 +40,14 @@ class AccountsPlacement:
     def first_peers(self, own: PlacementSource) -> dict[str, int]:
         return _summed(source.first_peers() for source in self._with(own))
 
-    def configs(self, own_tag: str, own: PlacementSource) -> tuple[Mapping[str, Any], Callable[[str], Sequence[str]]]:
+    def configs(self, own: PlacementSource) -> tuple[Mapping[str, Any], Callable[[str], Sequence[str]]]:
         """Every account's stream configs and their peers: `own`'s streams under their names, another
         account's under `<tag>/<name>` (the home account's tag is empty; no stream name holds a '/'). With no other
         account's streams, `own`'s own mapping, not a copy: a create must not cost O(streams)."""
         others = [
             (tag, source)
             for tag, source in self._sources.items()
-            if tag != own_tag and source is not own and source.configs()
+            if source is not own and source.configs()
         ]
         if not others:
             return own.configs(), own.peers_of

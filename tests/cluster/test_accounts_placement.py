@@ -55,10 +55,10 @@ def test_configs_name_other_accounts_streams_apart_from_the_askers() -> None:
     placement = AccountsPlacement()
     placement.register("", home)
     placement.register("B/", other)
-    configs, peers_of = placement.configs("B/", other)
+    configs, peers_of = placement.configs(other)
     assert dict(configs) == {"S": "config of S", "U": "config of U", "/S": "config of S"}
     assert (peers_of("S"), peers_of("/S"), peers_of("U")) == (["n2"], ["n1"], ["n3"])
     # alone, an account's own mapping comes back as it is (no copy per create)
     alone = AccountsPlacement()
     alone.register("", home)
-    assert alone.configs("", home)[0] is not None and alone.configs("", home)[1]("S") == ["n1"]
+    assert alone.configs(home)[0] is not None and alone.configs(home)[1]("S") == ["n1"]
