@@ -10,6 +10,7 @@ JETRAFT_PIPELINE_TARGET picks the kind for the whole suite.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
@@ -23,6 +24,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import nats
+from nats.aio.msg import Msg
 
 from local.ports import free_port_base
 
@@ -191,3 +195,17 @@ def side_by_side(tmp_path_factory: Any, nodes: int = 3) -> Iterator[dict[str, Je
     finally:
         for target in started.values():
             target.stop()
+
+
+async def publish_when_served(
+    nc: nats.NATS, subject: str, payload: bytes, headers: dict[str, str] | None = None, timeout: float = 10.0
+) -> Msg:
+    """A publish's reply, asked again (bounded) while the server answers "no responders": right after a
+    stream is created, its leader's interest reaches the server asked on its own time, and nats-server
+    answers 503 meanwhile (nats-py does not ask again). Nothing was stored then, so asking again is safe."""
+    for _ in range(50):
+        try:
+            return await nc.request(subject, payload, timeout=timeout, headers=headers)
+        except nats.errors.NoRespondersError:
+            await asyncio.sleep(0.1)
+    raise AssertionError(f"no stream took {subject} in 5 s")
