@@ -655,8 +655,9 @@ class Router:
         """A client's publish that reaches nobody (no local subscriber, no peer's interest, no reply
         route) goes to `handler` before its no-responders status: a handler that returns True has
         taken it, and publishes it again (`may_hold=False`) or answers the status itself later. The
-        cluster's publish hold (cluster/runtime/publish_hold.py) takes those on a stream's subjects
-        while the stream leader's interest is on its way. None: no handler."""
+        cluster's publish hold (cluster/runtime/publish_hold.py), an option of the node, takes those on
+        a stream's subjects while the stream leader's interest is on its way. None: no handler, and the
+        status goes at once (nats-server's behaviour)."""
         self._unmatched = handler
 
     def on_unserved(self, prefix: str, handler: UnservedHandler) -> None:

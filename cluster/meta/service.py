@@ -291,7 +291,8 @@ class MetaService:
 
     def _expect_publishes(self, name: str, assignment: StreamAssignment | None) -> None:
         """Tell the node's publish hold the subjects this stream's leader serves (runtime/publish_hold.py):
-        a client's publish on them that meets no leader yet waits for one a moment."""
+        a client's publish on them that meets no leader yet waits for one a moment. Nothing to do where
+        the node runs without the hold (the default)."""
         hold = self.ctx.publish_hold
         if hold is None:
             return

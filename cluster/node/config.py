@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import socket
 import ssl
@@ -105,6 +106,10 @@ class NodeConfig:
     # frames (one per pair of nodes) carry liveness instead (docs/architecture.md). On by default;
     # `--no-quiesce` or `quiesce = false` keeps every group heartbeating.
     quiesce: bool = True
+    # Seconds a client's publish on a stream's subject that meets no stream leader is held by its node,
+    # waiting for the leader's interest (cluster/runtime/publish_hold.py, docs/config-fields.md). 0, the
+    # default, holds nothing: the publish is answered 503 no responders at once, as nats-server does.
+    publish_hold: float = 0.0
     # Worker processes of this node (cluster/node/supervision/supervisor.py): more than one, and a supervisor runs
     # them, each a cluster member of its own (`<name>/w<i>`) on the node's client port (SO_REUSEPORT)
     # and on cluster port `cluster_port + i`. Every node of a cluster must run the same number: a peer's
@@ -141,6 +146,9 @@ class NodeConfig:
             raise ConfigError("stream_snapshot_interval must be at least 1 and stream_compact_keep not negative")
         if not isinstance(self.quiesce, bool):
             raise ConfigError(f"quiesce must be true or false, not {self.quiesce!r}")
+        hold = self.publish_hold
+        if isinstance(hold, bool) or not isinstance(hold, int | float) or not math.isfinite(hold) or hold < 0:
+            raise ConfigError(f"publish_hold must be a number of seconds, 0 (off) or more, not {hold!r}")
         if self.token is not None and self.user is not None:
             raise ConfigError("use either a token or a user and password, not both")
         if self.users and (self.user is not None or self.token is not None):
@@ -328,6 +336,21 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="idle Raft groups stop heartbeating; node keepalives carry liveness (on by default)",
     )
+    parser.add_argument(
+        "--publish-hold",
+        type=_seconds,
+        metavar="SECONDS",
+        help="hold a client's publish on a stream's subject that meets no stream leader this long, waiting"
+        " for one (0: off, the default: answered 503 no responders at once, as nats-server does)",
+    )
+
+
+def _seconds(text: str) -> float:
+    """A flag's number of seconds (argparse prefixes the error with the flag); `validate` checks its range."""
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
 
 
 def host_node_name(hostname: str) -> str:
@@ -344,7 +367,7 @@ def config_from_args(args: argparse.Namespace) -> NodeConfig:
     for key in (
         "name", "host", "client_port", "cluster_port", "http_port", "data_dir", "queue_policy",
         "direct_get_policy", "log_level", "log_format", "user", "password", "token", "advertise", "domain",
-        "stream_snapshot_interval", "stream_compact_keep", "quiesce", "workers", "worker_index",
+        "stream_snapshot_interval", "stream_compact_keep", "quiesce", "publish_hold", "workers", "worker_index",
     ):  # fmt: skip
         value = getattr(args, key)
         if value is not None:

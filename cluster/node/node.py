@@ -222,7 +222,12 @@ class Node:
             ),
             quiesce=config.quiesce,
             stream_stores=self.stream_stores,
-            publish_hold=PublishHold(self.router, metrics=self.metrics),
+            # off by default: a publish that meets no leader is answered 503 at once, as by nats-server
+            publish_hold=(
+                PublishHold(self.router, wait=config.publish_hold, metrics=self.metrics)
+                if config.publish_hold > 0
+                else None
+            ),
         )
         self.meta = MetaService(self.ctx)
         self.api = api_entry_for(self.ctx, self.meta)

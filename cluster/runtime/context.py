@@ -105,7 +105,8 @@ class NodeContext:
     # accounts' contexts: each is a copy of the home context)
     accounts_placement: AccountsPlacement = field(default_factory=AccountsPlacement)
     # the node's one hold for clients' publishes on a stream's subject that meet no leader yet
-    # (runtime/publish_hold.py): every account's meta service tells it its streams' subjects
+    # (runtime/publish_hold.py): every account's meta service tells it its streams' subjects.
+    # None unless the node runs with `--publish-hold`: such a publish is then answered 503 at once.
     publish_hold: PublishHold | None = None
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     # (base options, quiescence) -> the same with that quiescence (see group_options): a handful of bases

@@ -1,4 +1,5 @@
-"""A client's publish on a stream's subject that finds no stream leader yet waits for one, briefly.
+"""An option, off by default: a client's publish on a stream's subject that finds no stream leader yet
+waits for one, briefly (`jetraft node --publish-hold SECONDS`; docs/config-fields.md).
 
 A stream's subjects are served by its leader alone (`StreamLeader` subscribes to them), and the
 client's node learns of that subscription over the route mesh. Where the client's last answer came
@@ -10,10 +11,11 @@ that node redialling). nats-server has these windows too, but a client cannot te
 interest is still on its way" from "the stream has no leader": both get 503 no responders, and
 nats-py does not try again.
 
-So the client's node, which knows every stream's subjects from its copy of the meta assignments
+With the option on (a node builds no PublishHold without it, and nats-server's immediate 503 is the
+default), the client's node, which knows every stream's subjects from its copy of the meta assignments
 (each account's meta service says them here, `expect`), holds a client's publish that reached
 nobody on such a subject (`Router.on_unmatched_publish`) until someone there subscribes, at most
-`PUBLISH_INTEREST_WAIT`, then publishes it as it came; if nobody came, the client gets the 503 it
+`wait` seconds, then publishes it as it came; if nobody came, the client gets the 503 it
 would have got at once (a publish without a reply is dropped, as before). Held messages go out in
 the order they came, and a message is either published or answered 503, never both. A subject of
 no known stream is answered at once, as before; so is everything beyond `MAX_HELD_MESSAGES` /
@@ -32,9 +34,6 @@ from cluster.runtime.metrics import NodeMetrics
 from gateway.router import ClientSink, InterestWatch, Router
 from gateway.sublist import Sublist
 
-# Long enough for an interest frame on a loaded link and for a leadership hand-over; short next to
-# nats-py's JetStream timeout (5 s), so a stream that really has no leader is still answered 503.
-PUBLISH_INTEREST_WAIT = 2.0
 MAX_HELD_MESSAGES = 10_000
 MAX_HELD_BYTES = 16 * 1024 * 1024
 
@@ -68,12 +67,17 @@ class PublishHold:
         self,
         router: Router,
         *,
-        wait: float = PUBLISH_INTEREST_WAIT,
+        # seconds: 2 is long enough for an interest frame on a loaded link and for a leadership
+        # hand-over, and short next to nats-py's JetStream timeout (5 s), so a stream that really
+        # has no leader is still answered 503 before the client gives up
+        wait: float,
         max_messages: int = MAX_HELD_MESSAGES,
         max_bytes: int = MAX_HELD_BYTES,
         clock: Callable[[], float] = time.monotonic,
         metrics: NodeMetrics | None = None,
     ) -> None:
+        if not wait > 0:
+            raise ValueError(f"a publish hold waits a positive number of seconds, not {wait!r}")
         self.router = router
         self.wait = wait
         self.max_messages = max_messages

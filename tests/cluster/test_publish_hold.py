@@ -1,11 +1,14 @@
 """The publish hold on its own, with a real router: a client's publish on a known stream's subject that
-meets no leader's interest waits for it (bounded), in order, and is either published or answered 503."""
+meets no leader's interest waits for it (bounded), in order, and is either published or answered 503.
+The hold is a node option, off by default (`--publish-hold SECONDS`): each test here gives its wait."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+import pytest
 
 from cluster.runtime.metrics import NodeMetrics
 from cluster.runtime.publish_hold import PublishHold
@@ -76,14 +79,17 @@ class Clock:
         return self.now
 
 
-def setup(**hold_options: float) -> tuple[Router, Links, Client, PublishHold, Clock]:
+WAIT = 2.0
+
+
+def setup(wait: float = WAIT, **hold_options: int) -> tuple[Router, Links, Client, PublishHold, Clock]:
     router = Router()
     links = Links()
     router.attach_links(links)
     client = Client()
     router.subscribe_client(client, b"1", "_INBOX.c.*", None)
     clock = Clock()
-    hold = PublishHold(router, clock=clock, **hold_options)  # type: ignore[arg-type]
+    hold = PublishHold(router, wait=wait, clock=clock, **hold_options)
     hold.expect(("", "ORDERS"), ["orders.>"])
     return router, links, client, hold, clock
 
@@ -151,7 +157,7 @@ async def test_the_outcomes_are_counted_for_metrics() -> None:
     router.subscribe_client(client, b"1", "_INBOX.c.*", None)
     clock = Clock()
     metrics = NodeMetrics("n1")
-    hold = PublishHold(router, clock=clock, metrics=metrics)
+    hold = PublishHold(router, wait=WAIT, clock=clock, metrics=metrics)
     hold.expect(("", "BILLS"), ["bills.>"])
     router.publish("bills.1", b"x", "_INBOX.c.1", origin=client)
     router.publish("bills.2", b"y", "_INBOX.c.2", origin=client)
@@ -219,3 +225,9 @@ async def test_internal_publishers_are_not_held() -> None:
     router.subscribe("_INBOX.internal.*", answers.append)
     router.publish("orders.1", b"x", "_INBOX.internal.1", no_responders=True)
     assert hold.held == 0 and len(answers) == 1
+
+
+def test_a_hold_waits_a_positive_time() -> None:
+    for wait in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="positive number of seconds"):
+            PublishHold(Router(), wait=wait)

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from cluster.node.command import parse_args
 from cluster.node.config import ConfigError, NodeConfig, add_node_arguments, config_from_args, host_node_name
 
 
@@ -92,6 +93,39 @@ def test_quiescence_is_on_by_default_and_off_by_flag_or_file(tmp_path: Path) -> 
     path.write_text('name = "n1"\nquiesce = "yes"\n')
     with pytest.raises(ConfigError, match="quiesce must be true or false"):
         _parse(["--config", str(path)])
+
+
+def test_the_publish_hold_is_off_by_default_and_set_by_flag_or_file(tmp_path: Path) -> None:
+    assert _parse(["--name", "n1"]).publish_hold == 0
+    assert _parse(["--name", "n1", "--publish-hold", "2"]).publish_hold == 2.0
+    assert _parse(["--name", "n1", "--publish-hold", "0.5"]).publish_hold == 0.5
+    path = tmp_path / "n1.toml"
+    path.write_text('name = "n1"\npublish_hold = 1.5\n')
+    assert _parse(["--config", str(path)]).publish_hold == 1.5
+    assert _parse(["--config", str(path), "--publish-hold", "0"]).publish_hold == 0
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf"])
+def test_a_publish_hold_flag_out_of_range_is_refused(value: str) -> None:
+    with pytest.raises(ConfigError, match="publish_hold must be a number of seconds"):
+        _parse(["--name", "n1", "--publish-hold", value])
+
+
+@pytest.mark.parametrize("value", ["-2", '"2s"', "true"])
+def test_a_publish_hold_setting_that_is_no_number_of_seconds_is_refused(tmp_path: Path, value: str) -> None:
+    path = tmp_path / "n1.toml"
+    path.write_text(f'name = "n1"\npublish_hold = {value}\n')
+    with pytest.raises(ConfigError, match="publish_hold must be a number of seconds"):
+        _parse(["--config", str(path)])
+
+
+def test_a_publish_hold_flag_that_is_not_a_number_stops_the_node_with_its_name(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        parse_args(["--name", "n1", "--publish-hold", "soon"])
+    assert exited.value.code == 2
+    assert "--publish-hold: 'soon' is not a number of seconds" in capsys.readouterr().err
 
 
 def test_a_node_on_its_own_may_go_unnamed_as_a_nats_server_without_server_name(tmp_path: Path) -> None:

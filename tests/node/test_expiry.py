@@ -11,6 +11,7 @@ whole cluster. Waits are bounded polls: the events happen in other processes.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -22,7 +23,12 @@ import pytest
 from nats.js.api import KeyValueConfig
 
 from local.cluster import LocalCluster
-from tests.node.cluster_fixtures import direct_get_from_every_replica, local_cluster
+from tests.node.cluster_fixtures import (
+    direct_get_from_every_replica,
+    local_cluster,
+    publish_when_served,
+    when_served,
+)
 from tests.pipeline.servers import NatsServerProcesses
 
 T = TypeVar("T")
@@ -96,7 +102,7 @@ async def test_a_quiet_stream_loses_old_messages_on_time(jetraft: LocalCluster, 
         await create_stream(nc, {"name": "QUIET", "subjects": ["quiet.>"], "max_age": 2 * SECOND})
         before = time.time()
         for i in range(3):
-            await js.publish(f"quiet.{i}", b"old")
+            await publish_when_served(js, f"quiet.{i}", b"old")
         after = time.time()
         # nothing more is published: only the server's own timer can remove them
         await poll(lambda: _empty(nc, "QUIET"), after - time.time() + 2 + LATE, "the quiet stream to empty")
@@ -126,7 +132,7 @@ async def test_a_kv_bucket_ttl_removes_idle_keys(jetraft: LocalCluster, referenc
         js = nc.jetstream()
         kv = await js.create_key_value(KeyValueConfig(bucket="idle", ttl=2, replicas=3))
         before = time.time()
-        revision = await kv.put("session", b"alive")
+        revision = await when_served(lambda: kv.put("session", b"alive"), "the idle bucket")
         after = time.time()
 
         async def gone() -> bool:
@@ -152,10 +158,10 @@ async def test_nats_ttl_expires_single_messages_and_never_outlives_max_age(
             nc, {"name": "TTLS", "subjects": ["ttls.>"], "allow_msg_ttl": True, "max_age": 3 * SECOND}
         )
         acks = [
-            await js.publish("ttls.short", b"1", headers={"Nats-TTL": "1"}),
-            await js.publish("ttls.plain", b"2"),
-            await js.publish("ttls.forever", b"3", headers={"Nats-TTL": "never"}),
-            await js.publish("ttls.long", b"4", headers={"Nats-TTL": "1h"}),
+            await publish_when_served(js, "ttls.short", b"1", {"Nats-TTL": "1"}),
+            await publish_when_served(js, "ttls.plain", b"2"),
+            await publish_when_served(js, "ttls.forever", b"3", {"Nats-TTL": "never"}),
+            await publish_when_served(js, "ttls.long", b"4", {"Nats-TTL": "1h"}),
         ]
         seen: list[tuple[int, str]] = []
 
@@ -201,7 +207,8 @@ async def test_ttl_publish_answers_match_nats_server(jetraft: LocalCluster, refe
         answers = []
         for value in TTL_VALUES:
             for subject in ("nottl.x", "yesttl.x"):
-                reply = await nc.request(subject, b"v", headers={"Nats-TTL": value}, timeout=5)
+                ask = functools.partial(nc.request, subject, b"v", headers={"Nats-TTL": value}, timeout=5)
+                reply = await when_served(ask, subject)
                 answers.append(reply.data)
         return answers
 
@@ -217,8 +224,8 @@ async def test_a_kv_watcher_sees_limit_markers(jetraft: LocalCluster, reference:
             KeyValueConfig(bucket="marked", ttl=3, limit_marker_ttl=3, history=1, replicas=3, direct=True)
         )
         watcher = await kv.watchall()
-        await kv.put("k1", b"v1")
-        await kv.create("k2", b"v2", msg_ttl=1)
+        await when_served(lambda: kv.put("k1", b"v1"), "the marked bucket")
+        await when_served(lambda: kv.create("k2", b"v2", msg_ttl=1), "the marked bucket")
         entries: list[tuple[str, bytes, int, str | None]] = []
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 3 + LATE
@@ -271,7 +278,7 @@ async def test_delete_markers_are_republished(jetraft: LocalCluster, reference: 
             received: asyncio.Queue[Any] = asyncio.Queue()
             await listener.subscribe("out.>", cb=received.put)
             await listener.flush()
-            await js.publish("repub.a", b"old")
+            await publish_when_served(js, "repub.a", b"old")
             out = []
             for _ in range(2):  # the message, then the marker that replaced it
                 msg = await asyncio.wait_for(received.get(), 1 + LATE)
@@ -294,7 +301,7 @@ async def test_expiry_carries_on_after_a_leader_change(jetraft: LocalCluster) ->
     try:
         js = nc.jetstream()
         await create_stream(nc, {"name": "HANDOVER", "subjects": ["handover"], "max_age": 3 * SECOND})
-        await js.publish("handover", b"old")
+        await publish_when_served(js, "handover", b"old")
         before = (await api(nc, "$JS.API.STREAM.INFO.HANDOVER"))["cluster"]["leader"]
         stepdown = await api(nc, "$JS.API.STREAM.LEADER.STEPDOWN.HANDOVER")
         assert stepdown.get("success") is True, stepdown
@@ -315,7 +322,7 @@ async def test_expiry_carries_on_after_a_restart(jetraft: LocalCluster) -> None:
     try:
         js = nc.jetstream()
         await create_stream(nc, {"name": "REBOOT", "subjects": ["reboot"], "max_age": 2 * SECOND})
-        ack = await js.publish("reboot", b"old")
+        ack = await publish_when_served(js, "reboot", b"old")
         assert ack.seq == 1
     finally:
         await nc.close()

@@ -6,6 +6,8 @@ create answered by the new leader, that interest came first on the same link (do
 (cluster/runtime/publish_hold.py). Here the client's node holds no replica, or is a follower; the
 new leader's link to the client's node is slowed by a latency toxic, so its interest is sure to come
 after the stepdown's answer. Four nodes: n1 holds no replica of the streams placed on tag `replica`.
+The nodes run with the publish hold on (`--publish-hold`, off by default): without it a publish after
+a stepdown gets 503 no responders, as from nats-server (tests/node/test_publish_no_leader.py).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ KV_CREATES = 10
 CONSUMER_CREATES = 10
 STEPDOWNS = 3
 NOT_SERVED = (nats.errors.NoRespondersError, nats.js.errors.NoStreamResponseError)
+PUBLISH_HOLD = ["--publish-hold", "2"]
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +47,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         spec.tags = ["replica"]
     directory = Path(tmp_path_factory.mktemp("publish-after-answer"))
     toxiproxy = start_faultable_links(specs, 0, log_path=None)
-    running = LocalCluster(specs, directory, toxiproxy=toxiproxy)
+    running = LocalCluster(specs, directory, extra_args=PUBLISH_HOLD, toxiproxy=toxiproxy)
     running.start(timeout=90)
     try:
         yield running
