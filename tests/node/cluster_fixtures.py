@@ -4,21 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import nats
-import nats.js.errors
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import PubAck
 
 from cluster.runtime.workers import node_of
 from local.cluster import LocalCluster, plan_free_nodes
-
-T = TypeVar("T")
+from tests.pipeline.servers import when_served
 
 
 @contextmanager
@@ -67,23 +65,8 @@ async def connect_to_member(cluster: LocalCluster, member: str, **options: Any) 
 async def publish_when_served(
     js: JetStreamContext, subject: str, payload: bytes, headers: dict[str, str] | None = None
 ) -> PubAck:
-    """A publish to a stream created a moment ago. Right after the create reply, the stream's subjects may
-    not yet be served on the client's server: the leader's interest still travels to the other servers,
-    on nats-server's routes as on jetraft's mesh (and a jetraft stream may hand its leadership to its
-    preferred member), and meanwhile the publish hears "no responders". So a few bounded tries, as a
-    client that just created a stream would make."""
+    """A publish to a stream created a moment ago, through `when_served`."""
     return await when_served(lambda: js.publish(subject, payload, headers=headers), subject)
-
-
-async def when_served(attempt: Callable[[], Awaitable[T]], what: str) -> T:
-    """`attempt` (a publish or a request on a stream's subject, which stores nothing when answered "no
-    responders"), tried again while nobody serves it yet: see `publish_when_served`."""
-    for _ in range(50):
-        try:
-            return await attempt()
-        except (nats.errors.NoRespondersError, nats.js.errors.NoStreamResponseError):
-            await asyncio.sleep(0.1)
-    raise AssertionError(f"{what} never served")
 
 
 async def direct_get_from_every_replica(

@@ -11,7 +11,7 @@ import nats
 import pytest
 
 from local.cluster import node_available
-from tests.pipeline.servers import NATS_SERVER, JetStreamTarget, publish_when_served, side_by_side
+from tests.pipeline.servers import NATS_SERVER, JetStreamTarget, request_when_served, side_by_side
 
 pytestmark = pytest.mark.skipif(
     not (node_available() and NATS_SERVER.exists()), reason="needs `jetraft node` and nats-server"
@@ -117,7 +117,7 @@ async def _replay(url: str) -> tuple[list[Any], list[Any]]:
             assert "error" not in json.loads(reply.data), reply.data
         replies: list[Any] = []
         for subject, headers in SCRIPT:
-            reply = await publish_when_served(nc, subject, b"x", headers, timeout=TIMEOUT)
+            reply = await request_when_served(nc, subject, b"x", headers, timeout=TIMEOUT)
             replies.append((subject, headers, reply.data))
         stored: list[Any] = []
         for stream in ("A", "FULL", "R"):

@@ -27,9 +27,8 @@ from tests.node.cluster_fixtures import (
     direct_get_from_every_replica,
     local_cluster,
     publish_when_served,
-    when_served,
 )
-from tests.pipeline.servers import NatsServerProcesses
+from tests.pipeline.servers import NatsServerProcesses, when_served
 
 T = TypeVar("T")
 SECOND = 1_000_000_000

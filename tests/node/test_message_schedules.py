@@ -14,7 +14,7 @@ import pytest
 from nats.js import JetStreamContext
 
 from local.cluster import node_available
-from tests.pipeline.servers import NATS_SERVER, JetStreamTarget, publish_when_served, side_by_side
+from tests.pipeline.servers import NATS_SERVER, JetStreamTarget, request_when_served, side_by_side
 
 pytestmark = pytest.mark.skipif(
     not (node_available() and NATS_SERVER.exists()), reason="needs `jetraft node` and nats-server"
@@ -78,7 +78,7 @@ def _config_view(created: Any) -> Any:
 
 
 async def _publish(nc: nats.NATS, subject: str, headers: dict[str, str] | None, body: bytes = b"x") -> Any:
-    return json.loads((await publish_when_served(nc, subject, body, headers, timeout=TIMEOUT)).data)
+    return json.loads((await request_when_served(nc, subject, body, headers, timeout=TIMEOUT)).data)
 
 
 async def _next(sub: JetStreamContext.PushSubscription) -> tuple[str, bytes, dict[str, str]]:

@@ -17,7 +17,7 @@ from nats.aio.msg import Msg
 from nats.js.errors import ObjectNotFoundError
 
 from local.cluster import node_available
-from tests.pipeline.servers import NATS_SERVER, JetStreamTarget, publish_when_served, side_by_side
+from tests.pipeline.servers import NATS_SERVER, JetStreamTarget, request_when_served, side_by_side
 
 pytestmark = pytest.mark.skipif(
     not (node_available() and NATS_SERVER.exists()), reason="needs `jetraft node` and nats-server"
@@ -108,7 +108,7 @@ async def _create(nc: nats.NATS, config: dict[str, Any]) -> Any:
 
 
 async def _publish(nc: nats.NATS, subject: str, payload: bytes, headers: dict[str, str] | None = None) -> Msg:
-    return await publish_when_served(nc, subject, payload, headers, timeout=REQUEST_TIMEOUT)
+    return await request_when_served(nc, subject, payload, headers, timeout=REQUEST_TIMEOUT)
 
 
 async def _stored_subjects(nc: nats.NATS, stream: str, last_seq: int) -> list[Any]:

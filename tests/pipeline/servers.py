@@ -20,12 +20,13 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import nats
+import nats.js.errors
 from nats.aio.msg import Msg
 
 from local.ports import free_port_base
@@ -197,15 +198,26 @@ def side_by_side(tmp_path_factory: Any, nodes: int = 3) -> Iterator[dict[str, Je
             target.stop()
 
 
-async def publish_when_served(
-    nc: nats.NATS, subject: str, payload: bytes, headers: dict[str, str] | None = None, timeout: float = 10.0
-) -> Msg:
-    """A publish's reply, asked again (bounded) while the server answers "no responders": right after a
-    stream is created, its leader's interest reaches the server asked on its own time, and nats-server
-    answers 503 meanwhile (nats-py does not ask again). Nothing was stored then, so asking again is safe."""
+
+T = TypeVar("T")
+
+
+async def when_served(attempt: Callable[[], Awaitable[T]], what: str) -> T:
+    """`attempt` (a publish or a request on a stream's subject), tried again, bounded, while the server
+    answers "no responders". Right after a stream is created, its leader's interest reaches the server
+    asked on its own time, on nats-server's routes as on jetraft's mesh (and a jetraft stream may hand
+    its leadership to its preferred member), and meanwhile a publish hears 503; nats-py does not ask
+    again. A 503 stored nothing, so asking again is safe."""
     for _ in range(50):
         try:
-            return await nc.request(subject, payload, timeout=timeout, headers=headers)
-        except nats.errors.NoRespondersError:
+            return await attempt()
+        except (nats.errors.NoRespondersError, nats.js.errors.NoStreamResponseError):
             await asyncio.sleep(0.1)
-    raise AssertionError(f"no stream took {subject} in 5 s")
+    raise AssertionError(f"{what} never served")
+
+
+async def request_when_served(
+    nc: nats.NATS, subject: str, payload: bytes, headers: dict[str, str] | None = None, timeout: float = 10.0
+) -> Msg:
+    """A publish's reply (its ack or error) through `when_served`."""
+    return await when_served(lambda: nc.request(subject, payload, timeout=timeout, headers=headers), subject)
