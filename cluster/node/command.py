@@ -21,6 +21,7 @@ import structlog
 from cluster.node.config import ConfigError, NodeConfig, add_node_arguments, config_from_args
 from cluster.node.logs import configure_logging
 from cluster.node.process_setup import die_with_parent, profiled
+from cluster.node.supervision.connection_slots import NodeConnectionCount
 from cluster.node.supervision.supervisor import SUPERVISOR_PID_ENV, report_started, run_supervisor
 from cluster.node.worker_config import worker_config
 from raft.grpc_setup import prefer_posix_endpoints
@@ -66,7 +67,10 @@ async def run(config: NodeConfig) -> None:
     from cluster.node.account_jetstream import HomeAccountChangedError
     from cluster.node.node import Node  # heavy imports only once the flags are good
 
-    node = Node(config)
+    shared_connections = None
+    if config.worker_index is not None:
+        shared_connections = NodeConnectionCount.from_environment(config.worker_index, config.workers)
+    node = Node(config, shared_connections)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):

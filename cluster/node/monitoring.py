@@ -88,7 +88,8 @@ class NodeMonitor:
             "go": f"python{sys.version_info.major}.{sys.version_info.minor}.{sys.version_info.micro}",
             "host": server.host,
             "port": server.port,
-            "max_connections": MAX_CONNECTIONS,
+            # nats-server shows the setting, its default (65536) where it is 0
+            "max_connections": limits.max_connections or MAX_CONNECTIONS,
             "ping_interval": int(limits.ping_interval * 1e9),
             "ping_max": limits.max_pings_out,
             "http_host": config.host,

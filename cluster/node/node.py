@@ -51,7 +51,7 @@ from cluster.stream.leader import replica_progress
 from gateway.accounts import GLOBAL_ACCOUNT
 from gateway.auth import make_authenticator
 from gateway.connect_options import RequestInfoPolicy
-from gateway.limits import Limits
+from gateway.limits import Limits, SharedConnectionCount
 from gateway.router import Router
 from gateway.routes import RouteMesh, add_route_servicer
 from gateway.server import GatewayServer
@@ -79,7 +79,9 @@ def _other_api_prefixes(config: NodeConfig) -> list[str]:
 
 
 class Node:
-    def __init__(self, config: NodeConfig) -> None:
+    def __init__(self, config: NodeConfig, shared_connections: SharedConnectionCount | None = None) -> None:
+        """`shared_connections`: the count of the node's clients when this process is one of its workers
+        (cluster/node/supervision/connection_slots.py), which max_connections holds for the whole node."""
         self.config = config
         self.metrics = NodeMetrics(config.name)
         # The API (and its prefixed forms) is answered where the client is connected: one hop to the
@@ -113,6 +115,7 @@ class Node:
             reuse_port=config.workers > 1,
             # cids unique across the node's workers, so /connz?cid= and advisories name one client
             client_ids=((config.worker_index or 0) + 1, config.workers),
+            shared_connections=shared_connections,
         )
         # a client's JetStream API requests carry its details to the node answering them, for its audit
         self.server.request_info = RequestInfoPolicy(
