@@ -174,39 +174,7 @@ class NodeMonitor:
 
     def statsz(self) -> dict[str, Any]:
         """`$SYS.REQ.SERVER.PING`'s statsz: what `nats server ls` tabulates."""
-        varz = self.varz()
-        links = [self._node.mesh.link_stats(peer) for peer in sorted(self._node.mesh.peers)]
-        connected = [link for link in links if link is not None and link.connected]
-        out: dict[str, Any] = {
-            "start": varz["start"],
-            "mem": varz["mem"],
-            "cores": varz["cores"],
-            "cpu": varz["cpu"],
-            "connections": varz["connections"],
-            "total_connections": varz["total_connections"],
-            "active_accounts": 1,
-            "subscriptions": varz["subscriptions"],
-            "sent": {"msgs": varz["out_msgs"], "bytes": varz["out_bytes"]},
-            "sent_to_clients": {"msgs": varz["out_client_msgs"], "bytes": varz["out_client_bytes"]},
-            "received": {"msgs": varz["in_msgs"], "bytes": varz["in_bytes"]},
-            "received_from_clients": {"msgs": varz["in_client_msgs"], "bytes": varz["in_client_bytes"]},
-            "slow_consumers": varz["slow_consumers"],
-            "active_servers": 1 + len(connected),
-        }
-        if connected:
-            out["routes"] = [
-                {
-                    "rid": index,
-                    "name": link.peer,
-                    "sent": {"msgs": link.messages_sent, "bytes": 0},
-                    "received": {"msgs": link.messages_received, "bytes": 0},
-                    "pending": link.queued_bytes,
-                }
-                for index, link in enumerate(connected, start=1)
-            ]
-        out["jetstream"] = varz["jetstream"]
-        out["gomaxprocs"] = varz["gomaxprocs"]
-        return out
+        return statsz_of(self.varz(), self.routez()["routes"])
 
     def _cpu_percent(self, usage: resource.struct_rusage, now_ns: int) -> float:
         """Average CPU use since start, in percent of one core (nats-server samples it; this is the mean)."""
@@ -403,3 +371,38 @@ class NodeMonitor:
             "num_routes": len(routes),
             "routes": routes,
         }
+
+
+def statsz_of(varz: dict[str, Any], routes: list[dict[str, Any]]) -> dict[str, Any]:
+    """nats-server's statsz from a /varz body and the connected routes of a /routez body (one node's, or a
+    several-worker node's merged by its supervisor)."""
+    out: dict[str, Any] = {
+        "start": varz["start"],
+        "mem": varz["mem"],
+        "cores": varz["cores"],
+        "cpu": varz["cpu"],
+        "connections": varz["connections"],
+        "total_connections": varz["total_connections"],
+        "active_accounts": 1,
+        "subscriptions": varz["subscriptions"],
+        "sent": {"msgs": varz["out_msgs"], "bytes": varz["out_bytes"]},
+        "sent_to_clients": {"msgs": varz["out_client_msgs"], "bytes": varz["out_client_bytes"]},
+        "received": {"msgs": varz["in_msgs"], "bytes": varz["in_bytes"]},
+        "received_from_clients": {"msgs": varz["in_client_msgs"], "bytes": varz["in_client_bytes"]},
+        "slow_consumers": varz["slow_consumers"],
+        "active_servers": 1 + len(routes),
+    }
+    if routes:
+        out["routes"] = [
+            {
+                "rid": index,
+                "name": route["remote_name"],
+                "sent": {"msgs": route["out_msgs"], "bytes": 0},
+                "received": {"msgs": route["in_msgs"], "bytes": 0},
+                "pending": route["pending_size"],
+            }
+            for index, route in enumerate(routes, start=1)
+        ]
+    out["jetstream"] = varz["jetstream"]
+    out["gomaxprocs"] = varz["gomaxprocs"]
+    return out

@@ -34,6 +34,7 @@ from cluster.node.damage import mark_clean_stop, open_node_state
 from cluster.node.health import HealthJudge, StreamView, observe
 from cluster.node.http_server import NodeHttpServer
 from cluster.node.monitoring import NodeMonitor
+from cluster.node.supervision.node_endpoints import NodeEndpoints
 from cluster.node.sys_requests import USER_INFO_QUEUE, SystemResponder
 from cluster.runtime.account_limits import UNLIMITED
 from cluster.runtime.context import (
@@ -79,10 +80,17 @@ def _other_api_prefixes(config: NodeConfig) -> list[str]:
 
 
 class Node:
-    def __init__(self, config: NodeConfig, shared_connections: SharedConnectionCount | None = None) -> None:
-        """`shared_connections`: the count of the node's clients when this process is one of its workers
-        (cluster/node/supervision/connection_slots.py), which max_connections holds for the whole node."""
+    def __init__(
+        self,
+        config: NodeConfig,
+        shared_connections: SharedConnectionCount | None = None,
+        node_endpoints: NodeEndpoints | None = None,
+    ) -> None:
+        """When this process is one worker of a node: `shared_connections`, the count of the node's
+        clients, which max_connections holds for the whole node (cluster/node/supervision/connection_slots.py);
+        `node_endpoints`, the node's merged monitoring, which its `$SYS` answers give."""
         self.config = config
+        self.node_endpoints = node_endpoints
         self.metrics = NodeMetrics(config.name)
         # The API (and its prefixed forms) is answered where the client is connected: one hop to the
         # leader, on the same link as the client's reply interest (see Router.pass_on).
@@ -163,6 +171,7 @@ class Node:
             self.server.server_id,
             config.user or "",
             tuple(config.accounts.prefixes.values()) if config.accounts is not None else ("",),
+            node=node_endpoints,
         )
         self.ctx: NodeContext | None = None
         self.meta: MetaService | None = None
@@ -281,6 +290,8 @@ class Node:
             self._recovery_task.cancel()
         await self.server.stop()
         self.system.close()
+        if self.node_endpoints is not None:
+            await self.node_endpoints.close()
         if self.api is not None:
             self.api.close()
         if self.prefixes is not None:

@@ -40,6 +40,7 @@ from cluster.node.config import NodeConfig
 from cluster.node.http_server import QueryError, bool_param, json_reply
 from cluster.node.supervision.connection_slots import CONNECTION_SLOTS_FD_ENV, create_connection_slots
 from cluster.node.supervision.merged_bodies import NodeIdentity
+from cluster.node.supervision.node_endpoints import SYS_REQUEST_HEADER, NodeSettings
 from cluster.node.supervision.node_health import MergedMetrics, node_health
 from cluster.node.supervision.supervisor_http import NodeMonitoringEndpoints, forwarded
 from cluster.node.worker_config import dial_host
@@ -183,6 +184,10 @@ class Supervisor:
             STATUS_FD_ENV: str(write_fd),
             SUPERVISOR_PID_ENV: str(os.getpid()),
             CONNECTION_SLOTS_FD_ENV: str(self._connection_slots),
+            # where the worker answering a $SYS request for the node asks the node's bodies, and its id
+            **NodeSettings(
+                f"{dial_host(self.config.host)}:{self.endpoints.node.http_port}", self.identity.server_id
+            ).environment(),
         }
         try:
             worker.process = await asyncio.create_subprocess_exec(
@@ -219,7 +224,8 @@ class Supervisor:
         return {worker.name: answer for worker, answer in zip(self.workers, answers, strict=True)}
 
     async def _healthz(self, request: web.Request) -> web.Response:
-        self.endpoints.count("/healthz")
+        if SYS_REQUEST_HEADER not in request.headers:
+            self.endpoints.count("/healthz")
         try:
             bool_param(request.query, "js-enabled-only")
             bool_param(request.query, "js-server-only")
