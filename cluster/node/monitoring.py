@@ -22,8 +22,11 @@ from cluster.node.go_format import go_duration, uptime_string
 from cluster.node.http_server import QueryError, bool_param, int_param
 from cluster.node.jetstream_monitor import DEFAULT_MAX_CONSUMERS, JetStreamMonitor
 from cluster.node.monitored_node import GLOBAL_ACCOUNT, MonitoredNode
+from cluster.node.supervision.merged_bodies import WORKER_INTEREST_KEY
 from cluster.runtime.context import CLUSTER_NAME, SYSTEM_ACCOUNT
+from cluster.runtime.workers import node_of
 from gateway.connection import ClientConnection
+from gateway.router import SublistStats
 from storage.nats_time import format_rfc3339_nano
 from subjects.grammar import subject_matches
 
@@ -79,6 +82,7 @@ class NodeMonitor:
         client_in_bytes = sum(c.in_bytes for c in clients)
         client_out_bytes = sum(c.out_bytes for c in clients)
         usage = resource.getrusage(resource.RUSAGE_SELF)
+        sublist = node.router.sublist_stats()
         body: dict[str, Any] = {
             "server_id": server.server_id,
             "server_name": server.name,
@@ -137,7 +141,8 @@ class NodeMonitor:
             "slow_consumers": server.stats.slow_consumers,
             "stale_connections": 0,
             "stalled_clients": 0,
-            "subscriptions": node.router.sublist_stats().subscriptions,
+            "subscriptions": sublist.subscriptions,
+            **self._worker_interest(sublist),
             "http_req_stats": dict(self._requests),
             "config_load_time": format_rfc3339_nano(self._started_ns),
             "config_digest": "",
@@ -262,9 +267,25 @@ class NodeMonitor:
 
     # -- /subsz -----------------------------------------------------------------------------
 
+    def _worker_interest(self, stats: SublistStats) -> dict[str, Any]:
+        """On one worker of a several-worker node, its index's entries told apart, for its supervisor to
+        count the node's subscriptions as one server's (merged_bodies.node_subscriptions); nothing on a
+        node of one process, whose bodies clients read."""
+        config = self._node.config
+        if config.worker_index is None:
+            return {}
+        node = node_of(config.name)
+        return {
+            WORKER_INTEREST_KEY: {
+                "own": stats.subscriptions - sum(stats.peer_interest.values()),
+                "peers": {peer: n for peer, n in sorted(stats.peer_interest.items()) if node_of(peer) != node},
+            }
+        }
+
     def _sublist_stats(self) -> dict[str, Any]:
         stats = self._node.router.sublist_stats()
         return {
+            **self._worker_interest(stats),
             "num_subscriptions": stats.subscriptions,
             "num_cache": stats.cache_entries,
             "num_inserts": stats.inserts,

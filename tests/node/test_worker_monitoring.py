@@ -167,3 +167,42 @@ async def test_sys_requests_are_answered_once_by_the_node_with_its_bodies(node: 
     finally:
         for client in clients:
             await client.close()
+
+
+async def test_the_nodes_subscriptions_count_each_subscription_once(node: LocalCluster) -> None:
+    """Each worker's index holds its siblings' interest too; the node counts each client's subscription
+    once, as one server's index does: three on one worker and five on the other add eight, in /varz and
+    in /subsz, once each worker has heard of the other's (a message across proves it)."""
+    clients = [await connect_to_member(node, member) for member in ("n1/w0", "n1/w1")]
+    try:
+        _, varz = get(node, "varz")
+        _, subsz = get(node, "subsz")
+        before = (varz["subscriptions"], subsz["num_subscriptions"])
+        subjects = [[f"counted.w0.{i}" for i in range(3)], [f"counted.w1.{i}" for i in range(5)]]
+        received: list[asyncio.Queue[Any]] = [asyncio.Queue(), asyncio.Queue()]
+        for client, own, queue in zip(clients, subjects, received, strict=True):
+            for subject in own:
+                await client.subscribe(subject, cb=queue.put)
+            await client.flush()
+        # each worker holds the other's interest once a message from it reaches every subscription: the
+        # interest travels between the workers on its own time, and a message sent before it is dropped
+        # (nobody there yet), so each subject is sent again until it arrives (bounded)
+        for sender, other in ((0, 1), (1, 0)):
+            for subject in subjects[other]:
+                for _ in range(100):
+                    await clients[sender].publish(subject, b"x")
+                    try:
+                        got = await asyncio.wait_for(received[other].get(), 0.2)
+                    except TimeoutError:
+                        continue
+                    if got.subject == subject:
+                        break
+                else:
+                    raise AssertionError(f"{subject} never reached worker {other}'s client")
+        _, varz = get(node, "varz")
+        _, subsz = get(node, "subsz")
+        assert "jetraft_worker_interest" not in varz and "jetraft_worker_interest" not in subsz
+        assert (varz["subscriptions"] - before[0], subsz["num_subscriptions"] - before[1]) == (8, 8)
+    finally:
+        for client in clients:
+            await client.close()
