@@ -21,11 +21,9 @@ import structlog
 from cluster.node.config import ConfigError, NodeConfig, add_node_arguments, config_from_args
 from cluster.node.logs import configure_logging
 from cluster.node.process_setup import die_with_parent, profiled
-from cluster.node.supervision.connection_slots import NodeConnectionCount
-from cluster.node.supervision.node_endpoints import NodeEndpoints, NodeSettings
 from cluster.node.supervision.supervisor import SUPERVISOR_PID_ENV, report_started, run_supervisor
+from cluster.node.supervision.worker_share import NodeShare
 from cluster.node.worker_config import worker_config
-from cluster.runtime.workers import node_of
 from raft.grpc_setup import prefer_posix_endpoints
 
 log = structlog.get_logger(__name__)
@@ -69,12 +67,10 @@ async def run(config: NodeConfig) -> None:
     from cluster.node.account_jetstream import HomeAccountChangedError
     from cluster.node.node import Node  # heavy imports only once the flags are good
 
-    shared_connections, node_endpoints = None, None
+    share = None
     if config.worker_index is not None:  # one worker of a node: what its supervisor gave it of the node
-        shared_connections = NodeConnectionCount.from_environment(config.worker_index, config.workers)
-        settings = NodeSettings.from_environment()
-        node_endpoints = NodeEndpoints(node_of(config.name), settings) if settings is not None else None
-    node = Node(config, shared_connections, node_endpoints)
+        share = NodeShare.from_environment(config.name, config.worker_index, config.workers)
+    node = Node(config, share)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):

@@ -42,6 +42,7 @@ from cluster.node.supervision.connection_slots import CONNECTION_SLOTS_FD_ENV, c
 from cluster.node.supervision.merged_bodies import NodeIdentity
 from cluster.node.supervision.node_endpoints import SYS_REQUEST_HEADER, NodeSettings
 from cluster.node.supervision.node_health import MergedMetrics, node_health
+from cluster.node.supervision.shared_holdings import HOLDINGS_FD_ENV, create_holdings_slots
 from cluster.node.supervision.supervisor_http import NodeMonitoringEndpoints, forwarded
 from cluster.node.worker_config import dial_host
 from cluster.runtime.workers import worker_name
@@ -87,6 +88,8 @@ class Supervisor:
         )  # fmt: skip
         # the node's one count of client connections, which every worker holds max_connections against
         self._connection_slots = create_connection_slots(config.workers)
+        # what the node's replicas hold, for its JetStream limits, which every worker holds the node to
+        self._holdings_slots = create_holdings_slots(config.workers)
         self._stopping = False
         self._watchers: list[asyncio.Task[None]] = []
         self._runner: web.AppRunner | None = None
@@ -156,6 +159,7 @@ class Supervisor:
         if self._session is not None:
             await self._session.close()
         os.close(self._connection_slots)
+        os.close(self._holdings_slots)
 
     # -- workers ----------------------------------------------------------------------------------
 
@@ -184,6 +188,7 @@ class Supervisor:
             STATUS_FD_ENV: str(write_fd),
             SUPERVISOR_PID_ENV: str(os.getpid()),
             CONNECTION_SLOTS_FD_ENV: str(self._connection_slots),
+            HOLDINGS_FD_ENV: str(self._holdings_slots),
             # where the worker answering a $SYS request for the node asks the node's bodies, and its id
             **NodeSettings(
                 f"{dial_host(self.config.host)}:{self.endpoints.node.http_port}", self.identity.server_id
@@ -192,7 +197,7 @@ class Supervisor:
         try:
             worker.process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "cluster.node.command", *self.argv, "--worker-index", str(worker.index),
-                pass_fds=(write_fd, self._connection_slots), env=env,
+                pass_fds=(write_fd, self._connection_slots, self._holdings_slots), env=env,
             )  # fmt: skip
         finally:
             os.close(write_fd)
