@@ -96,10 +96,9 @@ class ClientPort(Protocol):
     # which publishes carry the client's details to the server answering them (None: none do)
     request_info: RequestInfoPolicy | None
 
-    @property
-    def connection_count(self) -> int: ...
-
-    def register(self, conn: ClientConnection) -> None: ...
+    def admit(self, conn: ClientConnection) -> bool:
+        """Register `conn` if max_connections leaves room for it; whether it did."""
+        ...
 
     def unregister(self, conn: ClientConnection) -> None: ...
 
@@ -178,12 +177,11 @@ class ClientConnection(asyncio.Protocol):
         self.remote_ip = peer[0] if peer else ""
         self.remote_port = peer[1] if peer else 0
         limits = self.server.limits
-        if limits.max_connections < 0 or 0 < limits.max_connections <= self.server.connection_count:
+        if not self.server.admit(self):
             # As nats-server: INFO, the error, then the connection closes.
             self._write(self.server.info_bytes(self))
             self.close_with_error(ERR_MAX_CONNECTIONS)
             return
-        self.server.register(self)
         upgrade = self.server.tls_upgrade
         if upgrade is not None:
             # INFO in clear, then TLS: both from the task, back to back. The loop starts reading this

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from gateway.protocol import DEFAULT_MAX_CONTROL_LINE, DEFAULT_MAX_PAYLOAD
 
@@ -34,3 +35,16 @@ class ServerStats:
     slow_consumers: int = 0
     # the same, by the account of the client cut off (/accstatz)
     slow_consumers_by_account: dict[str, int] = field(default_factory=dict)
+
+
+class SharedConnectionCount(Protocol):
+    """The count `max_connections` holds against when several processes share one client port (a node's
+    workers): nats-server refuses a client only when the server as a whole is full, and so must they."""
+
+    def try_add(self, limit: int) -> bool:
+        """Count one more connection of this process if fewer than `limit` are counted in all; whether it was."""
+        ...
+
+    def remove(self) -> None:
+        """A connection this process counted has closed."""
+        ...

@@ -240,6 +240,8 @@ class SublistStats:
     removes: int
     matches: int
     cache_hits: int
+    # of `subscriptions`, the entries each peer's interest takes (the rest are this node's own)
+    peer_interest: Mapping[str, int]
 
 
 class Router:
@@ -478,6 +480,7 @@ class Router:
             removes=sublist.removes,
             matches=sublist.matches,
             cache_hits=sublist.cache_hits,
+            peer_interest={peer: len(interests) for peer, interests in self._remote.items() if interests},
         )
 
     # --- publishing ---------------------------------------------------------------------

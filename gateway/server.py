@@ -17,7 +17,7 @@ from gateway.accounts import Accounts
 from gateway.auth import Authenticator
 from gateway.connect_options import RequestInfoPolicy
 from gateway.connection import ClientConnection
-from gateway.limits import Limits, ServerStats
+from gateway.limits import Limits, ServerStats, SharedConnectionCount
 from gateway.protocol import encode_info
 from gateway.router import Router
 from gateway.tls import TlsSettings, server_context
@@ -54,9 +54,12 @@ class GatewayServer:
         accounts: Accounts | None = None,
         reuse_port: bool = False,
         client_ids: tuple[int, int] = (1, 1),
+        shared_connections: SharedConnectionCount | None = None,
     ) -> None:
         """`client_ids`: (first, step) of the ids this port gives its clients; a node's workers each
-        take their own residue (worker i of N: i+1, i+1+N, ...) so no two workers give the same cid."""
+        take their own residue (worker i of N: i+1, i+1+N, ...) so no two workers give the same cid.
+        `shared_connections`: the count max_connections holds against when other processes share the
+        port (None: this port's own clients)."""
         self.router = router
         # several processes listening on one port (a node's workers); the kernel spreads new connections
         self.reuse_port = reuse_port
@@ -72,6 +75,9 @@ class GatewayServer:
         self._info_extra = dict(info_extra or {})
         self._cluster_urls: list[str] = []
         self._clients: dict[int, ClientConnection] = {}
+        self._shared_connections = shared_connections
+        # the clients counted in the shared count, each given back once when it goes
+        self._shared_counted: set[int] = set()
         first_client_id, self._client_id_step = client_ids
         self._next_client_id = first_client_id - self._client_id_step
         self._server: asyncio.Server | None = None
@@ -128,10 +134,6 @@ class GatewayServer:
         return self._advertise or f"nats://{self.host}:{self.port}"
 
     @property
-    def connection_count(self) -> int:
-        return len(self._clients)
-
-    @property
     def clients(self) -> list[ClientConnection]:
         return list(self._clients.values())
 
@@ -140,11 +142,30 @@ class GatewayServer:
         self.stats.connections_total += 1
         return ClientConnection(self, self._next_client_id)
 
-    def register(self, client: ClientConnection) -> None:
+    def admit(self, client: ClientConnection) -> bool:
+        """Register `client` unless max_connections is reached (0: no limit; below 0: no client at all),
+        counting it where the count is shared; whether it was."""
+        limit = self.limits.max_connections
+        if limit < 0:
+            return False
+        if limit > 0:
+            shared = self._shared_connections
+            if shared is None:
+                if len(self._clients) >= limit:
+                    return False
+            elif shared.try_add(limit):
+                self._shared_counted.add(client.client_id)
+            else:
+                return False
         self._clients[client.client_id] = client
+        return True
 
     def unregister(self, client: ClientConnection) -> None:
         self._clients.pop(client.client_id, None)
+        if client.client_id in self._shared_counted:
+            self._shared_counted.discard(client.client_id)
+            assert self._shared_connections is not None
+            self._shared_connections.remove()
 
     # --- INFO ---------------------------------------------------------------------------
 

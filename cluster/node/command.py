@@ -22,6 +22,7 @@ from cluster.node.config import ConfigError, NodeConfig, add_node_arguments, con
 from cluster.node.logs import configure_logging
 from cluster.node.process_setup import die_with_parent, profiled
 from cluster.node.supervision.supervisor import SUPERVISOR_PID_ENV, report_started, run_supervisor
+from cluster.node.supervision.worker_share import NodeShare
 from cluster.node.worker_config import worker_config
 from raft.grpc_setup import prefer_posix_endpoints
 
@@ -66,7 +67,10 @@ async def run(config: NodeConfig) -> None:
     from cluster.node.account_jetstream import HomeAccountChangedError
     from cluster.node.node import Node  # heavy imports only once the flags are good
 
-    node = Node(config)
+    share = None
+    if config.worker_index is not None:  # one worker of a node: what its supervisor gave it of the node
+        share = NodeShare.from_environment(config.name, config.worker_index, config.workers)
+    node = Node(config, share)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):

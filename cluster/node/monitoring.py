@@ -22,8 +22,11 @@ from cluster.node.go_format import go_duration, uptime_string
 from cluster.node.http_server import QueryError, bool_param, int_param
 from cluster.node.jetstream_monitor import DEFAULT_MAX_CONSUMERS, JetStreamMonitor
 from cluster.node.monitored_node import GLOBAL_ACCOUNT, MonitoredNode
+from cluster.node.supervision.merged_bodies import WORKER_INTEREST_KEY
 from cluster.runtime.context import CLUSTER_NAME, SYSTEM_ACCOUNT
+from cluster.runtime.workers import node_of
 from gateway.connection import ClientConnection
+from gateway.router import SublistStats
 from storage.nats_time import format_rfc3339_nano
 from subjects.grammar import subject_matches
 
@@ -79,6 +82,7 @@ class NodeMonitor:
         client_in_bytes = sum(c.in_bytes for c in clients)
         client_out_bytes = sum(c.out_bytes for c in clients)
         usage = resource.getrusage(resource.RUSAGE_SELF)
+        sublist = node.router.sublist_stats()
         body: dict[str, Any] = {
             "server_id": server.server_id,
             "server_name": server.name,
@@ -88,7 +92,8 @@ class NodeMonitor:
             "go": f"python{sys.version_info.major}.{sys.version_info.minor}.{sys.version_info.micro}",
             "host": server.host,
             "port": server.port,
-            "max_connections": MAX_CONNECTIONS,
+            # nats-server shows the setting, its default (65536) where it is 0
+            "max_connections": limits.max_connections or MAX_CONNECTIONS,
             "ping_interval": int(limits.ping_interval * 1e9),
             "ping_max": limits.max_pings_out,
             "http_host": config.host,
@@ -136,7 +141,8 @@ class NodeMonitor:
             "slow_consumers": server.stats.slow_consumers,
             "stale_connections": 0,
             "stalled_clients": 0,
-            "subscriptions": node.router.sublist_stats().subscriptions,
+            "subscriptions": sublist.subscriptions,
+            **self._worker_interest(sublist),
             "http_req_stats": dict(self._requests),
             "config_load_time": format_rfc3339_nano(self._started_ns),
             "config_digest": "",
@@ -173,39 +179,7 @@ class NodeMonitor:
 
     def statsz(self) -> dict[str, Any]:
         """`$SYS.REQ.SERVER.PING`'s statsz: what `nats server ls` tabulates."""
-        varz = self.varz()
-        links = [self._node.mesh.link_stats(peer) for peer in sorted(self._node.mesh.peers)]
-        connected = [link for link in links if link is not None and link.connected]
-        out: dict[str, Any] = {
-            "start": varz["start"],
-            "mem": varz["mem"],
-            "cores": varz["cores"],
-            "cpu": varz["cpu"],
-            "connections": varz["connections"],
-            "total_connections": varz["total_connections"],
-            "active_accounts": 1,
-            "subscriptions": varz["subscriptions"],
-            "sent": {"msgs": varz["out_msgs"], "bytes": varz["out_bytes"]},
-            "sent_to_clients": {"msgs": varz["out_client_msgs"], "bytes": varz["out_client_bytes"]},
-            "received": {"msgs": varz["in_msgs"], "bytes": varz["in_bytes"]},
-            "received_from_clients": {"msgs": varz["in_client_msgs"], "bytes": varz["in_client_bytes"]},
-            "slow_consumers": varz["slow_consumers"],
-            "active_servers": 1 + len(connected),
-        }
-        if connected:
-            out["routes"] = [
-                {
-                    "rid": index,
-                    "name": link.peer,
-                    "sent": {"msgs": link.messages_sent, "bytes": 0},
-                    "received": {"msgs": link.messages_received, "bytes": 0},
-                    "pending": link.queued_bytes,
-                }
-                for index, link in enumerate(connected, start=1)
-            ]
-        out["jetstream"] = varz["jetstream"]
-        out["gomaxprocs"] = varz["gomaxprocs"]
-        return out
+        return statsz_of(self.varz(), self.routez()["routes"])
 
     def _cpu_percent(self, usage: resource.struct_rusage, now_ns: int) -> float:
         """Average CPU use since start, in percent of one core (nats-server samples it; this is the mean)."""
@@ -293,9 +267,25 @@ class NodeMonitor:
 
     # -- /subsz -----------------------------------------------------------------------------
 
+    def _worker_interest(self, stats: SublistStats) -> dict[str, Any]:
+        """On one worker of a several-worker node, its index's entries told apart, for its supervisor to
+        count the node's subscriptions as one server's (merged_bodies.node_subscriptions); nothing on a
+        node of one process, whose bodies clients read."""
+        config = self._node.config
+        if config.worker_index is None:
+            return {}
+        node = node_of(config.name)
+        return {
+            WORKER_INTEREST_KEY: {
+                "own": stats.subscriptions - sum(stats.peer_interest.values()),
+                "peers": {peer: n for peer, n in sorted(stats.peer_interest.items()) if node_of(peer) != node},
+            }
+        }
+
     def _sublist_stats(self) -> dict[str, Any]:
         stats = self._node.router.sublist_stats()
         return {
+            **self._worker_interest(stats),
             "num_subscriptions": stats.subscriptions,
             "num_cache": stats.cache_entries,
             "num_inserts": stats.inserts,
@@ -402,3 +392,38 @@ class NodeMonitor:
             "num_routes": len(routes),
             "routes": routes,
         }
+
+
+def statsz_of(varz: dict[str, Any], routes: list[dict[str, Any]]) -> dict[str, Any]:
+    """nats-server's statsz from a /varz body and the connected routes of a /routez body (one node's, or a
+    several-worker node's merged by its supervisor)."""
+    out: dict[str, Any] = {
+        "start": varz["start"],
+        "mem": varz["mem"],
+        "cores": varz["cores"],
+        "cpu": varz["cpu"],
+        "connections": varz["connections"],
+        "total_connections": varz["total_connections"],
+        "active_accounts": 1,
+        "subscriptions": varz["subscriptions"],
+        "sent": {"msgs": varz["out_msgs"], "bytes": varz["out_bytes"]},
+        "sent_to_clients": {"msgs": varz["out_client_msgs"], "bytes": varz["out_client_bytes"]},
+        "received": {"msgs": varz["in_msgs"], "bytes": varz["in_bytes"]},
+        "received_from_clients": {"msgs": varz["in_client_msgs"], "bytes": varz["in_client_bytes"]},
+        "slow_consumers": varz["slow_consumers"],
+        "active_servers": 1 + len(routes),
+    }
+    if routes:
+        out["routes"] = [
+            {
+                "rid": index,
+                "name": route["remote_name"],
+                "sent": {"msgs": route["out_msgs"], "bytes": 0},
+                "received": {"msgs": route["in_msgs"], "bytes": 0},
+                "pending": route["pending_size"],
+            }
+            for index, route in enumerate(routes, start=1)
+        ]
+    out["jetstream"] = varz["jetstream"]
+    out["gomaxprocs"] = varz["gomaxprocs"]
+    return out

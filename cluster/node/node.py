@@ -34,6 +34,7 @@ from cluster.node.damage import mark_clean_stop, open_node_state
 from cluster.node.health import HealthJudge, StreamView, observe
 from cluster.node.http_server import NodeHttpServer
 from cluster.node.monitoring import NodeMonitor
+from cluster.node.supervision.worker_share import NodeShare
 from cluster.node.sys_requests import USER_INFO_QUEUE, SystemResponder
 from cluster.runtime.account_limits import UNLIMITED
 from cluster.runtime.context import (
@@ -45,7 +46,7 @@ from cluster.runtime.context import (
 from cluster.runtime.internal_requests import InternalRequester
 from cluster.runtime.metrics import NodeMetrics
 from cluster.runtime.publish_hold import PublishHold
-from cluster.runtime.server_limits import limit_labels
+from cluster.runtime.server_limits import NodeHoldings, limit_labels
 from cluster.runtime.workers import node_of
 from cluster.stream.leader import replica_progress
 from gateway.accounts import GLOBAL_ACCOUNT
@@ -79,8 +80,13 @@ def _other_api_prefixes(config: NodeConfig) -> list[str]:
 
 
 class Node:
-    def __init__(self, config: NodeConfig) -> None:
+    def __init__(self, config: NodeConfig, share: NodeShare | None = None) -> None:
+        """`share`: when this process is one worker of a node, what it shares with the node's other workers
+        (cluster/node/supervision/worker_share.py): the count max_connections holds for the whole node,
+        what the node's replicas hold for its JetStream limits, and the node's merged monitoring, which
+        its `$SYS` answers give."""
         self.config = config
+        self.share = share
         self.metrics = NodeMetrics(config.name)
         # The API (and its prefixed forms) is answered where the client is connected: one hop to the
         # leader, on the same link as the client's reply interest (see Router.pass_on).
@@ -113,6 +119,7 @@ class Node:
             reuse_port=config.workers > 1,
             # cids unique across the node's workers, so /connz?cid= and advisories name one client
             client_ids=((config.worker_index or 0) + 1, config.workers),
+            shared_connections=share.connections if share is not None else None,
         )
         # a client's JetStream API requests carry its details to the node answering them, for its audit
         self.server.request_info = RequestInfoPolicy(
@@ -160,6 +167,7 @@ class Node:
             self.server.server_id,
             config.user or "",
             tuple(config.accounts.prefixes.values()) if config.accounts is not None else ("",),
+            node=share.endpoints if share is not None else None,
         )
         self.ctx: NodeContext | None = None
         self.meta: MetaService | None = None
@@ -215,6 +223,7 @@ class Node:
             account=config.accounts.home if config.accounts is not None else GLOBAL_ACCOUNT,
             account_limits=config.jetstream_limits,
             server_limits=config.server_limits,
+            holdings=NodeHoldings(self.share.holdings if self.share is not None else None),
             stream_group_options=dataclasses.replace(
                 STREAM_GROUP_OPTIONS,
                 snapshot_interval=config.stream_snapshot_interval,
@@ -308,6 +317,8 @@ class Node:
             # damage met while running: the next start reads every store and repairs from the peers
             mark_clean_stop(self.config.node_data_dir)
         await self.http.stop()
+        if self.share is not None:
+            await self.share.close()
 
     # -- callbacks ---------------------------------------------------------------------------
 

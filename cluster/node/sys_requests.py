@@ -7,10 +7,15 @@
 
 jetraft has one account: any client may ask these (nats-server answers the SERVER requests only
 to its system account). docs/monitoring.md says so.
+
+A node of several workers answers as one server: its workers share one queue group for the PING
+requests and the node's server id, so one of them answers each, with the node's bodies, which it
+asks of the supervisor's HTTP port (the merge of every worker's), and with the node's name and id.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -18,6 +23,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from cluster.node.monitoring import statsz_of
 from gateway.accounts import GLOBAL_ACCOUNT
 from gateway.connect_options import REQUEST_INFO_HEADER, USER_INFO_REQUEST
 from gateway.headers import HeaderError, decode_headers
@@ -56,6 +62,38 @@ class SystemEndpoints(Protocol):
     def leafz(self) -> dict[str, Any]: ...
 
     def accountz(self, query: Mapping[str, str]) -> dict[str, Any]: ...
+
+
+class NodeMonitoring(Protocol):
+    """A several-worker node's monitoring endpoints, merged by its supervisor
+    (cluster/node/supervision/node_endpoints.py)."""
+
+    name: str
+    server_id: str
+
+    async def get(self, path: str, query: Mapping[str, str]) -> tuple[int, Any]:
+        """(HTTP status, JSON body or error text); status 0 when the supervisor could not be asked."""
+        ...
+
+
+# the node's endpoint each request kind asks, on a several-worker node (STATSZ is made of /varz and /routez)
+_NODE_PATHS = {
+    "VARZ": "/varz",
+    "CONNZ": "/connz",
+    "SUBSZ": "/subsz",
+    "ROUTEZ": "/routez",
+    "JSZ": "/jsz",
+    "HEALTHZ": "/healthz",
+    "GATEWAYZ": "/gatewayz",
+    "LEAFZ": "/leafz",
+    "ACCOUNTZ": "/accountz",
+}
+_KINDS = ("STATSZ", *_NODE_PATHS)
+
+
+def node_queue(node: str) -> str:
+    """The queue group a node's workers answer its PING requests in: one answer per node."""
+    return f"_sys_node_{node}"
 
 
 def _options(payload: bytes) -> dict[str, Any]:
@@ -115,8 +153,13 @@ class SystemResponder:
         server_id: str,
         user: str,
         account_prefixes: tuple[str, ...] = ("",),
+        node: NodeMonitoring | None = None,
     ) -> None:
+        """`node`: the node this process is one worker of, which it answers for (None: the process is
+        the node)."""
         self._router = router
+        self._node = node
+        self._tasks: set[asyncio.Task[None]] = set()
         self._endpoints = endpoints
         self._identity = identity
         self._server_id = server_id
@@ -127,11 +170,15 @@ class SystemResponder:
         self._subs: list[Subscription] = []
 
     def open(self) -> None:
-        router = self._router
+        router, node = self._router, self._node
+        # one server's requests: each asked of this process alone, or of one worker of its node
+        group = node_queue(node.name) if node is not None else None
         self._subs = [
-            router.subscribe(SERVER_PING, self._on_ping),
-            router.subscribe(f"{SERVER_PING}.*", self._on_kind),
+            router.subscribe(SERVER_PING, self._on_ping, group),
+            router.subscribe(f"{SERVER_PING}.*", self._on_kind, group),
             router.subscribe(f"$SYS.REQ.SERVER.{self._server_id}.*", self._on_kind),
+            # the node's id, which its answers give (a worker's own, above, is in its clients' INFO)
+            *([router.subscribe(f"$SYS.REQ.SERVER.{node.server_id}.*", self._on_kind, group)] if node else []),
             *(
                 router.subscribe(prefix + USER_INFO, self._on_user_info, USER_INFO_QUEUE)
                 for prefix in self._account_prefixes
@@ -142,11 +189,20 @@ class SystemResponder:
         for sub in self._subs:
             self._router.unsubscribe(sub)
         self._subs = []
+        for task in self._tasks:
+            task.cancel()
+
+    def _who(self) -> dict[str, Any]:
+        """The server answering: this process, or the node it is a worker of."""
+        identity = self._identity()
+        if self._node is not None:
+            identity.update(name=self._node.name, id=self._node.server_id)
+        return identity
 
     def _server(self) -> dict[str, Any]:
         self._seq += 1
         return {
-            **self._identity(),
+            **self._who(),
             "jetstream": True,
             "flags": FLAG_JETSTREAM,
             "seq": self._seq,
@@ -160,7 +216,7 @@ class SystemResponder:
     def _selected(self, options: Mapping[str, Any]) -> bool:
         """nats-server's EventFilterOptions: name, cluster and host match as substrings unless
         `exact_match`; every tag asked for must be one of this server's; the domain must equal."""
-        identity = self._identity()
+        identity = self._who()
         exact = bool(options.get("exact_match"))
         for option, field in (("server_name", "name"), ("cluster", "cluster"), ("host", "host")):
             wanted = options.get(option)
@@ -178,6 +234,9 @@ class SystemResponder:
     def _on_ping(self, msg: Message) -> None:
         if not msg.reply or not self._selected(_options(msg.payload)):
             return
+        if self._node is not None:
+            self._for_node(msg.reply, "statsz", "STATSZ", {})
+            return
         self._answer(msg.reply, "statsz", self._endpoints.statsz())
 
     def _on_kind(self, msg: Message) -> None:
@@ -187,6 +246,10 @@ class SystemResponder:
         if msg.subject.startswith(SERVER_PING) and not self._selected(options):
             return
         kind = msg.subject.rsplit(".", 1)[-1]
+        if self._node is not None:
+            if kind in _KINDS:  # nats-server does not subscribe to kinds it does not serve: no answer
+                self._for_node(msg.reply, "data", kind, _query(options))
+            return
         endpoints, query = self._endpoints, _query(options)
         builders: dict[str, Callable[[], dict[str, Any]]] = {
             "STATSZ": endpoints.statsz,
@@ -210,6 +273,36 @@ class SystemResponder:
             self._router.publish(msg.reply, payload.encode())
             return
         self._answer(msg.reply, "data", body)
+
+    def _for_node(self, reply: str, key: str, kind: str, query: Mapping[str, str]) -> None:
+        task = asyncio.get_running_loop().create_task(self._answer_for_node(reply, key, kind, query))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _answer_for_node(self, reply: str, key: str, kind: str, query: Mapping[str, str]) -> None:
+        """The node's body for `kind`, from its supervisor; no answer if it cannot give one (a server
+        that cannot answer does not)."""
+        node = self._node
+        assert node is not None
+        if kind == "STATSZ":
+            (varz_status, varz), (routez_status, routez) = await asyncio.gather(
+                node.get("/varz", {}), node.get("/routez", {})
+            )
+            if varz_status != 200 or routez_status != 200:
+                log.warning("node_statsz_unavailable", varz=varz_status, routez=routez_status)
+                return
+            self._answer(reply, key, statsz_of(varz, routez["routes"]))
+            return
+        status, body = await node.get(_NODE_PATHS[kind], query)
+        if status == 400:
+            payload = json.dumps({"server": self._server(), "error": {"code": 400, "description": str(body)}})
+            self._router.publish(reply, payload.encode())
+        elif kind == "HEALTHZ" and status in (200, 503) and isinstance(body, dict):
+            self._answer(reply, key, _health_data(status, body))
+        elif status == 200 and isinstance(body, dict):
+            self._answer(reply, key, body)
+        else:
+            log.warning("node_monitoring_unavailable", kind=kind, status=status)
 
     def _on_user_info(self, msg: Message) -> None:
         """The asking client's user and account, from the ClientInfo its node stamped on the request (the

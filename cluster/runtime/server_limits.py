@@ -16,8 +16,10 @@ nats-server, they count one replica's bytes (what this node stores), never a str
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,31 +69,69 @@ def node_over_limit(limits: ServerJetStreamLimits, in_memory: bool, used: int) -
     return limit is not None and used > limit
 
 
+class SiblingHoldings(Protocol):
+    """On one worker of a several-worker node: what the node's other workers hold, and where this worker
+    tells them what it holds (cluster/node/supervision/shared_holdings.py). The node's limits are the
+    node's, as a nats-server's are its server's, whichever of its workers holds a replica."""
+
+    def tell(self, memory: int, storage: int) -> None:
+        """What this worker's replicas hold now."""
+        ...
+
+    def others(self, in_memory: bool) -> int:
+        """What the other workers' replicas held when they last told."""
+        ...
+
+
 class NodeHoldings:
     """What this node's stream replicas hold now, by storage type, for a publish checked against the node's
     limit. Kept up to date as they change, never by reading every store at each publish (with a thousand
     streams that took milliseconds): a replica says when its store may have changed (after an apply or a
-    restore) and when it goes, and only the stores that changed are read again, when next asked."""
+    restore) and when it goes, and only the stores that changed are read again, when next asked.
 
-    def __init__(self) -> None:
+    On a worker of a several-worker node (`siblings`), what it holds is also told to its siblings, once
+    per loop turn in which something changed (a follower's applies change it without any publish here
+    asking), and what they hold is added to its own."""
+
+    def __init__(self, siblings: SiblingHoldings | None = None) -> None:
         self._held: dict[object, tuple[bool, int]] = {}  # by replica: (in memory, bytes), as last read
         self._changed: dict[object, Callable[[], tuple[bool, int]]] = {}
         self._totals = {True: 0, False: 0}
+        self._siblings = siblings
+        self._telling = False
 
     def changed(self, replica: object, measure: Callable[[], tuple[bool, int]]) -> None:
         """`replica`'s store may have changed: `measure()` reads (in memory, bytes) when next asked."""
         self._changed[replica] = measure
+        self._tell_soon()
 
     def gone(self, replica: object) -> None:
         self._changed.pop(replica, None)
         self._count(replica, None)
+        self._tell_soon()
 
     def held(self, in_memory: bool) -> int:
+        self._measure()
+        own = self._totals[in_memory]
+        return own if self._siblings is None else own + self._siblings.others(in_memory)
+
+    def _measure(self) -> None:
         if self._changed:
             changed, self._changed = self._changed, {}
             for replica, measure in changed.items():
                 self._count(replica, measure())
-        return self._totals[in_memory]
+
+    def _tell_soon(self) -> None:
+        if self._siblings is None or self._telling:
+            return
+        self._telling = True
+        asyncio.get_running_loop().call_soon(self._tell)
+
+    def _tell(self) -> None:
+        self._telling = False
+        self._measure()
+        assert self._siblings is not None
+        self._siblings.tell(self._totals[True], self._totals[False])
 
     def _count(self, replica: object, now: tuple[bool, int] | None) -> None:
         before = self._held.pop(replica, None)

@@ -53,8 +53,11 @@ def _healthy(http_port: int) -> bool:
 
 
 @contextlib.asynccontextmanager
-async def node_from_config(tmp_path: Path, body: str, timeout: float = 60.0) -> AsyncIterator[ConfigFileNode]:
-    base = free_port_base(3)
+async def node_from_config(
+    tmp_path: Path, body: str, timeout: float = 60.0, workers: int = 1
+) -> AsyncIterator[ConfigFileNode]:
+    """The node, healthy; with `workers` > 1 a node of that many workers (worker i on cluster port + i)."""
+    base = free_port_base(2 + workers)
     client_port, http_port, cluster_port = base, base + 1, base + 2
     config_path = tmp_path / "node.conf"
     # `cluster { listen }` is set here; a body with its own cluster block adds to it (the later key wins in
@@ -67,7 +70,8 @@ async def node_from_config(tmp_path: Path, body: str, timeout: float = 60.0) -> 
     log_path = tmp_path / "node.log"
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cluster.node.command", "--config", str(config_path), "--log-format", "json"],
+            [sys.executable, "-m", "cluster.node.command", "--config", str(config_path), "--log-format", "json"]
+            + (["--workers", str(workers)] if workers > 1 else []),
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,

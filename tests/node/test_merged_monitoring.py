@@ -9,7 +9,13 @@ from typing import Any
 import pytest
 
 from cluster.node.http_server import QueryError
-from cluster.node.supervision.merged_bodies import UNANSWERED_KEY, NodeIdentity, with_unanswered
+from cluster.node.supervision.merged_bodies import (
+    UNANSWERED_KEY,
+    WORKER_INTEREST_KEY,
+    NodeIdentity,
+    node_subscriptions,
+    with_unanswered,
+)
 from cluster.node.supervision.merged_jetstream import merged_jsz, merged_meta
 from cluster.node.supervision.merged_lists import merged_connz, merged_subsz
 from cluster.node.supervision.merged_monitoring import (
@@ -261,3 +267,27 @@ def test_accounts_sum_each_account_over_the_workers() -> None:
 def test_a_worker_that_did_not_answer_is_named() -> None:
     assert with_unanswered({"a": 1}, ["n1/w2", "n1/w1"]) == {"a": 1, UNANSWERED_KEY: ["n1/w1", "n1/w2"]}
     assert with_unanswered({"a": 1}, []) == {"a": 1}
+
+
+def test_the_nodes_subscriptions_count_each_subscription_and_each_other_nodes_interest_once() -> None:
+    # worker 0: 20 of its own; it heard 7 entries from n2/w0 and 4 from n2/w1; worker 1: 30 of its own,
+    # and the same peers' interest, of which it has heard only 6 of n2/w0's so far
+    w0 = {"own": 20, "peers": {"n2/w0": 7, "n2/w1": 4}}
+    w1 = {"own": 30, "peers": {"n2/w0": 6, "n2/w1": 4}}
+    assert node_subscriptions([w0, w1]) == 20 + 30 + 7 + 4
+
+    def varz(worker: int, total: int, breakdown: dict[str, Any] | None) -> dict[str, Any]:
+        body: dict[str, Any] = {"server_name": f"n1/w{worker}", "subscriptions": total, "in_msgs": 0, "out_msgs": 0}
+        if breakdown is not None:
+            body[WORKER_INTEREST_KEY] = breakdown
+        return body
+
+    # each worker's index also holds its sibling's 5 and 8 entries, which the breakdown leaves out
+    bodies = {"n1/w0": varz(0, 20 + 11 + 8, w0), "n1/w1": varz(1, 30 + 10 + 5, w1)}
+    body = merged_varz(NODE, bodies, ROUTEZ, {}, NODE.started_ns)
+    assert body["subscriptions"] == 61 and WORKER_INTEREST_KEY not in body
+    stats = {"num_subscriptions": 39, "num_matches": 0, WORKER_INTEREST_KEY: w0}
+    subsz = merged_subsz(NODE, {"n1/w0": stats, "n1/w1": {**stats, "num_subscriptions": 45, WORKER_INTEREST_KEY: w1}}, 0, 10, False, NOW)
+    assert subsz["num_subscriptions"] == 61 and WORKER_INTEREST_KEY not in subsz
+    # a worker without the breakdown (an older one): the counts summed, as before
+    assert merged_varz(NODE, {**bodies, "n1/w1": varz(1, 45, None)}, ROUTEZ, {}, NODE.started_ns)["subscriptions"] == 84

@@ -31,10 +31,10 @@ LIMITS = "max_memory_store: 3000, max_file_store: '1K'"  # 1K as a string: 1024 
 
 
 async def on_both_with_limits(
-    tmp_path: Path, limits: str, scenario: Callable[[int, int], Awaitable[T]], rest: str = ""
+    tmp_path: Path, limits: str, scenario: Callable[[int, int], Awaitable[T]], rest: str = "", workers: int = 1
 ) -> tuple[T, T]:
-    """`scenario(client port, http port)` against nats-server 2.15.1, then a jetraft node, both given
-    `jetstream { <limits> }` and `rest`: (theirs, ours)."""
+    """`scenario(client port, http port)` against nats-server 2.15.1, then a jetraft node (of `workers`
+    workers), both given `jetstream { <limits> }` and `rest`: (theirs, ours)."""
     reference, ours = tmp_path / "ref", tmp_path / "jetraft"
     reference.mkdir()
     ours.mkdir()
@@ -42,7 +42,7 @@ async def on_both_with_limits(
     body = f"http: {HOST}:{http_port}\njetstream {{ store_dir: '{reference / 'js'}', {limits} }}\n{rest}"
     async with nats_server_from_config(reference, body) as port:
         theirs = await scenario(port, http_port)
-    async with node_from_config(ours, f"jetstream {{ {limits} }}\n{rest}") as node:
+    async with node_from_config(ours, f"jetstream {{ {limits} }}\n{rest}", workers=workers) as node:
         return theirs, await scenario(node.client_port, node.http_port)
 
 
@@ -148,6 +148,17 @@ async def test_a_publish_past_the_nodes_limit_is_refused_as_by_nats_server(tmp_p
         "seq": 0,
     }
     assert expected[15] == {"messages": 8, "bytes": 8 * 417}
+    assert got == expected
+
+
+async def test_a_node_of_two_workers_holds_its_limits_as_one_nats_server(tmp_path: Path) -> None:
+    """The same publishes to a node of two workers: its streams are spread over both (each new one goes
+    to the worker with fewer), and the limit counts what the whole node holds, as nats-server's counts
+    what its server holds (each worker counting its own let G's worker take messages past the limit)."""
+    expected, got = await on_both_with_limits(
+        tmp_path, "max_memory_store: 3200, max_file_store: 1000", _publishes, workers=2
+    )
+    assert [i for i, answer in enumerate(expected[:15]) if "error" in answer] == [8, 12, 13, 14]
     assert got == expected
 
 

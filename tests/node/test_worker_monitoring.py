@@ -102,42 +102,123 @@ def test_a_worker_that_does_not_answer_is_left_out_and_named(node: LocalCluster)
         os.kill(frozen, signal.SIGCONT)
 
 
-async def ping_replies(nc: nats.NATS, subject: str, want: int, within: float = 10.0) -> list[Any]:
-    """The replies to one `$SYS` ping until `want` have come, or `within` seconds have passed."""
-    inbox, replies = nc.new_inbox(), asyncio.Queue[Any]()
-    sub = await nc.subscribe(inbox, cb=replies.put)
-    await nc.publish(subject, b"{}", reply=inbox)
-    got: list[Any] = []
-    deadline = asyncio.get_running_loop().time() + within
+async def replies_to_each(
+    nc: nats.NATS, subjects: list[str], payload: bytes = b"{}", within: float = 10.0, extra: float = 2.0
+) -> list[list[Any]]:
+    """Every reply to one request on each of `subjects`, all asked at once: gathered until each has one,
+    then `extra` seconds more for any second answer (a server answers at once or not at all)."""
+    prefix, replies = nc.new_inbox(), asyncio.Queue[Any]()
+    sub = await nc.subscribe(f"{prefix}.*", cb=replies.put)
+    for index, subject in enumerate(subjects):
+        await nc.publish(subject, payload, reply=f"{prefix}.{index}")
+    got: list[list[Any]] = [[] for _ in subjects]
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    settled: float | None = None
     try:
-        while len(got) < want and (left := deadline - asyncio.get_running_loop().time()) > 0:
+        while (left := (settled or deadline) - loop.time()) > 0:
             try:
-                got.append(json.loads((await asyncio.wait_for(replies.get(), left)).data))
+                msg = await asyncio.wait_for(replies.get(), left)
             except TimeoutError:
                 break
+            # an empty message is the server's no-responders status: nobody serves that subject
+            got[int(msg.subject.rsplit(".", 1)[-1])].append(json.loads(msg.data) if msg.data else msg.headers)
+            if settled is None and all(got):
+                settled = loop.time() + extra
     finally:
         await sub.unsubscribe()
     return got
 
 
-async def test_sys_connz_of_the_workers_names_the_clients_by_the_nodes_cids(node: LocalCluster) -> None:
-    """Each worker answers `$SYS.REQ.SERVER.PING.CONNZ` as itself; together they list the node's
-    clients, each with the cid /connz and INFO give it, none twice."""
+async def test_sys_requests_are_answered_once_by_the_node_with_its_bodies(node: LocalCluster) -> None:
+    """`$SYS.REQ.SERVER.PING` and its kinds, and the node's id (the one its answers give) or a worker's (in
+    its clients' INFO), are answered once, by the node: its name, its id, and the bodies its HTTP port
+    merges from both workers, as one nats-server answers for its server."""
     clients = [await connect_to_member(node, member) for member in ("n1/w0", "n1/w1")]
     try:
-        # connect_to_member closes the connections that reached the other worker: a worker may still
-        # list one of them in one view and not in the next, so compare until both views settle (bounded)
-        for _ in range(50):
-            replies = await ping_replies(clients[0], "$SYS.REQ.SERVER.PING.CONNZ", want=WORKERS)
-            over_nats = [c["cid"] for r in replies for c in r["data"]["connections"]]
-            _, connz = get(node, "connz")
-            if sorted(over_nats) == sorted(c["cid"] for c in connz["connections"]):
-                break
-            await asyncio.sleep(0.1)
-        assert sorted(r["server"]["name"] for r in replies) == ["n1/w0", "n1/w1"]
-        assert len(over_nats) == len(set(over_nats))
-        assert sorted(over_nats) == sorted(c["cid"] for c in connz["connections"])
-        assert {c._server_info["client_id"] for c in clients} <= set(over_nats)
+        _, varz = get(node, "varz")
+        node_id = varz["server_id"]
+        worker_id = clients[1]._server_info["server_id"]
+        subjects = [
+            "$SYS.REQ.SERVER.PING",
+            "$SYS.REQ.SERVER.PING.VARZ",
+            "$SYS.REQ.SERVER.PING.CONNZ",
+            "$SYS.REQ.SERVER.PING.JSZ",
+            "$SYS.REQ.SERVER.PING.HEALTHZ",
+            f"$SYS.REQ.SERVER.{node_id}.SUBSZ",
+            f"$SYS.REQ.SERVER.{worker_id}.ROUTEZ",
+        ]
+        answers = await replies_to_each(clients[0], subjects)
+        assert [len(replies) for replies in answers] == [1] * len(subjects), answers
+        (statsz, varz_over_nats, connz, jsz, health, subsz, routez) = [replies[0] for replies in answers]
+        for answer in (statsz, varz_over_nats, connz, jsz, health, subsz, routez):
+            assert (answer["server"]["name"], answer["server"]["id"]) == ("n1", node_id)
+        assert varz_over_nats["data"]["server_name"] == "n1" and varz_over_nats["data"]["server_id"] == node_id
+        cids = {c._server_info["client_id"] for c in clients}
+        assert cids <= {c["cid"] for c in connz["data"]["connections"]}
+        assert statsz["statsz"]["connections"] >= 2 and statsz["statsz"]["active_servers"] == 1
+        assert jsz["data"]["server_id"] == node_id
+        assert health["data"]["status"] == "ok" and health["data"]["status_code"] == 200
+        assert subsz["data"]["server_id"] == node_id and routez["data"]["server_name"] == "n1"
+        # a bad query is refused once, with the endpoint's words
+        [[refusal]] = await replies_to_each(clients[0], ["$SYS.REQ.SERVER.PING.CONNZ"], b'{"sort": "nonsense"}')
+        assert refusal["error"] == {"code": 400, "description": "invalid sorting option: nonsense"}
+        assert refusal["server"]["name"] == "n1"
+    finally:
+        for client in clients:
+            await client.close()
+
+
+def counts(node: LocalCluster) -> tuple[int, int]:
+    _, varz = get(node, "varz")
+    _, subsz = get(node, "subsz")
+    assert "jetraft_worker_interest" not in varz and "jetraft_worker_interest" not in subsz
+    return varz["subscriptions"], subsz["num_subscriptions"]
+
+
+def settled_counts(node: LocalCluster) -> tuple[int, int]:
+    """The node's counts once two reads a moment apart agree: the clients an earlier test closed leave
+    the workers' indexes on the workers' own time (bounded)."""
+    last = counts(node)
+    for _ in range(50):
+        time.sleep(0.2)
+        now = counts(node)
+        if now == last:
+            return now
+        last = now
+    raise AssertionError(f"the node's subscription count never settled: {last}")
+
+
+async def test_the_nodes_subscriptions_count_each_subscription_once(node: LocalCluster) -> None:
+    """Each worker's index holds its siblings' interest too; the node counts each client's subscription
+    once, as one server's index does: three on one worker and five on the other add eight, in /varz and
+    in /subsz, once each worker has heard of the other's (a message across proves it)."""
+    clients = [await connect_to_member(node, member) for member in ("n1/w0", "n1/w1")]
+    try:
+        before = settled_counts(node)
+        subjects = [[f"counted.w0.{i}" for i in range(3)], [f"counted.w1.{i}" for i in range(5)]]
+        received: list[asyncio.Queue[Any]] = [asyncio.Queue(), asyncio.Queue()]
+        for client, own, queue in zip(clients, subjects, received, strict=True):
+            for subject in own:
+                await client.subscribe(subject, cb=queue.put)
+            await client.flush()
+        # each worker holds the other's interest once a message from it reaches every subscription: the
+        # interest travels between the workers on its own time, and a message sent before it is dropped
+        # (nobody there yet), so each subject is sent again until it arrives (bounded)
+        for sender, other in ((0, 1), (1, 0)):
+            for subject in subjects[other]:
+                for _ in range(100):
+                    await clients[sender].publish(subject, b"x")
+                    try:
+                        got = await asyncio.wait_for(received[other].get(), 0.2)
+                    except TimeoutError:
+                        continue
+                    if got.subject == subject:
+                        break
+                else:
+                    raise AssertionError(f"{subject} never reached worker {other}'s client")
+        after = counts(node)
+        assert (after[0] - before[0], after[1] - before[1]) == (8, 8)
     finally:
         for client in clients:
             await client.close()

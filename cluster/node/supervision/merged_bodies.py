@@ -13,6 +13,11 @@ from cluster.runtime.workers import worker_index
 
 # jetraft's own key, present only when a worker did not answer: the body is the others' alone
 UNANSWERED_KEY = "unanswered_workers"
+# A worker's own key in its /varz and sublist stats, for its supervisor only (never in a merged body):
+# its subscription index's entries as {"own": its clients' and its services' subscriptions, "peers":
+# {member of another node: the entries that member's interest takes}}; its sibling workers' interest
+# is left out.
+WORKER_INTEREST_KEY = "jetraft_worker_interest"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,3 +78,32 @@ def with_unanswered(body: dict[str, Any], unanswered: Sequence[str]) -> dict[str
     if unanswered:
         body[UNANSWERED_KEY] = sorted(unanswered, key=worker_index)
     return body
+
+
+def node_subscriptions(breakdowns: Sequence[Mapping[str, Any]]) -> int:
+    """The subscriptions of a node, from its workers' WORKER_INTEREST_KEY, counted as one server's index
+    counts them: every subscription of the node's clients and services once (each is in one worker's
+    index), and every interest another node told it of once, though each of its workers holds a copy
+    (the largest copy, should one worker be behind: the same rule as /routez's). A worker's siblings'
+    interest is not counted: it is the node's insides (their subscriptions are counted as theirs), as
+    the links between them are not routes.
+
+    What this cannot make one server's: each worker runs the node's services (the JetStream API entry,
+    the `$SYS` responders, its internal inbox) for itself, and its index holds them, so they count once
+    per worker (docs/monitoring.md)."""
+    own = sum(int(breakdown.get("own", 0)) for breakdown in breakdowns)
+    heard: dict[str, int] = {}
+    for breakdown in breakdowns:
+        for peer, entries in (breakdown.get("peers") or {}).items():
+            heard[peer] = max(heard.get(peer, 0), int(entries))
+    return own + sum(heard.values())
+
+
+def merged_subscriptions(bodies: Iterable[Mapping[str, Any]], counted: str) -> int:
+    """`counted` (a body's own subscription count) for the node: node_subscriptions where every body has
+    its worker's breakdown, else (a worker of an older version) the counts summed."""
+    listed = list(bodies)
+    breakdowns = [body.get(WORKER_INTEREST_KEY) for body in listed]
+    if listed and all(isinstance(breakdown, Mapping) for breakdown in breakdowns):
+        return node_subscriptions([b for b in breakdowns if isinstance(b, Mapping)])
+    return sum(int(body.get(counted, 0)) for body in listed)

@@ -10,7 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from cluster.node.supervision.merged_bodies import Bodies, NodeIdentity, in_worker_order
+from cluster.node.supervision.merged_bodies import (
+    WORKER_INTEREST_KEY,
+    Bodies,
+    NodeIdentity,
+    in_worker_order,
+    merged_subscriptions,
+)
 from storage.nats_time import parse_rfc3339_nano
 
 
@@ -61,12 +67,14 @@ def merged_connz(
 
 def merged_sublist_stats(stats: list[dict[str, Any]]) -> dict[str, Any]:
     """The workers' subscription indexes' counts added up; rates weighted by each one's matches.
-    Each worker's index also holds its siblings' and the peers' interest, so an interest counts once
-    per worker that holds it."""
+    `num_subscriptions` counts each subscription and each other node's interest once (merged_bodies.
+    node_subscriptions); the other counts are of the workers' index operations, which are each worker's."""
     matches = sum(s.get("num_matches", 0) for s in stats)
     out = dict(stats[0])
-    for key in ("num_subscriptions", "num_cache", "num_inserts", "num_removes", "num_matches"):
+    out.pop(WORKER_INTEREST_KEY, None)
+    for key in ("num_cache", "num_inserts", "num_removes", "num_matches"):
         out[key] = sum(s.get(key, 0) for s in stats)
+    out["num_subscriptions"] = merged_subscriptions(stats, "num_subscriptions")
     for key in ("cache_hit_rate", "avg_fanout"):
         weighted = sum(s.get(key, 0.0) * s.get("num_matches", 0) for s in stats)
         out[key] = weighted / matches if matches else 0.0
@@ -92,7 +100,9 @@ def merged_subsz(
     """/subsz of the node: the indexes' counts summed and, asked for, one page of every worker's
     subscriptions in cid order (each worker lists its own in cid order)."""
     ordered = in_worker_order(bodies)
-    stats = merged_sublist_stats([{key: body[key] for key in _SUBLIST_KEYS if key in body} for body in ordered])
+    stats = merged_sublist_stats(
+        [{key: body[key] for key in (*_SUBLIST_KEYS, WORKER_INTEREST_KEY) if key in body} for body in ordered]
+    )
     out: dict[str, Any] = {
         "server_id": node.server_id,
         "now": now,

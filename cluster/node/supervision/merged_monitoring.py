@@ -14,10 +14,12 @@ from typing import Any
 
 from cluster.node.go_format import uptime_string
 from cluster.node.supervision.merged_bodies import (
+    WORKER_INTEREST_KEY,
     Bodies,
     NodeIdentity,
     first_copy,
     in_worker_order,
+    merged_subscriptions,
     sum_key,
     summed,
 )
@@ -41,7 +43,6 @@ _VARZ_SUMS = (
     "slow_consumers",
     "stale_connections",
     "stalled_clients",
-    "subscriptions",
     "slow_consumer_stats",
     "stale_connection_stats",
     "disk_io_wait_stats",
@@ -126,6 +127,9 @@ def merged_varz(
         if key in out:
             out[key] = sum_key(ordered, key)
     out["cpu"] = round(sum(body.get("cpu", 0.0) for body in ordered), 2)
+    out.pop(WORKER_INTEREST_KEY, None)
+    if "subscriptions" in out:
+        out["subscriptions"] = merged_subscriptions(ordered, "subscriptions")
     sibling_in, sibling_out = sibling_traffic(node, routez)
     out["in_msgs"] = sum(body.get("in_msgs", 0) for body in ordered) - sibling_in
     out["out_msgs"] = sum(body.get("out_msgs", 0) for body in ordered) - sibling_out

@@ -38,8 +38,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 
 from cluster.node.config import NodeConfig
 from cluster.node.http_server import QueryError, bool_param, json_reply
+from cluster.node.supervision.connection_slots import CONNECTION_SLOTS_FD_ENV, create_connection_slots
 from cluster.node.supervision.merged_bodies import NodeIdentity
+from cluster.node.supervision.node_endpoints import SYS_REQUEST_HEADER, NodeSettings
 from cluster.node.supervision.node_health import MergedMetrics, node_health
+from cluster.node.supervision.shared_holdings import HOLDINGS_FD_ENV, create_holdings_slots
 from cluster.node.supervision.supervisor_http import NodeMonitoringEndpoints, forwarded
 from cluster.node.worker_config import dial_host
 from cluster.runtime.workers import worker_name
@@ -83,6 +86,10 @@ class Supervisor:
             "jetraft_worker_up", "Whether the worker process is running and has reported its HTTP port",
             ["node", "worker"], registry=self.registry,
         )  # fmt: skip
+        # the node's one count of client connections, which every worker holds max_connections against
+        self._connection_slots = create_connection_slots(config.workers)
+        # what the node's replicas hold, for its JetStream limits, which every worker holds the node to
+        self._holdings_slots = create_holdings_slots(config.workers)
         self._stopping = False
         self._watchers: list[asyncio.Task[None]] = []
         self._runner: web.AppRunner | None = None
@@ -151,6 +158,8 @@ class Supervisor:
             await self._runner.cleanup()
         if self._session is not None:
             await self._session.close()
+        os.close(self._connection_slots)
+        os.close(self._holdings_slots)
 
     # -- workers ----------------------------------------------------------------------------------
 
@@ -174,11 +183,21 @@ class Supervisor:
 
     async def _run_once(self, worker: WorkerProcess) -> int:
         read_fd, write_fd = os.pipe()
-        env = {**os.environ, STATUS_FD_ENV: str(write_fd), SUPERVISOR_PID_ENV: str(os.getpid())}
+        env = {
+            **os.environ,
+            STATUS_FD_ENV: str(write_fd),
+            SUPERVISOR_PID_ENV: str(os.getpid()),
+            CONNECTION_SLOTS_FD_ENV: str(self._connection_slots),
+            HOLDINGS_FD_ENV: str(self._holdings_slots),
+            # where the worker answering a $SYS request for the node asks the node's bodies, and its id
+            **NodeSettings(
+                f"{dial_host(self.config.host)}:{self.endpoints.node.http_port}", self.identity.server_id
+            ).environment(),
+        }
         try:
             worker.process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "cluster.node.command", *self.argv, "--worker-index", str(worker.index),
-                pass_fds=(write_fd,), env=env,
+                pass_fds=(write_fd, self._connection_slots, self._holdings_slots), env=env,
             )  # fmt: skip
         finally:
             os.close(write_fd)
@@ -210,7 +229,8 @@ class Supervisor:
         return {worker.name: answer for worker, answer in zip(self.workers, answers, strict=True)}
 
     async def _healthz(self, request: web.Request) -> web.Response:
-        self.endpoints.count("/healthz")
+        if SYS_REQUEST_HEADER not in request.headers:
+            self.endpoints.count("/healthz")
         try:
             bool_param(request.query, "js-enabled-only")
             bool_param(request.query, "js-server-only")

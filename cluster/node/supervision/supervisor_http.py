@@ -31,6 +31,7 @@ from cluster.node.supervision.merged_monitoring import (
     merged_routez,
     merged_varz,
 )
+from cluster.node.supervision.node_endpoints import SYS_REQUEST_HEADER
 from storage.nats_time import format_rfc3339_nano
 
 DEFAULT_LIST_LIMIT = 1024
@@ -101,7 +102,8 @@ class NodeMonitoringEndpoints:
         self, path: str, build: Callable[[Mapping[str, str]], Awaitable[dict[str, Any]]]
     ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         async def handle(request: web.Request) -> web.StreamResponse:
-            self.count(path)
+            if SYS_REQUEST_HEADER not in request.headers:  # a worker answering a $SYS request, not HTTP
+                self.count(path)
             try:
                 body = await build(request.query)
             except QueryError as exc:
