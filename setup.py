@@ -41,14 +41,12 @@ def _module_files() -> dict[str, list[str]]:
 
 
 def _compiled_in_tree() -> list[Path]:
-    """The compiled modules and shared libraries beside the sources, from an earlier build."""
-    found: list[Path] = []
-    for package, paths in _module_files().items():
-        found.extend((ROOT / package).glob("native__mypyc.*.so"))
-        for path in paths:
-            source = ROOT / path
-            found.extend(source.parent.glob(source.stem + ".*.so"))
-    return found
+    """Every compiled module and shared library beside the sources, from this build or an earlier one
+    (of a module since taken off the list too: its .so would still be loaded instead of its source)."""
+    with (ROOT / "pyproject.toml").open("rb") as file:
+        includes = tomllib.load(file)["tool"]["setuptools"]["packages"]["find"]["include"]
+    packages = [pattern.rstrip("*") for pattern in includes]
+    return [binary for package in packages for binary in (ROOT / package).rglob("*.so")]
 
 
 def _as_python(reason: str) -> list[Any]:
@@ -95,11 +93,20 @@ class OptionalBuildExt(build_ext):
             _say(f"compiling the hot-path modules failed ({_first_line(exc)}): installing them as plain Python")
             return
         if self.extensions:
-            # Dated now, not copied with the date they were first built (an unchanged module is not rebuilt):
-            # tests/test_compiled.py takes a source newer than its compiled module for an edit not compiled.
-            for binary in _compiled_in_tree():
-                binary.touch()
+            if self.inplace or getattr(self, "editable_mode", False):
+                self._date_in_tree()
             _say(f"compiled {len(self.extensions)} extension modules with mypyc")
+
+    def _date_in_tree(self) -> None:
+        built = {ROOT / self.get_ext_filename(extension.name) for extension in self.extensions}
+        for binary in _compiled_in_tree():
+            if binary not in built:  # a module taken off the list since an earlier build
+                binary.unlink()
+            else:
+                # Dated now, not copied with the date it was first built (an unchanged module is not
+                # rebuilt): tests/test_compiled.py takes a source newer than its compiled module for an
+                # edit not compiled.
+                binary.touch()
 
     def _remove_built(self) -> None:
         # Some modules compiled and others not would mix native calls into a library that is not there.
