@@ -152,6 +152,30 @@ def test_record_decode_of_any_bytes(data: bytes, verify: bool) -> None:
         )
 
 
+@needs_compiled
+@settings(max_examples=500, deadline=None)
+@given(subjects, st.none() | small_bytes, small_bytes, st.integers(8, 400), st.integers(0, 255))
+def test_record_decode_of_damaged_records(
+    subject: str, headers: bytes | None, payload: bytes, at: int, value: int
+) -> None:
+    """A record with one byte changed after its length field (subject length, headers length, flags):
+    the field checks that only such bytes reach, without the hash to stop them first."""
+    compiled, source = both("storage.record")
+    record = bytearray(source.encode_record(subject.encode(), headers, payload, 1, 2))
+    if at == 8:  # the length field's top byte: the headers flag
+        record[3] ^= 0x80
+    else:
+        record[min(at, len(record) - 1)] = value
+    damaged = bytes(record)
+    assert outcome(lambda: compiled.decode_record(damaged, verify_hash=False)) == outcome(
+        lambda: source.decode_record(damaged, verify_hash=False)
+    )
+    for call in ("record_header", "record_headers"):
+        assert outcome(lambda call=call: getattr(compiled, call)(damaged)) == outcome(
+            lambda call=call: getattr(source, call)(damaged)
+        )
+
+
 # -- cluster.stream.entries ------------------------------------------------------------------------
 
 short_text = st.text(max_size=20)
@@ -235,9 +259,9 @@ def test_seq_set_answers(steps: list[tuple[str, int]]) -> None:
             elif op == "d":
                 answers.append(seqs.discard(seq))
             elif op == "n":
-                answers.append(seqs.next_at_or_after(seq - 100))
+                answers.append((seqs.next_at_or_after(seq), seqs.next_at_or_after(seq - 100)))
             elif op == "p":
-                answers.append(seqs.prev_at_or_before(seq - 100))
+                answers.append((seqs.prev_at_or_before(seq), seqs.prev_at_or_before(seq - 100)))
             elif op == "c":
                 answers.append(seqs.count_at_or_after(seq))
             elif op == "i":
@@ -249,14 +273,14 @@ def test_seq_set_answers(steps: list[tuple[str, int]]) -> None:
 
 @needs_compiled
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.integers(1, 4), min_size=1, max_size=200), operations)
-def test_seq_list_answers(gaps: list[int], steps: list[tuple[str, int]]) -> None:
+@given(st.lists(st.tuples(st.integers(1, 60), st.integers(2, 5)), min_size=1, max_size=12), operations)
+def test_seq_list_answers(runs: list[tuple[int, int]], steps: list[tuple[str, int]]) -> None:
     compiled, source = both("storage.seq_list")
-    seqs = []
+    seqs: list[int] = []
     at = 0
-    for gap in gaps:  # runs (gap 1) and interleaved stretches, so both representations are met
-        at += gap
-        seqs.append(at)
+    for length, gap in runs:  # long runs and short ones, so both representations are met
+        seqs.extend(range(at + gap, at + gap + length))
+        at = seqs[-1]
     lists = (compiled.SeqList(seqs), source.SeqList(seqs))
     for op, seq in steps:
         seq %= at + 20
