@@ -41,7 +41,10 @@ install: $(RUN_STAMP)
 
 # Rebuild the compiled modules in place after editing one (an install does it too, more slowly), or remove
 # them to run every module as Python (docs/compiled.md). JETRAFT_COMPILE=0 makes installs skip compiling.
+# (mypy brings mypyc: installed first, at pyproject's build requirement, where only `make up` ran)
+MYPY_REQUIREMENT := $(shell grep -o '"mypy[^"]*"' pyproject.toml | head -1 | tr -d '"')
 compile: | $(BIN)/python
+	$(BIN)/python -c 'import mypyc' 2>/dev/null || $(BIN)/pip install -q '$(MYPY_REQUIREMENT)'
 	$(BIN)/python setup.py -q build_ext --inplace
 
 uncompile:
