@@ -9,6 +9,12 @@ DEV_STAMP := $(VENV)/.installed-dev
 # The hot-path modules setup.py compiles with mypyc (pyproject.toml [tool.jetraft] mypyc-modules): an
 # install recompiles them when one changes, since the compiled .so files beside them are loaded instead.
 COMPILED_SOURCES := $(shell sed -n '/^mypyc-modules/,/^]/p' pyproject.toml | grep -o '"[a-z_.]*"' | tr -d '"' | sed 's|\.|/|g; s|$$|.py|')
+# After an install, one line says how many of them are compiled (pip -q hides setup.py's own lines).
+SAY_COMPILED := $(BIN)/python -c 'import importlib, tomllib; \
+  names = tomllib.load(open("pyproject.toml", "rb"))["tool"]["jetraft"]["mypyc-modules"]; \
+  done = [n for n in names if not importlib.import_module(n).__file__.endswith(".py")]; \
+  print(f"jetraft: {len(done)} of {len(names)} hot-path modules compiled with mypyc" \
+        + ("" if done else " (plain Python; pip install -v -e . says why)"))'
 
 # nats.js, the second client the tests drive (tests/natsjs/), pinned by its package-lock.json
 NATSJS := tests/natsjs
@@ -28,6 +34,7 @@ $(BIN)/python:
 
 $(RUN_STAMP): pyproject.toml setup.py $(COMPILED_SOURCES) | $(BIN)/python
 	$(BIN)/pip install -q -e .
+	@$(SAY_COMPILED)
 	touch $@
 
 $(DEV_STAMP): pyproject.toml setup.py $(COMPILED_SOURCES) | $(BIN)/python
@@ -35,6 +42,7 @@ $(DEV_STAMP): pyproject.toml setup.py $(COMPILED_SOURCES) | $(BIN)/python
 	command -v java >/dev/null || (apt-get update -q && apt-get install -y -q openjdk-17-jre-headless)
 	command -v prometheus >/dev/null || (apt-get update -q && apt-get install -y -q prometheus)
 	$(BIN)/pip install -q -e '.[dev]'
+	@$(SAY_COMPILED)
 	touch $@ $(RUN_STAMP)
 
 install: $(RUN_STAMP)
@@ -46,6 +54,7 @@ MYPY_REQUIREMENT := $(shell grep -o '"mypy[^"]*"' pyproject.toml | head -1 | tr 
 compile: | $(BIN)/python
 	$(BIN)/python -c 'import mypyc' 2>/dev/null || $(BIN)/pip install -q '$(MYPY_REQUIREMENT)'
 	$(BIN)/python setup.py -q build_ext --inplace
+	@$(SAY_COMPILED)
 
 uncompile:
 	find subjects storage raft gateway cluster chaos pipeline local cli -name '*.so' -delete
