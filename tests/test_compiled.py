@@ -14,6 +14,7 @@ import importlib.machinery
 import importlib.util
 import itertools
 import sys
+import tempfile
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -453,3 +454,68 @@ def test_protocol_parser_answers(parts: list[bytes], cuts: list[int]) -> None:
     bounds = sorted({0, len(stream), *(cut % (len(stream) + 1) for cut in cuts)})
     chunks = [stream[low:high] for low, high in itertools.pairwise(bounds)]
     assert _parse(compiled, chunks) == _parse(source, chunks)
+
+
+# -- storage.rocks, cluster.stream.machine (the compiled modules they use are the same in both runs) -----
+
+entry_steps = st.lists(
+    st.tuples(
+        st.sampled_from(["pub", "pub", "pub", "dedup", "expect", "delete", "purge", "expire"]), st.integers(0, 30)
+    ),
+    min_size=1,
+    max_size=50,
+)
+
+
+@needs_compiled
+@settings(max_examples=60, deadline=None)
+@given(entry_steps, st.sampled_from([0, 1, 2]), st.sampled_from([1, 4, 16]))
+def test_file_stream_replica_answers(steps: list[tuple[str, int]], per_subject: int, batch: int) -> None:
+    """The same committed entries applied by the compiled state machine on the compiled file store, and
+    by both as Python source: the same result for every entry, and the same store after every run."""
+    from cluster.stream.config import stream_config_from_json
+    from cluster.stream.config_check import normalize_stream_config
+    from cluster.stream.entries import DeleteMsg, Expire, Purge, StoreMsg
+    from raft.types import Entry
+
+    config = {"name": "S", "subjects": ["s.>"], "duplicate_window": 60_000_000_000, "allow_msg_ttl": True}
+    if per_subject:
+        config["max_msgs_per_subject"] = per_subject
+    cfg = normalize_stream_config(stream_config_from_json(config))
+    entries = []
+    for index, (op, k) in enumerate(steps, start=1):
+        subject = f"s.{k % 5}"
+        ts = 1_700_000_000_000_000_000 + index * 1_000_000
+        if op == "pub":
+            headers = b"NATS/1.0\r\nNats-TTL: 30\r\n\r\n" if k % 3 == 0 else b""
+            entry: Any = StoreMsg(subject, headers, b"x" * k, ts)
+        elif op == "dedup":
+            entry = StoreMsg(subject, b"", b"d", ts, msg_id=f"id{k % 4}")
+        elif op == "expect":
+            entry = StoreMsg(subject, b"", b"e", ts, expected_last_seq=k % 8)
+        elif op == "delete":
+            entry = DeleteMsg(seq=k % 12, erase=bool(k % 2))
+        elif op == "expire":  # past the 30 s Nats-TTL of some messages, or not
+            entry = Expire(now_ns=ts + (40_000_000_000 if k % 2 else 0), limit=k % 3)
+        else:
+            entry = Purge(filter=subject if k % 2 else "", keep=k % 3)
+        entries.append(Entry(term=1, index=index, data=entry.encode()))
+
+    builds = [
+        (importlib.import_module("storage.rocks"), importlib.import_module("cluster.stream.machine")),
+        (pure("storage.rocks"), pure("cluster.stream.machine")),
+    ]
+    seen = []
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
+        for number, (rocks, machine) in enumerate(builds):
+            store = rocks.RocksStreamStore.open_alone(Path(tmp) / f"build-{number}")
+            replica = machine.StreamStateMachine(store, cfg, sync_writes=False)
+            answers: list[object] = []
+            for at in range(0, len(entries), batch):
+                answers.append([repr(result) for result in replica.apply(entries[at : at + batch])])
+                answers.append(repr(store.state(include_deleted=True)))
+                answers.append(repr(sorted(store.subjects_state(">").items())))
+                answers.append(outcome(lambda store=store: store.load_last_msg("s.*")))
+            store.close()
+            seen.append(answers)
+    assert seen[0] == seen[1]
