@@ -6,12 +6,21 @@ BIN := $(VENV)/bin
 # the system parts the tests use. Each has its own stamp, so each reinstalls when pyproject.toml changes.
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
+# The hot-path modules setup.py compiles with mypyc (pyproject.toml [tool.jetraft] mypyc-modules): an
+# install recompiles them when one changes, since the compiled .so files beside them are loaded instead.
+COMPILED_SOURCES := $(shell sed -n '/^mypyc-modules/,/^]/p' pyproject.toml | grep -o '"[a-z_.]*"' | tr -d '"' | sed 's|\.|/|g; s|$$|.py|')
+# After an install, one line says how many of them are compiled (pip -q hides setup.py's own lines).
+SAY_COMPILED := $(BIN)/python -c 'import importlib, tomllib; \
+  names = tomllib.load(open("pyproject.toml", "rb"))["tool"]["jetraft"]["mypyc-modules"]; \
+  done = [n for n in names if not importlib.import_module(n).__file__.endswith(".py")]; \
+  print(f"jetraft: {len(done)} of {len(names)} hot-path modules compiled with mypyc" \
+        + ("" if done else " (plain Python; pip install -v -e . says why)"))'
 
 # nats.js, the second client the tests drive (tests/natsjs/), pinned by its package-lock.json
 NATSJS := tests/natsjs
 NATSJS_STAMP := $(NATSJS)/node_modules/.installed
 
-.PHONY: install install-dev natsjs nats-cli up test test-workers lint proto sim chaos clean
+.PHONY: install install-dev natsjs nats-cli up test test-workers lint proto sim chaos clean compile uncompile
 
 # The nats CLI (natscli), for the CLI comparison tests and bench/: built from source when Go is
 # present (v0.5.1 is skipped on purpose), into .tools/bin, which git ignores.
@@ -23,18 +32,32 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(RUN_STAMP): pyproject.toml | $(BIN)/python
+$(RUN_STAMP): pyproject.toml setup.py $(COMPILED_SOURCES) | $(BIN)/python
 	$(BIN)/pip install -q -e .
+	@$(SAY_COMPILED)
 	touch $@
 
-$(DEV_STAMP): pyproject.toml | $(BIN)/python
+$(DEV_STAMP): pyproject.toml setup.py $(COMPILED_SOURCES) | $(BIN)/python
 	# System parts: Java 17 for PySpark, Prometheus (with promtool) for the deploy tests.
 	command -v java >/dev/null || (apt-get update -q && apt-get install -y -q openjdk-17-jre-headless)
 	command -v prometheus >/dev/null || (apt-get update -q && apt-get install -y -q prometheus)
 	$(BIN)/pip install -q -e '.[dev]'
+	@$(SAY_COMPILED)
 	touch $@ $(RUN_STAMP)
 
 install: $(RUN_STAMP)
+
+# Rebuild the compiled modules in place after editing one (an install does it too, more slowly), or remove
+# them to run every module as Python (docs/compiled.md). JETRAFT_COMPILE=0 makes installs skip compiling.
+# (mypy brings mypyc: installed first, at pyproject's build requirement, where only `make up` ran)
+MYPY_REQUIREMENT := $(shell grep -o '"mypy[^"]*"' pyproject.toml | head -1 | tr -d '"')
+compile: | $(BIN)/python
+	$(BIN)/python -c 'import mypyc' 2>/dev/null || $(BIN)/pip install -q '$(MYPY_REQUIREMENT)'
+	$(BIN)/python setup.py -q build_ext --inplace
+	@$(SAY_COMPILED)
+
+uncompile:
+	find subjects storage raft gateway cluster chaos pipeline local cli -name '*.so' -delete
 
 $(NATSJS_STAMP): $(NATSJS)/package-lock.json
 	cd $(NATSJS) && npm ci --no-audit --no-fund --loglevel=error
@@ -95,4 +118,5 @@ chaos: install-dev
 	  --seeds $(CHAOS_SEEDS) --time $(CHAOS_TIME)
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info .tools $(NATSJS)/node_modules
+	rm -rf $(VENV) .pytest_cache .mypy_cache build *.egg-info .tools $(NATSJS)/node_modules
+	find subjects storage raft gateway cluster chaos pipeline local cli -name '*.so' -delete

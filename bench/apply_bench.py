@@ -17,6 +17,7 @@ import random
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -54,8 +55,10 @@ def entries(subjects: list[str], first_index: int, start_ns: int) -> list[Entry]
     ]
 
 
-def run(shape: str, count: int, batch: int, workdir: Path) -> float:
-    """us of CPU per entry applying `count` entries in runs of `batch`."""
+def run(
+    shape: str, count: int, batch: int, workdir: Path, clock: Callable[[], float] = time.process_time
+) -> float:
+    """us of CPU per entry applying `count` entries in runs of `batch`, by `clock`."""
     cfg = normalize_stream_config(stream_config_from_json(KV if shape == "kv_put" else PUB_ASYNC))
     store = RocksStreamStore.open_alone(workdir / f"{shape}-{batch}-{time.monotonic_ns()}")
     machine = StreamStateMachine(store, cfg, sync_writes=False)
@@ -72,10 +75,10 @@ def run(shape: str, count: int, batch: int, workdir: Path) -> float:
         subjects = ["bench.async.a"] * count
     work = entries(subjects, index, now + KEYS)
     runs = [work[at : at + batch] for at in range(0, len(work), batch)]
-    started = time.process_time()
+    started = clock()
     for run_ in runs:
         results = machine.apply(run_)
-    spent = time.process_time() - started
+    spent = clock() - started
     assert isinstance(results[-1], Stored), results[-1]
     store.close()
     return spent / count * 1e6

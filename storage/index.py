@@ -197,6 +197,7 @@ class StreamIndex:
         return best
 
     def filtered_state(self, start: int, filter_: str) -> SimpleState:
+        first: int | None
         if filter_ == ALL_SUBJECTS:
             count = self.live.count_at_or_after(start)
             if not count:
@@ -206,7 +207,7 @@ class StreamIndex:
             assert first is not None and last is not None
             return SimpleState(count, first, last)
         count = last = 0
-        first: int | None = None
+        first = None
         for subject in self.matching_subjects(filter_):
             entry = self.subjects[subject]
             if seqs_last(entry) < start:

@@ -145,6 +145,9 @@ class RocksStreamStore:
     """
 
     storage_type = "file"
+    # `_release_db` deletes these (rocksdict keeps the database open while any of them lives); a class
+    # compiled by mypyc lets an attribute be deleted only when it says so here
+    __deletable__ = ("_db", "_meta_cf", "_meta_handle", "_msgs_cf", "_msgs_handle", "_ttls_cf", "_ttls_handle")
 
     def __init__(
         self,
@@ -174,6 +177,7 @@ class RocksStreamStore:
         self._aging_ts_cache = (0, 0)
         self._ttl = TtlIndex()
         self._generation = 0
+        self._meta: bytes | None = None
         created = False
 
         def first_records(prefix: bytes, batch: WriteBatch) -> None:
@@ -252,7 +256,7 @@ class RocksStreamStore:
         self._config = (
             StoreConfig.from_json_dict(orjson.loads(stored_config)) if stored_config else StoreConfig()
         )
-        self._meta: bytes | None = self._meta_cf.get(self._mkey(_META_APPLIED))
+        self._meta = self._meta_cf.get(self._mkey(_META_APPLIED))
         self._index = self._saved_index() or self._load_index()
         self._ttl = self._load_ttls()
         if stored_format is None:

@@ -45,7 +45,7 @@ class SeqList:
     @classmethod
     def from_array(cls, seqs: array) -> SeqList:
         """A list that takes `seqs` (ascending, not shared with anyone) as its storage."""
-        made = cls.__new__(cls)
+        made = cls()
         made._seqs = seqs
         made._pos = None
         made._head = 0
@@ -57,7 +57,7 @@ class SeqList:
     @classmethod
     def from_runs(cls, starts: array, lengths: array) -> SeqList:
         """A list of the runs `starts[i]`, `starts[i] + 1`, ... `lengths[i]` long (ascending, gaps between)."""
-        made = cls.__new__(cls)
+        made = cls()
         made._seqs = starts
         made._pos = array("Q")
         made._head = 0

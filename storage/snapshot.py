@@ -14,6 +14,7 @@ needs the whole snapshot in memory.
 
 from __future__ import annotations
 
+import builtins
 import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -39,9 +40,10 @@ class SnapshotHeader:
     last_ts_ns: int
     messages: int
     bytes: int
-    metadata: bytes | None
+    # builtins.bytes: in this class body `bytes` is the field above (mypyc compiles callers by these types)
+    metadata: builtins.bytes | None
 
-    def encode(self) -> bytes:
+    def encode(self) -> builtins.bytes:
         return orjson.dumps(
             {
                 "config": self.config.to_json_dict(),
@@ -55,7 +57,7 @@ class SnapshotHeader:
         )
 
     @classmethod
-    def decode(cls, data: bytes) -> SnapshotHeader:
+    def decode(cls, data: builtins.bytes) -> SnapshotHeader:
         try:
             fields = orjson.loads(data)
             metadata = fields["metadata"]

@@ -35,7 +35,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import structlog
@@ -307,7 +307,8 @@ class StreamStateMachine:
 
     def restore(self, data: bytes | Iterable[bytes]) -> None:
         """Replace everything with a snapshot taken by `snapshot` on any replica."""
-        chunks = [data] if isinstance(data, bytes | bytearray | memoryview) else data
+        # a bytearray or memoryview is one chunk too: restore reads chunks through the buffer protocol
+        chunks = cast("Iterable[bytes]", [data] if isinstance(data, bytes | bytearray | memoryview) else data)
         self.store.restore(chunks)
         meta = self.store.metadata
         if meta is None:
