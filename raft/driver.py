@@ -777,6 +777,18 @@ class RaftHost:
     async def _iteration(self) -> None:
         self.iterations += 1
         dirty, self._dirty = self._dirty, set()
+        committed = await self._process(dirty)
+        if committed:
+            # Entries a group's own write just committed (a single voter's, or a leader's whose
+            # followers answered before its disk did) are applied now, not in the next iteration:
+            # that one would start only after the loop's next turns, and a one-node create or
+            # publish waits for these entries alone.
+            self._dirty.difference_update(committed)
+            await self._process(committed)
+
+    async def _process(self, dirty: Iterable[_Group]) -> list[_Group]:
+        """One pass over `dirty`: take, persist, send, apply, advance. Returns the groups whose advance
+        committed entries (their next Ready holds them)."""
         readies: list[tuple[_Group, Ready, Sequence[Message]]] = []
         # groups whose core caught up after this node's damaged state was discarded: struck off the
         # recovery ledger once the Ready taken now, which holds what they caught up, is on disk
@@ -795,13 +807,15 @@ class RaftHost:
                     recovered.append(group.name)
                 readies.append((group, core.ready(), ()))
         if not readies:
-            return
+            return []
 
         send = self.transport.send
         must_write = False
         sync = False
+        sent_early = False
         for position, (group, ready, _) in enumerate(readies):
             held = self._send_early(group, ready)
+            sent_early = sent_early or len(held) < len(ready.messages)
             readies[position] = (group, ready, held)
             self._stage(group, ready)
             if ready.must_sync:
@@ -814,7 +828,7 @@ class RaftHost:
             try:
                 if self._persist_inline():
                     staged = self.engine.take_staged()  # ours alone, even if another persist runs meanwhile
-                    if any(group.core.role is Role.LEADER for group, _, _ in readies):
+                    if sent_early:
                         await asyncio.sleep(0)  # the link tasks write the appends sent early first
                     self.engine.write_staged(staged, sync)
                 else:
@@ -825,7 +839,7 @@ class RaftHost:
                 log.exception("raft log write failed; stopping the groups that wrote")
                 for group, _, _ in readies:
                     self._fail_group(group, exc)
-                return
+                return []
         if recovered and self.recovery is not None:
             for name in recovered:
                 self.recovery.caught_up(name)
@@ -847,12 +861,17 @@ class RaftHost:
                 else:
                     send(name, msg)
 
+        committed: list[_Group] = []
         for group, ready, _ in readies:
             if group.stopped:
                 continue
             try:
                 self._apply(group, ready)
-                group.core.advance(ready)
+                core = group.core
+                commit_index = core.commit_index
+                core.advance(ready)
+                if core.commit_index > commit_index:
+                    committed.append(group)
                 options = group.options
                 if (
                     options.snapshot_interval
@@ -871,6 +890,7 @@ class RaftHost:
             asyncio.get_running_loop().call_soon(self._send_notices, notices)
         if self._dirty:
             self._wake.set()
+        return committed
 
     def _persist_inline(self) -> bool:
         """Whether to write this batch on the loop rather than the writer thread.
