@@ -329,6 +329,9 @@ class RaftHost:
         # seeding one per group cost each new group a few microseconds for nothing
         self._rng = random.Random(secrets.randbits(64))
         self.iterations = 0
+        # passes over the groups (an iteration makes one, or two: see `_iteration`): a read handed to a
+        # core in an earlier pass than the one reporting a leadership change was asked of the old role
+        self._passes = 0
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -789,6 +792,7 @@ class RaftHost:
     async def _process(self, dirty: Iterable[_Group]) -> list[_Group]:
         """One pass over `dirty`: take, persist, send, apply, advance. Returns the groups whose advance
         committed entries (their next Ready holds them)."""
+        self._passes += 1
         readies: list[tuple[_Group, Ready, Sequence[Message]]] = []
         # groups whose core caught up after this node's damaged state was discarded: struck off the
         # recovery ledger once the Ready taken now, which holds what they caught up, is on disk
@@ -993,7 +997,7 @@ class RaftHost:
             for future in batch:
                 _fail(future, NotLeaderError(group.name, group.core.leader_id))
             return
-        group.reads[ctx] = (self.iterations, batch)
+        group.reads[ctx] = (self._passes, batch)
 
     def _hand_proposals(self, group: _Group) -> None:
         core = group.core
@@ -1083,9 +1087,9 @@ class RaftHost:
         soft = ready.soft_state
         assert soft is not None
         # A read point asked of the previous leader (or by it) will never be confirmed now; reads handed
-        # in this iteration went to the core as it is now, which queued or refused them itself.
+        # in this pass went to the core as it is now, which queued or refused them itself.
         for ctx, (handed_in, batch) in list(group.reads.items()):
-            if handed_in < self.iterations:
+            if handed_in < self._passes:
                 del group.reads[ctx]
                 for future in batch:
                     _fail(future, NotLeaderError(group.name, soft.leader_id))
