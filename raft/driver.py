@@ -332,6 +332,8 @@ class RaftHost:
         # passes over the groups (an iteration makes one, or two: see `_iteration`): a read handed to a
         # core in an earlier pass than the one reporting a leadership change was asked of the old role
         self._passes = 0
+        # the last iteration whose callbacks, and what they scheduled, have run (see `_run`)
+        self._settled_after = 0
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -761,14 +763,18 @@ class RaftHost:
             self._wake.set()
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
             await self._wake.wait()
             self._wake.clear()
-            # `wait()` on a set event returns without yielding: give the callbacks the last
-            # iteration scheduled (proposal results, hence PubAcks) their turn first, and then what
-            # they scheduled in turn (the client writes carrying those PubAcks).
-            await asyncio.sleep(0)
-            await asyncio.sleep(0)
+            if self._settled_after != self.iterations:
+                # `wait()` on a set event returns without yielding: give the callbacks the last
+                # iteration scheduled (proposal results, hence PubAcks) their turn first, and then
+                # what they scheduled in turn (the client writes carrying those PubAcks). Once they
+                # had both turns (see `_settle`), a wake finds nothing of it waiting: a proposal made
+                # on an idle node (a one-node create) is written at once.
+                await asyncio.sleep(0)
+                await asyncio.sleep(0)
             try:
                 await self._iteration()
             except asyncio.CancelledError:
@@ -776,6 +782,14 @@ class RaftHost:
             except Exception:
                 # A bug in one iteration must not silently stop every group on the node.
                 log.exception("raft host iteration failed")
+            loop.call_soon(self._settle, self.iterations, False)
+
+    def _settle(self, iteration: int, second_turn: bool) -> None:
+        """Runs after the callbacks `iteration` scheduled, then (`second_turn`) after what they scheduled."""
+        if second_turn:
+            self._settled_after = iteration
+        else:
+            asyncio.get_running_loop().call_soon(self._settle, iteration, True)
 
     async def _iteration(self) -> None:
         self.iterations += 1
