@@ -329,6 +329,11 @@ class RaftHost:
         # seeding one per group cost each new group a few microseconds for nothing
         self._rng = random.Random(secrets.randbits(64))
         self.iterations = 0
+        # passes over the groups (an iteration makes one, or two: see `_iteration`): a read handed to a
+        # core in an earlier pass than the one reporting a leadership change was asked of the old role
+        self._passes = 0
+        # the last iteration whose callbacks, and what they scheduled, have run (see `_run`)
+        self._settled_after = 0
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -758,14 +763,18 @@ class RaftHost:
             self._wake.set()
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
             await self._wake.wait()
             self._wake.clear()
-            # `wait()` on a set event returns without yielding: give the callbacks the last
-            # iteration scheduled (proposal results, hence PubAcks) their turn first, and then what
-            # they scheduled in turn (the client writes carrying those PubAcks).
-            await asyncio.sleep(0)
-            await asyncio.sleep(0)
+            if self._settled_after != self.iterations:
+                # `wait()` on a set event returns without yielding: give the callbacks the last
+                # iteration scheduled (proposal results, hence PubAcks) their turn first, and then
+                # what they scheduled in turn (the client writes carrying those PubAcks). Once they
+                # had both turns (see `_settle`), a wake finds nothing of it waiting: a proposal made
+                # on an idle node (a one-node create) is written at once.
+                await asyncio.sleep(0)
+                await asyncio.sleep(0)
             try:
                 await self._iteration()
             except asyncio.CancelledError:
@@ -773,10 +782,31 @@ class RaftHost:
             except Exception:
                 # A bug in one iteration must not silently stop every group on the node.
                 log.exception("raft host iteration failed")
+            loop.call_soon(self._settle, self.iterations, False)
+
+    def _settle(self, iteration: int, second_turn: bool) -> None:
+        """Runs after the callbacks `iteration` scheduled, then (`second_turn`) after what they scheduled."""
+        if second_turn:
+            self._settled_after = iteration
+        else:
+            asyncio.get_running_loop().call_soon(self._settle, iteration, True)
 
     async def _iteration(self) -> None:
         self.iterations += 1
         dirty, self._dirty = self._dirty, set()
+        committed = await self._process(dirty)
+        if committed:
+            # Entries a group's own write just committed (a single voter's, or a leader's whose
+            # followers answered before its disk did) are applied now, not in the next iteration:
+            # that one would start only after the loop's next turns, and a one-node create or
+            # publish waits for these entries alone.
+            self._dirty.difference_update(committed)
+            await self._process(committed)
+
+    async def _process(self, dirty: Iterable[_Group]) -> list[_Group]:
+        """One pass over `dirty`: take, persist, send, apply, advance. Returns the groups whose advance
+        committed entries (their next Ready holds them)."""
+        self._passes += 1
         readies: list[tuple[_Group, Ready, Sequence[Message]]] = []
         # groups whose core caught up after this node's damaged state was discarded: struck off the
         # recovery ledger once the Ready taken now, which holds what they caught up, is on disk
@@ -795,13 +825,15 @@ class RaftHost:
                     recovered.append(group.name)
                 readies.append((group, core.ready(), ()))
         if not readies:
-            return
+            return []
 
         send = self.transport.send
         must_write = False
         sync = False
+        sent_early = False
         for position, (group, ready, _) in enumerate(readies):
             held = self._send_early(group, ready)
+            sent_early = sent_early or len(held) < len(ready.messages)
             readies[position] = (group, ready, held)
             self._stage(group, ready)
             if ready.must_sync:
@@ -814,7 +846,7 @@ class RaftHost:
             try:
                 if self._persist_inline():
                     staged = self.engine.take_staged()  # ours alone, even if another persist runs meanwhile
-                    if any(group.core.role is Role.LEADER for group, _, _ in readies):
+                    if sent_early:
                         await asyncio.sleep(0)  # the link tasks write the appends sent early first
                     self.engine.write_staged(staged, sync)
                 else:
@@ -825,7 +857,7 @@ class RaftHost:
                 log.exception("raft log write failed; stopping the groups that wrote")
                 for group, _, _ in readies:
                     self._fail_group(group, exc)
-                return
+                return []
         if recovered and self.recovery is not None:
             for name in recovered:
                 self.recovery.caught_up(name)
@@ -847,12 +879,17 @@ class RaftHost:
                 else:
                     send(name, msg)
 
+        committed: list[_Group] = []
         for group, ready, _ in readies:
             if group.stopped:
                 continue
             try:
                 self._apply(group, ready)
-                group.core.advance(ready)
+                core = group.core
+                commit_index = core.commit_index
+                core.advance(ready)
+                if core.commit_index > commit_index:
+                    committed.append(group)
                 options = group.options
                 if (
                     options.snapshot_interval
@@ -871,6 +908,7 @@ class RaftHost:
             asyncio.get_running_loop().call_soon(self._send_notices, notices)
         if self._dirty:
             self._wake.set()
+        return committed
 
     def _persist_inline(self) -> bool:
         """Whether to write this batch on the loop rather than the writer thread.
@@ -973,7 +1011,7 @@ class RaftHost:
             for future in batch:
                 _fail(future, NotLeaderError(group.name, group.core.leader_id))
             return
-        group.reads[ctx] = (self.iterations, batch)
+        group.reads[ctx] = (self._passes, batch)
 
     def _hand_proposals(self, group: _Group) -> None:
         core = group.core
@@ -1063,9 +1101,9 @@ class RaftHost:
         soft = ready.soft_state
         assert soft is not None
         # A read point asked of the previous leader (or by it) will never be confirmed now; reads handed
-        # in this iteration went to the core as it is now, which queued or refused them itself.
+        # in this pass went to the core as it is now, which queued or refused them itself.
         for ctx, (handed_in, batch) in list(group.reads.items()):
-            if handed_in < self.iterations:
+            if handed_in < self._passes:
                 del group.reads[ctx]
                 for future in batch:
                     _fail(future, NotLeaderError(group.name, soft.leader_id))

@@ -751,8 +751,10 @@ class MetaService:
 
     def _advise_stream(self, event: StreamEvent, name: str) -> None:
         """STREAM.CREATED / UPDATED / DELETED, published once: by the meta leader that made the change."""
-        body = stream_action(name, event, new_event_id(), time.time_ns(), self.ctx.domain)
-        self.ctx.router.publish(stream_advisory_subject(event, name), body)
+        self.ctx.advise(
+            stream_advisory_subject(event, name),
+            lambda: stream_action(name, event, new_event_id(), time.time_ns(), self.ctx.domain),
+        )
 
     async def _peer_remove(self, name: str, payload: bytes) -> bytes:
         """Take `peer` out of the stream's replicas and place a replacement, which catches up from the leader."""

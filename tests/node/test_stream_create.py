@@ -42,7 +42,7 @@ async def _create_streams(url: str) -> None:
     try:
         jsm = nc.jsm()
         for index in range(STREAMS):
-            info = await jsm.add_stream(name=f"made_{index}", subjects=[f"made.{index}"])
+            info = await jsm.add_stream(name=f"made_{index}", subjects=[f"made.{index}"], max_msgs=1000 + index)
             assert info.config.name == f"made_{index}"
             assert info.state.messages == 0
     finally:
@@ -53,8 +53,13 @@ async def _check_streams(url: str) -> None:
     nc = await nats.connect(url)
     try:
         js = nc.jetstream()
-        names = await js.streams_info()
-        assert sorted(info.config.name for info in names) == sorted(f"made_{i}" for i in range(STREAMS))
+        infos = await js.streams_info()
+        assert sorted(info.config.name for info in infos) == sorted(f"made_{i}" for i in range(STREAMS))
+        # each with the config it was created with
+        for info in infos:
+            index = info.config.name.removeprefix("made_")
+            assert info.config.subjects == [f"made.{index}"], info.config
+            assert info.config.max_msgs == 1000 + int(index), info.config
         # each restarted stream takes a publish and keeps it
         for index in (0, STREAMS - 1):
             ack = await js.publish(f"made.{index}", b"after the crash", timeout=10)

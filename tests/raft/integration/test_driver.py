@@ -14,11 +14,14 @@ from raft.driver import (
     LeadershipLostError,
     NotLeaderError,
     ProposalQueueFullError,
+    RaftHost,
     RaftHostError,
 )
+from raft.rocks_log_storage import RocksLogEngine
 from raft.types import ConfChange, ConfChangeType, Entry, Role
 from tests.raft.integration.cluster_helpers import (
     HostNode,
+    ListMachine,
     add_group,
     connect,
     running_hosts,
@@ -281,3 +284,67 @@ async def test_the_quick_accessors_say_what_status_says(cluster: list[HostNode])
         assert node.host.voters("g") == status.voters == tuple(sorted(NAMES))
     with pytest.raises(RaftHostError):
         leader.host.term("nope")
+
+
+async def test_a_single_voters_entry_is_applied_in_the_iteration_that_writes_it(tmp_path: Path) -> None:
+    """Its own write commits it: applying it waits for no further iteration, and so for none of the
+    loop turns between two (what a one-node stream create or publish waits for)."""
+    engine = RocksLogEngine(tmp_path / "solo")
+    # no ticks while this runs: every iteration counted is one the proposals caused
+    host = RaftHost("solo", engine, tick_interval=3600)
+    await host.start()
+    try:
+        machine = ListMachine()
+        host.add_group("g", machine, voters=("solo",), options=GroupOptions())
+        host.campaign("g")
+        for _ in range(10):  # bounded: a single voter's election is one write away
+            if host.is_leader("g"):
+                break
+            await asyncio.wait_for(host.wait_leadership_change("g"), 10)
+        assert host.is_leader("g")
+        await host.propose("g", b"settle")  # the new term's empty entry is applied by now
+        for index in range(20):
+            before = host.iterations
+            await host.propose("g", b"v%d" % index)
+            assert host.iterations - before == 1, f"proposal {index}"
+        assert [data for _, data in machine.values][-20:] == [b"v%d" % i for i in range(20)]
+        assert engine.fsyncs >= 20  # each was durable before it was applied
+    finally:
+        await host.stop()
+        engine.close()
+
+
+async def test_a_proposal_on_an_idle_host_is_written_and_applied_in_the_next_loop_turn(tmp_path: Path) -> None:
+    """The host yields twice before an iteration so that what the last one scheduled runs first (the
+    writes carrying its PubAcks); once that has run, a proposal on an idle node (a one-node create)
+    waits for no turn of the loop but the one that wakes the host. Right after an iteration it still
+    yields first."""
+    engine = RocksLogEngine(tmp_path / "solo")
+    host = RaftHost("solo", engine, tick_interval=3600)  # no ticks: only the proposals wake it
+    await host.start()
+    try:
+        host.add_group("g", ListMachine(), voters=("solo",), options=GroupOptions())
+        host.campaign("g")
+        for _ in range(10):  # bounded: a single voter's election is one write away
+            if host.is_leader("g"):
+                break
+            await asyncio.wait_for(host.wait_leadership_change("g"), 10)
+        await host.propose("g", b"settle")
+
+        async def turns_until_applied() -> int:
+            future = host.propose_nowait("g", b"x")
+            for turn in range(1, 20):
+                await asyncio.sleep(0)
+                if future.done():
+                    return turn
+            raise AssertionError("not applied within 20 loop turns")
+
+        for _ in range(5):
+            for _ in range(3):  # the last iteration's callbacks, and theirs, have run: the host is idle
+                await asyncio.sleep(0)
+            assert await turns_until_applied() == 1
+        # straight after an iteration (its result just delivered), the host lets that settle first
+        assert await turns_until_applied() >= 2
+    finally:
+        await host.stop()
+        engine.close()
