@@ -48,10 +48,12 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
         yield servers.target().urls
 
 
-async def _run(url: str, scenario: Callable[[nats.NATS], Awaitable[T]]) -> T:
+async def _run(kind: str, url: str, scenario: Callable[[nats.NATS], Awaitable[T]]) -> T:
     nc = await nats.connect(url)
     try:
         return await scenario(nc)
+    except Exception as exc:  # say which side failed: both run at once
+        raise AssertionError(f"{kind} ({url}): {exc!r}") from exc
     finally:
         await nc.close()
 
@@ -60,12 +62,19 @@ async def on_both(
     jetraft: LocalCluster, reference: list[str], scenario: Callable[[nats.NATS], Awaitable[T]]
 ) -> tuple[T, T]:
     """Run `scenario` against both clusters at once (client on the first node of each)."""
-    ours, theirs = await asyncio.gather(_run(jetraft.client_urls[0], scenario), _run(reference[0], scenario))
+    ours, theirs = await asyncio.gather(
+        _run("jetraft", jetraft.client_urls[0], scenario), _run("nats-server", reference[0], scenario)
+    )
     return ours, theirs
 
 
+# both clusters work at once, on a machine that may be running other suites: nats-py's 5 s API timeout
+# was seen to pass by for one R3 create (which side was not recorded)
+API_TIMEOUT = 10.0
+
+
 async def api(nc: nats.NATS, subject: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-    reply = await nc.request(subject, json.dumps(body).encode() if body is not None else b"", timeout=5)
+    reply = await nc.request(subject, json.dumps(body).encode() if body is not None else b"", timeout=API_TIMEOUT)
     answer: dict[str, Any] = json.loads(reply.data)
     return answer
 
@@ -288,8 +297,8 @@ async def test_delete_markers_are_republished(jetraft: LocalCluster, reference: 
             await listener.close()
 
     ours, theirs = await asyncio.gather(
-        _run(jetraft.client_urls[0], lambda nc: scenario(nc, lambda name: jetraft.spec(name).client_url)),
-        _run(reference[0], lambda nc: scenario(nc, lambda name: reference[int(name[1:]) - 1])),
+        _run("jetraft", jetraft.client_urls[0], lambda nc: scenario(nc, lambda name: jetraft.spec(name).client_url)),
+        _run("nats-server", reference[0], lambda nc: scenario(nc, lambda name: reference[int(name[1:]) - 1])),
     )
     assert ours == theirs
     assert ours[1][1]["Nats-Marker-Reason"] == "MaxAge" and ours[1][1]["Nats-Last-Sequence"] == "1"
