@@ -12,8 +12,11 @@ Cases: `record` (encode_record + decode_record of a 128-byte message), `entries`
 decode_entry), `index` (StreamIndex.add over 100 interleaved subjects, then KV-style replace_single),
 `seq_set` (add, next_at_or_after, discard), `seq_list` (append, count_at_or_after, remove from the
 front), `sublist` (match of cached subjects and of request-reply inboxes), `protocol` (parsing PUBs
-and HPUBs), `apply_pub` and `apply_kv` (bench/apply_bench.py's two shapes in runs of 64, with a
-RocksStreamStore under /var/tmp).
+and HPUBs), `raft` (three RaftCores on MemoryLogStorage, in-process, committing runs of 64 proposals:
+per entry, the core's work on a leader and two followers), `direct_get_memory` and `direct_get_file`
+(Direct Get last_by_subj in the subject-appended form, parsed and answered from a MemoryStreamStore
+or a RocksStreamStore of 10,000 KV-style messages; the filling is not counted), `apply_pub` and
+`apply_kv` (bench/apply_bench.py's two shapes in runs of 64, with a RocksStreamStore under /var/tmp).
 """
 
 from __future__ import annotations
@@ -33,12 +36,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import apply_bench
 
+from cluster.direct_get.answer import Responder, ResponderRole, answer_direct_get
+from cluster.direct_get.request import DirectGetRequest, parse_direct_get
 from cluster.stream.entries import StoreMsg, decode_entry
 from gateway.events import NEED_DATA
 from gateway.protocol import ClientCommandParser, encode_hpub, encode_pub
 from gateway.sublist import Sublist
+from raft.core import RaftConfig, RaftCore
+from raft.log_storage import MemoryLogStorage
+from raft.types import ConfState, Message, Role
 from storage.index import StreamIndex
+from storage.interface import StreamStore
+from storage.memory import MemoryStreamStore
 from storage.record import decode_record, encode_record
+from storage.rocks import RocksStreamStore
 from storage.seq_list import SeqList
 from storage.seq_set import SeqSet
 
@@ -149,6 +160,84 @@ def case_protocol() -> int:
     return count
 
 
+def case_raft() -> int:
+    """Three RaftCores on MemoryLogStorage, messages handed over in-process: the leader proposes runs
+    of 64 entries and every node persists, sends, applies and advances each Ready until all is quiet
+    (the core's per-entry work on a leader and two followers, with none of the driver's I/O)."""
+    voters = ("n1", "n2", "n3")
+    conf = ConfState(voters=voters)
+    storages = {node_id: MemoryLogStorage(conf) for node_id in voters}
+    cores = {
+        node_id: RaftCore(RaftConfig(id=node_id), storages[node_id], random.Random(node_id))
+        for node_id in voters
+    }
+    pending: list[Message] = []
+
+    def settle() -> None:
+        for _ in range(1000):
+            for node_id, core in cores.items():
+                while core.has_ready():
+                    ready = core.ready()
+                    storages[node_id].append(ready.entries)
+                    if ready.hard_state is not None:
+                        storages[node_id].set_hard_state(ready.hard_state)
+                    pending.extend(ready.messages)
+                    core.advance(ready)
+            if not pending:
+                return
+            batch = pending[:]
+            pending.clear()
+            for message in batch:
+                cores[message.to].step(message)
+        raise AssertionError("the three cores did not settle")
+
+    cores["n1"].campaign()
+    settle()
+    leader = cores["n1"]
+    assert leader.role is Role.LEADER
+    runs = 300
+    commands = [PAYLOAD] * 64
+    for _ in range(runs):
+        leader.propose_many(commands)
+        settle()
+    assert all(core.applied == leader.commit_index for core in cores.values())
+    return runs * len(commands)
+
+
+def _fill_kv(store: StreamStore) -> None:
+    for seq in range(1, 10_001):
+        store.store_msg(f"$KV.b.k{seq % 1000}", None, PAYLOAD, 1_700_000_000_000_000_000 + seq)
+
+
+def _direct_get(store: StreamStore) -> float:
+    """us of thread CPU per Direct Get last_by_subj as jsmodel_bench.py asks it (subject appended): parse,
+    read, encode the reply; the 10,000 messages stored first are not counted."""
+    _fill_kv(store)
+    responder = Responder("n1", ResponderRole.FOLLOWER, "KV_b")
+    count = 30_000
+    last_seq = store.state().last_seq
+    started = time.thread_time()
+    for call in range(count):
+        request = parse_direct_get(b"", f"$KV.b.k{call % 1000}")
+        assert isinstance(request, DirectGetRequest)
+        frames = answer_direct_get(request, store, responder, last_seq)
+        assert frames[0][0] is not None
+    return (time.thread_time() - started) / count * 1e6
+
+
+def direct_get_memory() -> float:
+    return _direct_get(MemoryStreamStore())
+
+
+def direct_get_file() -> float:
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
+        store = RocksStreamStore.open_alone(Path(tmp))
+        try:
+            return _direct_get(store)
+        finally:
+            store.close()
+
+
 def _apply_case(shape: str) -> Callable[[], float]:
     def run() -> float:
         with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
@@ -165,6 +254,9 @@ CASES: dict[str, Callable[[], float]] = {
     "seq_list": lambda: measure(case_seq_list),
     "sublist": lambda: measure(case_sublist),
     "protocol": lambda: measure(case_protocol),
+    "raft": lambda: measure(case_raft),
+    "direct_get_memory": direct_get_memory,
+    "direct_get_file": direct_get_file,
     "apply_pub": _apply_case("pub_async"),
     "apply_kv": _apply_case("kv_put"),
 }
