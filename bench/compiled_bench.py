@@ -13,7 +13,8 @@ decode_entry), `index` (StreamIndex.add over 100 interleaved subjects, then KV-s
 `seq_set` (add, next_at_or_after, discard), `seq_list` (append, count_at_or_after, remove from the
 front), `sublist` (match of cached subjects and of request-reply inboxes), `protocol` (parsing PUBs
 and HPUBs), `raft` (three RaftCores on MemoryLogStorage, in-process, committing runs of 64 proposals:
-per entry, the core's work on a leader and two followers), `direct_get_memory` and `direct_get_file`
+per entry, the core's work on a leader and two followers), `raft_rocks` (the same on each node's
+RocksDB Raft log, persisted without fsync after each Ready), `direct_get_memory` and `direct_get_file`
 (Direct Get last_by_subj in the subject-appended form, parsed and answered from a MemoryStreamStore
 or a RocksStreamStore of 10,000 KV-style messages; the filling is not counted), `apply_pub` and
 `apply_kv` (bench/apply_bench.py's two shapes in runs of 64, with a RocksStreamStore under /var/tmp).
@@ -44,6 +45,7 @@ from gateway.protocol import ClientCommandParser, encode_hpub, encode_pub
 from gateway.sublist import Sublist
 from raft.core import RaftConfig, RaftCore
 from raft.log_storage import MemoryLogStorage
+from raft.rocks_log_storage import RocksLogEngine, RocksLogStorage
 from raft.types import ConfState, Message, Role
 from storage.index import StreamIndex
 from storage.interface import StreamStore
@@ -55,6 +57,7 @@ from storage.seq_set import SeqSet
 
 ROOT = Path(__file__).resolve().parent.parent
 PAYLOAD = b"x" * 128
+RAFT_NODES = ("n1", "n2", "n3")
 Case = Callable[[], int]  # runs once, returns how many operations it did
 
 
@@ -160,16 +163,16 @@ def case_protocol() -> int:
     return count
 
 
-def case_raft() -> int:
-    """Three RaftCores on MemoryLogStorage, messages handed over in-process: the leader proposes runs
-    of 64 entries and every node persists, sends, applies and advances each Ready until all is quiet
-    (the core's per-entry work on a leader and two followers, with none of the driver's I/O)."""
-    voters = ("n1", "n2", "n3")
-    conf = ConfState(voters=voters)
-    storages = {node_id: MemoryLogStorage(conf) for node_id in voters}
+def _commit_runs(
+    storages: dict[str, MemoryLogStorage | RocksLogStorage], persist: Callable[[str], None]
+) -> int:
+    """Three RaftCores on `storages`, messages handed over in-process: the leader proposes runs of 64
+    entries and every node persists (`persist(node)` after staging), sends, applies and advances each
+    Ready until all is quiet. Returns how many entries were committed."""
+    conf = ConfState(voters=tuple(storages))
     cores = {
-        node_id: RaftCore(RaftConfig(id=node_id), storages[node_id], random.Random(node_id))
-        for node_id in voters
+        node_id: RaftCore(RaftConfig(id=node_id), storage, random.Random(node_id))
+        for node_id, storage in storages.items()
     }
     pending: list[Message] = []
 
@@ -181,6 +184,7 @@ def case_raft() -> int:
                     storages[node_id].append(ready.entries)
                     if ready.hard_state is not None:
                         storages[node_id].set_hard_state(ready.hard_state)
+                    persist(node_id)
                     pending.extend(ready.messages)
                     core.advance(ready)
             if not pending:
@@ -191,9 +195,9 @@ def case_raft() -> int:
                 cores[message.to].step(message)
         raise AssertionError("the three cores did not settle")
 
-    cores["n1"].campaign()
+    leader = cores[conf.voters[0]]
+    leader.campaign()
     settle()
-    leader = cores["n1"]
     assert leader.role is Role.LEADER
     runs = 300
     commands = [PAYLOAD] * 64
@@ -202,6 +206,29 @@ def case_raft() -> int:
         settle()
     assert all(core.applied == leader.commit_index for core in cores.values())
     return runs * len(commands)
+
+
+def case_raft() -> int:
+    """The core's per-entry work on a leader and two followers, with none of the driver's I/O: the log
+    in memory (MemoryLogStorage)."""
+    conf = ConfState(voters=RAFT_NODES)
+    return _commit_runs({node_id: MemoryLogStorage(conf) for node_id in RAFT_NODES}, lambda node_id: None)
+
+
+def case_raft_rocks() -> int:
+    """As `raft`, on each node's RocksDB Raft log (RocksLogStorage, written without fsync after each
+    Ready, as a node's driver persists before it sends)."""
+    conf = ConfState(voters=RAFT_NODES)
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
+        engines = {node_id: RocksLogEngine(Path(tmp) / node_id) for node_id in RAFT_NODES}
+        try:
+            storages: dict[str, MemoryLogStorage | RocksLogStorage] = {
+                node_id: engine.open_group("g", conf_state=conf) for node_id, engine in engines.items()
+            }
+            return _commit_runs(storages, lambda node_id: engines[node_id].persist_blocking(sync=False))
+        finally:
+            for engine in engines.values():
+                engine.close()
 
 
 def _fill_kv(store: StreamStore) -> None:
@@ -255,6 +282,7 @@ CASES: dict[str, Callable[[], float]] = {
     "sublist": lambda: measure(case_sublist),
     "protocol": lambda: measure(case_protocol),
     "raft": lambda: measure(case_raft),
+    "raft_rocks": lambda: measure(case_raft_rocks),
     "direct_get_memory": direct_get_memory,
     "direct_get_file": direct_get_file,
     "apply_pub": _apply_case("pub_async"),
@@ -277,7 +305,9 @@ def compiled_or_not() -> dict[str, bool]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--cases", default=",".join(CASES))
     args = parser.parse_args()
