@@ -16,7 +16,8 @@ and HPUBs), `raft` (three RaftCores on MemoryLogStorage, in-process, committing 
 per entry, the core's work on a leader and two followers), `raft_rocks` (the same on each node's
 RocksDB Raft log, persisted without fsync after each Ready), `direct_get_memory` and `direct_get_file`
 (Direct Get last_by_subj in the subject-appended form, parsed and answered from a MemoryStreamStore
-or a RocksStreamStore of 10,000 KV-style messages; the filling is not counted), `apply_pub` and
+or a RocksStreamStore of 10,000 KV-style messages; the filling is not counted), `msg_get_memory` and
+`msg_get_file` (the same as STREAM.MSG.GET requests, JSON in and out), `apply_pub` and
 `apply_kv` (bench/apply_bench.py's two shapes in runs of 64, with a RocksStreamStore under /var/tmp).
 """
 
@@ -40,6 +41,7 @@ import apply_bench
 from cluster.direct_get.answer import Responder, ResponderRole, answer_direct_get
 from cluster.direct_get.request import DirectGetRequest, parse_direct_get
 from cluster.stream.entries import StoreMsg, decode_entry
+from cluster.stream.msg_get import answer_msg_get
 from gateway.events import NEED_DATA
 from gateway.protocol import ClientCommandParser, encode_hpub, encode_pub
 from gateway.sublist import Sublist
@@ -265,6 +267,31 @@ def direct_get_file() -> float:
             store.close()
 
 
+def _msg_get(store: StreamStore) -> float:
+    """us of thread CPU per STREAM.MSG.GET last_by_subj (JSON request, JSON reply with the message in
+    base64), as jsmodel_bench.py asks it; the 10,000 messages stored first are not counted."""
+    _fill_kv(store)
+    count = 30_000
+    started = time.thread_time()
+    for call in range(count):
+        reply = answer_msg_get(b'{"last_by_subj":"$KV.b.k%d"}' % (call % 1000), store)
+        assert reply.startswith(b'{"type":"io.nats.jetstream.api.v1.stream_msg_get_response","message"'), reply
+    return (time.thread_time() - started) / count * 1e6
+
+
+def msg_get_memory() -> float:
+    return _msg_get(MemoryStreamStore())
+
+
+def msg_get_file() -> float:
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
+        store = RocksStreamStore.open_alone(Path(tmp))
+        try:
+            return _msg_get(store)
+        finally:
+            store.close()
+
+
 def _apply_case(shape: str) -> Callable[[], float]:
     def run() -> float:
         with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
@@ -285,6 +312,8 @@ CASES: dict[str, Callable[[], float]] = {
     "raft_rocks": lambda: measure(case_raft_rocks),
     "direct_get_memory": direct_get_memory,
     "direct_get_file": direct_get_file,
+    "msg_get_memory": msg_get_memory,
+    "msg_get_file": msg_get_file,
     "apply_pub": _apply_case("pub_async"),
     "apply_kv": _apply_case("kv_put"),
 }
