@@ -12,8 +12,13 @@ Cases: `record` (encode_record + decode_record of a 128-byte message), `entries`
 decode_entry), `index` (StreamIndex.add over 100 interleaved subjects, then KV-style replace_single),
 `seq_set` (add, next_at_or_after, discard), `seq_list` (append, count_at_or_after, remove from the
 front), `sublist` (match of cached subjects and of request-reply inboxes), `protocol` (parsing PUBs
-and HPUBs), `apply_pub` and `apply_kv` (bench/apply_bench.py's two shapes in runs of 64, with a
-RocksStreamStore under /var/tmp).
+and HPUBs), `raft` (three RaftCores on MemoryLogStorage, in-process, committing runs of 64 proposals:
+per entry, the core's work on a leader and two followers), `raft_rocks` (the same on each node's
+RocksDB Raft log, persisted without fsync after each Ready), `direct_get_memory` and `direct_get_file`
+(Direct Get last_by_subj in the subject-appended form, parsed and answered from a MemoryStreamStore
+or a RocksStreamStore of 10,000 KV-style messages; the filling is not counted), `msg_get_memory` and
+`msg_get_file` (the same as STREAM.MSG.GET requests, JSON in and out), `apply_pub` and
+`apply_kv` (bench/apply_bench.py's two shapes in runs of 64, with a RocksStreamStore under /var/tmp).
 """
 
 from __future__ import annotations
@@ -33,17 +38,28 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import apply_bench
 
+from cluster.direct_get.answer import Responder, ResponderRole, answer_direct_get
+from cluster.direct_get.request import DirectGetRequest, parse_direct_get
 from cluster.stream.entries import StoreMsg, decode_entry
+from cluster.stream.msg_get import answer_msg_get
 from gateway.events import NEED_DATA
 from gateway.protocol import ClientCommandParser, encode_hpub, encode_pub
 from gateway.sublist import Sublist
+from raft.core import RaftConfig, RaftCore
+from raft.log_storage import MemoryLogStorage
+from raft.rocks_log_storage import RocksLogEngine, RocksLogStorage
+from raft.types import ConfState, Message, Role
 from storage.index import StreamIndex
+from storage.interface import StreamStore
+from storage.memory import MemoryStreamStore
 from storage.record import decode_record, encode_record
+from storage.rocks import RocksStreamStore
 from storage.seq_list import SeqList
 from storage.seq_set import SeqSet
 
 ROOT = Path(__file__).resolve().parent.parent
 PAYLOAD = b"x" * 128
+RAFT_NODES = ("n1", "n2", "n3")
 Case = Callable[[], int]  # runs once, returns how many operations it did
 
 
@@ -149,6 +165,133 @@ def case_protocol() -> int:
     return count
 
 
+def _commit_runs(
+    storages: dict[str, MemoryLogStorage | RocksLogStorage], persist: Callable[[str], None]
+) -> int:
+    """Three RaftCores on `storages`, messages handed over in-process: the leader proposes runs of 64
+    entries and every node persists (`persist(node)` after staging), sends, applies and advances each
+    Ready until all is quiet. Returns how many entries were committed."""
+    conf = ConfState(voters=tuple(storages))
+    cores = {
+        node_id: RaftCore(RaftConfig(id=node_id), storage, random.Random(node_id))
+        for node_id, storage in storages.items()
+    }
+    pending: list[Message] = []
+
+    def settle() -> None:
+        for _ in range(1000):
+            for node_id, core in cores.items():
+                while core.has_ready():
+                    ready = core.ready()
+                    storages[node_id].append(ready.entries)
+                    if ready.hard_state is not None:
+                        storages[node_id].set_hard_state(ready.hard_state)
+                    persist(node_id)
+                    pending.extend(ready.messages)
+                    core.advance(ready)
+            if not pending:
+                return
+            batch = pending[:]
+            pending.clear()
+            for message in batch:
+                cores[message.to].step(message)
+        raise AssertionError("the three cores did not settle")
+
+    leader = cores[conf.voters[0]]
+    leader.campaign()
+    settle()
+    assert leader.role is Role.LEADER
+    runs = 300
+    commands = [PAYLOAD] * 64
+    for _ in range(runs):
+        leader.propose_many(commands)
+        settle()
+    assert all(core.applied == leader.commit_index for core in cores.values())
+    return runs * len(commands)
+
+
+def case_raft() -> int:
+    """The core's per-entry work on a leader and two followers, with none of the driver's I/O: the log
+    in memory (MemoryLogStorage)."""
+    conf = ConfState(voters=RAFT_NODES)
+    return _commit_runs({node_id: MemoryLogStorage(conf) for node_id in RAFT_NODES}, lambda node_id: None)
+
+
+def case_raft_rocks() -> int:
+    """As `raft`, on each node's RocksDB Raft log (RocksLogStorage, written without fsync after each
+    Ready, as a node's driver persists before it sends)."""
+    conf = ConfState(voters=RAFT_NODES)
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
+        engines = {node_id: RocksLogEngine(Path(tmp) / node_id) for node_id in RAFT_NODES}
+        try:
+            storages: dict[str, MemoryLogStorage | RocksLogStorage] = {
+                node_id: engine.open_group("g", conf_state=conf) for node_id, engine in engines.items()
+            }
+            return _commit_runs(storages, lambda node_id: engines[node_id].persist_blocking(sync=False))
+        finally:
+            for engine in engines.values():
+                engine.close()
+
+
+def _fill_kv(store: StreamStore) -> None:
+    for seq in range(1, 10_001):
+        store.store_msg(f"$KV.b.k{seq % 1000}", None, PAYLOAD, 1_700_000_000_000_000_000 + seq)
+
+
+def _direct_get(store: StreamStore) -> float:
+    """us of thread CPU per Direct Get last_by_subj as jsmodel_bench.py asks it (subject appended): parse,
+    read, encode the reply; the 10,000 messages stored first are not counted."""
+    _fill_kv(store)
+    responder = Responder("n1", ResponderRole.FOLLOWER, "KV_b")
+    count = 30_000
+    last_seq = store.state().last_seq
+    started = time.thread_time()
+    for call in range(count):
+        request = parse_direct_get(b"", f"$KV.b.k{call % 1000}")
+        assert isinstance(request, DirectGetRequest)
+        frames = answer_direct_get(request, store, responder, last_seq)
+        assert frames[0][0] is not None
+    return (time.thread_time() - started) / count * 1e6
+
+
+def direct_get_memory() -> float:
+    return _direct_get(MemoryStreamStore())
+
+
+def direct_get_file() -> float:
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
+        store = RocksStreamStore.open_alone(Path(tmp))
+        try:
+            return _direct_get(store)
+        finally:
+            store.close()
+
+
+def _msg_get(store: StreamStore) -> float:
+    """us of thread CPU per STREAM.MSG.GET last_by_subj (JSON request, JSON reply with the message in
+    base64), as jsmodel_bench.py asks it; the 10,000 messages stored first are not counted."""
+    _fill_kv(store)
+    count = 30_000
+    started = time.thread_time()
+    for call in range(count):
+        reply = answer_msg_get(b'{"last_by_subj":"$KV.b.k%d"}' % (call % 1000), store)
+        assert reply.startswith(b'{"type":"io.nats.jetstream.api.v1.stream_msg_get_response","message"'), reply
+    return (time.thread_time() - started) / count * 1e6
+
+
+def msg_get_memory() -> float:
+    return _msg_get(MemoryStreamStore())
+
+
+def msg_get_file() -> float:
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
+        store = RocksStreamStore.open_alone(Path(tmp))
+        try:
+            return _msg_get(store)
+        finally:
+            store.close()
+
+
 def _apply_case(shape: str) -> Callable[[], float]:
     def run() -> float:
         with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
@@ -165,6 +308,12 @@ CASES: dict[str, Callable[[], float]] = {
     "seq_list": lambda: measure(case_seq_list),
     "sublist": lambda: measure(case_sublist),
     "protocol": lambda: measure(case_protocol),
+    "raft": lambda: measure(case_raft),
+    "raft_rocks": lambda: measure(case_raft_rocks),
+    "direct_get_memory": direct_get_memory,
+    "direct_get_file": direct_get_file,
+    "msg_get_memory": msg_get_memory,
+    "msg_get_file": msg_get_file,
     "apply_pub": _apply_case("pub_async"),
     "apply_kv": _apply_case("kv_put"),
 }
@@ -185,7 +334,9 @@ def compiled_or_not() -> dict[str, bool]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--cases", default=",".join(CASES))
     args = parser.parse_args()

@@ -519,3 +519,264 @@ def test_file_stream_replica_answers(steps: list[tuple[str, int]], per_subject: 
             store.close()
             seen.append(answers)
     assert seen[0] == seen[1]
+
+
+# -- raft.core with raft.progress, raft.raft_log, raft.read_index (raft.types, raft.log_storage shared) --
+
+
+def _pure_raft_core() -> ModuleType:
+    """raft/core.py as Python, wired to the Python sources of the progress tracker, the in-memory log and
+    the read queue (the names it imported from them are rebound), so a run of it runs none of the four
+    compiled. Entries, messages and the MemoryLogStorage are raft.types' and raft.log_storage's as
+    imported: the same objects in both runs, so their reprs compare."""
+    core = pure("raft.core")
+    progress, raft_log, read_index = pure("raft.progress"), pure("raft.raft_log"), pure("raft.read_index")
+    core.Progress, core.ProgressState = progress.Progress, progress.ProgressState
+    core.RaftLog, core.LogInvariantError = raft_log.RaftLog, raft_log.LogInvariantError
+    core.ReadIndexQueue = read_index.ReadIndexQueue
+    return core
+
+
+RAFT_IDS = ("n1", "n2", "n3")
+raft_steps = st.lists(
+    st.tuples(
+        st.sampled_from(["tick", "tick", "campaign", "propose", "propose", "process", "process", "deliver",
+                         "deliver", "deliver", "drop", "read", "down", "up", "transfer"]),
+        st.integers(0, 2),
+        st.integers(0, 40),
+    ),
+    min_size=1,
+    max_size=120,
+)
+
+
+def _run_raft(core_module: ModuleType, steps: list[tuple[str, int, int]], seed: int) -> list[object]:
+    """Three cores on MemoryLogStorage, driven by `steps` (messages wait until a step delivers or drops
+    them); after each step, what the step did and each node's observable state."""
+    import random
+
+    from raft.log_storage import MemoryLogStorage
+    from raft.types import ConfState, Message
+
+    conf = ConfState(voters=RAFT_IDS)
+    storages = {node_id: MemoryLogStorage(conf) for node_id in RAFT_IDS}
+    cores = {
+        node_id: core_module.RaftCore(
+            core_module.RaftConfig(id=node_id, election_tick=6, heartbeat_tick=2),
+            storages[node_id],
+            random.Random(f"{seed}-{node_id}"),
+        )
+        for node_id in RAFT_IDS
+    }
+    pending: list[Message] = []
+    seen: list[object] = []
+
+    def process(node_id: str) -> object:
+        core, storage = cores[node_id], storages[node_id]
+        if not core.has_ready():
+            return None
+        ready = core.ready()
+        if ready.snapshot is not None:
+            storage.apply_snapshot(ready.snapshot)
+        storage.append(ready.entries)
+        if ready.hard_state is not None:
+            storage.set_hard_state(ready.hard_state)
+        pending.extend(ready.messages)
+        core.advance(ready)
+        return ready
+
+    def settle() -> None:
+        for _ in range(200):
+            for node_id in RAFT_IDS:
+                for _ in range(50):
+                    if process(node_id) is None:
+                        break
+            if not pending:
+                return
+            batch = pending[:]
+            pending.clear()
+            for message in batch:
+                seen.append(outcome(lambda message=message: cores[message.to].step(message)))
+        raise AssertionError("the three cores did not settle")
+
+    cores[RAFT_IDS[seed % 3]].campaign()  # the schedule starts with a leader (it may lose it)
+    settle()
+    for number, (op, at, k) in enumerate(steps):
+        node_id = RAFT_IDS[at]
+        core = cores[node_id]
+        if op == "tick":
+            did = outcome(lambda core=core, k=k: [core.tick() for _ in range(k % 8 + 1)])
+        elif op == "campaign":
+            did = outcome(core.campaign)
+        elif op == "propose":
+            did = outcome(lambda core=core, k=k: core.propose_many([b"c%d" % n for n in range(k % 5 + 1)]))
+        elif op == "process":
+            did = outcome(lambda node_id=node_id: process(node_id))
+        elif op == "read":
+            did = outcome(lambda core=core, number=number: core.read_index(b"r%d" % number))
+        elif op == "down":
+            did = outcome(lambda core=core, k=k: core.peer_down(RAFT_IDS[k % 3]))
+        elif op == "up":
+            did = outcome(lambda core=core, k=k: core.peer_up(RAFT_IDS[k % 3]))
+        elif op == "transfer":
+            did = outcome(lambda core=core, k=k: core.transfer_leader(RAFT_IDS[k % 3]))
+        elif not pending:
+            did = ("nothing pending", "")
+        else:
+            message = pending.pop(k % len(pending))
+            did = outcome(lambda message=message: cores[message.to].step(message)) if op == "deliver" else (
+                "dropped", repr(message))
+        seen.append(did)
+        seen.append([
+            (repr(c.role), c.term, c.vote, c.leader_id, c.commit_index, c.applied, c.last_index,
+             sorted((peer, repr(p.state), p.match, p.next) for peer, p in c.progress.items()))
+            for c in cores.values()
+        ])
+    settle()  # then everything delivered until quiet: the logs must agree too
+    seen.append([repr(c.log_entries(c.first_index, c.last_index + 1)) for c in cores.values()])
+    return seen
+
+
+@needs_compiled
+@settings(max_examples=80, deadline=None)
+@given(raft_steps, st.integers(0, 3))
+def test_raft_core_answers(steps: list[tuple[str, int, int]], seed: int) -> None:
+    """The same schedule of ticks, campaigns, proposals, reads, peer reports, leadership transfers and
+    message deliveries and drops, run by the compiled core and by its Python source: the same outcome of
+    every step, the same roles, terms, votes, commit and applied indexes and replication progress after
+    each, and the same logs once all is delivered."""
+    compiled = _run_raft(importlib.import_module("raft.core"), steps, seed)
+    assert compiled == _run_raft(_pure_raft_core(), steps, seed)
+
+
+@needs_compiled
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=40), st.sampled_from([0, 1, 2]), st.text(max_size=6), st.lists(st.text(max_size=4), max_size=3),
+       st.lists(st.text(max_size=4), max_size=3))
+def test_raft_conf_change_records(data: bytes, change: int, node: str, voters: list[str], learners: list[str]) -> None:
+    """A membership change entry's payload: encoded, decoded (any bytes too) and applied to a membership."""
+    learners = [learner for learner in learners if learner not in voters]  # ConfState refuses both
+    compiled, source = both("raft.types")
+    assert outcome(lambda: compiled.ConfChangeRecord.decode(data)) == outcome(
+        lambda: source.ConfChangeRecord.decode(data)
+    )
+    records = [
+        module.ConfChangeRecord(
+            module.ConfChange(module.ConfChangeType(change), node, data),
+            module.ConfState(voters=tuple(voters), learners=tuple(learners)),
+        )
+        for module in (compiled, source)
+    ]
+    encoded = records[1].encode()
+    assert records[0].encode() == encoded
+    assert repr(compiled.ConfChangeRecord.decode(encoded)) == repr(records[0])
+    assert repr(source.ConfChangeRecord.decode(encoded)) == repr(records[1])
+    assert outcome(lambda: records[0].change.apply_to(records[0].conf_state)) == outcome(
+        lambda: records[1].change.apply_to(records[1].conf_state)
+    )
+
+
+# -- cluster.direct_get.request, cluster.direct_get.answer (the store is storage.memory's, shared) -----
+
+DIRECT_GET_VALUES: dict[str, st.SearchStrategy[Any]] = {
+    "seq": st.integers(0, 34) | st.just(-1),
+    "last_by_subj": st.sampled_from(["d.a", "d.b", "d.*", "d.>", "x", "d..a"]),
+    "next_by_subj": st.sampled_from(["d.a", "d.*", ">", "d."]),
+    "batch": st.integers(0, 30),
+    "max_bytes": st.sampled_from([0, 1, 10, 30, 100, 400, -1]),
+    "start_time": st.sampled_from(["2023-11-14T22:13:20.000000010Z", "1970-01-01T00:00:00Z", "bad"]),
+    "multi_last": st.lists(st.sampled_from(["d.a", "d.*", "d.>", "y"]), min_size=1, max_size=3),
+    "up_to_seq": st.integers(0, 34),
+    "up_to_time": st.sampled_from(["2023-11-14T22:13:20.000000020Z", "2000-01-01T00:00:00Z"]),
+    "no_hdr": st.booleans(),
+    "min_last_seq": st.integers(0, 34),
+}
+
+
+@st.composite
+def direct_get_fields(draw: st.DrawFn) -> dict[str, Any]:
+    """One to three of a Direct Get's fields, mostly with values that make a valid request; batches
+    (the longest answers) more often than the rest."""
+    names = [*sorted(DIRECT_GET_VALUES), "batch", "batch", "batch"]
+    keys = draw(st.lists(st.sampled_from(names), min_size=1, max_size=3, unique=True))
+    return {key: draw(DIRECT_GET_VALUES[key]) for key in keys}
+
+
+def _direct_get_store() -> Any:
+    from storage.memory import MemoryStreamStore
+
+    store = MemoryStreamStore()
+    for seq in range(1, 31):
+        headers = b"NATS/1.0\r\nX-N: %d\r\n\r\n" % seq if seq % 3 == 0 else None
+        store.store_msg(f"d.{'abc'[seq % 3]}", headers, b"p" * seq, 1_700_000_000_000_000_000 + seq)
+    for seq in (4, 5, 17):
+        store.remove_msg(seq)
+    return store
+
+
+def _direct_get_answer(
+    request_module: ModuleType,
+    answer_module: ModuleType,
+    store: Any,
+    body: bytes,
+    appended: str | None,
+    last_seq: int,
+    role: str,
+) -> list[object]:
+    request = request_module.parse_direct_get(body, appended)
+    responder = answer_module.Responder("n1", answer_module.ResponderRole(role), "S")
+    seen: list[object] = [repr(request)]
+    if isinstance(request, request_module.DirectGetRequest):
+        seen.append(answer_module.is_behind(request, last_seq))
+        seen.append(outcome(lambda: answer_module.answer_direct_get(request, store, responder, None)))
+        seen.append(outcome(lambda: answer_module.answer_direct_get(request, store, responder, max(last_seq, 0))))
+    else:
+        seen.append(outcome(lambda: answer_module.bad_request_frames(request, responder, 7)))
+    seen.append(outcome(lambda: answer_module.min_last_seq_frames(responder, 9)))
+    return seen
+
+
+def _direct_get_answer(
+    request_module: ModuleType,
+    answer_module: ModuleType,
+    store: Any,
+    body: bytes,
+    appended: str | None,
+    last_seq: int,
+    role: str,
+) -> list[object]:
+    request = request_module.parse_direct_get(body, appended)
+    responder = answer_module.Responder("n1", answer_module.ResponderRole(role), "S")
+    seen: list[object] = [repr(request)]
+    if isinstance(request, request_module.DirectGetRequest):
+        seen.append(answer_module.is_behind(request, last_seq))
+        seen.append(outcome(lambda: answer_module.answer_direct_get(request, store, responder, None)))
+        seen.append(outcome(lambda: answer_module.answer_direct_get(request, store, responder, max(last_seq, 0))))
+    else:
+        seen.append(outcome(lambda: answer_module.bad_request_frames(request, responder, 7)))
+    seen.append(outcome(lambda: answer_module.min_last_seq_frames(responder, 9)))
+    return seen
+
+
+@needs_compiled
+@settings(max_examples=500, deadline=None)
+@given(direct_get_fields(), st.none() | st.none() | st.sampled_from(["d.a", "d.c", "d.*", "nope"]),
+       st.integers(-1, 40), st.sampled_from(["leader", "follower", "mirror"]), st.integers(0, 9), st.binary(max_size=20))
+def test_direct_get_answers(
+    fields: dict[str, Any], appended: str | None, last_seq: int, role: str, json_or_raw: int, raw: bytes
+) -> None:
+    """The same Direct Get body (JSON from the request's fields, or raw bytes), with and without an
+    appended subject, parsed and answered from the same store by the compiled modules and their Python
+    sources: the same request or status, and the same reply frames."""
+    import json
+
+    store = _direct_get_store()
+    body = json.dumps(fields).encode() if json_or_raw else raw
+    answers = [
+        _direct_get_answer(request_module, answer_module, store, body, appended, last_seq, role)
+        for request_module, answer_module in (
+            (importlib.import_module("cluster.direct_get.request"), importlib.import_module("cluster.direct_get.answer")),
+            (pure("cluster.direct_get.request"), pure("cluster.direct_get.answer")),
+        )
+    ]
+    assert answers[0] == answers[1]
