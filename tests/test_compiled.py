@@ -736,28 +736,6 @@ def _direct_get_answer(
     return seen
 
 
-def _direct_get_answer(
-    request_module: ModuleType,
-    answer_module: ModuleType,
-    store: Any,
-    body: bytes,
-    appended: str | None,
-    last_seq: int,
-    role: str,
-) -> list[object]:
-    request = request_module.parse_direct_get(body, appended)
-    responder = answer_module.Responder("n1", answer_module.ResponderRole(role), "S")
-    seen: list[object] = [repr(request)]
-    if isinstance(request, request_module.DirectGetRequest):
-        seen.append(answer_module.is_behind(request, last_seq))
-        seen.append(outcome(lambda: answer_module.answer_direct_get(request, store, responder, None)))
-        seen.append(outcome(lambda: answer_module.answer_direct_get(request, store, responder, max(last_seq, 0))))
-    else:
-        seen.append(outcome(lambda: answer_module.bad_request_frames(request, responder, 7)))
-    seen.append(outcome(lambda: answer_module.min_last_seq_frames(responder, 9)))
-    return seen
-
-
 @needs_compiled
 @settings(max_examples=500, deadline=None)
 @given(direct_get_fields(), st.none() | st.none() | st.sampled_from(["d.a", "d.c", "d.*", "nope"]),
