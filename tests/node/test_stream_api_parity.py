@@ -201,7 +201,7 @@ async def _stored_bytes(nc: nats.NATS) -> list[Any]:
              "max_bytes": 1000},
         )
         for _ in range(12):
-            await nc.request(capped.lower(), b"z" * 80, timeout=REQUEST_TIMEOUT)
+            await _publish(nc, capped.lower(), b"z" * 80)
         out.append((await _request(nc, f"$JS.API.STREAM.INFO.{capped}"))["state"])
     return out
 

@@ -14,7 +14,7 @@ import nats
 import pytest
 
 from local.cluster import node_available
-from tests.pipeline.servers import NATS_SERVER, JetStreamTarget, side_by_side
+from tests.pipeline.servers import NATS_SERVER, JetStreamTarget, side_by_side, when_served
 
 pytestmark = pytest.mark.skipif(
     not (node_available() and NATS_SERVER.exists()), reason="needs `jetraft node` and nats-server"
@@ -43,7 +43,7 @@ async def _what_a_wildcard_sees(urls: list[str]) -> set[str]:
     try:
         js = nc.jetstream(timeout=10)
         await js.add_stream(name="SEEN", subjects=["seen.>"], num_replicas=3)
-        await js.publish("seen.a", b"x")
+        await when_served(lambda: js.publish("seen.a", b"x"), "seen.a")
         assert (await js.get_msg("SEEN", seq=1)).data == b"x"
         await js.delete_stream("SEEN")
         await asyncio.sleep(0.5)  # what is still on its way to the spies (no event marks the end of it)
