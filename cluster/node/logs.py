@@ -71,7 +71,9 @@ def configure_logging(
     structlog.configure(
         processors=[*shared, structlog.processors.format_exc_info, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=out),
+        # one write() per line, its newline included: a node's workers share one stderr, and print()'s
+        # two writes (the line, then "\n") let another worker's line land between them
+        logger_factory=structlog.WriteLoggerFactory(file=out),
         cache_logger_on_first_use=True,
     )
     # Libraries (grpc, asyncio) log through the standard module: same fields, same renderer.

@@ -107,6 +107,28 @@ def test_a_terminal_gets_the_console_renderer_anything_else_json(restore_logging
         json.loads(text.splitlines()[0])
 
 
+class _RecordedWrites(io.StringIO):
+    """A stream that keeps each write() call apart, as processes sharing one stderr see them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.writes.append(text)
+        return super().write(text)
+
+
+def test_each_line_is_one_write_so_workers_sharing_stderr_do_not_interleave(restore_logging: None) -> None:
+    out = _RecordedWrites()
+    configure_logging("n3", "info", "json", stream=out)
+    structlog.get_logger("test").info("one", stream="ORDERS")
+    logging.getLogger("grpc.test").warning("two")
+    assert len(out.writes) == 2
+    assert all(text.endswith("\n") and text.count("\n") == 1 for text in out.writes)
+    assert [json.loads(text)["event"] for text in out.writes] == ["one", "two"]
+
+
 def test_filtered_levels_and_standard_library_lines_carry_the_node(restore_logging: None) -> None:
     out = io.StringIO()
     configure_logging("n2", "warning", "json", stream=out)
