@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -52,6 +53,21 @@ def http_ok(url: str) -> bool:
             return resp.status == 200
     except (urllib.error.URLError, OSError):
         return False
+
+
+# nats-server 2.15 keeps, by default, a pool of 3 route connections to each peer plus one pinned to the
+# system account: a cluster's mesh is whole when every server counts that many per peer.
+ROUTES_PER_PEER = 4
+
+
+def route_count(monitor_url: str) -> int:
+    """How many route connections a nats-server has up (-1 while its monitor does not answer)."""
+    try:
+        # /varz, not /routez: tests compare nats-server's count of requests per endpoint with jetraft's
+        with urllib.request.urlopen(f"{monitor_url}/varz", timeout=1.0) as resp:
+            return int(json.load(resp)["routes"])
+    except (urllib.error.URLError, OSError, ValueError, KeyError):
+        return -1
 
 
 @dataclass
@@ -108,6 +124,15 @@ class NatsServerProcesses:
                 lambda: all(http_ok(f"http://{HOST}:{self.monitor_ports[n]}{health}") for n in self.names),
                 timeout,
                 f"nats-server nodes {self.names} to be healthy",
+                self.check_alive,
+            )
+            # healthy only says a meta leader is known; a route still being dialled loses what crosses it
+            # (a request's reply reached no one, CI at d0b8526), so wait for the whole mesh too
+            whole = ROUTES_PER_PEER * (len(self.names) - 1)
+            wait_until(
+                lambda: all(route_count(f"http://{HOST}:{self.monitor_ports[n]}") >= whole for n in self.names),
+                timeout,
+                f"nats-server nodes {self.names} to have {whole} routes each",
                 self.check_alive,
             )
         except BaseException:
