@@ -11,6 +11,7 @@ JETRAFT_PIPELINE_TARGET picks the kind for the whole suite.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -58,6 +59,8 @@ def http_ok(url: str) -> bool:
 # nats-server 2.15 keeps, by default, a pool of 3 route connections to each peer plus one pinned to the
 # system account: a cluster's mesh is whole when every server counts that many per peer.
 ROUTES_PER_PEER = 4
+# the stream `NatsServerProcesses.start` creates and deletes to see that a cluster places streams
+PLACEMENT_PROBE = "PLACEMENT_PROBE"
 
 
 def route_count(monitor_url: str) -> int:
@@ -135,9 +138,42 @@ class NatsServerProcesses:
                 f"nats-server nodes {self.names} to have {whole} routes each",
                 self.check_alive,
             )
+            if jetstream and len(self.names) > 1:
+                self._until_streams_are_placed(timeout)
         except BaseException:
             self.stop()
             raise
+
+    def _until_streams_are_placed(self, timeout: float) -> None:
+        """Create and delete a stream of as many replicas as servers until that works: the meta leader
+        places a replicated stream only on servers whose statistics it has heard, which follow the
+        routes by a moment; before, a create is answered "insufficient resources" (10005), and a test's
+        own first create failed so (CI at 1129b28, test_api_audit). There is no event to await across
+        processes, so bounded polling, in a thread of its own (a caller may be inside an event loop)."""
+        url = f"nats://{HOST}:{self.ports[self.names[0]]}"
+        replicas = len(self.names)
+
+        async def probe() -> None:
+            nc = await nats.connect(url)
+            try:
+                deadline = time.monotonic() + timeout
+                config = json.dumps({"name": PLACEMENT_PROBE, "subjects": [], "num_replicas": replicas})
+                while True:
+                    self.check_alive()
+                    answer = json.loads(
+                        (await nc.request(f"$JS.API.STREAM.CREATE.{PLACEMENT_PROBE}", config.encode(), 10)).data
+                    )
+                    if "error" not in answer:
+                        await nc.request(f"$JS.API.STREAM.DELETE.{PLACEMENT_PROBE}", b"", 10)
+                        return
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"nats-server nodes {self.names} never placed an R{replicas}: {answer}")
+                    await asyncio.sleep(0.1)
+            finally:
+                await nc.close()
+
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            pool.submit(asyncio.run, probe()).result()
 
     def check_alive(self) -> None:
         for name, proc in self.procs.items():
