@@ -47,6 +47,14 @@ def _parser() -> argparse.ArgumentParser:
         default=DEFAULT_DIRECT_GET_POLICY,
         help="which replica answers a Direct Get (default: %(default)s: any replica or mirror, as nats-server picks a queue member)",
     )
+    up.add_argument(
+        "--publish-hold",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="each node's --publish-hold: how long a publish that meets no stream leader waits for one "
+        "(default: 0, off: answered 503 at once, as nats-server does)",
+    )
     up.add_argument("--startup-timeout", type=float, default=60.0)
     up.add_argument(
         "--toxiproxy", action="store_true", help="route every node-to-node link through an embedded Toxiproxy"
@@ -114,6 +122,9 @@ def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     if args.action != "up":
         return _control(args)
+    if not args.publish_hold >= 0:  # NaN too
+        print(f"jetraft local: --publish-hold must be 0 (off) or more seconds, not {args.publish_hold}", file=sys.stderr)
+        return 2
     if args.nodes < 1 or args.mirror_nodes < 0 or args.workers < 1:
         print(
             "jetraft local: --nodes and --workers must be at least 1 and --mirror-nodes at least 0",
@@ -130,9 +141,10 @@ def main(argv: list[str]) -> int:
         except (ToxiproxyProcessError, ToxiproxyAPIError, OSError) as exc:
             print(f"jetraft local: cannot start Toxiproxy: {exc}", file=sys.stderr)
             return 1
-    cluster = LocalCluster(
-        specs, args.data_dir, extra_args=["--direct-get-policy", args.direct_get_policy], toxiproxy=toxiproxy
-    )
+    node_args = ["--direct-get-policy", args.direct_get_policy]
+    if args.publish_hold > 0:
+        node_args += ["--publish-hold", str(args.publish_hold)]
+    cluster = LocalCluster(specs, args.data_dir, extra_args=node_args, toxiproxy=toxiproxy)
     # The handler only records the signal. It once set a threading.Event, whose lock the handler then
     # takes: a second signal landing while the first handler held it (two quick Ctrl-Cs, or a SIGTERM
     # from both a supervisor and a user) deadlocked the command with its nodes still running.

@@ -55,7 +55,7 @@ def test_the_blocker_really_blocks_the_extras(tmp_path: Path) -> None:
     assert probe.returncode != 0 and "No module named 'nats'" in probe.stderr
 
 
-def _local_up(tmp_path: Path, nodes: int, mirror_nodes: int) -> subprocess.Popen[bytes]:
+def _local_up(tmp_path: Path, nodes: int, mirror_nodes: int, *options: str) -> subprocess.Popen[bytes]:
     specs = plan_free_nodes(nodes, mirror_nodes)
     command = [
         sys.executable, "-m", "cli.main", "local", "up",
@@ -63,6 +63,7 @@ def _local_up(tmp_path: Path, nodes: int, mirror_nodes: int) -> subprocess.Popen
         "--port-base", str(specs[0].client_port), "--http-port-base", str(specs[0].http_port),
         "--cluster-port-base", str(specs[0].cluster_port), "--data-dir", str(tmp_path / "data"),
         "--workers", str(specs[0].workers),  # the plan's ($JETRAFT_TEST_WORKERS): its cluster ports go that far apart
+        *options,
     ]  # fmt: skip
     return subprocess.Popen(
         command,
@@ -185,6 +186,26 @@ def _healthy(http_url: str) -> bool:
             return resp.status == 200
     except OSError:
         return False
+
+
+@pytest.mark.skipif(not node_available(), reason="needs a runnable `jetraft node` (cluster.node.command)")
+def test_local_up_hands_its_publish_hold_to_every_node(tmp_path: Path) -> None:
+    proc = _local_up(tmp_path, 2, 0, "--publish-hold", "1.5")
+    try:
+        read_lines_until(proc, "ready", timeout=90)
+        commands = [Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") for pid in _node_pids(tmp_path / "data")]
+        assert commands and all(b"--publish-hold" in args for args in commands)
+        assert {args[args.index(b"--publish-hold") + 1] for args in commands} == {b"1.5"}
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert _stopped(proc, 60, tmp_path / "data") == 0
+
+
+@pytest.mark.parametrize("value", ["-1", "nan"])
+def test_local_up_refuses_a_publish_hold_below_zero(tmp_path: Path, value: str) -> None:
+    proc = _local_up(tmp_path, 1, 0, "--publish-hold", value)
+    assert _stopped(proc, 30, tmp_path / "data") == 2
+    assert not (tmp_path / "data").exists()  # refused before anything started
 
 
 @pytest.mark.skipif(not node_available(), reason="needs a runnable `jetraft node` (cluster.node.command)")
