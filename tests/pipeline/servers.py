@@ -145,11 +145,13 @@ class NatsServerProcesses:
             raise
 
     def _until_streams_are_placed(self, timeout: float) -> None:
-        """Create and delete a stream of as many replicas as servers until that works: the meta leader
-        places a replicated stream only on servers whose statistics it has heard, which follow the
-        routes by a moment; before, a create is answered "insufficient resources" (10005), and a test's
-        own first create failed so (CI at 1129b28, test_api_audit). There is no event to await across
-        processes, so bounded polling, in a thread of its own (a caller may be inside an event loop)."""
+        """Create and delete a stream of as many replicas as servers until that works. nats-server's meta
+        leader places a replicated stream only on servers it has heard statistics from, which follow the
+        routes by a moment. In a fresh clone's run at 1129b28 test_api_audit's first R3 create on a
+        freshly started cluster left no stream (no server logged a leader for it) and its publish heard
+        "no responders" for 5 s; 8 fresh clusters here created their first R3 at once, so this only
+        rules the case out. No event to await across processes: bounded polling, in a thread of its
+        own (a caller may be inside an event loop)."""
         url = f"nats://{HOST}:{self.ports[self.names[0]]}"
         replicas = len(self.names)
 
