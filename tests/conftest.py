@@ -17,17 +17,21 @@ from typing import Any
 
 from nats.aio.client import Client
 
-# nats-py's own, kept for tests/test_client_ordering.py
-ORIGINAL_SEND_PING = Client._send_ping
+# nats-py's own, kept for tests/test_client_ordering.py (None if a later nats-py has no such method)
+ORIGINAL_SEND_PING = getattr(Client, "_send_ping", None)
 
 
 def _install() -> None:
     original = ORIGINAL_SEND_PING
+    if original is None:
+        return  # a nats-py whose internals differ: tests/test_client_ordering.py says whether it keeps the order
 
     async def send_ping_after_pending(self: Client, future: Any = None) -> None:
-        pending = self._pending
-        if pending and self._transport is not None:
-            self._transport.writelines(pending[:])
+        # private attributes of nats-py 2.16; a client without them is left to its own order
+        pending = getattr(self, "_pending", None)
+        transport = getattr(self, "_transport", None)
+        if pending and transport is not None:
+            transport.writelines(pending[:])
             self._pending = []
             self._pending_data_size = 0
         await original(self, future)
