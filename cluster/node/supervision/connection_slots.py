@@ -16,13 +16,18 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import mmap
 import os
 import struct
 import time
 from collections.abc import Iterator
 
 import structlog
+
+from cluster.node.supervision.worker_slots import (
+    create_worker_slots,
+    map_worker_slots,
+    slots_fd_from_environment,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -35,11 +40,8 @@ _LOCK_RETRY = 0.0005
 
 
 def create_connection_slots(workers: int) -> int:
-    """In the supervisor: the descriptor of a zeroed file of one slot per worker (closed on exec unless
-    passed on, as `pass_fds` does for each worker)."""
-    fd = os.memfd_create("jetraft-connections", os.MFD_CLOEXEC)
-    os.ftruncate(fd, _SLOT.size * workers)
-    return fd
+    """In the supervisor: the descriptor of a zeroed file of one slot per worker."""
+    return create_worker_slots("jetraft-connections", _SLOT.size, workers)
 
 
 class NodeConnectionCount:
@@ -49,7 +51,7 @@ class NodeConnectionCount:
         self._fd = fd
         self._workers = workers
         self._offset = index * _SLOT.size
-        self._map = mmap.mmap(fd, _SLOT.size * workers)
+        self._map = map_worker_slots(fd, _SLOT.size, workers)
         with self._locked():
             # clients of an earlier process of this worker died with it
             _SLOT.pack_into(self._map, self._offset, 0)
@@ -57,8 +59,8 @@ class NodeConnectionCount:
     @classmethod
     def from_environment(cls, index: int, workers: int) -> NodeConnectionCount | None:
         """The count the supervisor passed this worker; None for a process it did not start."""
-        fd = os.environ.pop(CONNECTION_SLOTS_FD_ENV, None)
-        return cls(int(fd), index, workers) if fd is not None else None
+        fd = slots_fd_from_environment(CONNECTION_SLOTS_FD_ENV)
+        return cls(fd, index, workers) if fd is not None else None
 
     def total(self) -> int:
         return sum(_SLOT.unpack_from(self._map, i * _SLOT.size)[0] for i in range(self._workers))

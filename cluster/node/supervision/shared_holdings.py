@@ -11,20 +11,22 @@ message that crosses the limit is stored; the next is refused).
 
 from __future__ import annotations
 
-import mmap
 import os
 import struct
+
+from cluster.node.supervision.worker_slots import (
+    create_worker_slots,
+    map_worker_slots,
+    slots_fd_from_environment,
+)
 
 HOLDINGS_FD_ENV = "JETRAFT_HOLDINGS_FD"
 _SLOTS = struct.Struct("=qq")  # memory bytes, file bytes
 
 
 def create_holdings_slots(workers: int) -> int:
-    """In the supervisor: the descriptor of a zeroed file of two slots per worker (closed on exec unless
-    passed on)."""
-    fd = os.memfd_create("jetraft-holdings", os.MFD_CLOEXEC)
-    os.ftruncate(fd, _SLOTS.size * workers)
-    return fd
+    """In the supervisor: the descriptor of a zeroed file of two slots per worker."""
+    return create_worker_slots("jetraft-holdings", _SLOTS.size, workers)
 
 
 class WorkerHoldings:
@@ -34,15 +36,15 @@ class WorkerHoldings:
         self._fd = fd
         self._index = index
         self._workers = workers
-        self._map = mmap.mmap(fd, _SLOTS.size * workers)
+        self._map = map_worker_slots(fd, _SLOTS.size, workers)
         # what an earlier process of this worker held is its replicas' again once they open, told anew
         self.tell(0, 0)
 
     @classmethod
     def from_environment(cls, index: int, workers: int) -> WorkerHoldings | None:
         """The slots the supervisor passed this worker; None for a process it did not start."""
-        fd = os.environ.pop(HOLDINGS_FD_ENV, None)
-        return cls(int(fd), index, workers) if fd is not None else None
+        fd = slots_fd_from_environment(HOLDINGS_FD_ENV)
+        return cls(fd, index, workers) if fd is not None else None
 
     def tell(self, memory: int, storage: int) -> None:
         _SLOTS.pack_into(self._map, self._index * _SLOTS.size, memory, storage)
