@@ -258,13 +258,18 @@ def direct_get_memory() -> float:
     return _direct_get(MemoryStreamStore())
 
 
-def direct_get_file() -> float:
+def _on_file_store(case: Callable[[StreamStore], float]) -> float:
+    """`case` run on a RocksStreamStore of its own in a temporary directory."""
     with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
         store = RocksStreamStore.open_alone(Path(tmp))
         try:
-            return _direct_get(store)
+            return case(store)
         finally:
             store.close()
+
+
+def direct_get_file() -> float:
+    return _on_file_store(_direct_get)
 
 
 def _msg_get(store: StreamStore) -> float:
@@ -284,12 +289,7 @@ def msg_get_memory() -> float:
 
 
 def msg_get_file() -> float:
-    with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
-        store = RocksStreamStore.open_alone(Path(tmp))
-        try:
-            return _msg_get(store)
-        finally:
-            store.close()
+    return _on_file_store(_msg_get)
 
 
 def _apply_case(shape: str) -> Callable[[], float]:
