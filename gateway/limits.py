@@ -30,11 +30,35 @@ class Limits:
 
 
 @dataclass(slots=True)
+class Traffic:
+    """Messages and bytes a server took from clients (in) and gave them (out)."""
+
+    in_msgs: int = 0
+    in_bytes: int = 0
+    out_msgs: int = 0
+    out_bytes: int = 0
+
+    def add(self, in_msgs: int, in_bytes: int, out_msgs: int, out_bytes: int) -> None:
+        self.in_msgs += in_msgs
+        self.in_bytes += in_bytes
+        self.out_msgs += out_msgs
+        self.out_bytes += out_bytes
+
+
+@dataclass(slots=True)
 class ServerStats:
     connections_total: int = 0
     slow_consumers: int = 0
     # the same, by the account of the client cut off (/accstatz)
     slow_consumers_by_account: dict[str, int] = field(default_factory=dict)
+    # what closed connections moved, in all and by account: nats-server's in_msgs, out_bytes, ... and an
+    # account's sent/received only ever grow, so a client's counts stay when it goes
+    closed_traffic: Traffic = field(default_factory=Traffic)
+    closed_traffic_by_account: dict[str, Traffic] = field(default_factory=dict)
+
+    def add_closed(self, account: str, in_msgs: int, in_bytes: int, out_msgs: int, out_bytes: int) -> None:
+        self.closed_traffic.add(in_msgs, in_bytes, out_msgs, out_bytes)
+        self.closed_traffic_by_account.setdefault(account, Traffic()).add(in_msgs, in_bytes, out_msgs, out_bytes)
 
 
 class SharedConnectionCount(Protocol):

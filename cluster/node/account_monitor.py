@@ -13,6 +13,7 @@ from cluster.node.http_server import QueryError, bool_param
 from cluster.node.monitored_node import GLOBAL_ACCOUNT, MonitoredNode
 from cluster.runtime.context import SYSTEM_ACCOUNT
 from gateway.connection import ClientConnection
+from gateway.limits import Traffic
 from storage.nats_time import format_rfc3339_nano
 
 
@@ -107,6 +108,7 @@ class AccountMonitor:
             }
 
         def entry(name: str, members: list[ClientConnection]) -> dict[str, Any]:
+            closed = node.server.stats.closed_traffic_by_account.get(name, Traffic())
             return {
                 "acc": name,
                 "name": name,
@@ -114,8 +116,14 @@ class AccountMonitor:
                 "leafnodes": 0,
                 "total_conns": len(members),
                 "num_subscriptions": sum(len(c.subs) for c in members),
-                "sent": flows(sum(c.out_msgs for c in members), sum(c.out_bytes for c in members)),
-                "received": flows(sum(c.in_msgs for c in members), sum(c.in_bytes for c in members)),
+                "sent": flows(
+                    closed.out_msgs + sum(c.out_msgs for c in members),
+                    closed.out_bytes + sum(c.out_bytes for c in members),
+                ),
+                "received": flows(
+                    closed.in_msgs + sum(c.in_msgs for c in members),
+                    closed.in_bytes + sum(c.in_bytes for c in members),
+                ),
                 "slow_consumers": node.server.stats.slow_consumers_by_account.get(name, 0),
             }
 

@@ -77,10 +77,11 @@ class NodeMonitor:
         links = [node.mesh.link_stats(peer) for peer in node.mesh.peers]
         route_in = sum(link.messages_received for link in links if link is not None)
         route_out = sum(link.messages_sent for link in links if link is not None)
-        client_in = sum(c.in_msgs for c in clients)
-        client_out = sum(c.out_msgs for c in clients)
-        client_in_bytes = sum(c.in_bytes for c in clients)
-        client_out_bytes = sum(c.out_bytes for c in clients)
+        closed = server.stats.closed_traffic  # counters only grow: a client's stay when it closes
+        client_in = closed.in_msgs + sum(c.in_msgs for c in clients)
+        client_out = closed.out_msgs + sum(c.out_msgs for c in clients)
+        client_in_bytes = closed.in_bytes + sum(c.in_bytes for c in clients)
+        client_out_bytes = closed.out_bytes + sum(c.out_bytes for c in clients)
         usage = resource.getrusage(resource.RUSAGE_SELF)
         sublist = node.router.sublist_stats()
         body: dict[str, Any] = {

@@ -98,3 +98,43 @@ async def test_monitoring_names_each_clients_account_as_nats_server_does(tmp_pat
     assert theirs["accounts"] == ["$G", "$SYS", "A", "B", "C"]
     assert theirs["accountz.A"]["client_connections"] == 2
     assert mine == theirs
+
+
+async def _traffic_after_clients_left(client_port: int, http_port: int) -> dict[str, Any]:
+    """A's publisher sends 5 messages of 10 bytes, 3 of them to A's subscriber, and both clients close; then
+    what /varz and /accstatz count. nats-server's counters only grow: a client's stay when it goes."""
+    sub_client = await nats.connect(f"nats://a:a@{HOST}:{client_port}")
+    pub_client = await nats.connect(f"nats://a:a@{HOST}:{client_port}")
+    sub = await sub_client.subscribe("counted")
+    await sub_client.flush()
+    for index in range(5):
+        await pub_client.publish("counted" if index < 3 else "nobody", b"0123456789")
+    await pub_client.flush()
+    for _ in range(3):
+        await sub.next_msg(timeout=5)
+    await sub_client.close()
+    await pub_client.close()
+    _, varz = await asyncio.to_thread(_get, http_port, "varz")
+    _, accstatz = await asyncio.to_thread(_get, http_port, "accstatz?unused=1&accounts=A")
+    (account,) = [entry for entry in accstatz["account_statz"] if entry["acc"] == "A"]
+    return {
+        "varz": {key: varz[key] for key in ("in_msgs", "in_bytes", "out_msgs", "out_bytes", "connections")},
+        "A": (account["conns"], account["received"], account["sent"]),
+    }
+
+
+async def test_traffic_counters_keep_what_closed_clients_moved(tmp_path: Path) -> None:
+    """/varz in_msgs and out_bytes and an account's received/sent counted only the clients still connected,
+    so they fell to 0 when those left (nats-py's upstream `test_publish` reads /varz after closing)."""
+    reference, ours = tmp_path / "ref", tmp_path / "jetraft"
+    reference.mkdir()
+    ours.mkdir()
+    http_port = free_port_base(1)
+    async with nats_server_from_config(
+        reference, f"http: {HOST}:{http_port}\njetstream {{ store_dir: '{reference / 'js'}' }}\n" + ACCOUNTS
+    ) as port:
+        theirs = await _traffic_after_clients_left(port, http_port)
+    async with node_from_config(ours, "jetstream: enabled\n" + ACCOUNTS) as node:
+        mine = await _traffic_after_clients_left(node.client_port, node.http_port)
+    assert theirs["varz"]["in_msgs"] >= 5 and theirs["A"][1]["msgs"] == 5
+    assert mine == theirs
