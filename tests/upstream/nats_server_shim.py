@@ -25,6 +25,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,8 @@ VALUE_FLAGS = {
     "ports_file_dir", "client_advertise", "cluster_advertise", "connect_retries",
 }  # fmt: skip
 DEBUG_FLAGS = {"D", "V", "DV", "VV", "DVV", "debug", "trace"}
+# nats-server's TLS flags -> the `tls { }` key each sets ("tls" itself turns TLS on)
+TLS_FLAGS = {"tls": "tls", "tlscert": "cert_file", "tlskey": "key_file", "tlscacert": "ca_file", "tlsverify": "verify"}
 
 
 @dataclass
@@ -53,6 +56,9 @@ class Translation:
     host: str = "127.0.0.1"
     data_dir: str | None = None
     jetstream: bool = False
+    # --tls with its files: handed to the node as a config file's `tls { }` block (see tls_config)
+    tls: dict[str, str] = field(default_factory=dict)
+    config_given: bool = False
     notices: list[str] = field(default_factory=list)
 
 
@@ -96,16 +102,35 @@ def translate(argv: list[str]) -> Translation:
         elif name in DEBUG_FLAGS:
             out.node_args += ["--log-level", "DEBUG"]
         elif name in ("c", "config"):
+            out.config_given = True
             out.node_args += translate_config_file(value or "", out.notices)
+        elif name in TLS_FLAGS:
+            out.tls[TLS_FLAGS[name]] = value or "true"
         else:
             shown = f"-{name}" + (f" {value}" if value is not None else "") if name else repr(value)
             out.notices.append(f"{shown}: no jetraft equivalent, not applied")
+    if out.tls and out.config_given:
+        out.notices.append("--tls flags beside --config: jetraft takes TLS from one config file, not applied")
+        out.tls.clear()
+    elif out.tls and "tls" not in out.tls:
+        out.notices.append("--tlscert/--tlskey without --tls: not applied (nats-server serves plain then too)")
+        out.tls.clear()
     if not out.jetstream:
         out.notices.append(
             "no -js: jetraft always runs JetStream, where this nats-server would answer JetStream "
             "API requests with no responders"
         )
     return out
+
+
+def tls_config(tls: dict[str, str], directory: str) -> list[str]:
+    """`--config FILE` whose only block is the `tls { }` nats-server's --tls flags make."""
+    lines = [f'  {key}: "{value}"' for key, value in tls.items() if key not in ("tls", "verify")]
+    if "verify" in tls:
+        lines.append("  verify: true")
+    path = Path(directory) / "tls-flags.conf"
+    path.write_text("tls {\n" + "\n".join(lines) + "\n}\n")
+    return ["--config", str(path)]
 
 
 def translate_config_file(path: str, notices: list[str]) -> list[str]:
@@ -207,13 +232,22 @@ def wait_healthy(node: subprocess.Popen, health_url: str, deadline: float) -> bo
     return False
 
 
-class VarzHandler(http.server.BaseHTTPRequestHandler):
-    """Answers /varz (the harness's readiness probe) with the little nats-server's has that we know."""
+class MonitoringProxy(http.server.BaseHTTPRequestHandler):
+    """The harness's HTTP port: each GET (its readiness probe /varz, the tests' /varz and /connz) is
+    answered by the node's own monitoring port, status and body as the node gives them."""
+
+    node_http = ""  # set on a subclass once the node's port is known
 
     def do_GET(self) -> None:
-        body = b'{"server_name": "jetraft-shim"}' if self.path.startswith("/varz") else b"{}"
-        self.send_response(200 if self.path.startswith("/varz") else 404)
-        self.send_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(f"{self.node_http}{self.path}", timeout=10) as response:
+                status, body, kind = response.status, response.read(), response.headers.get("Content-Type")
+        except urllib.error.HTTPError as exc:
+            status, body, kind = exc.code, exc.read(), exc.headers.get("Content-Type")
+        except OSError as exc:
+            status, body, kind = 502, f"jetraft node unreachable: {exc}".encode(), "text/plain"
+        self.send_response(status)
+        self.send_header("Content-Type", kind or "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -229,6 +263,8 @@ def main(argv: list[str]) -> int:
     if plan.data_dir is None:  # no -sd: a scratch dir under the runner's work dir (or /tmp)
         scratch = tempfile.mkdtemp(prefix="jetraft-shim-", dir=os.environ.get("JETRAFT_SHIM_SCRATCH"))
     node_http = free_port()
+    if plan.tls:
+        plan.node_args += tls_config(plan.tls, tempfile.mkdtemp(prefix="jetraft-shim-tls-", dir=os.environ.get("JETRAFT_SHIM_SCRATCH")))
     cmd = [
         sys.executable, "-m", "cluster.node.command", "--name", NODE_NAME, "--host", plan.host,
         "--port", str(plan.client_port), "--cluster-port", str(free_port()), "--http-port", str(node_http),
@@ -249,7 +285,8 @@ def main(argv: list[str]) -> int:
         node.kill()
         return node.wait() or 1
     # Only now bind the harness's HTTP port: it retries a refused connection, but spins on a non-200.
-    varz = http.server.ThreadingHTTPServer((plan.host, plan.http_port), VarzHandler)
+    handler = type("NodeMonitoring", (MonitoringProxy,), {"node_http": f"http://127.0.0.1:{node_http}"})
+    varz = http.server.ThreadingHTTPServer((plan.host, plan.http_port), handler)
     threading.Thread(target=varz.serve_forever, daemon=True).start()
     code = node.wait()
     varz.shutdown()

@@ -25,6 +25,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 TEST_FILES = ("nats/tests/test_js.py", "nats/tests/test_micro_service.py")
+# every test module of the suite (`--files all`): the core client's tests beside the JetStream ones
+ALL_FILES = "all"
 
 
 def isolation_prefix() -> list[str]:
@@ -61,7 +63,7 @@ def run_suite(server: str, args: argparse.Namespace, work: Path) -> dict[str, tu
     env["JETRAFT_SHIM_SCRATCH"] = str(work)
     junit = work / "junit.xml"
     cmd = [
-        *args.isolation, sys.executable, "-m", "pytest", *TEST_FILES, "-p", "no:cacheprovider", "-q",
+        *args.isolation, sys.executable, "-m", "pytest", *args.files, "-p", "no:cacheprovider", "-q",
         # test_js.py uses unittest.mock without importing it: upstream, test_client.py imports it first
         "-p", "unittest.mock",
         f"--timeout={args.test_timeout}", f"--junitxml={junit}", *(["-k", args.k] if args.k else []),
@@ -115,11 +117,21 @@ def main() -> int:
     parser.add_argument("--wall", type=int, default=1800, help="wall-clock limit per run, seconds")
     parser.add_argument("--out", type=Path, help="keep logs and junit XML here (default: a temp dir)")
     parser.add_argument("-k", help="pytest -k expression")
+    parser.add_argument("--files", default=",".join(TEST_FILES),
+                        help=f"comma-separated test files of the suite, or '{ALL_FILES}' for nats/tests/test_*.py "
+                        "(default: the JetStream and micro-service files)")  # fmt: skip
     parser.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
     args = parser.parse_args()
     args.suite = args.suite.resolve()
     if not all((args.suite / f).is_file() for f in TEST_FILES):
         parser.error(f"{args.suite} holds no nats-py test suite; see tests/upstream/README.md")
+    if args.files == ALL_FILES:
+        args.files = sorted(str(p.relative_to(args.suite)) for p in (args.suite / "nats/tests").glob("test_*.py"))
+    else:
+        args.files = args.files.split(",")
+        missing = [f for f in args.files if not (args.suite / f).is_file()]
+        if missing:
+            parser.error(f"not in the suite: {', '.join(missing)}")
     # The harness prefers these paths to PATH; either would bypass the shim.
     for shadow in (Path.home() / "nats-server" / "nats-server", args.suite / "nats/tests/nats-server"):
         if shadow.is_file():
