@@ -119,6 +119,19 @@ class GatewayServer:
             await self._server.wait_closed()
             self._server = None
 
+    def stop_accepting(self) -> None:
+        """Lame duck mode's first step: no new client is taken; the connected ones stay."""
+        if self._server is not None:
+            self._server.close()
+
+    def announce_lame_duck(self) -> None:
+        """Tell every client this server is leaving, as nats-server's lame duck INFO does: `ldm` true and
+        no connect_urls (a client should not be pointed back here); later clients see it too."""
+        self._info_extra["ldm"] = True
+        self._rebuild_info()
+        for client in list(self._clients.values()):
+            client.send_info(encode_info(self._info))
+
     @property
     def connect_urls(self) -> list[str]:
         """INFO's connect_urls: this node's client address and the other nodes' (empty alone)."""
@@ -199,7 +212,7 @@ class GatewayServer:
             info["tls_required"] = True
             if self.tls.verify:
                 info["tls_verify"] = True
-        if self._cluster_urls:
+        if self._cluster_urls and not self._info_extra.get("ldm"):
             info["connect_urls"] = [host_port(self.client_url), *self._cluster_urls]
         info.update(self._info_extra)
         self._info = info

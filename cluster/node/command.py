@@ -1,4 +1,5 @@
-"""`jetraft node ...`: run one node until SIGINT or SIGTERM (what containers and `jetraft local up` run).
+"""`jetraft node ...`: run one node until SIGINT or SIGTERM (what containers and `jetraft local up` run), or
+until its lame duck mode (SIGUSR2, cluster/node/lame_duck.py) has handed everything over.
 
 With `--workers N` (N > 1) this process is the node's supervisor
 (cluster/node/supervision/supervisor.py), and runs this same command once per worker with
@@ -65,6 +66,7 @@ def parse_args(argv: Sequence[str] | None) -> NodeConfig:
 
 async def run(config: NodeConfig) -> None:
     from cluster.node.account_jetstream import HomeAccountChangedError
+    from cluster.node.lame_duck import run_lame_duck
     from cluster.node.node import Node  # heavy imports only once the flags are good
 
     share = None
@@ -75,8 +77,27 @@ async def run(config: NodeConfig) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
+    lame_duck: list[asyncio.Task[None]] = []
+    started = False
+    lame_duck_asked = False
+
+    def enter_lame_duck() -> None:  # once: nats-server ignores a second signal too
+        nonlocal lame_duck_asked
+        lame_duck_asked = True
+        if started and not lame_duck and not stop.is_set():
+            lame_duck.append(
+                loop.create_task(
+                    run_lame_duck(node, config.lame_duck_duration, config.lame_duck_grace_period, stop.set)
+                )
+            )
+
+    # from the start: SIGUSR2's default action would kill a node still starting (asked: it begins once up)
+    loop.add_signal_handler(signal.SIGUSR2, enter_lame_duck)
     try:
         await node.start()
+        started = True
+        if lame_duck_asked:
+            enter_lame_duck()
         freeze_startup_objects()
         report_started(node.http.port)
         await stop.wait()
@@ -84,6 +105,8 @@ async def run(config: NodeConfig) -> None:
         log.error("node_failed_to_start", node=config.name, error=str(exc))
         raise SystemExit(1) from None
     finally:
+        for task in lame_duck:
+            task.cancel()
         # also after a failed start (a port taken): what did start (the cluster port's gRPC server)
         # stops while the loop runs, instead of complaining from its finaliser once the loop is closed
         await node.stop()

@@ -22,6 +22,7 @@ from gateway.limits import DEFAULT_MAX_PENDING
 from gateway.protocol import DEFAULT_MAX_PAYLOAD
 from gateway.queue_policy import POLICY_NAMES
 from gateway.tls import TlsSettings, server_context
+from storage.nats_time import format_go_duration
 
 DIRECT_GET_POLICIES = POLICY_NAMES
 DEFAULT_DIRECT_GET_POLICY = "random"
@@ -110,6 +111,11 @@ class NodeConfig:
     # waiting for the leader's interest (cluster/runtime/publish_hold.py, docs/config-fields.md). 0, the
     # default, holds nothing: the publish is answered 503 no responders at once, as nats-server does.
     publish_hold: float = 0.0
+    # nats-server's lame_duck_duration and lame_duck_grace_period, in seconds: on SIGUSR2 the node stops
+    # taking clients, hands its Raft leaderships over, tells its clients, waits the grace period, then
+    # closes them spread over the rest of the duration and stops (cluster/node/lame_duck.py)
+    lame_duck_duration: float = 120.0
+    lame_duck_grace_period: float = 10.0
     # Worker processes of this node (cluster/node/supervision/supervisor.py): more than one, and a supervisor runs
     # them, each a cluster member of its own (`<name>/w<i>`) on the node's client port (SO_REUSEPORT)
     # and on cluster port `cluster_port + i`. Every node of a cluster must run the same number: a peer's
@@ -192,6 +198,11 @@ class NodeConfig:
             value = getattr(self, setting)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
                 raise ConfigError(f"{setting} must be an integer, not {value!r}")
+        if self.lame_duck_duration > 0 and self.lame_duck_grace_period >= self.lame_duck_duration:
+            grace, duration = (format_go_duration(int(x * 1e9)) for x in (self.lame_duck_grace_period, self.lame_duck_duration))
+            raise ConfigError(
+                f"lame duck grace period ({grace}) should be strictly lower than lame duck duration ({duration})"
+            )
         self._validate_account_within_node()
         self._validate_workers()
 

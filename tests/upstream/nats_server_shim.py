@@ -280,6 +280,8 @@ def main(argv: list[str]) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    # lame duck mode (the harness's send_signal(SIGUSR2)): the node's own, which ends in its exit
+    signal.signal(signal.SIGUSR2, lambda _signum, _frame: node.send_signal(signal.SIGUSR2))
     if not wait_healthy(node, f"http://127.0.0.1:{node_http}/healthz", time.monotonic() + READY_TIMEOUT):
         print("nats-server shim: the jetraft node did not become healthy", file=sys.stderr)
         node.kill()

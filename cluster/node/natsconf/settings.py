@@ -18,6 +18,7 @@ from cluster.node.natsconf.users import ConfPermissionError, parse_permissions, 
 from gateway.auth import NkeyUser, User
 from gateway.tls import TlsSettings
 from storage.msg_ttl import parse_go_duration
+from storage.nats_time import format_go_duration
 
 # nats-server's top-level keys (server/opts.go) that jetraft does not implement yet.
 _NATS_TOP_LEVEL_KEYS_NOT_YET = """client_advertise net debug trace trace_verbose trace_headers logtime logtime_utc mappings maps
@@ -25,7 +26,7 @@ _NATS_TOP_LEVEL_KEYS_NOT_YET = """client_advertise net debug trace trace_verbose
     gateway leaf leafnodes logfile log_file logfile_size_limit log_size_limit logfile_max_num log_max_num
     syslog remote_syslog pidfile pid_file ports_file_dir prof_port prof_block_rate max_control_line
     max_pending proxy_protocol max_traced_msg_len max_sub_tokens max_subscription_tokens ping_interval ping_max ocsp allow_non_tls write_deadline
-    write_timeout lame_duck_duration lame_duck_grace_period operator operators roots root root_operators
+    write_timeout operator operators roots root root_operators
     root_operator resolver account_resolver accounts_resolver resolver_tls resolver_preload
     resolver_pinned_accounts system_account system no_system_account no_system no_sys_acc
     no_header_support trusted trusted_keys connect_error_reports reconnect_error_reports websocket ws mqtt
@@ -173,6 +174,8 @@ class _Collector:
             "max_subscriptions": self.max_subscriptions,
             "max_subs": self.max_subscriptions,
             "no_auth_user": self.no_auth_user,
+            "lame_duck_duration": self.lame_duck,
+            "lame_duck_grace_period": self.lame_duck,
         }
         for key, value, place in _settings(conf):
             if key in handlers:
@@ -188,6 +191,20 @@ class _Collector:
         self.fields["jetstream_limits"] = parsed.jetstream_limits
         self.fields["jetstream_account_limits"] = parsed.account_limits
         self.account_users = parsed.users
+
+    def lame_duck(self, key: str, value: Any, place: Place) -> None:
+        """nats-server's lame duck settings (cluster/node/lame_duck.py), read and bounded with its words."""
+        try:
+            ns = parse_go_duration(value) if isinstance(value, str) else None
+        except ValueError:
+            ns = None
+        if ns is None:
+            raise _fail("", key, place, f"error parsing {key}: time: invalid duration")
+        if key == "lame_duck_duration" and ns < 30 * 10**9:
+            raise _fail("", key, place, f"invalid lame_duck_duration of {format_go_duration(ns)}, minimum is 30 seconds")
+        if key == "lame_duck_grace_period" and ns < 0:
+            raise _fail("", key, place, "invalid lame_duck_grace_period, needs to be positive")
+        self.fields[key] = ns / 1e9
 
     def no_auth_user(self, key: str, value: Any, place: Place) -> None:
         self.fields["no_auth_user"] = _string("", key, value, place)

@@ -10,7 +10,9 @@ no cluster state; it
   monitoring endpoints (/varz, /connz, /jsz, ...) merged into the node's (supervisor_http.py),
 - on SIGTERM or SIGINT stops the workers by PID (SIGTERM, then SIGKILL after
   a grace period) and exits; if it dies without that, the kernel kills the
-  workers (cluster/node/process_setup.py).
+  workers (cluster/node/process_setup.py),
+- on SIGUSR2 (lame duck mode, cluster/node/lame_duck.py) passes it to every worker, restarts none
+  of them again, and exits once they all have.
 
 A worker tells its supervisor its HTTP port on a pipe (the fd in
 `$JETRAFT_WORKER_STATUS_FD`) once it has started.
@@ -91,6 +93,7 @@ class Supervisor:
         # what the node's replicas hold, for its JetStream limits, which every worker holds the node to
         self._holdings_slots = create_holdings_slots(config.workers)
         self._stopping = False
+        self._lame_duck = False  # SIGUSR2 came: workers that exit are not restarted
         self._watchers: list[asyncio.Task[None]] = []
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -129,6 +132,20 @@ class Supervisor:
             self._watchers.append(loop.create_task(self._keep_running(worker), name=f"worker-{worker.index}"))
         log.info("supervisor_started", node=config.name, workers=config.workers, http_port=config.http_port)
 
+    async def lame_duck(self) -> None:
+        """Every worker goes through lame duck mode and exits; none is restarted. Returns once all did."""
+        if self._lame_duck or self._stopping:
+            return
+        self._lame_duck = True
+        log.info("supervisor_lame_duck", node=self.config.name)
+        for worker in self.workers:
+            # one still starting is told once it reports it is up (_run_once): a Python process that has
+            # not yet set its handler would die of SIGUSR2's default action
+            if worker.process is not None and worker.process.returncode is None and worker.http_port is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    worker.process.send_signal(signal.SIGUSR2)
+        await asyncio.gather(*self._watchers, return_exceptions=True)
+
     async def stop(self) -> None:
         self._stopping = True
         log.info("supervisor_stopping", node=self.config.name)
@@ -165,14 +182,14 @@ class Supervisor:
 
     async def _keep_running(self, worker: WorkerProcess) -> None:
         backoff = RESTART_BACKOFF_FIRST
-        while not self._stopping:
+        while not (self._stopping or self._lame_duck):
             started = time.monotonic()
             try:
                 code = await self._run_once(worker)
             except OSError as exc:  # could not even start it (out of processes or descriptors): try again
                 log.error("worker_start_failed", node=self.config.name, worker=worker.name, error=str(exc))
                 code = -1
-            if self._stopping:
+            if self._stopping or self._lame_duck:
                 return
             ran = time.monotonic() - started
             backoff = RESTART_BACKOFF_FIRST if ran >= STABLE_RUN else backoff
@@ -206,6 +223,9 @@ class Supervisor:
         if status is not None:
             worker.http_port = status
             self.up.labels(self.config.name, worker.name).set(1)
+            if self._lame_duck:  # SIGUSR2 came while it started: it goes through lame duck mode too
+                with contextlib.suppress(ProcessLookupError):
+                    worker.process.send_signal(signal.SIGUSR2)
         code = await worker.process.wait()
         worker.http_port = None
         self.up.labels(self.config.name, worker.name).set(0)
@@ -284,10 +304,23 @@ async def run_supervisor(config: NodeConfig, argv: Sequence[str]) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
+    lame_duck: list[asyncio.Task[None]] = []
+
+    async def lame_duck_then_stop() -> None:
+        await supervisor.lame_duck()
+        stop.set()
+
+    def enter_lame_duck() -> None:
+        if not lame_duck:
+            lame_duck.append(loop.create_task(lame_duck_then_stop()))
+
+    loop.add_signal_handler(signal.SIGUSR2, enter_lame_duck)
     await supervisor.start()
     try:
         await stop.wait()
     finally:
+        for task in lame_duck:
+            task.cancel()
         await supervisor.stop()
 
 
