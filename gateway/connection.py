@@ -54,7 +54,7 @@ from gateway.nkey import new_nonce
 from gateway.permissions import ConnectionPermissions
 from gateway.protocol import OK_BYTES, PING_BYTES, PONG_BYTES, ClientCommandParser, encode_err, encode_token
 from gateway.router import InvalidSubjectError, Router, Subscription
-from gateway.tls import TlsSettings
+from gateway.transports.tls import TlsSettings
 from storage.nats_time import format_rfc3339_nano
 from subjects.grammar import is_valid_subject, subject_matches
 
@@ -139,6 +139,8 @@ class ClientConnection(asyncio.Protocol):
         self.nonce = new_nonce() if server.auth is not None and server.auth.nonce_required else ""
         self.subs: dict[str, Subscription] = {}
         self.transport: asyncio.Transport | None = None
+        # a client of the WebSocket port: its transport is the WebSocket (gateway/transports/websocket.py)
+        self.websocket = False
         self.remote_ip = ""
         self.remote_port = 0
         self.closed = False
@@ -182,7 +184,7 @@ class ClientConnection(asyncio.Protocol):
             self._write(self.server.info_bytes(self))
             self.close_with_error(ERR_MAX_CONNECTIONS)
             return
-        upgrade = self.server.tls_upgrade
+        upgrade = None if self.websocket else self.server.tls_upgrade
         if upgrade is not None:
             # INFO in clear, then TLS: both from the task, back to back. The loop starts reading this
             # socket as soon as connection_made returns (uvloop ignores a pause made in it), so INFO

@@ -20,7 +20,7 @@ from gateway.connection import ClientConnection
 from gateway.limits import Limits, ServerStats, SharedConnectionCount
 from gateway.protocol import encode_info
 from gateway.router import Router
-from gateway.tls import TlsSettings, server_context
+from gateway.transports.tls import TlsSettings, server_context
 
 # The nats-server release whose client protocol and JetStream API we follow;
 # clients gate features on it (nats-py uses the 2.9+ consumer create API).
@@ -155,6 +155,12 @@ class GatewayServer:
         self.stats.connections_total += 1
         return ClientConnection(self, self._next_client_id)
 
+    def new_websocket_connection(self) -> ClientConnection:
+        """A client of the WebSocket port (gateway/transports/websocket.py): its TLS, if any, is the listener's."""
+        client = self._new_connection()
+        client.websocket = True
+        return client
+
     def admit(self, client: ClientConnection) -> bool:
         """Register `client` unless max_connections is reached (0: no limit; below 0: no client at all),
         counting it where the count is shared; whether it was."""
@@ -219,6 +225,9 @@ class GatewayServer:
 
     def info_bytes(self, client: ClientConnection) -> bytes:
         info = {**self._info, "client_id": client.client_id, "client_ip": client.remote_ip}
+        if client.websocket:  # TLS is the WebSocket listener's, never asked for in the protocol
+            info.pop("tls_required", None)
+            info.pop("tls_verify", None)
         if client.nonce:
             info["nonce"] = client.nonce
         return encode_info(info)

@@ -16,7 +16,7 @@ from pathlib import Path
 import grpc
 
 from cluster.runtime.workers import node_of
-from gateway.tls import TlsSettings
+from gateway.transports.tls import TlsSettings
 
 
 def _read(path: str) -> bytes:

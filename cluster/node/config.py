@@ -21,7 +21,8 @@ from gateway.auth import NkeyUser, User
 from gateway.limits import DEFAULT_MAX_PENDING
 from gateway.protocol import DEFAULT_MAX_PAYLOAD
 from gateway.queue_policy import POLICY_NAMES
-from gateway.tls import TlsSettings, server_context
+from gateway.transports.tls import TlsSettings, server_context
+from gateway.transports.websocket import WebSocketSettings
 from storage.nats_time import format_go_duration
 
 DIRECT_GET_POLICIES = POLICY_NAMES
@@ -83,6 +84,8 @@ class NodeConfig:
     max_subscriptions: int = 0
     # nats-server's `tls { ... }` for the client port
     tls: TlsSettings | None = None
+    # nats-server's `websocket { ... }`: the client protocol over WebSocket, on its own port
+    websocket: WebSocketSettings | None = None
     # `cluster { tls { ... } }`: mutual TLS between nodes (each certificate names its node)
     cluster_tls: TlsSettings | None = None
     # nats-server's `accounts { ... }`: isolated subject spaces joined by exports and imports
@@ -198,6 +201,15 @@ class NodeConfig:
             value = getattr(self, setting)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
                 raise ConfigError(f"{setting} must be an integer, not {value!r}")
+        if self.websocket is not None:
+            problem = self.websocket.problem()
+            if problem is not None:
+                raise ConfigError(problem)
+            if self.websocket.tls is not None:
+                try:
+                    server_context(self.websocket.tls)
+                except (OSError, ssl.SSLError) as exc:
+                    raise ConfigError(f"websocket tls: cannot use its files: {exc}") from exc
         if self.lame_duck_duration > 0 and self.lame_duck_grace_period >= self.lame_duck_duration:
             grace, duration = (format_go_duration(int(x * 1e9)) for x in (self.lame_duck_grace_period, self.lame_duck_duration))
             raise ConfigError(

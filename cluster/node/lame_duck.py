@@ -2,7 +2,7 @@
 
 Operators take a node down for an upgrade with `kill -USR2 <pid>` (nats-server's `--signal ldm`). In
 nats-server's order:
-1. the client port stops taking new clients (the connected ones stay);
+1. the client port (and the WebSocket port) stops taking new clients (the connected ones stay);
 2. every Raft group this node leads hands its leadership to its most caught-up voter, so streams,
    consumers and the meta group keep answering without waiting out an election; one second for that
    when any moved;
@@ -27,6 +27,7 @@ from typing import Protocol
 import structlog
 
 from gateway.server import GatewayServer
+from gateway.transports.websocket import WebSocketListener
 from raft.driver import RaftHost, RaftHostError
 
 log = structlog.get_logger()
@@ -39,6 +40,7 @@ MAX_CLOSE_INTERVAL_S = 1.0
 
 class LameDuckNode(Protocol):
     server: GatewayServer
+    websocket: WebSocketListener | None
     host: RaftHost
 
 
@@ -81,6 +83,8 @@ async def run_lame_duck(
     server = node.server
     log.info("lame_duck_entered", duration_s=duration_s, grace_s=grace_s)
     server.stop_accepting()
+    if node.websocket is not None:
+        await node.websocket.stop_accepting()
     moved = await hand_over_leaderships(node.host)
     if moved:
         log.info("lame_duck_leaderships_moved", groups=moved)

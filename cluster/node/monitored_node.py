@@ -12,6 +12,7 @@ from cluster.node.config import NodeConfig
 from gateway.router import Router
 from gateway.routes import RouteMesh
 from gateway.server import GatewayServer
+from gateway.transports.websocket import WebSocketListener
 from raft.driver import RaftHost
 
 GLOBAL_ACCOUNT = "$G"
@@ -22,6 +23,8 @@ class MonitoredNode(Protocol):
 
     config: NodeConfig
     server: GatewayServer
+    # the WebSocket port's listener, when one is configured
+    websocket: WebSocketListener | None
     router: Router
     mesh: RouteMesh
     host: RaftHost

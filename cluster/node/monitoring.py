@@ -70,6 +70,18 @@ class NodeMonitor:
 
     # -- /varz ------------------------------------------------------------------------------
 
+    def _websocket_opts(self) -> dict[str, Any]:
+        """nats-server's varz `websocket`: {} without the port; its address and the flags it sets."""
+        settings, listener = self._node.config.websocket, self._node.websocket
+        if settings is None or listener is None:
+            return {}
+        opts: dict[str, Any] = {"host": settings.host or self._node.config.host, "port": listener.port}
+        if settings.no_tls:
+            opts["no_tls"] = True
+        if settings.compression:
+            opts["compression"] = True
+        return opts
+
     def varz(self) -> dict[str, Any]:
         node, now = self._node, time.time_ns()
         server, config, limits = node.server, node.config, node.server.limits
@@ -110,7 +122,7 @@ class NodeMonitor:
             "gateway": {},
             "leaf": {},
             "mqtt": {},
-            "websocket": {},
+            "websocket": self._websocket_opts(),
             "jetstream": {
                 "config": self.jetstream.config(),
                 "stats": self.jetstream.stats(),

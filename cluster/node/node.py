@@ -56,6 +56,7 @@ from gateway.limits import Limits
 from gateway.router import Router
 from gateway.routes import RouteMesh, add_route_servicer
 from gateway.server import GatewayServer
+from gateway.transports.websocket import WebSocketListener
 from raft.driver import RaftHost, RaftHostError
 from raft.transport import add_raft_servicer, grpc_channel_options, grpc_server_options
 from raft.types import NodeId, Role
@@ -97,6 +98,8 @@ class Node:
             same_machine=lambda peer: node_of(peer) == node_of(config.name),
             internal_prefixes=INTERNAL_SUBJECT_PREFIXES,
         )
+        # nats-server's `websocket { }` port, when configured (gateway/transports/websocket.py)
+        self.websocket: WebSocketListener | None = None
         self.server = GatewayServer(
             self.router,
             name=config.name,
@@ -204,6 +207,9 @@ class Node:
             raise OSError(f"cannot listen on {listen}")
         await self.grpc_server.start()
         await self.server.start()
+        if config.websocket is not None:
+            self.websocket = WebSocketListener(self.server, config.websocket, config.host)
+            await self.websocket.start()
         for peer, address in sorted(config.peers.items()):
             channel = peer_channel(address, peer, grpc_channel_options(), config.cluster_tls)
             self.channels[peer] = channel
@@ -290,7 +296,9 @@ class Node:
         log.info("node_stopping", node=self.config.name)
         if self._recovery_task is not None:
             self._recovery_task.cancel()
-        await self.server.stop()
+        await self.server.stop()  # its clients, the WebSocket port's too
+        if self.websocket is not None:
+            await self.websocket.stop()
         self.system.close()
         if self.api is not None:
             self.api.close()

@@ -58,7 +58,8 @@ class Translation:
     jetstream: bool = False
     # --tls with its files: handed to the node as a config file's `tls { }` block (see tls_config)
     tls: dict[str, str] = field(default_factory=dict)
-    config_given: bool = False
+    # the config file handed to the node whole, if any: the --tls flags' block is added beside it
+    config_file: str | None = None
     notices: list[str] = field(default_factory=list)
 
 
@@ -102,17 +103,17 @@ def translate(argv: list[str]) -> Translation:
         elif name in DEBUG_FLAGS:
             out.node_args += ["--log-level", "DEBUG"]
         elif name in ("c", "config"):
-            out.config_given = True
-            out.node_args += translate_config_file(value or "", out.notices)
+            whole = translate_config_file(value or "", out.notices)
+            if whole[:1] == ["--config"]:
+                out.config_file = whole[1]
+            else:
+                out.node_args += whole
         elif name in TLS_FLAGS:
             out.tls[TLS_FLAGS[name]] = value or "true"
         else:
             shown = f"-{name}" + (f" {value}" if value is not None else "") if name else repr(value)
             out.notices.append(f"{shown}: no jetraft equivalent, not applied")
-    if out.tls and out.config_given:
-        out.notices.append("--tls flags beside --config: jetraft takes TLS from one config file, not applied")
-        out.tls.clear()
-    elif out.tls and "tls" not in out.tls:
+    if out.tls and "tls" not in out.tls:
         out.notices.append("--tlscert/--tlskey without --tls: not applied (nats-server serves plain then too)")
         out.tls.clear()
     if not out.jetstream:
@@ -123,13 +124,17 @@ def translate(argv: list[str]) -> Translation:
     return out
 
 
-def tls_config(tls: dict[str, str], directory: str) -> list[str]:
-    """`--config FILE` whose only block is the `tls { }` nats-server's --tls flags make."""
-    lines = [f'  {key}: "{value}"' for key, value in tls.items() if key not in ("tls", "verify")]
-    if "verify" in tls:
+def config_args(plan: Translation, directory: str) -> list[str]:
+    """`--config FILE` for the node: the harness's file, with the `tls { }` block nats-server's --tls flags
+    make added beside it (the file included whole), or that block alone; nothing without either."""
+    if not plan.tls:
+        return ["--config", plan.config_file] if plan.config_file else []
+    lines = [f'  {key}: "{value}"' for key, value in plan.tls.items() if key not in ("tls", "verify")]
+    if "verify" in plan.tls:
         lines.append("  verify: true")
+    included = f'include "{plan.config_file}"\n' if plan.config_file else ""
     path = Path(directory) / "tls-flags.conf"
-    path.write_text("tls {\n" + "\n".join(lines) + "\n}\n")
+    path.write_text(included + "tls {\n" + "\n".join(lines) + "\n}\n")
     return ["--config", str(path)]
 
 
@@ -263,15 +268,19 @@ def main(argv: list[str]) -> int:
     if plan.data_dir is None:  # no -sd: a scratch dir under the runner's work dir (or /tmp)
         scratch = tempfile.mkdtemp(prefix="jetraft-shim-", dir=os.environ.get("JETRAFT_SHIM_SCRATCH"))
     node_http = free_port()
-    if plan.tls:
-        plan.node_args += tls_config(plan.tls, tempfile.mkdtemp(prefix="jetraft-shim-tls-", dir=os.environ.get("JETRAFT_SHIM_SCRATCH")))
+    plan.node_args += config_args(
+        plan, tempfile.mkdtemp(prefix="jetraft-shim-conf-", dir=os.environ.get("JETRAFT_SHIM_SCRATCH"))
+    )
     cmd = [
         sys.executable, "-m", "cluster.node.command", "--name", NODE_NAME, "--host", plan.host,
         "--port", str(plan.client_port), "--cluster-port", str(free_port()), "--http-port", str(node_http),
         "--data-dir", plan.data_dir or scratch or "", "--log-format", "console", *plan.node_args,
     ]  # fmt: skip
     wait_port_free(plan.host, plan.client_port, time.monotonic() + PORT_FREE_TIMEOUT)
-    node = subprocess.Popen(cmd, cwd=REPO, preexec_fn=die_with_parent)
+    # in the harness's directory, as nats-server would be: a config file's relative paths (ws_tls.conf's
+    # certificates) are read from there
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    node = subprocess.Popen(cmd, env=env, preexec_fn=die_with_parent)
     stopping = threading.Event()
 
     def stop(_signum: int, _frame: object) -> None:

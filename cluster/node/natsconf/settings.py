@@ -16,7 +16,8 @@ from cluster.node.natsconf.accounts import parse_accounts
 from cluster.node.natsconf.parser import ConfMap, Place
 from cluster.node.natsconf.users import ConfPermissionError, parse_permissions, parse_users
 from gateway.auth import NkeyUser, User
-from gateway.tls import TlsSettings
+from gateway.transports.tls import TlsSettings
+from gateway.transports.websocket import WebSocketSettings
 from storage.msg_ttl import parse_go_duration
 from storage.nats_time import format_go_duration
 
@@ -29,7 +30,7 @@ _NATS_TOP_LEVEL_KEYS_NOT_YET = """client_advertise net debug trace trace_verbose
     write_timeout operator operators roots root root_operators
     root_operator resolver account_resolver accounts_resolver resolver_tls resolver_preload
     resolver_pinned_accounts system_account system no_system_account no_system no_sys_acc
-    no_header_support trusted trusted_keys connect_error_reports reconnect_error_reports websocket ws mqtt
+    no_header_support trusted trusted_keys connect_error_reports reconnect_error_reports mqtt
     server_tags server_metadata feature_flags default_js_domain ocsp_cache no_fast_producer_stall
     max_closed_clients proxies"""
 _NATS_TOP_LEVEL_NOT_YET = frozenset(_NATS_TOP_LEVEL_KEYS_NOT_YET.split())
@@ -174,6 +175,8 @@ class _Collector:
             "max_subscriptions": self.max_subscriptions,
             "max_subs": self.max_subscriptions,
             "no_auth_user": self.no_auth_user,
+            "websocket": self.websocket,
+            "ws": self.websocket,
             "lame_duck_duration": self.lame_duck,
             "lame_duck_grace_period": self.lame_duck,
         }
@@ -205,6 +208,42 @@ class _Collector:
         if key == "lame_duck_grace_period" and ns < 0:
             raise _fail("", key, place, "invalid lame_duck_grace_period, needs to be positive")
         self.fields[key] = ns / 1e9
+
+    def websocket(self, key: str, value: Any, place: Place) -> None:
+        """nats-server's `websocket { }`: the port, its address, TLS (or `no_tls`) and compression."""
+        conf = _map("", key, value, place)
+        found: dict[str, Any] = {}
+        block = "websocket."
+        for sub, sub_value, sub_place in _settings(conf):
+            if sub == "port":
+                found["port"] = _integer(block, sub, sub_value, sub_place, minimum=-1)
+            elif sub == "host":
+                found["host"] = _string(block, sub, sub_value, sub_place)
+            elif sub == "listen":
+                found["host"], found["port"] = split_host_port(block, sub, sub_value, sub_place)
+            elif sub in ("no_tls", "compression"):
+                if not isinstance(sub_value, bool):
+                    raise _fail(block, sub, sub_place, f"expected true or false, got {sub_value!r}")
+                found[sub] = sub_value
+            elif sub == "tls":  # read as the client port's block is, without touching that one
+                client_port_tls = self.fields.pop("tls", None)
+                self.tls("tls", sub_value, sub_place)
+                found["tls"] = self.fields.pop("tls")
+                if client_port_tls is not None:
+                    self.fields["tls"] = client_port_tls
+            elif sub in (
+                "advertise", "same_origin", "allowed_origins", "handshake_timeout", "no_auth_user", "username",
+                "user", "password", "pass", "token", "auth_timeout", "authorization", "jwt_cookie",
+                "user_cookie", "pass_cookie", "token_cookie", "headers",
+            ):  # fmt: skip
+                raise _not_yet(block, sub, sub_place)
+            else:
+                raise _unknown(block, sub, sub_place)
+        if not found.get("port"):
+            return  # nats-server: without a port (or port 0), no WebSocket listener
+        if found["port"] == -1:  # nats-server's RANDOM_PORT
+            found["port"] = 0
+        self.fields["websocket"] = WebSocketSettings(**found)
 
     def no_auth_user(self, key: str, value: Any, place: Place) -> None:
         self.fields["no_auth_user"] = _string("", key, value, place)
