@@ -12,7 +12,7 @@ import pytest
 
 from gateway.router import Router
 from gateway.server import GatewayServer
-from gateway.tls import TlsSettings
+from gateway.transports.tls import TlsSettings
 from local.ports import HOST
 from tests.gateway.throwaway_ca import Certificates, make_certificates
 from tests.node.reference_server import nats_server_from_config
