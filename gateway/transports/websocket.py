@@ -16,12 +16,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
-from aiohttp import WSMsgType, web
 
 from gateway.transports.tls import TlsSettings, server_context
+
+if TYPE_CHECKING:  # aiohttp is imported when a listener starts: reading a config needs only the settings
+    from aiohttp import web
 
 log = structlog.get_logger()
 
@@ -150,6 +152,8 @@ class WebSocketListener:
         self._handlers: set[asyncio.Task[Any]] = set()
 
     async def start(self) -> None:
+        from aiohttp import web
+
         app = web.Application()
         app.router.add_get("/{path:.*}", self._connection)
         # the clients are closed before the listener stops (Node.stop): a handler left then is a peer that
@@ -180,6 +184,8 @@ class WebSocketListener:
             self._runner = None
 
     async def _connection(self, request: web.Request) -> web.StreamResponse:
+        from aiohttp import WSMsgType, web
+
         ws = web.WebSocketResponse(compress=self._settings.compression, max_msg_size=0)
         await ws.prepare(request)
         peer = request.transport.get_extra_info("peername") if request.transport is not None else None
