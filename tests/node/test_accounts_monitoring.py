@@ -9,6 +9,7 @@ import asyncio
 import json
 import urllib.error
 import urllib.request
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +85,11 @@ async def _what_monitoring_shows(client_port: int, http_port: int) -> dict[str, 
             await nc.close()
 
 
-async def test_monitoring_names_each_clients_account_as_nats_server_does(tmp_path: Path) -> None:
+async def _on_both(
+    tmp_path: Path, scenario: Callable[[int, int], Awaitable[dict[str, Any]]]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`scenario(client_port, http_port)` on nats-server 2.15.1, then on a jetraft node, both configured with
+    ACCOUNTS: (theirs, mine)."""
     reference, ours = tmp_path / "ref", tmp_path / "jetraft"
     reference.mkdir()
     ours.mkdir()
@@ -92,9 +97,14 @@ async def test_monitoring_names_each_clients_account_as_nats_server_does(tmp_pat
     async with nats_server_from_config(
         reference, f"http: {HOST}:{http_port}\njetstream {{ store_dir: '{reference / 'js'}' }}\n" + ACCOUNTS
     ) as port:
-        theirs = await _what_monitoring_shows(port, http_port)
+        theirs = await scenario(port, http_port)
     async with node_from_config(ours, "jetstream: enabled\n" + ACCOUNTS) as node:
-        mine = await _what_monitoring_shows(node.client_port, node.http_port)
+        mine = await scenario(node.client_port, node.http_port)
+    return theirs, mine
+
+
+async def test_monitoring_names_each_clients_account_as_nats_server_does(tmp_path: Path) -> None:
+    theirs, mine = await _on_both(tmp_path, _what_monitoring_shows)
     assert theirs["accounts"] == ["$G", "$SYS", "A", "B", "C"]
     assert theirs["accountz.A"]["client_connections"] == 2
     assert mine == theirs
@@ -126,15 +136,6 @@ async def _traffic_after_clients_left(client_port: int, http_port: int) -> dict[
 async def test_traffic_counters_keep_what_closed_clients_moved(tmp_path: Path) -> None:
     """/varz in_msgs and out_bytes and an account's received/sent counted only the clients still connected,
     so they fell to 0 when those left (nats-py's upstream `test_publish` reads /varz after closing)."""
-    reference, ours = tmp_path / "ref", tmp_path / "jetraft"
-    reference.mkdir()
-    ours.mkdir()
-    http_port = free_port_base(1)
-    async with nats_server_from_config(
-        reference, f"http: {HOST}:{http_port}\njetstream {{ store_dir: '{reference / 'js'}' }}\n" + ACCOUNTS
-    ) as port:
-        theirs = await _traffic_after_clients_left(port, http_port)
-    async with node_from_config(ours, "jetstream: enabled\n" + ACCOUNTS) as node:
-        mine = await _traffic_after_clients_left(node.client_port, node.http_port)
+    theirs, mine = await _on_both(tmp_path, _traffic_after_clients_left)
     assert theirs["varz"]["in_msgs"] >= 5 and theirs["A"][1]["msgs"] == 5
     assert mine == theirs
