@@ -40,6 +40,14 @@ async def test_dead_replica_is_replaced(cluster: LocalCluster) -> None:
     for m in await pull.fetch(10, timeout=5):
         await m.ack_sync()
     cluster.kill_node(victim)
+    # Wait for a meta leader the others agree on, off the killed node. A write request (PEER.REMOVE)
+    # forwarded to a meta leader whose node dies that very moment is lost with its link and not sent
+    # again (cluster/api/handoff.py: it must not happen twice; nats-server's client times out too): with
+    # two workers per node the killed one held the meta leader and the request left 10 ms before its
+    # route was seen down (make test-workers, 2026-11-26).
+    await asyncio.to_thread(
+        cluster.wait_until, lambda: _meta_leader_survives(cluster, victim), 30, "a meta leader off the killed node"
+    )
     if nc.connected_url is not None and str(nc.connected_url.port) == str(cluster.spec(victim).client_port):
         await nc.close()
         nc = await nats.connect(cluster.spec(spare).client_url)
@@ -99,3 +107,14 @@ async def test_dead_replica_is_replaced(cluster: LocalCluster) -> None:
     rest = await pull.fetch(41, timeout=10)
     assert rest[0].metadata.sequence.stream == 11 and rest[0].metadata.num_delivered == 1
     await nc.close()
+
+
+def _meta_leader_survives(cluster: LocalCluster, victim: str) -> bool:
+    """Every node but the victim's names the same meta leader, and it is not on the victim's node."""
+    leaders = set()
+    for spec in cluster.specs:
+        if spec.name == node_of(victim):
+            continue
+        _status, body = cluster.health_report(spec.name)
+        leaders.add(str(body.get("meta_leader")) if body else None)
+    return len(leaders) == 1 and None not in leaders and "None" not in leaders and node_of(victim) not in leaders
