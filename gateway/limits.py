@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -29,6 +30,15 @@ class Limits:
     max_subscriptions: int = 0
 
 
+class Moved(Protocol):
+    """What a client connection (or a sum of them) took in and gave out."""
+
+    in_msgs: int
+    in_bytes: int
+    out_msgs: int
+    out_bytes: int
+
+
 @dataclass(slots=True)
 class Traffic:
     """Messages and bytes a server took from clients (in) and gave them (out)."""
@@ -38,11 +48,18 @@ class Traffic:
     out_msgs: int = 0
     out_bytes: int = 0
 
-    def add(self, in_msgs: int, in_bytes: int, out_msgs: int, out_bytes: int) -> None:
-        self.in_msgs += in_msgs
-        self.in_bytes += in_bytes
-        self.out_msgs += out_msgs
-        self.out_bytes += out_bytes
+    def add(self, moved: Moved) -> None:
+        self.in_msgs += moved.in_msgs
+        self.in_bytes += moved.in_bytes
+        self.out_msgs += moved.out_msgs
+        self.out_bytes += moved.out_bytes
+
+    def with_clients(self, clients: Iterable[Moved]) -> Traffic:
+        """This traffic (the closed clients') plus what `clients` have moved so far."""
+        total = Traffic(self.in_msgs, self.in_bytes, self.out_msgs, self.out_bytes)
+        for client in clients:
+            total.add(client)
+        return total
 
 
 @dataclass(slots=True)
@@ -56,9 +73,9 @@ class ServerStats:
     closed_traffic: Traffic = field(default_factory=Traffic)
     closed_traffic_by_account: dict[str, Traffic] = field(default_factory=dict)
 
-    def add_closed(self, account: str, in_msgs: int, in_bytes: int, out_msgs: int, out_bytes: int) -> None:
-        self.closed_traffic.add(in_msgs, in_bytes, out_msgs, out_bytes)
-        self.closed_traffic_by_account.setdefault(account, Traffic()).add(in_msgs, in_bytes, out_msgs, out_bytes)
+    def add_closed(self, account: str, client: Moved) -> None:
+        self.closed_traffic.add(client)
+        self.closed_traffic_by_account.setdefault(account, Traffic()).add(client)
 
 
 class SharedConnectionCount(Protocol):

@@ -181,9 +181,7 @@ class GatewayServer:
 
     def unregister(self, client: ClientConnection) -> None:
         if self._clients.pop(client.client_id, None) is not None:
-            self.stats.add_closed(
-                client.account_name, client.in_msgs, client.in_bytes, client.out_msgs, client.out_bytes
-            )
+            self.stats.add_closed(client.account_name, client)
         if client.client_id in self._shared_counted:
             self._shared_counted.discard(client.client_id)
             assert self._shared_connections is not None

@@ -108,7 +108,7 @@ class AccountMonitor:
             }
 
         def entry(name: str, members: list[ClientConnection]) -> dict[str, Any]:
-            closed = node.server.stats.closed_traffic_by_account.get(name, Traffic())
+            traffic = node.server.stats.closed_traffic_by_account.get(name, Traffic()).with_clients(members)
             return {
                 "acc": name,
                 "name": name,
@@ -116,14 +116,8 @@ class AccountMonitor:
                 "leafnodes": 0,
                 "total_conns": len(members),
                 "num_subscriptions": sum(len(c.subs) for c in members),
-                "sent": flows(
-                    closed.out_msgs + sum(c.out_msgs for c in members),
-                    closed.out_bytes + sum(c.out_bytes for c in members),
-                ),
-                "received": flows(
-                    closed.in_msgs + sum(c.in_msgs for c in members),
-                    closed.in_bytes + sum(c.in_bytes for c in members),
-                ),
+                "sent": flows(traffic.out_msgs, traffic.out_bytes),
+                "received": flows(traffic.in_msgs, traffic.in_bytes),
                 "slow_consumers": node.server.stats.slow_consumers_by_account.get(name, 0),
             }
 

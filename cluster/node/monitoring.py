@@ -89,11 +89,10 @@ class NodeMonitor:
         links = [node.mesh.link_stats(peer) for peer in node.mesh.peers]
         route_in = sum(link.messages_received for link in links if link is not None)
         route_out = sum(link.messages_sent for link in links if link is not None)
-        closed = server.stats.closed_traffic  # counters only grow: a client's stay when it closes
-        client_in = closed.in_msgs + sum(c.in_msgs for c in clients)
-        client_out = closed.out_msgs + sum(c.out_msgs for c in clients)
-        client_in_bytes = closed.in_bytes + sum(c.in_bytes for c in clients)
-        client_out_bytes = closed.out_bytes + sum(c.out_bytes for c in clients)
+        # counters only grow: a client's counts stay when it closes
+        traffic = server.stats.closed_traffic.with_clients(clients)
+        client_in, client_out = traffic.in_msgs, traffic.out_msgs
+        client_in_bytes, client_out_bytes = traffic.in_bytes, traffic.out_bytes
         usage = resource.getrusage(resource.RUSAGE_SELF)
         sublist = node.router.sublist_stats()
         body: dict[str, Any] = {

@@ -149,7 +149,6 @@ class WebSocketListener:
         self.port = settings.port
         self._runner: web.AppRunner | None = None
         self._site: web.TCPSite | None = None
-        self._handlers: set[asyncio.Task[Any]] = set()
 
     async def start(self) -> None:
         from aiohttp import web
