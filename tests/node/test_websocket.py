@@ -97,6 +97,14 @@ async def test_wss_with_the_listeners_tls(tmp_path: Path, certs: Certificates) -
         ("websocket { port: 8080 }", "websocket requires TLS configuration"),
         ("websocket { port: 8080, no_tls: true, same_origin: true }", "nats-server's setting is not supported"),
         ("websocket { port: 8080, no_tls: true, nonsense: 1 }", "unknown setting"),
+        (
+            "websocket { port: 8080, tls { cert_file: a, key_file: b, handshake_first: true } }",
+            "websocket.tls.handshake_first: nats-server's setting is not supported",
+        ),
+        (
+            "websocket { port: 8080, tls { cert_file: a, key_file: b, timeout: 3 } }",
+            "websocket.tls.timeout: nats-server's setting is not supported",
+        ),
     ],
 )
 def test_websocket_settings_jetraft_cannot_serve_are_refused(tmp_path: Path, block: str, error: str) -> None:

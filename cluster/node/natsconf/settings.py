@@ -36,6 +36,11 @@ _NATS_TOP_LEVEL_KEYS_NOT_YET = """client_advertise net debug trace trace_verbose
 _NATS_TOP_LEVEL_NOT_YET = frozenset(_NATS_TOP_LEVEL_KEYS_NOT_YET.split())
 
 
+# the client port's TLS keys a WebSocket listener does not act on: its TLS is the HTTP server's own
+# (gateway/transports/websocket.py), set up with the certificate files and `verify` alone
+_WEBSOCKET_TLS_NOT_YET = frozenset({"handshake_first", "first", "immediate", "timeout"})
+
+
 class ConfKeyError(ValueError):
     """A key jetraft cannot take; the message names the key and where it was set."""
 
@@ -225,12 +230,8 @@ class _Collector:
                 if not isinstance(sub_value, bool):
                     raise _fail(block, sub, sub_place, f"expected true or false, got {sub_value!r}")
                 found[sub] = sub_value
-            elif sub == "tls":  # read as the client port's block is, without touching that one
-                client_port_tls = self.fields.pop("tls", None)
-                self.tls("tls", sub_value, sub_place)
-                found["tls"] = self.fields.pop("tls")
-                if client_port_tls is not None:
-                    self.fields["tls"] = client_port_tls
+            elif sub == "tls":
+                found["tls"] = self.client_tls(block, sub, sub_value, sub_place, _WEBSOCKET_TLS_NOT_YET)
             elif sub in (
                 "advertise", "same_origin", "allowed_origins", "handshake_timeout", "no_auth_user", "username",
                 "user", "password", "pass", "token", "auth_timeout", "authorization", "jwt_cookie",
@@ -250,29 +251,40 @@ class _Collector:
         self.no_auth_user_place = place
 
     def tls(self, key: str, value: Any, place: Place) -> None:
-        conf = _map("", key, value, place)
+        self.fields["tls"] = self.client_tls("", key, value, place)
+
+    @staticmethod
+    def client_tls(
+        block: str, key: str, value: Any, place: Place, listener_only: frozenset[str] = frozenset()
+    ) -> TlsSettings:
+        """A `tls { }` block for clients (the client port's, or `block`'s); `listener_only`: keys of the
+        client port's block that `block`'s listener does not act on, refused as not supported."""
+        conf = _map(block, key, value, place)
+        sub_block = f"{block}{key}."
         found: dict[str, Any] = {}
         for sub, sub_value, sub_place in _settings(conf):
+            if sub in listener_only:
+                raise _not_yet(sub_block, sub, sub_place)
             if sub in ("cert_file", "key_file", "ca_file"):
-                found[sub] = _string("tls.", sub, sub_value, sub_place)
+                found[sub] = _string(sub_block, sub, sub_value, sub_place)
             elif sub in ("verify", "handshake_first", "first", "immediate"):
                 if not isinstance(sub_value, bool):
                     # nats-server also takes a duration here (a fallback to TLS after INFO): not supported.
-                    raise _fail("tls.", sub, sub_place, f"expected true or false, got {sub_value!r}")
+                    raise _fail(sub_block, sub, sub_place, f"expected true or false, got {sub_value!r}")
                 found["verify" if sub == "verify" else "handshake_first"] = sub_value
             elif sub == "timeout":
-                found["timeout"] = _number("tls.", sub, sub_value, sub_place)
+                found["timeout"] = _number(sub_block, sub, sub_value, sub_place)
             elif sub in (
                 "cipher_suites", "curve_preferences", "insecure", "verify_and_map", "verify_cert_and_check_known_urls",
                 "connection_rate_limit", "pinned_certs", "cert_store", "cert_match", "cert_match_by",
                 "cert_match_skip_invalid", "ca_certs_match", "ocsp_peer", "certs", "min_version",
             ):  # fmt: skip
-                raise _not_yet("tls.", sub, sub_place)
+                raise _not_yet(sub_block, sub, sub_place)
             else:
-                raise _unknown("tls.", sub, sub_place)
+                raise _unknown(sub_block, sub, sub_place)
         if "cert_file" not in found or "key_file" not in found:
-            raise _fail("", key, place, "TLS needs cert_file and key_file")
-        self.fields["tls"] = TlsSettings(**found)
+            raise _fail(block, key, place, "TLS needs cert_file and key_file")
+        return TlsSettings(**found)
 
     def max_connections(self, key: str, value: Any, place: Place) -> None:
         # Any integer, as nats-server: 0 is no limit, below 0 refuses every client.
