@@ -56,7 +56,7 @@ class Translation:
     host: str = "127.0.0.1"
     data_dir: str | None = None
     jetstream: bool = False
-    # --tls with its files: handed to the node as a config file's `tls { }` block (see tls_config)
+    # --tls with its files: handed to the node as a config file's `tls { }` block (see config_args)
     tls: dict[str, str] = field(default_factory=dict)
     # the config file handed to the node whole, if any: the --tls flags' block is added beside it
     config_file: str | None = None
@@ -268,9 +268,8 @@ def main(argv: list[str]) -> int:
     if plan.data_dir is None:  # no -sd: a scratch dir under the runner's work dir (or /tmp)
         scratch = tempfile.mkdtemp(prefix="jetraft-shim-", dir=os.environ.get("JETRAFT_SHIM_SCRATCH"))
     node_http = free_port()
-    plan.node_args += config_args(
-        plan, tempfile.mkdtemp(prefix="jetraft-shim-conf-", dir=os.environ.get("JETRAFT_SHIM_SCRATCH"))
-    )
+    conf_dir = tempfile.mkdtemp(prefix="jetraft-shim-conf-", dir=os.environ.get("JETRAFT_SHIM_SCRATCH")) if plan.tls else ""
+    plan.node_args += config_args(plan, conf_dir)
     cmd = [
         sys.executable, "-m", "cluster.node.command", "--name", NODE_NAME, "--host", plan.host,
         "--port", str(plan.client_port), "--cluster-port", str(free_port()), "--http-port", str(node_http),
