@@ -77,27 +77,19 @@ async def run(config: NodeConfig) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
-    lame_duck: list[asyncio.Task[None]] = []
-    started = False
-    lame_duck_asked = False
+    # from the start: SIGUSR2's default action would kill a node still starting (asked then, lame duck
+    # mode begins once it is up); a second signal changes nothing, as on nats-server
+    lame_duck_asked = asyncio.Event()
+    loop.add_signal_handler(signal.SIGUSR2, lame_duck_asked.set)
+    lame_duck: asyncio.Task[None] | None = None
 
-    def enter_lame_duck() -> None:  # once: nats-server ignores a second signal too
-        nonlocal lame_duck_asked
-        lame_duck_asked = True
-        if started and not lame_duck and not stop.is_set():
-            lame_duck.append(
-                loop.create_task(
-                    run_lame_duck(node, config.lame_duck_duration, config.lame_duck_grace_period, stop.set)
-                )
-            )
+    async def lame_duck_when_asked() -> None:
+        await lame_duck_asked.wait()
+        await run_lame_duck(node, config.lame_duck_duration, config.lame_duck_grace_period, stop.set)
 
-    # from the start: SIGUSR2's default action would kill a node still starting (asked: it begins once up)
-    loop.add_signal_handler(signal.SIGUSR2, enter_lame_duck)
     try:
         await node.start()
-        started = True
-        if lame_duck_asked:
-            enter_lame_duck()
+        lame_duck = loop.create_task(lame_duck_when_asked())
         freeze_startup_objects()
         report_started(node.http.port)
         await stop.wait()
@@ -105,8 +97,8 @@ async def run(config: NodeConfig) -> None:
         log.error("node_failed_to_start", node=config.name, error=str(exc))
         raise SystemExit(1) from None
     finally:
-        for task in lame_duck:
-            task.cancel()
+        if lame_duck is not None:
+            lame_duck.cancel()
         # also after a failed start (a port taken): what did start (the cluster port's gRPC server)
         # stops while the loop runs, instead of complaining from its finaliser once the loop is closed
         await node.stop()

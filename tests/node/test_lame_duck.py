@@ -18,14 +18,11 @@ import pytest
 
 from cluster.node.config import ConfigError, NodeConfig, load_nats_conf
 from cluster.node.lame_duck import close_interval
+from cluster.runtime.workers import node_of
 from local.cluster import LocalCluster
 from tests.node.cluster_fixtures import local_cluster, log_problems, publish_when_served
 
 LAME_DUCK_CONF = 'lame_duck_duration: "30s"\nlame_duck_grace_period: "1s"\n'
-
-
-def node_of(member: str) -> str:
-    return member.split("/", 1)[0]
 
 
 async def stream_leader(nc: nats.NATS, stream: str) -> str:
