@@ -116,5 +116,5 @@ def _meta_leader_survives(cluster: LocalCluster, victim: str) -> bool:
         if spec.name == node_of(victim):
             continue
         _status, body = cluster.health_report(spec.name)
-        leaders.add(str(body.get("meta_leader")) if body else None)
-    return len(leaders) == 1 and None not in leaders and "None" not in leaders and node_of(victim) not in leaders
+        leaders.add(body.get("meta_leader") if body else None)
+    return len(leaders) == 1 and None not in leaders and node_of(victim) not in leaders

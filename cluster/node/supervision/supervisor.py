@@ -304,23 +304,20 @@ async def run_supervisor(config: NodeConfig, argv: Sequence[str]) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
-    lame_duck: list[asyncio.Task[None]] = []
+    lame_duck_asked = asyncio.Event()
+    loop.add_signal_handler(signal.SIGUSR2, lame_duck_asked.set)
 
-    async def lame_duck_then_stop() -> None:
+    async def lame_duck_when_asked() -> None:
+        await lame_duck_asked.wait()
         await supervisor.lame_duck()
         stop.set()
 
-    def enter_lame_duck() -> None:
-        if not lame_duck:
-            lame_duck.append(loop.create_task(lame_duck_then_stop()))
-
-    loop.add_signal_handler(signal.SIGUSR2, enter_lame_duck)
     await supervisor.start()
+    lame_duck = loop.create_task(lame_duck_when_asked())
     try:
         await stop.wait()
     finally:
-        for task in lame_duck:
-            task.cancel()
+        lame_duck.cancel()
         await supervisor.stop()
 
 
