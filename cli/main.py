@@ -37,6 +37,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"jetraft: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
     module_name, _, extra = SUBCOMMANDS[name]
+    if name == "node":
+        # before the node's imports (about a second): a SIGUSR2 then would kill it (cluster/node/process_setup.py)
+        from cluster.node.process_setup import hold_lame_duck_requests
+
+        hold_lame_duck_requests()
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:

@@ -8,6 +8,13 @@ With `--workers N` (N > 1) this process is the node's supervisor
 
 from __future__ import annotations
 
+# Run as `python -m cluster.node.command` (workers are): first of all, before about a second of imports, hold
+# SIGUSR2, which would kill the node now (cluster/node/process_setup.py). `jetraft node` holds it in cli.main.
+if __name__ == "__main__":
+    from cluster.node.process_setup import hold_lame_duck_requests
+
+    hold_lame_duck_requests()
+
 import argparse
 import asyncio
 import contextlib
@@ -21,7 +28,7 @@ import structlog
 
 from cluster.node.config import ConfigError, NodeConfig, add_node_arguments, config_from_args
 from cluster.node.logs import configure_logging
-from cluster.node.process_setup import die_with_parent, profiled
+from cluster.node.process_setup import die_with_parent, lame_duck_requested_early, profiled
 from cluster.node.supervision.supervisor import SUPERVISOR_PID_ENV, report_started, run_supervisor
 from cluster.node.supervision.worker_share import NodeShare
 from cluster.node.worker_config import worker_config
@@ -81,6 +88,8 @@ async def run(config: NodeConfig) -> None:
     # mode begins once it is up); a second signal changes nothing, as on nats-server
     lame_duck_asked = asyncio.Event()
     loop.add_signal_handler(signal.SIGUSR2, lame_duck_asked.set)
+    if lame_duck_requested_early():
+        lame_duck_asked.set()
     lame_duck: asyncio.Task[None] | None = None
 
     async def lame_duck_when_asked() -> None:

@@ -1,4 +1,5 @@
-"""What a node process sets up for itself: to die with its supervisor, and, when asked, a CPU profile.
+"""What a node process sets up for itself: to die with its supervisor, to hold a lame duck request that
+comes while it starts, and, when asked, a CPU profile.
 
 A worker dies with its supervisor: no worker outlives the node it belongs to.
 Linux's PR_SET_PDEATHSIG has the kernel signal this process when its parent
@@ -7,6 +8,11 @@ handler). SIGKILL, not SIGTERM: a supervisor that is gone is a node that
 crashed, and its workers must not linger holding the node's ports and
 RocksDB locks while a restarted supervisor starts their successors; nothing
 acknowledged is lost (every acknowledgement waits for an fsync).
+
+SIGUSR2 (lame duck mode) that reaches a node before its event loop handles it would kill it with the
+signal's default action; the imports alone take about a second. `hold_lame_duck_requests` is the first
+thing a node process does: the signal is remembered, and the node (or supervisor) enters lame duck mode
+once it is up (`lame_duck_requested_early`).
 
 `JETRAFT_PROFILE_DIR=<dir>` makes every node process it reaches (workers
 included) run under cProfile and write `<dir>/<member>-<pid>.prof` when it
@@ -31,6 +37,24 @@ from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
 PROFILE_DIR_ENV = "JETRAFT_PROFILE_DIR"
+
+_lame_duck_requested = False
+
+
+def hold_lame_duck_requests() -> None:
+    """From now until the event loop takes SIGUSR2 over: remember it rather than die of it."""
+    signal.signal(signal.SIGUSR2, _remember_lame_duck_request)
+
+
+def _remember_lame_duck_request(signum: int, frame: object) -> None:
+    global _lame_duck_requested
+    _lame_duck_requested = True
+
+
+def lame_duck_requested_early() -> bool:
+    """Whether SIGUSR2 came while the process started (ask after the loop's own handler is set: a signal
+    then reaches one or the other)."""
+    return _lame_duck_requested
 
 
 def die_with_parent(parent_pid: int) -> None:

@@ -10,6 +10,8 @@ import asyncio
 import json
 import signal
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -20,7 +22,9 @@ from cluster.node.config import ConfigError, NodeConfig, load_nats_conf
 from cluster.node.lame_duck import close_interval
 from cluster.runtime.workers import node_of
 from local.cluster import LocalCluster
+from local.ports import free_port_base
 from tests.node.cluster_fixtures import local_cluster, log_problems, publish_when_served
+from tests.node.config_file_node import node_config_text
 
 LAME_DUCK_CONF = 'lame_duck_duration: "30s"\nlame_duck_grace_period: "1s"\n'
 
@@ -133,3 +137,55 @@ def test_lame_duck_settings_are_taken_and_spread_the_closes(tmp_path: Path) -> N
     assert close_interval(clients=2, duration_s=30, grace_s=1) == 1.0  # at most a second apart
     assert close_interval(clients=290, duration_s=30, grace_s=1) == pytest.approx(0.1)
     assert close_interval(clients=3, duration_s=10, grace_s=10) == pytest.approx(1 / 3)
+
+
+def _catches_sigusr2(pid: int) -> bool:
+    """Whether the process has a handler for SIGUSR2 (the SigCgt mask of /proc/PID/status)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) & (1 << (signal.SIGUSR2 - 1)))
+    return False
+
+
+def _has_loaded_aiohttp(pid: int) -> bool:
+    """aiohttp's compiled parser is mapped: the process is past the imports of `jetraft node` (and of its
+    supervisor), which come before the event loop and the handler it sets."""
+    return "aiohttp" in Path(f"/proc/{pid}/maps").read_text()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize(
+    "entry", [["-m", "cluster.node.command"], ["-m", "cli.main", "node"]], ids=["module", "jetraft-node"]
+)
+def test_lame_duck_asked_while_the_node_starts_begins_once_it_is_up(
+    tmp_path: Path, entry: list[str], workers: int
+) -> None:
+    """A SIGUSR2 in the node's first second (its imports) killed it with the signal's default action: the
+    handler came with the event loop. Now the process holds it from its first moments."""
+    port = free_port_base(2 + workers)
+    conf = tmp_path / "node.conf"
+    conf.write_text(
+        node_config_text(port, port + 1, port + 2, tmp_path / "data", "jetstream: enabled\n" + LAME_DUCK_CONF)
+    )
+    with open(tmp_path / "node.log", "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, *entry, "--config", str(conf), "--workers", str(workers)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while not _catches_sigusr2(proc.pid):  # no event to await in another process: read its status
+            assert proc.poll() is None and time.monotonic() < deadline, "the node never held SIGUSR2"
+            time.sleep(0.002)
+        proc.send_signal(signal.SIGUSR2)
+        # early: the process is still importing
+        assert not _has_loaded_aiohttp(proc.pid)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    logged = (tmp_path / "node.log").read_text()
+    assert ("supervisor_lame_duck" if workers > 1 else "lame_duck_entered") in logged
