@@ -76,8 +76,14 @@ class NodeMonitor:
         if settings is None or listener is None:
             return {}
         opts: dict[str, Any] = {"host": settings.host or self._node.config.host, "port": listener.port}
+        if settings.handshake_timeout:
+            opts["handshake_timeout"] = int(settings.handshake_timeout * 1e9)  # Go's Duration: nanoseconds
         if settings.no_tls:
             opts["no_tls"] = True
+        if settings.same_origin:
+            opts["same_origin"] = True
+        if settings.allowed_origins:
+            opts["allowed_origins"] = list(settings.allowed_origins)
         if settings.compression:
             opts["compression"] = True
         return opts

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlsplit
 
 import structlog
 
@@ -30,6 +31,10 @@ log = structlog.get_logger()
 STOP_TIMEOUT_S = 2.0
 
 
+# headers a `headers { }` block may not set on the upgrade's answer (nats-server's list)
+_RESERVED_HEADERS = frozenset({"host", "content-length", "connection", "upgrade", "nats-no-masking"})
+
+
 @dataclass(frozen=True, slots=True)
 class WebSocketSettings:
     """nats-server's `websocket { }` block, the part jetraft serves."""
@@ -39,12 +44,83 @@ class WebSocketSettings:
     no_tls: bool = False
     tls: TlsSettings | None = None
     compression: bool = False
+    # a browser's page may connect only from the node's own origin (scheme, host and port of the request)
+    same_origin: bool = False
+    # ... or only from these origins ("https://app.example.com:8443"); empty: any origin
+    allowed_origins: tuple[str, ...] = ()
+    # seconds a new connection has to finish its HTTP upgrade; 0: no limit
+    handshake_timeout: float = 0.0
+    # added to every upgrade's answer
+    headers: tuple[tuple[str, str], ...] = ()
 
     def problem(self) -> str | None:
         """nats-server's refusal of these settings, or None."""
         if self.tls is None and not self.no_tls:
             return "websocket requires TLS configuration"
+        for origin in self.allowed_origins:
+            try:
+                parse_origin(origin)
+            except ValueError as exc:
+                return f"unable to parse allowed origin{exc}"
+        for name, _ in self.headers:
+            lowered = name.lower()
+            if lowered in _RESERVED_HEADERS:
+                return f'websocket: invalid header "{name}" not allowed'
+            if lowered.startswith("sec-websocket-"):
+                return f'websocket: invalid header "{name}", "Sec-WebSocket-" prefix not allowed'
         return None
+
+
+def parse_origin(origin: str, *, allowed: bool = True) -> tuple[str, str, str]:
+    """(scheme, host, port) of an origin URL, the port filled in from the scheme as nats-server does. For an
+    allowed origin, a ValueError's message is nats-server's reason (after "unable to parse allowed origin")."""
+    parts = urlsplit(origin)
+    if not origin.startswith("/") and not (parts.scheme and origin.startswith(f"{parts.scheme}:")):
+        raise ValueError(f': parse "{origin}": invalid URI for request')
+    if allowed and parts.scheme not in ("http", "https"):
+        raise ValueError(f' "{origin}": allowed origins must be absolute URLs with http or https scheme')
+    if allowed and not parts.netloc:
+        raise ValueError(f' "{origin}": host is required')
+    host, port = _host_and_port(parts.netloc, tls=parts.scheme == "https")
+    return parts.scheme, host, port
+
+
+def _host_and_port(netloc: str, *, tls: bool) -> tuple[str, str]:
+    """Host and port of `host:port`, `[v6]:port` or a bare host, the scheme's port when there is none
+    (nats-server's wsGetHostAndPort)."""
+    if netloc.startswith("["):
+        end = netloc.find("]")
+        host, rest = netloc[1:end], netloc[end + 1 :]
+        port = rest[1:] if rest.startswith(":") else ""
+    elif netloc.count(":") == 1:
+        host, port = netloc.split(":")
+    else:
+        host, port = netloc, ""
+    return host.lower(), port or ("443" if tls else "80")
+
+
+def origin_refusal(settings: WebSocketSettings, origin: str | None, request_host: str, tls: bool) -> str | None:
+    """Why a WebSocket upgrade from a page of `origin` is refused (nats-server's checkOrigin), or None. No
+    Origin header is allowed: only browsers send one, and any other client could send any."""
+    if not settings.same_origin and not settings.allowed_origins:
+        return None
+    if not origin:
+        return None
+    try:
+        scheme, host, port = parse_origin(origin, allowed=False)
+    except ValueError as exc:
+        return str(exc)
+    if settings.same_origin:
+        request_host_only, request_port = _host_and_port(request_host, tls=tls)
+        if (host, port, scheme.lower()) != (request_host_only, request_port, "https" if tls else "http"):
+            return "not same origin"
+    if settings.allowed_origins:
+        for allowed in settings.allowed_origins:
+            allowed_scheme, allowed_host, allowed_port = parse_origin(allowed)
+            if (allowed_scheme, allowed_host, allowed_port) == (scheme, host, port):
+                return None
+        return "not in the allowed list"
+    return None
 
 
 class ClientPort(Protocol):
@@ -157,7 +233,14 @@ class WebSocketListener:
         app.router.add_get("/{path:.*}", self._connection)
         # the clients are closed before the listener stops (Node.stop): a handler left then is a peer that
         # does not finish the closing handshake, not worth a minute of the node's stop
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=STOP_TIMEOUT_S)
+        timeouts: dict[str, float] = {}
+        if self._settings.handshake_timeout > 0:
+            # aiohttp closes a connection that has not sent a whole request within its keepalive timeout,
+            # counted from the connection's start; once upgraded, the connection is busy, never idle
+            timeouts["keepalive_timeout"] = self._settings.handshake_timeout
+        self._runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, shutdown_timeout=STOP_TIMEOUT_S, **timeouts
+        )
         await self._runner.setup()
         ssl_context = server_context(self._settings.tls) if self._settings.tls is not None else None
         self._site = web.TCPSite(
@@ -185,7 +268,22 @@ class WebSocketListener:
     async def _connection(self, request: web.Request) -> web.StreamResponse:
         from aiohttp import WSMsgType, web
 
-        ws = web.WebSocketResponse(compress=self._settings.compression, max_msg_size=0)
+        settings = self._settings
+        ws = web.WebSocketResponse(compress=settings.compression, max_msg_size=0)
+        # the origin is checked once the request is a valid upgrade (an invalid one gets aiohttp's 400 below)
+        refusal = ws.can_prepare(request).ok and origin_refusal(
+            settings, request.headers.get("Origin") or request.headers.get("Sec-WebSocket-Origin"),
+            request.host, settings.tls is not None,
+        )  # fmt: skip
+        if refusal:
+            log.warning("websocket_handshake_refused", peer=request.remote, reason=f"origin not allowed: {refusal}")
+            # as nats-server answers it (Go's http.Error)
+            return web.Response(
+                status=403, text="Forbidden\n", content_type="text/plain", charset="utf-8",
+                headers={"Sec-Websocket-Version": "13", "X-Content-Type-Options": "nosniff"},
+            )  # fmt: skip
+        for name, value in settings.headers:
+            ws.headers[name] = value
         await ws.prepare(request)
         peer = request.transport.get_extra_info("peername") if request.transport is not None else None
         transport = WebSocketTransport(ws, peer)

@@ -6,8 +6,12 @@ clients and `ws://` URLs had nothing to talk to."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import os
+import re
 import ssl
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -95,7 +99,28 @@ async def test_wss_with_the_listeners_tls(tmp_path: Path, certs: Certificates) -
     ("block", "error"),
     [
         ("websocket { port: 8080 }", "websocket requires TLS configuration"),
-        ("websocket { port: 8080, no_tls: true, same_origin: true }", "nats-server's setting is not supported"),
+        ("websocket { port: 8080, no_tls: true, advertise: 'x:1' }", "nats-server's setting is not supported"),
+        (
+            "websocket { port: 8080, no_tls: true, allowed_origins: ['ftp://a.example'] }",
+            'unable to parse allowed origin "ftp://a.example": allowed origins must be absolute URLs with http',
+        ),
+        (
+            "websocket { port: 8080, no_tls: true, allowed_origins: ['http://'] }",
+            'unable to parse allowed origin "http://": host is required',
+        ),
+        (
+            "websocket { port: 8080, no_tls: true, allowed_origins: ['a.example'] }",
+            'unable to parse allowed origin: parse "a.example": invalid URI for request',
+        ),
+        (
+            "websocket { port: 8080, no_tls: true, headers { Connection: close } }",
+            'websocket: invalid header "Connection" not allowed',
+        ),
+        (
+            "websocket { port: 8080, no_tls: true, headers { Sec-WebSocket-Protocol: x } }",
+            'websocket: invalid header "Sec-WebSocket-Protocol", "Sec-WebSocket-" prefix not allowed',
+        ),
+        ("websocket { port: 8080, no_tls: true, handshake_timeout: 'soon' }", 'time: invalid duration "soon"'),
         ("websocket { port: 8080, no_tls: true, nonsense: 1 }", "unknown setting"),
         (
             "websocket { port: 8080, tls { cert_file: a, key_file: b, handshake_first: true } }",
@@ -110,7 +135,7 @@ async def test_wss_with_the_listeners_tls(tmp_path: Path, certs: Certificates) -
 def test_websocket_settings_jetraft_cannot_serve_are_refused(tmp_path: Path, block: str, error: str) -> None:
     path = tmp_path / "ws.conf"
     path.write_text(block + "\n")
-    with pytest.raises(ConfigError, match=error):
+    with pytest.raises(ConfigError, match=re.escape(error)):
         NodeConfig(name="n1", **load_nats_conf(str(path))).validate()
 
 
@@ -118,3 +143,92 @@ def test_a_websocket_block_without_a_port_serves_nothing(tmp_path: Path) -> None
     path = tmp_path / "ws.conf"
     path.write_text("websocket { no_tls: true }\n")
     assert NodeConfig(name="n1", **load_nats_conf(str(path))).websocket is None
+
+
+async def _upgrade(port: int, origin: str | None) -> tuple[int, dict[str, str], bytes]:
+    """A browser's WebSocket upgrade request from a page of `origin`: the answer's status, the headers this
+    test looks at, and its body."""
+    reader, writer = await asyncio.open_connection(HOST, port)
+    try:
+        key = base64.b64encode(os.urandom(16)).decode()
+        lines = [
+            "GET / HTTP/1.1", f"Host: {HOST}:{port}", "Upgrade: websocket", "Connection: Upgrade",
+            f"Sec-WebSocket-Key: {key}", "Sec-WebSocket-Version: 13",
+        ]  # fmt: skip
+        if origin is not None:
+            lines.append(f"Origin: {origin}")
+        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())
+        head = (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)).decode()
+        status_line, *header_lines = head.strip().split("\r\n")
+        headers = {name.lower(): value for name, _, value in (line.partition(": ") for line in header_lines)}
+        body = b""
+        if "content-length" in headers:
+            body = await asyncio.wait_for(reader.readexactly(int(headers["content-length"])), 10)
+        wanted = ("content-type", "sec-websocket-version", "x-content-type-options", "x-frame-options")
+        return int(status_line.split()[1]), {k: v for k, v in headers.items() if k in wanted}, body
+    finally:
+        writer.close()
+
+
+async def _seconds_until_an_idle_connection_closes(port: int, bound: float = 10.0) -> float:
+    reader, writer = await asyncio.open_connection(HOST, port)
+    started = time.monotonic()
+    try:
+        await asyncio.wait_for(reader.read(), bound)
+    except TimeoutError:
+        pass
+    finally:
+        writer.close()
+    return time.monotonic() - started
+
+
+async def _origin_checks(ws_port: int, http_port: int) -> dict[str, Any]:
+    """The upgrade's answer from pages of several origins, how long a silent connection lives, and /varz."""
+    seen: dict[str, Any] = {}
+    for origin in (
+        None, "http://good.example:8080", "http://GOOD.example:8080", "http://good.example",
+        "https://good.example:8080", "http://evil.example:8080", f"http://{HOST}:{ws_port}", "not a url",
+    ):  # fmt: skip
+        seen[f"origin {origin}"] = await _upgrade(ws_port, origin)
+    seen["idle connection closed within 3 s"] = await _seconds_until_an_idle_connection_closes(ws_port) < 3
+    seen["varz"] = await asyncio.to_thread(varz_websocket, http_port)
+    return seen
+
+
+async def _same_origin_checks(ws_port: int, http_port: int) -> dict[str, Any]:
+    return {
+        f"origin {origin}": (await _upgrade(ws_port, origin))[0]
+        for origin in (None, f"http://{HOST}:{ws_port}", f"http://localhost:{ws_port}", f"https://{HOST}:{ws_port}")
+    }
+
+
+async def test_origins_headers_and_handshake_timeout_as_nats_server_has_them(tmp_path: Path) -> None:
+    """`allowed_origins`, `same_origin`, `headers` and `handshake_timeout` were refused ("not supported yet"):
+    a browser-facing deployment could not keep other sites' pages off its port. Now the upgrade is answered
+    as nats-server answers it, 403 and all."""
+    ws_port, http_port = free_port_base(2), free_port_base(1)
+    allowed = (
+        f"websocket {{ host: {HOST}, port: {ws_port}, no_tls: true, handshake_timeout: '1s',\n"
+        "  allowed_origins: ['http://good.example:8080'], headers { X-Frame-Options: DENY } }\n"
+    )
+    same = f"websocket {{ host: {HOST}, port: {ws_port}, no_tls: true, same_origin: true }}\n"
+    results = {}
+    for name, block in (("allowed", allowed), ("same", same)):
+        scenario = _origin_checks if name == "allowed" else _same_origin_checks
+        reference, ours = tmp_path / f"ref-{name}", tmp_path / f"jetraft-{name}"
+        reference.mkdir()
+        ours.mkdir()
+        async with nats_server_from_config(reference, f"http: {HOST}:{http_port}\n{block}"):
+            theirs = await scenario(ws_port, http_port)
+        async with node_from_config(ours, block) as node:
+            mine = await scenario(ws_port, node.http_port)
+        results[name] = (theirs, mine)
+    theirs, mine = results["allowed"]
+    assert theirs["origin http://good.example:8080"][0] == 101
+    assert theirs["origin http://good.example:8080"][1]["x-frame-options"] == "DENY"
+    assert theirs["origin http://evil.example:8080"][0] == 403
+    assert theirs["idle connection closed within 3 s"]
+    assert mine == theirs
+    theirs, mine = results["same"]
+    assert theirs[f"origin http://{HOST}:{ws_port}"] == 101 and theirs[f"origin http://localhost:{ws_port}"] == 403
+    assert mine == theirs

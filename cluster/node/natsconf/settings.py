@@ -114,6 +114,18 @@ def _duration(block: str, key: str, value: Any, place: Place) -> int:
     raise _fail(block, key, place, f"expected a duration such as '2m' or '90s', got {value!r}")
 
 
+def _handshake_timeout(block: str, key: str, value: Any, place: Place) -> float:
+    """Seconds: an integer is seconds, a string a Go duration (nats-server's parseWebsocket)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return parse_go_duration(value) / 1e9
+        except ValueError:
+            raise _fail(block, key, place, f'time: invalid duration "{value}"') from None
+    raise _fail(block, key, place, f"error parsing handshake timeout: unsupported type {type(value).__name__}")
+
+
 def _map(block: str, key: str, value: Any, place: Place) -> ConfMap:
     if not isinstance(value, ConfMap):
         raise _fail(block, key, place, f"expected a block {{ ... }}, got {value!r}")
@@ -215,27 +227,38 @@ class _Collector:
         self.fields[key] = ns / 1e9
 
     def websocket(self, key: str, value: Any, place: Place) -> None:
-        """nats-server's `websocket { }`: the port, its address, TLS (or `no_tls`) and compression."""
+        """nats-server's `websocket { }`: the port, its address, TLS (or `no_tls`), compression, the origins
+        allowed, the handshake's timeout and the upgrade's extra headers."""
         conf = _map("", key, value, place)
         found: dict[str, Any] = {}
         block = "websocket."
         for sub, sub_value, sub_place in _settings(conf):
             if sub == "port":
                 found["port"] = _integer(block, sub, sub_value, sub_place, minimum=-1)
-            elif sub == "host":
+            elif sub in ("host", "net"):
                 found["host"] = _string(block, sub, sub_value, sub_place)
             elif sub == "listen":
                 found["host"], found["port"] = split_host_port(block, sub, sub_value, sub_place)
-            elif sub in ("no_tls", "compression"):
+            elif sub in ("no_tls", "compression", "compress", "same_origin"):
                 if not isinstance(sub_value, bool):
                     raise _fail(block, sub, sub_place, f"expected true or false, got {sub_value!r}")
-                found[sub] = sub_value
+                found["compression" if sub == "compress" else sub] = sub_value
+            elif sub in ("allowed_origins", "allowed_origin", "allow_origins", "allow_origin", "origins", "origin"):
+                origins = sub_value if isinstance(sub_value, list) else [sub_value]
+                found["allowed_origins"] = tuple(_string(block, sub, origin, sub_place) for origin in origins)
+            elif sub == "handshake_timeout":
+                found["handshake_timeout"] = _handshake_timeout(block, sub, sub_value, sub_place)
+            elif sub == "headers":
+                headers = _map(block, sub, sub_value, sub_place)
+                found["headers"] = tuple(
+                    (name, _string(f"{block}headers.", name, value, place)) for name, value, place in _settings(headers)
+                )
             elif sub == "tls":
                 found["tls"] = self.client_tls(block, sub, sub_value, sub_place, _WEBSOCKET_TLS_NOT_YET)
             elif sub in (
-                "advertise", "same_origin", "allowed_origins", "handshake_timeout", "no_auth_user", "username",
-                "user", "password", "pass", "token", "auth_timeout", "authorization", "jwt_cookie",
-                "user_cookie", "pass_cookie", "token_cookie", "headers",
+                "advertise", "no_auth_user", "username", "user", "password", "pass", "token", "auth_timeout",
+                "authorization", "authentication", "jwt_cookie", "user_cookie", "pass_cookie", "token_cookie",
+                "ping_interval",
             ):  # fmt: skip
                 raise _not_yet(block, sub, sub_place)
             else:
