@@ -95,6 +95,14 @@ class RaftConfig:
     # damaged and discarded, see docs/chaos.md): until a leader has brought it up to that leader's commit
     # index it neither votes nor campaigns, and it tells the leader its log went backwards.
     recovering: bool = False
+    # Leader leases (Raft thesis §6.4.1): a leader that a quorum acknowledged a ReadIndex round from (host
+    # clock time t) answers further reads at once until t + read_lease, on the host's clock, which
+    # `read_index(ctx, now)` is given. Safe because a voter that heard from its leader refuses other
+    # candidates for `election_tick` of its own ticks (check-quorum's lease), so no other leader can be
+    # elected before then: the host must keep `read_lease` below `election_tick` ticks, with margin
+    # for clock drift and tick alignment, and below its liveness timeout (`peer_down`). 0: every read
+    # is a ReadIndex round.
+    read_lease: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -105,6 +113,8 @@ class RaftConfig:
             raise ValueError("election_tick must be greater than heartbeat_tick")
         if self.max_inflight_msgs <= 0 or self.max_entries_per_msg <= 0 or self.max_size_per_msg <= 0:
             raise ValueError("message and inflight limits must be positive")
+        if self.read_lease < 0 or (self.read_lease > 0 and not self.check_quorum):
+            raise ValueError("read_lease needs check_quorum (the voters' side of the lease) and must not be negative")
 
 
 class RaftCore:
@@ -156,6 +166,20 @@ class RaftCore:
         self._peers_down: set[NodeId] = set()
         self._ticks = config.tick_phase
         self._randomized_election_timeout = config.election_tick
+        # Leader lease (RaftConfig.read_lease): until when (host clock) reads are answered without a
+        # round; when each pending round started; the term in which this leader sent TimeoutNow (its
+        # target may win any moment, lease or not: no lease again in that term).
+        self._lease_until = -1.0
+        self._read_started: dict[bytes, float] = {}
+        self._lease_barred_term = -1
+        self.lease_reads = 0  # reads this core answered in a lease, without a round (metrics, tests)
+        self._last_read_tick = -config.election_tick  # a leader read lately stays awake, and keeps its lease
+        # The host tick at which we last heard from our leader: how long a quiesced follower has been in
+        # its lease when the host reports the leader's node down (`peer_down`).
+        self._heard_from_leader_tick = self._ticks
+        # A voter restarted with a term may have acknowledged a lease round just before it stopped: it
+        # grants no vote for an election timeout, as if it had heard from that leader as it started.
+        self._vote_hold_ticks = config.election_tick if config.read_lease > 0 and hard.term > 0 else 0
         self._append_pending = False
         self._commit_pending = False
         self._outstanding: Ready | None = None
@@ -286,6 +310,8 @@ class RaftCore:
     def tick(self) -> None:
         """Advance the logical clock by one tick (elections, heartbeats, check-quorum)."""
         self._ticks += 1
+        if self._vote_hold_ticks:
+            self._vote_hold_ticks -= 1
         if self._quiesced:
             return
         if self._role is Role.LEADER:
@@ -310,7 +336,11 @@ class RaftCore:
             self._unquiesce()
         elif self._role is not Role.LEADER and node_id == self._leader_id:
             self._unquiesce()
+            # As if the heartbeats had stopped when we last heard from it (the host's ticks since, which
+            # it synced): with leases, a voter stays in its lease until then, however soon it is told.
             self._election_elapsed = self._config.election_tick
+            if self._config.read_lease > 0:
+                self._election_elapsed = min(self._election_elapsed, self._ticks - self._heard_from_leader_tick)
 
     def peer_up(self, node_id: NodeId) -> None:
         """The host hears from `node_id`'s node again, or from a new incarnation of it (a restart). A
@@ -402,17 +432,34 @@ class RaftCore:
             if self._role is Role.LEADER:
                 self._unquiesce()
 
-    def read_index(self, ctx: bytes) -> None:
+    def lease_read(self, now: float) -> int:
+        """The read point of a read asked at host time `now` when this leader's lease answers it at once
+        (what `read_index` would give in its next Ready, without a round); -1 when it needs `read_index`."""
+        if self._role is not Role.LEADER or self._log.term_or_zero(self._log.committed) != self._term:
+            return -1
+        if not self._in_lease(now):
+            return -1
+        self.lease_reads += 1
+        self._last_read_tick = self._ticks
+        return self._log.committed
+
+    def _in_lease(self, now: float) -> bool:
+        return 0 <= now < self._lease_until and self._lead_transferee is None and not self._quiesced
+
+    def read_index(self, ctx: bytes, now: float = -1.0) -> None:
         """Request a linearizable read point; answered by a ReadState carrying `ctx`.
 
         `ctx` must be non-empty and unique among pending requests. A request
         lost to a leader change is never answered: the host times it out.
+        `now` is the host clock's time (never going back) for a leader lease
+        (RaftConfig.read_lease); a read without it always takes a round.
         """
         if not ctx:
             raise ValueError("read_index ctx must be non-empty")
         if self._role is Role.LEADER:
             self._unquiesce()
-            self._leader_read_index(ctx, self._id)
+            self._last_read_tick = self._ticks
+            self._leader_read_index(ctx, self._id, now)
         elif self._leader_id is not None:
             self._send(MessageType.READ_INDEX, self._leader_id, context=ctx)
         else:
@@ -531,6 +578,7 @@ class RaftCore:
             self._config.election_tick
         )
         self._lead_transferee = None
+        self._end_lease()
         self._votes = {}
         self._read_queue.clear()
         self._reads_before_first_commit = []
@@ -665,10 +713,9 @@ class RaftCore:
         mtype = msg.type
         if mtype is MessageType.VOTE or mtype is MessageType.PRE_VOTE:
             forced = msg.context == CAMPAIGN_TRANSFER
-            in_lease = (
-                self._config.check_quorum
-                and self._leader_id is not None
-                and self._election_elapsed < self._config.election_tick
+            in_lease = self._config.check_quorum and (
+                (self._leader_id is not None and self._election_elapsed < self._config.election_tick)
+                or self._vote_hold_ticks > 0
             )
             if in_lease and not forced:
                 # We heard from a live leader recently: a disruptive candidate
@@ -737,14 +784,17 @@ class RaftCore:
         if mtype is MessageType.APPEND:
             self._election_elapsed = 0
             self._leader_id = msg.from_
+            self._heard_from_leader_tick = self._ticks
             self._handle_append(msg)
         elif mtype is MessageType.HEARTBEAT:
             self._election_elapsed = 0
             self._leader_id = msg.from_
+            self._heard_from_leader_tick = self._ticks
             self._handle_heartbeat(msg)
         elif mtype is MessageType.COMMIT:
             self._election_elapsed = 0
             self._leader_id = msg.from_
+            self._heard_from_leader_tick = self._ticks
             # As an empty APPEND would: only if our log agrees with the leader's up to `index` (then it
             # agrees on everything before, Log Matching) may the leader's commit index apply to it.
             if self._log.match_term(msg.index, msg.log_term):
@@ -753,6 +803,7 @@ class RaftCore:
         elif mtype is MessageType.SNAPSHOT:
             self._election_elapsed = 0
             self._leader_id = msg.from_
+            self._heard_from_leader_tick = self._ticks
             self._handle_snapshot(msg)
         elif mtype is MessageType.TIMEOUT_NOW:
             self._hup(transfer=True)
@@ -881,6 +932,8 @@ class RaftCore:
         pending (CockroachDB's rule for a range)."""
         if not self._config.quiesce or self._quiesced:
             return False
+        if self._config.read_lease > 0 and self._ticks - self._last_read_tick < self._config.election_tick:
+            return False  # read lately: quiescing would end the lease, and the next read would wait a round
         log = self._log
         last = log.last_index()
         if log.committed != last or log.applied != last or log.term_or_zero(last) != self._term:
@@ -931,6 +984,7 @@ class RaftCore:
                     )
                 )
         self._quiesced = True
+        self._end_lease()  # its followers stop their timers: only a new round gives a lease again
 
     def _unquiesce(self) -> None:
         if not self._quiesced:
@@ -1206,7 +1260,7 @@ class RaftCore:
             # The notice it got (if any) did not reach this far: it still needs to hear so.
             self._commit_pending = True
         if msg.from_ == self._lead_transferee and progress.match == log.last_index():
-            self._send(MessageType.TIMEOUT_NOW, msg.from_)
+            self._send_timeout_now(msg.from_)
 
     def _handle_heartbeat_response(self, msg: Message, progress: Progress) -> None:
         progress.probe_sent = False
@@ -1220,19 +1274,32 @@ class RaftCore:
         acks = self._read_queue.ack(msg.context, msg.from_)
         if acks is None or not self._is_quorum(acks):
             return
+        started = self._read_started
         for read in self._read_queue.release_through(msg.context):
+            if started:
+                began = started.pop(read.ctx, None)
+                # the quorum heard this round after it began, and refuses other candidates from then on
+                if began is not None and self._lease_barred_term != self._term:
+                    self._lease_until = max(self._lease_until, began + self._config.read_lease)
             self._answer_read(read.index, read.ctx, read.requester)
 
     def _is_quorum(self, acks: set[NodeId]) -> bool:
         voters = self._conf.voters
         return sum(1 for v in voters if v in acks) >= len(voters) // 2 + 1
 
-    def _leader_read_index(self, ctx: bytes, requester: NodeId) -> None:
+    def _leader_read_index(self, ctx: bytes, requester: NodeId, now: float = -1.0) -> None:
         if self._log.term_or_zero(self._log.committed) != self._term:
             # Until it commits an entry of its term a new leader does not know
             # the commit index (thesis §6.4): answer after that commit.
             self._reads_before_first_commit.append((ctx, requester))
             return
+        if self._in_lease(now):
+            # in the lease: no other leader can have been elected since a quorum answered us
+            self.lease_reads += 1
+            self._answer_read(self._log.committed, ctx, requester)
+            return
+        if now >= 0 and self._config.read_lease > 0 and self._lease_barred_term != self._term:
+            self._read_started[ctx] = now
         index = self._log.committed
         if self._conf.voters == (self._id,):
             self._answer_read(index, ctx, requester)
@@ -1257,7 +1324,7 @@ class RaftCore:
         # The transfer must finish within an election timeout or it is abandoned.
         self._election_elapsed = 0
         if self._progress[to].match == self._log.last_index():
-            self._send(MessageType.TIMEOUT_NOW, to)
+            self._send_timeout_now(to)
         else:
             self._send_appends(to, send_if_empty=True)
 
@@ -1292,9 +1359,21 @@ class RaftCore:
         if truncated or found:
             self._set_conf(history[-1][1])
 
+    def _send_timeout_now(self, to: NodeId) -> None:
+        """Tell `to` to campaign now: it may win at once, without waiting for anyone's lease to end (its
+        vote requests say it was told to), so this leader holds no lease for the rest of its term."""
+        self._lease_barred_term = self._term
+        self._end_lease()
+        self._send(MessageType.TIMEOUT_NOW, to)
+
+    def _end_lease(self) -> None:
+        self._lease_until = -1.0
+        self._read_started.clear()
+
     def _set_conf(self, conf: ConfState) -> None:
         if conf == self._conf and self._progress:
             return
+        self._end_lease()  # the quorum that answered may not be one of the new voters
         self._conf = conf
         members = conf.members()
         for node_id in list(self._progress):

@@ -161,7 +161,16 @@ class GroupOptions:
     # Let the group quiesce when idle (see `RaftCore.quiesced`): no ticks, no heartbeats; the host's
     # node liveness (keepalive frames, one per pair of nodes for all groups) wakes it.
     quiesce: bool = False
+    # Leader leases for reads (RaftConfig.read_lease): a leader answers reads without a ReadIndex round
+    # for a while after a quorum answered one. Linearizable as long as no host's clock runs faster than
+    # another's by more than the margin (`lease_margin_ticks` of the election timeout); off: every
+    # read waits for a round to a quorum.
+    read_lease: bool = False
 
+
+# Of the election timeout a leader lease leaves out: one tick for the alignment of the voters' ticks and
+# one for clock drift and the host's own delay in taking a read.
+LEASE_MARGIN_TICKS = 2
 
 LeaderChangeCallback = Callable[[str, NodeId | None, Role, int], None]
 """(group, leader id, this node's role, term) whenever the leader or this node's role changes."""
@@ -398,6 +407,7 @@ class RaftHost:
             max_committed_size_per_ready=options.max_committed_size_per_ready,
             applied=applied,
             tick_phase=self._ticks,
+            read_lease=self._read_lease(options),
             quiesce=options.quiesce,
             recovering=self.recovery is not None and self.recovery.recovering(name),
         )
@@ -610,7 +620,15 @@ class RaftHost:
         # linearizable.
         loop = asyncio.get_running_loop()
         future: asyncio.Future[int] = loop.create_future()
-        group.read_batch.append(future)
+        index = core.lease_read(loop.time()) if group.options.read_lease else -1
+        if index >= 0 and index <= group.applied:
+            # the leader's lease answers at once: no round, and no wait for the next iteration either
+            future.set_result(index)
+            return future
+        if index >= 0:
+            group.confirmed_reads.append((index, future))  # answered once applied that far
+        else:
+            group.read_batch.append(future)
         self._mark(group)
         if timeout is None:
             timeout = 2 * group.options.election_tick * self.tick_interval
@@ -666,8 +684,11 @@ class RaftHost:
                 self._keep_early_vote(name, msg)
             return False
         group.last_heard[msg.from_] = time.monotonic_ns()
+        core = group.core
+        if core.quiesced:
+            core.sync_ticks(self._ticks)  # it times its leader's last word in ticks (read leases)
         try:
-            group.core.step(msg)
+            core.step(msg)
         except RaftError as exc:
             log.warning("raft message refused", group=name, peer=msg.from_, error=str(exc))
             return False
@@ -723,6 +744,8 @@ class RaftHost:
         for group in self._groups.values():
             core = group.core
             was_quiesced = core.quiesced
+            if was_quiesced:
+                core.sync_ticks(self._ticks)
             if up:
                 core.peer_up(peer)
             else:
@@ -1006,12 +1029,20 @@ class RaftHost:
             return
         ctx = self._read_prefix + next(self._read_ids).to_bytes(8, "big")
         try:
-            group.core.read_index(ctx)
+            group.core.read_index(ctx, asyncio.get_running_loop().time())
         except ProposalDroppedError:
             for future in batch:
                 _fail(future, NotLeaderError(group.name, group.core.leader_id))
             return
         group.reads[ctx] = (self._passes, batch)
+
+    def _read_lease(self, options: GroupOptions) -> float:
+        """Seconds of a leader lease: the election timeout less the margin, and below the liveness
+        timeout (a voter told its leader's node is down leaves its lease then)."""
+        if not options.read_lease:
+            return 0.0
+        lease = (options.election_tick - LEASE_MARGIN_TICKS) * self.tick_interval
+        return max(min(lease, self.liveness.timeout - self.tick_interval), 0.0)
 
     def _hand_proposals(self, group: _Group) -> None:
         core = group.core

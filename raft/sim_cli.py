@@ -24,6 +24,7 @@ SUMMARY_FIELDS = (
     "conf_changes",
     "transfers",
     "reads_checked",
+    "lease_reads",
     "snapshots_installed",
     "quiesced_ticks",
     "liveness_reports",

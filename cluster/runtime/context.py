@@ -36,7 +36,11 @@ META_GROUP = "_meta_"
 # for one: appends and commit notices carry the commit index, and a ReadIndex
 # sends its own round at once.
 HEARTBEAT_TICK = 4
-GROUP_OPTIONS = GroupOptions(election_tick=20, heartbeat_tick=HEARTBEAT_TICK)
+# Leader leases (raft/core.py RaftConfig.read_lease): a stream leader answers STREAM.MSG.GET (and every
+# other ReadIndex) at once for 0.9 s after a quorum answered a round, instead of a heartbeat round per read,
+# which cost a coherent read about 1.3 ms here (bench/README.md). Linearizable unless one host's clock runs
+# faster than another's by more than a tenth (LEASE_MARGIN_TICKS of the election timeout).
+GROUP_OPTIONS = GroupOptions(election_tick=20, heartbeat_tick=HEARTBEAT_TICK, read_lease=True)
 # A stream group applies at most this much of its committed entries per loop iteration: under load the
 # PubAcks of one slice reach their clients while the next is applied, so clients and the leader work
 # side by side instead of in turns (pub_async, 256 in flight: ~4.6k -> ~5.5k msgs/s, bench/README.md).

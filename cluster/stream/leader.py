@@ -781,7 +781,10 @@ class StreamLeader:
         except RaftHostError:
             self._answer_msg_get(msg, None)
             return
-        read.add_done_callback(functools.partial(self._answer_msg_get, msg))
+        if read.done():  # the leader's lease answered at once (raft/core.py RaftConfig.read_lease)
+            self._answer_msg_get(msg, read)
+        else:
+            read.add_done_callback(functools.partial(self._answer_msg_get, msg))
 
     def _answer_msg_get(self, msg: Message, read: asyncio.Future[int] | None) -> None:
         # the read's outcome is taken first, even when this leader closed meanwhile: a failed read

@@ -98,6 +98,11 @@ class Simulation:
         self.liveness = SimLiveness(
             rng, delay=rng.choice((1, 3, ELECTION_TICK)), p_blip=rng.choice((0.0, 0.0005, 0.002))
         )
+        # Leader leases (RaftConfig.read_lease), in steps of the simulation's one clock, which every node
+        # ticks by (missing some ticks: slow clocks); drawn apart so that the other draws stay the seed's.
+        self.lease_rng = random.Random(seed * 7919 + 1)
+        lease_on = self.lease_rng.random() < 0.5 and self.check_quorum
+        self.read_lease = float(ELECTION_TICK - 2) if lease_on else 0.0
         self.incarnations: Counter[str] = Counter()
         self.p_quiet = rng.choice((0.0, 0.01, 0.03)) if self.quiesce else 0.0
         self.quiet_until = 0
@@ -171,6 +176,7 @@ class Simulation:
             applied=applied,
             quiesce=self.quiesce,
             recovering=recovering,
+            read_lease=self.read_lease,
         )
 
     def _trace(self, line: str) -> None:
@@ -389,6 +395,8 @@ class Simulation:
                 self._propose(rng.choice(alive), 1)  # mostly followers: must be refused
         if rng.random() < (0.005 if quiet else 0.05):
             self._request_read()
+        if self.read_lease and self.lease_rng.random() < 0.3:
+            self._request_read_on_a_leader()
         if self.p_partition:
             if not self.network.partitioned and rng.random() < self.p_partition:
                 self._partition()
@@ -464,13 +472,33 @@ class Simulation:
         ctx = b"read-%d" % self.read_seq
         committed = max(n.live_core.commit_index for n in alive)
         try:
-            node.live_core.read_index(ctx)
+            node.live_core.read_index(ctx, float(self.now))
         except ProposalDroppedError:
             return
         self.pending_reads[ctx] = (node.id, committed)
         self.stats["reads"] += 1
         if node.id in node.live_core.learners:
             self.stats["reads_on_learners"] += 1
+
+    def _request_read_on_a_leader(self) -> None:
+        """Reads close together on a node that believes it leads (partitioned from a newer leader, maybe):
+        a lease answers most of them, and each must still see everything committed before it."""
+        leaders = [n for n in self._alive() if n.live_core.role is Role.LEADER]
+        if not leaders:
+            return
+        node = leaders[self.lease_rng.randrange(len(leaders))]
+        self.read_seq += 1
+        ctx = b"read-%d" % self.read_seq
+        committed = max(n.live_core.commit_index for n in self._alive())
+        core = node.live_core
+        leased = core.lease_reads
+        try:
+            core.read_index(ctx, float(self.now))
+        except ProposalDroppedError:
+            return
+        self.pending_reads[ctx] = (node.id, committed)
+        self.stats["reads"] += 1
+        self.stats["lease_reads"] += core.lease_reads - leased
 
     def _partition(self) -> None:
         rng = self.rng
@@ -709,7 +737,7 @@ class Simulation:
             term = leader.live_core.term
             self.read_seq += 1
             ctx = b"read-%d" % self.read_seq
-            follower.live_core.read_index(ctx)
+            follower.live_core.read_index(ctx, float(self.now))
             self.pending_reads[ctx] = (follower.id, leader.live_core.commit_index)
             self._run_until(
                 lambda ctx=ctx, term=term: ctx not in self.pending_reads or not self._still_leads(term),
