@@ -142,3 +142,17 @@ def test_a_restarted_voter_grants_no_vote_for_an_election_timeout() -> None:
 def test_read_lease_needs_check_quorum() -> None:
     with pytest.raises(ValueError, match="check_quorum"):
         RaftConfig(id="n1", check_quorum=False, read_lease=1.0)
+
+
+def test_lease_read_gives_the_read_point_at_once_only_inside_the_lease() -> None:
+    """The host's fast path (RaftHost.read_index_nowait) asks `lease_read` before queueing a read."""
+    h = leased()
+    leader = h.core("n1")
+    assert leader.lease_read(100.0) == -1  # no round answered yet
+    round_trip(h, b"r1", now=100.0)
+    assert leader.lease_read(107.5) == leader.commit_index
+    assert leader.lease_read(108.0) == -1
+    assert h.core("n2").lease_read(101.0) == -1  # a follower never
+    leader.transfer_leader("n2")
+    h.process("n1")
+    assert leader.lease_read(101.0) == -1
