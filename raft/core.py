@@ -437,7 +437,7 @@ class RaftCore:
         (what `read_index` would give in its next Ready, without a round); -1 when it needs `read_index`."""
         if self._role is not Role.LEADER or self._log.term_or_zero(self._log.committed) != self._term:
             return -1
-        if not self._in_lease(now):
+        if not self._in_lease(now) and self._conf.voters != (self._id,):  # a single voter needs no round
             return -1
         self.lease_reads += 1
         self._last_read_tick = self._ticks
@@ -1298,12 +1298,12 @@ class RaftCore:
             self.lease_reads += 1
             self._answer_read(self._log.committed, ctx, requester)
             return
-        if now >= 0 and self._config.read_lease > 0 and self._lease_barred_term != self._term:
-            self._read_started[ctx] = now
         index = self._log.committed
         if self._conf.voters == (self._id,):
             self._answer_read(index, ctx, requester)
             return
+        if now >= 0 and self._config.read_lease > 0 and self._lease_barred_term != self._term:
+            self._read_started[ctx] = now
         if not self._read_queue.add(index, ctx, requester):
             return  # duplicate ctx: the first request will be answered
         self._read_queue.ack(ctx, self._id)

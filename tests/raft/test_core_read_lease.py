@@ -156,3 +156,17 @@ def test_lease_read_gives_the_read_point_at_once_only_inside_the_lease() -> None
     leader.transfer_leader("n2")
     h.process("n1")
     assert leader.lease_read(101.0) == -1
+
+
+def test_a_single_voter_answers_at_once_and_keeps_nothing_per_read() -> None:
+    """Nobody else can lead a group of one: no round, no lease to keep, and no record of when each read began
+    (those records grew by one per read of an R1 stream, never answered by a quorum)."""
+    h = Harness(("n1",), check_quorum=True, election_tick=ET, read_lease=LEASE)
+    h.elect("n1")
+    leader = h.core("n1")
+    assert leader.lease_read(5.0) == leader.commit_index
+    for index in range(50):
+        leader.read_index(b"solo-%d" % index, float(index))
+    h.process("n1")
+    assert len(h.nodes["n1"].read_states) == 50
+    assert not leader._read_started
