@@ -163,7 +163,7 @@ class GroupOptions:
     quiesce: bool = False
     # Leader leases for reads (RaftConfig.read_lease): a leader answers reads without a ReadIndex round
     # for a while after a quorum answered one. Linearizable as long as no host's clock runs faster than
-    # another's by more than the margin (`lease_margin_ticks` of the election timeout); off: every
+    # another's by more than the margin (LEASE_MARGIN_TICKS of the election timeout); off: every
     # read waits for a round to a quorum.
     read_lease: bool = False
 
