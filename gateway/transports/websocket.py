@@ -109,7 +109,7 @@ def origin_refusal(settings: WebSocketSettings, origin: str | None, request_host
     try:
         scheme, host, port = parse_origin(origin, allowed=False)
     except ValueError as exc:
-        return str(exc)
+        return str(exc).lstrip(": ")  # the reason alone, without the prefix it has after "allowed origin"
     if settings.same_origin:
         request_host_only, request_port = _host_and_port(request_host, tls=tls)
         if (host, port, scheme.lower()) != (request_host_only, request_port, "https" if tls else "http"):
