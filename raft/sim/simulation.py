@@ -465,28 +465,18 @@ class Simulation:
 
     def _request_read(self) -> None:
         alive = self._alive()
-        if not alive:
-            return
-        node = self.rng.choice(alive)
-        self.read_seq += 1
-        ctx = b"read-%d" % self.read_seq
-        committed = max(n.live_core.commit_index for n in alive)
-        try:
-            node.live_core.read_index(ctx, float(self.now))
-        except ProposalDroppedError:
-            return
-        self.pending_reads[ctx] = (node.id, committed)
-        self.stats["reads"] += 1
-        if node.id in node.live_core.learners:
-            self.stats["reads_on_learners"] += 1
+        if alive:
+            self._read_on(self.rng.choice(alive))
 
     def _request_read_on_a_leader(self) -> None:
         """Reads close together on a node that believes it leads (partitioned from a newer leader, maybe):
         a lease answers most of them, and each must still see everything committed before it."""
         leaders = [n for n in self._alive() if n.live_core.role is Role.LEADER]
-        if not leaders:
-            return
-        node = leaders[self.lease_rng.randrange(len(leaders))]
+        if leaders:
+            self._read_on(leaders[self.lease_rng.randrange(len(leaders))])
+
+    def _read_on(self, node: SimNode) -> None:
+        """A ReadIndex on `node`, checked once answered against what was committed anywhere when asked."""
         self.read_seq += 1
         ctx = b"read-%d" % self.read_seq
         committed = max(n.live_core.commit_index for n in self._alive())
@@ -499,6 +489,8 @@ class Simulation:
         self.pending_reads[ctx] = (node.id, committed)
         self.stats["reads"] += 1
         self.stats["lease_reads"] += core.lease_reads - leased
+        if node.id in core.learners:
+            self.stats["reads_on_learners"] += 1
 
     def _partition(self) -> None:
         rng = self.rng
