@@ -28,7 +28,7 @@ import structlog
 
 from cluster.node.config import ConfigError, NodeConfig, add_node_arguments, config_from_args
 from cluster.node.logs import configure_logging
-from cluster.node.process_setup import die_with_parent, lame_duck_requested_early, profiled
+from cluster.node.process_setup import die_with_parent, lame_duck_requests, profiled
 from cluster.node.supervision.supervisor import SUPERVISOR_PID_ENV, report_started, run_supervisor
 from cluster.node.supervision.worker_share import NodeShare
 from cluster.node.worker_config import worker_config
@@ -84,12 +84,8 @@ async def run(config: NodeConfig) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
-    # from the start: SIGUSR2's default action would kill a node still starting (asked then, lame duck
-    # mode begins once it is up); a second signal changes nothing, as on nats-server
-    lame_duck_asked = asyncio.Event()
-    loop.add_signal_handler(signal.SIGUSR2, lame_duck_asked.set)
-    if lame_duck_requested_early():
-        lame_duck_asked.set()
+    # asked while the node still starts, lame duck mode begins once it is up
+    lame_duck_asked = lame_duck_requests(loop)
     lame_duck: asyncio.Task[None] | None = None
 
     async def lame_duck_when_asked() -> None:

@@ -12,7 +12,7 @@ acknowledged is lost (every acknowledgement waits for an fsync).
 SIGUSR2 (lame duck mode) that reaches a node before its event loop handles it would kill it with the
 signal's default action; the imports alone take about a second. `hold_lame_duck_requests` is the first
 thing a node process does: the signal is remembered, and the node (or supervisor) enters lame duck mode
-once it is up (`lame_duck_requested_early`).
+once it is up (`lame_duck_requests`).
 
 `JETRAFT_PROFILE_DIR=<dir>` makes every node process it reaches (workers
 included) run under cProfile and write `<dir>/<member>-<pid>.prof` when it
@@ -34,6 +34,10 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import asyncio
 
 PR_SET_PDEATHSIG = 1
 PROFILE_DIR_ENV = "JETRAFT_PROFILE_DIR"
@@ -51,10 +55,16 @@ def _remember_lame_duck_request(signum: int, frame: object) -> None:
     _lame_duck_requested = True
 
 
-def lame_duck_requested_early() -> bool:
-    """Whether SIGUSR2 came while the process started (ask after the loop's own handler is set: a signal
-    then reaches one or the other)."""
-    return _lame_duck_requested
+def lame_duck_requests(loop: asyncio.AbstractEventLoop) -> asyncio.Event:
+    """From now on the event loop takes SIGUSR2: an event it sets, already set if one came while the
+    process started (a second signal changes nothing, as on nats-server)."""
+    import asyncio  # here, not above: this module is imported before the node's other imports
+
+    asked = asyncio.Event()
+    loop.add_signal_handler(signal.SIGUSR2, asked.set)
+    if _lame_duck_requested:  # read after the handler is set: a signal reaches one or the other
+        asked.set()
+    return asked
 
 
 def die_with_parent(parent_pid: int) -> None:

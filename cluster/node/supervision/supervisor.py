@@ -40,7 +40,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 
 from cluster.node.config import NodeConfig
 from cluster.node.http_server import QueryError, bool_param, json_reply
-from cluster.node.process_setup import lame_duck_requested_early
+from cluster.node.process_setup import lame_duck_requests
 from cluster.node.supervision.connection_slots import CONNECTION_SLOTS_FD_ENV, create_connection_slots
 from cluster.node.supervision.merged_bodies import NodeIdentity
 from cluster.node.supervision.node_endpoints import SYS_REQUEST_HEADER, NodeSettings
@@ -305,10 +305,7 @@ async def run_supervisor(config: NodeConfig, argv: Sequence[str]) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
-    lame_duck_asked = asyncio.Event()
-    loop.add_signal_handler(signal.SIGUSR2, lame_duck_asked.set)
-    if lame_duck_requested_early():
-        lame_duck_asked.set()
+    lame_duck_asked = lame_duck_requests(loop)
 
     async def lame_duck_when_asked() -> None:
         await lame_duck_asked.wait()
