@@ -1283,6 +1283,16 @@ class RaftCore:
                     self._lease_until = max(self._lease_until, began + self._config.read_lease)
             self._answer_read(read.index, read.ctx, read.requester)
 
+    def _release_confirmed_reads(self) -> None:
+        """Answer the pending reads whose acknowledgements make a quorum of the voters now. Only a
+        membership change makes one without a new acknowledgement, and a leader it left as the group's
+        only voter would get none: its reads would wait forever, and the group never quiesce."""
+        ctx = self._read_queue.newest_confirmed(self._is_quorum)
+        if ctx is None:
+            return
+        for read in self._read_queue.release_through(ctx):
+            self._answer_read(read.index, read.ctx, read.requester)
+
     def _is_quorum(self, acks: set[NodeId]) -> bool:
         voters = self._conf.voters
         return sum(1 for v in voters if v in acks) >= len(voters) // 2 + 1
@@ -1394,8 +1404,10 @@ class RaftCore:
         if self._role is Role.LEADER:
             if self._lead_transferee is not None and self._lead_transferee not in conf.voters:
                 self._lead_transferee = None
-            # Fewer voters can mean a smaller quorum: something may now be committed.
+            # Fewer voters can mean a smaller quorum: something may now be committed, and a read the
+            # acknowledgements already counted now confirm may be answered.
             self._maybe_commit()
+            self._release_confirmed_reads()
             self._append_pending = self._role is Role.LEADER
 
     # ------------------------------------------------------------------ helpers

@@ -8,6 +8,7 @@ of a later request's heartbeat also confirms every earlier request.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from raft.types import NodeId
@@ -50,6 +51,14 @@ class ReadIndexQueue:
             if key == ctx:
                 break
         return released
+
+    def newest_confirmed(self, is_quorum: Callable[[set[NodeId]], bool]) -> bytes | None:
+        """The ctx of the newest request whose acknowledgements `is_quorum` accepts (it confirms every
+        earlier request too), or None."""
+        for pending in reversed(self._pending.values()):
+            if is_quorum(pending.acks):
+                return pending.ctx
+        return None
 
     def last_ctx(self) -> bytes:
         """The newest pending request's ctx (b"" if none), carried by heartbeats."""

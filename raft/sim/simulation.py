@@ -514,17 +514,26 @@ class Simulation:
     def _may_lose_disk(self) -> list[SimNode]:
         """Voters whose disk may be damaged: the others must keep a majority of the voters that can vote
         (a damaged node does not vote until caught up). A lone voter's loss is not recoverable from its peers
-        at all: that is data loss, not a Raft fault."""
+        at all: that is data loss, not a Raft fault. Both the leader's newest membership and its applied
+        one must keep that majority: a membership change still in flight goes with the leader's disk if
+        the leader is the one that loses it (seed 515: a voter added to two, then the leader's loss left
+        the two-voter membership with one that could vote)."""
         leader = self._leader()
         if leader is None:
             return []
-        voters = leader.live_core.voters
-        unable = sum(
-            1 for v in voters if (node := self.nodes.get(v)) is None or not node.alive or node.damaged
-        )
-        if len(voters) < 3 or unable + 1 > (len(voters) - 1) // 2:
-            return []
-        return [self.nodes[v] for v in voters if self.nodes[v].alive and not self.nodes[v].damaged]
+        core = leader.live_core
+        memberships = {core.voters, core.conf_state_at(core.applied).voters}
+        candidates = set(core.voters)
+        for voters in memberships:
+            unable = sum(
+                1 for v in voters if (node := self.nodes.get(v)) is None or not node.alive or node.damaged
+            )
+            if len(voters) < 3 or unable + 1 > (len(voters) - 1) // 2:
+                return []
+            candidates &= set(voters)
+        return [
+            self.nodes[v] for v in core.voters if v in candidates and self.nodes[v].alive and not self.nodes[v].damaged
+        ]
 
     def _lose_disk(self, node: SimNode) -> None:
         """Crash `node` with its disk damaged: its log's tail or all of it, and maybe its term and vote."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from raft.core import ProposalDroppedError
-from raft.types import MessageType, Role
+from raft.types import ConfChange, ConfChangeType, MessageType, Role
 
 from .harness import Harness, isolate
 
@@ -159,3 +159,53 @@ def test_single_voter_answers_read_index_at_once() -> None:
     h.process("n1")
     (state,) = h.nodes["n1"].read_states
     assert state.index == h.core("n1").commit_index
+
+
+def test_a_read_waiting_for_a_removed_voter_is_answered_when_the_leader_is_left_alone() -> None:
+    """Found by the simulator (seed 11267): a leader of two voters asked for a read whose heartbeat the
+    other voter never answered, then removed that voter. Alone, the leader gets no heartbeat answer
+    again: the read waited forever, and the group never quiesced."""
+    h = Harness(ids=("n1", "n2"), quiesce=True)
+    h.elect("n1")
+    leader = h.core("n1")
+    leader.propose(b"w")
+    h.stabilize()
+    leader.read_index(b"r1")
+    h.process("n1")
+    h.take(MessageType.HEARTBEAT)  # n2 never hears of r1
+    read_point = leader.commit_index
+    leader.propose_conf_change(ConfChange(ConfChangeType.REMOVE_NODE, "n2"))
+    h.process("n1")
+    assert [(s.request_ctx, s.index) for s in h.nodes["n1"].read_states] == [(b"r1", read_point)]
+    h.stabilize(keep=isolate("n2"))
+    h.tick("n1", 3 * ET)
+    h.stabilize(keep=isolate("n2"))
+    assert leader.voters == ("n1",) and leader.quiesced
+
+
+def test_acknowledgements_that_make_a_quorum_after_a_removal_answer_the_read_at_once() -> None:
+    """Four voters: n2's acknowledgement and the leader's own are not a quorum; once n4 is removed they
+    are one of three, and the read is answered without waiting for another heartbeat round."""
+    h = Harness(ids=("n1", "n2", "n3", "n4"))
+    h.elect("n1")
+    leader = h.core("n1")
+    leader.propose(b"w")
+    h.stabilize()
+    leader.read_index(b"r1")
+    h.stabilize(keep=isolate("n3", "n4"))
+    assert not h.nodes["n1"].read_states
+    read_point = leader.commit_index
+    leader.propose_conf_change(ConfChange(ConfChangeType.REMOVE_NODE, "n4"))
+    h.process("n1")
+    assert [(s.request_ctx, s.index) for s in h.nodes["n1"].read_states] == [(b"r1", read_point)]
+
+
+def test_a_removal_that_leaves_no_quorum_of_acknowledgements_answers_nothing() -> None:
+    h = Harness(ids=("n1", "n2", "n3", "n4", "n5"))
+    h.elect("n1")
+    leader = h.core("n1")
+    leader.read_index(b"r1")
+    h.stabilize(keep=isolate("n3", "n4", "n5"))  # n1 and n2 of five
+    leader.propose_conf_change(ConfChange(ConfChangeType.REMOVE_NODE, "n5"))
+    h.process("n1")
+    assert not h.nodes["n1"].read_states, "two of four voters are not a quorum"

@@ -83,3 +83,22 @@ def test_a_leader_put_there_by_an_explicit_transfer_may_keep_leading_after_the_f
     result = run_seed(700122, SimOptions(nodes=3, steps=1500))
     assert result.violation is None, result.violation
     assert result.stats["settled_quiescent"] == 0  # this seed's profile does not quiesce
+
+
+@pytest.mark.parametrize("seed", [11267, 11892])
+def test_a_leader_left_alone_by_a_removal_answers_the_read_it_was_waiting_on(seed: int) -> None:
+    """These seeds end with a lone voter whose last read had waited for the voter it then removed: the
+    read was never answered and the group never quiesced (RaftCore._release_confirmed_reads)."""
+    result = run_seed(seed, SimOptions(nodes=3, steps=1500))
+    assert result.violation is None, result.violation
+    assert result.stats["settled_quiescent"] == 1
+
+
+@pytest.mark.parametrize("seed", [515, 10910])
+def test_no_disk_is_lost_where_a_membership_in_flight_would_leave_no_majority_to_recover(seed: int) -> None:
+    """The simulator judged a disk loss by the leader's newest membership alone. In these seeds the
+    leader lost its disk with a voter's addition still in flight, which went with it: the two-voter
+    membership left had one member that could vote, so no leader could ever be elected (not a Raft
+    fault: no majority was left to recover from). Both memberships must keep one now."""
+    result = run_seed(seed, SimOptions(nodes=3, steps=1500))
+    assert result.violation is None, result.violation
