@@ -71,7 +71,7 @@ natsjs:
 
 install-dev: $(DEV_STAMP)
 
-# Where PYTHONDONTWRITEBYTECODE is set (as on the machines CI runs on), Python caches no bytecode, and
+# Where PYTHONDONTWRITEBYTECODE is set (as on the VM this project is built on), Python caches no bytecode, and
 # every node process compiled about 140 of jetraft's modules from source as it started: 0.4 s of CPU per
 # process, a quarter of the node tests' time. Compiling them here (only what changed since) costs 1-2 s.
 bytecode: | $(BIN)/python

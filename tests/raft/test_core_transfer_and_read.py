@@ -209,3 +209,6 @@ def test_a_removal_that_leaves_no_quorum_of_acknowledgements_answers_nothing() -
     leader.propose_conf_change(ConfChange(ConfChangeType.REMOVE_NODE, "n5"))
     h.process("n1")
     assert not h.nodes["n1"].read_states, "two of four voters are not a quorum"
+    h.tick("n1", 3)  # the next heartbeat carries r1 to every voter left
+    h.stabilize()
+    assert [s.request_ctx for s in h.nodes["n1"].read_states] == [b"r1"]
