@@ -15,6 +15,7 @@ import hmac
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from ipaddress import IPv4Network, IPv6Network
 from typing import Protocol
 
 from gateway.accounts import GLOBAL_ACCOUNT
@@ -28,6 +29,14 @@ class Identity:
     user: str = ""
     permissions: Permissions | None = None
     account: str = GLOBAL_ACCOUNT
+    # when the credentials stop being valid (unix seconds; 0: never), and the error that ends the
+    # connection then (operator mode's JWTs: gateway/operator_auth.py)
+    expires_at: float = 0.0
+    expiry_error: str = ""
+    # the connection types (nats-server's names: STANDARD, WEBSOCKET, ...) and networks it may connect
+    # from; None: any
+    connection_types: frozenset[str] | None = None
+    sources: tuple[IPv4Network | IPv6Network, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,6 +44,7 @@ class ConnectOptions:
     auth_token: str | None = None
     nkey: str | None = None
     sig: str | None = None
+    jwt: str | None = None  # a user JWT (operator mode)
 
     @classmethod
     def from_dict(cls, options: dict[str, Any]) -> ConnectOptions:
@@ -78,6 +79,7 @@ class ConnectOptions:
             auth_token=options.get("auth_token"),
             nkey=options.get("nkey"),
             sig=options.get("sig"),
+            jwt=options.get("jwt"),
         )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import ssl
 import time
 from typing import Protocol, cast
@@ -115,6 +116,10 @@ class ClientConnection(asyncio.Protocol):
         self._parser = ClientCommandParser(limits.max_payload, limits.max_control_line)
         self._max_pending = limits.max_pending
         self.options = ConnectOptions()
+        # whether a CONNECT was accepted, and whether the PONG after it (and the INFO naming the client's
+        # account that follows it) went out
+        self._connect_accepted = False
+        self._first_pong_sent = False
         # Mirrors of `options` read on every delivery (ClientSink attributes).
         self.echo = True
         self.no_responders = False
@@ -153,6 +158,8 @@ class ClientConnection(asyncio.Protocol):
         self._slice_scheduled = False
         self._loop = asyncio.get_running_loop()
         self._auth_timer: asyncio.TimerHandle | None = None
+        # closes the connection when its credentials expire (operator mode's JWTs)
+        self._expiry_timer: asyncio.TimerHandle | None = None
         self._tls_upgrade: asyncio.Task[None] | None = None
         # TLS is required and the task that starts it has not yet sent INFO
         self._tls_pending = False
@@ -303,6 +310,12 @@ class ClientConnection(asyncio.Protocol):
                 self._publish(event.subject, event.reply, event.headers or None, event.payload)  # type: ignore[union-attr]
             elif kind is Ping:
                 self._write(PONG_BYTES)
+                if not self._first_pong_sent and self._connect_accepted:
+                    # as nats-server: the first PONG after CONNECT is followed by the INFO that names the
+                    # client's account, for clients that take asynchronous INFOs
+                    self._first_pong_sent = True
+                    if self.options.protocol >= 1:
+                        self._write(self.server.connect_info_bytes(self))
             elif kind is Pong:
                 self.pings_out = 0
             elif kind is Sub:
@@ -330,7 +343,7 @@ class ClientConnection(asyncio.Protocol):
             if isinstance(identity, SlowCheck):
                 self._check_credentials_off_loop(identity, options)
                 return
-            if identity is None:
+            if identity is None or not self._may_connect(identity):
                 self.close_with_error(ERR_AUTHORIZATION)
                 return
             self._identified(identity)
@@ -345,7 +358,7 @@ class ClientConnection(asyncio.Protocol):
             if self.closed:
                 return
             identity = None if future.cancelled() or future.exception() else future.result()
-            if identity is None:
+            if identity is None or not self._may_connect(identity):
                 self.close_with_error(ERR_AUTHORIZATION)
                 return
             self._identified(identity)
@@ -354,7 +367,30 @@ class ClientConnection(asyncio.Protocol):
 
         future.add_done_callback(done)
 
+    def _may_connect(self, identity: Identity) -> bool:
+        """Whether the identity may connect this way and from here (its connection types and networks)."""
+        if identity.connection_types is not None:
+            kind = "WEBSOCKET" if self.websocket else "STANDARD"
+            if kind not in identity.connection_types:
+                log.info("client_connection_type_not_allowed", client_id=self.client_id, type=kind)
+                return False
+        if identity.sources is not None:
+            try:
+                address = ipaddress.ip_address(self.remote_ip)
+            except ValueError:
+                address = None
+            if address is None or not any(address in network for network in identity.sources):
+                log.info("client_source_not_allowed", client_id=self.client_id, address=self.remote_ip)
+                return False
+        return True
+
     def _identified(self, identity: Identity) -> None:
+        if self._expiry_timer is not None:  # a second CONNECT's credentials replace the first's
+            self._expiry_timer.cancel()
+            self._expiry_timer = None
+        if identity.expires_at:
+            delay = max(0.0, identity.expires_at - time.time())
+            self._expiry_timer = self._loop.call_later(delay, self.close_with_error, identity.expiry_error)
         self.user = identity.user
         accounts = self.server.accounts
         if accounts is not None:
@@ -370,6 +406,7 @@ class ClientConnection(asyncio.Protocol):
             self._auth_timer.cancel()
             self._auth_timer = None
         self.options = options
+        self._connect_accepted = True
         self.echo = options.echo
         self.no_responders = options.no_responders
         self.headers_enabled = options.headers
@@ -628,7 +665,7 @@ class ClientConnection(asyncio.Protocol):
     def _shutdown(self) -> None:
         """Drop everything this connection holds in the router; safe to call twice."""
         self.closed = True
-        for timer in (self._auth_timer, self._ping_timer):
+        for timer in (self._auth_timer, self._ping_timer, self._expiry_timer):
             if timer is not None:
                 timer.cancel()
         if self._tls_upgrade is not None and not self._tls_upgrade.done():

@@ -23,23 +23,35 @@ def new_nonce() -> str:
 
 
 class InvalidNkey(ValueError):
-    """Not a user public key (U...)."""
+    """Not a public key of the kind asked for (U... for a user, A... an account, O... an operator)."""
 
 
-def user_public_key_bytes(public_key: str) -> bytes:
-    """The 32-byte Ed25519 key inside an nkey user public key, its prefix and checksum checked."""
+# the nkey prefix byte of each kind of public key, and its name in errors
+_KINDS = {
+    nkeys.PREFIX_BYTE_USER: "user",
+    nkeys.PREFIX_BYTE_ACCOUNT: "account",
+    nkeys.PREFIX_BYTE_OPERATOR: "operator",
+}
+
+
+def public_key_bytes(public_key: str, prefix: int) -> bytes:
+    """The 32-byte Ed25519 key inside an nkey public key of kind `prefix`, its checksum checked."""
     try:
         raw = base64.b32decode(public_key + "=" * (-len(public_key) % 8))
     except (binascii.Error, ValueError) as exc:
         raise InvalidNkey(f"{public_key!r} is not base32") from exc
-    if len(raw) != 35 or raw[0] != nkeys.PREFIX_BYTE_USER:
-        raise InvalidNkey(f"{public_key!r} is not an nkey user public key")
+    if len(raw) != 35 or raw[0] != prefix:
+        raise InvalidNkey(f"{public_key!r} is not an nkey {_KINDS.get(prefix, 'public')} public key")
     if nkeys.crc16(bytearray(raw[:-2])) != int.from_bytes(raw[-2:], "little"):
         raise InvalidNkey(f"{public_key!r} has a bad checksum")
     return raw[1:-2]
 
 
-def _decode_signature(sig: str) -> bytes | None:
+def user_public_key_bytes(public_key: str) -> bytes:
+    return public_key_bytes(public_key, nkeys.PREFIX_BYTE_USER)
+
+
+def decode_signature(sig: str) -> bytes | None:
     # As nats-server: base64 URL without padding first, then standard base64 (what nats-py sends).
     for decode in (
         lambda s: base64.urlsafe_b64decode(s + "=" * (-len(s) % 4)) if "=" not in s else None,
@@ -57,11 +69,14 @@ def _decode_signature(sig: str) -> bytes | None:
 def signature_valid(public_key: bytes, nonce: str, sig: str | None) -> bool:
     if not sig:
         return False
-    signature = _decode_signature(sig)
-    if signature is None:
-        return False
+    signature = decode_signature(sig)
+    return signature is not None and signed_by(public_key, nonce.encode(), signature)
+
+
+def signed_by(public_key: bytes, data: bytes, signature: bytes) -> bool:
+    """Whether `signature` is the Ed25519 signature of `data` by the holder of `public_key`."""
     try:
-        nacl.signing.VerifyKey(public_key).verify(nonce.encode(), signature)
+        nacl.signing.VerifyKey(public_key).verify(data, signature)
     except (nacl.exceptions.BadSignatureError, ValueError):
         return False
     return True

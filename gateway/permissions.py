@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 from subjects.grammar import filters_overlap, has_wildcard, subject_matches
 
+# nats-server's DEFAULT_ALLOW_RESPONSE_EXPIRATION: how long a reply stays allowed unless told otherwise
+DEFAULT_RESPONSE_TTL_S = 120.0
 # A connection remembers this many publish decisions (nats-server's pcache is as small).
 DECISION_CACHE_SIZE = 128
 
@@ -38,10 +40,11 @@ class SubjectRule:
 
 @dataclass(frozen=True, slots=True)
 class ResponsePermission:
-    """nats-server's `allow_responses`: `max` replies per request (0: any number), for `ttl` seconds (0: no limit)."""
+    """nats-server's `allow_responses`: `max` replies per request (0: any number), for `ttl` seconds (0: no
+    limit). nats-server's defaults, for `allow_responses: true` or a 0 given: one reply, within 2 minutes."""
 
     max_msgs: int = 1
-    ttl: float = 0.0
+    ttl: float = DEFAULT_RESPONSE_TTL_S
 
 
 @dataclass(frozen=True, slots=True)

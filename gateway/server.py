@@ -89,6 +89,8 @@ class GatewayServer:
         self.accounts = accounts if accounts is not None and len(accounts.accounts) > 1 else None
         # The context each connection upgrades with after its INFO (None: no TLS, or TLS before INFO).
         self.tls_upgrade: ssl.SSLContext | None = None
+        # the account nats-server calls the system account (`acc_is_sys` in a client's connect INFO)
+        self.system_account: str | None = None
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -228,4 +230,17 @@ class GatewayServer:
             info.pop("tls_verify", None)
         if client.nonce:
             info["nonce"] = client.nonce
+        return encode_info(info)
+
+    def connect_info_bytes(self, client: ClientConnection) -> bytes:
+        """The INFO nats-server sends after its first PONG to a client's CONNECT: the server's, with the
+        account the client is bound to (`remote_account`) and whether it is the system account."""
+        info = {**self._info, "client_id": client.client_id, "client_ip": client.remote_ip}
+        if client.websocket:
+            info.pop("tls_required", None)
+            info.pop("tls_verify", None)
+        info["connect_info"] = True
+        info["remote_account"] = client.account_name
+        if client.account_name == self.system_account:
+            info["acc_is_sys"] = True
         return encode_info(info)

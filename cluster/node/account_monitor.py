@@ -11,7 +11,6 @@ from typing import Any
 
 from cluster.node.http_server import QueryError, bool_param
 from cluster.node.monitored_node import GLOBAL_ACCOUNT, MonitoredNode
-from cluster.runtime.context import SYSTEM_ACCOUNT
 from gateway.connection import ClientConnection
 from gateway.limits import Traffic
 from storage.nats_time import format_rfc3339_nano
@@ -46,7 +45,7 @@ class AccountMonitor:
         """Every account nats-server lists: the configured ones, the global and the system account."""
         accounts = self._node.config.accounts
         configured = set(accounts.accounts) if accounts is not None else set()
-        return sorted(configured | {GLOBAL_ACCOUNT, SYSTEM_ACCOUNT})
+        return sorted(configured | {GLOBAL_ACCOUNT, self._node.config.system_account_name})
 
     def _with_jetstream(self) -> tuple[str, ...]:
         accounts = self._node.config.accounts
@@ -61,7 +60,7 @@ class AccountMonitor:
         body: dict[str, Any] = {
             "server_id": node.server.server_id,
             "now": format_rfc3339_nano(now),
-            "system_account": SYSTEM_ACCOUNT,
+            "system_account": node.config.system_account_name,
         }
         account = query.get("acc", "")
         names = self._account_names()

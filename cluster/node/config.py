@@ -15,9 +15,11 @@ from typing import Any
 from cluster.node.natsconf.parser import ConfSyntaxError, parse
 from cluster.node.natsconf.settings import ConfKeyError, node_settings
 from cluster.runtime.account_limits import UNLIMITED, JetStreamAccountLimits
+from cluster.runtime.context import SYSTEM_ACCOUNT
 from cluster.runtime.server_limits import ServerJetStreamLimits
 from gateway.accounts import Accounts
 from gateway.auth import NkeyUser, User
+from gateway.jwt_accounts import JwtAccount
 from gateway.limits import DEFAULT_MAX_PENDING
 from gateway.protocol import DEFAULT_MAX_PAYLOAD
 from gateway.queue_policy import POLICY_NAMES
@@ -94,6 +96,12 @@ class NodeConfig:
     jetstream_limits: JetStreamAccountLimits = UNLIMITED
     # every JetStream account's limits, the home account's included (absent: no limits); from the file too
     jetstream_account_limits: dict[str, JetStreamAccountLimits] = field(default_factory=dict)
+    # operator mode (a config file's `operator` and `resolver_preload`): every account from its JWT, by
+    # public key; clients then authenticate with user JWTs. Not a flag or TOML key.
+    jwt_accounts: dict[str, JwtAccount] | None = None
+    # nats-server's system_account: the account whose users may ask the servers' `$SYS.REQ.SERVER`
+    # requests (one of `accounts`). Unset, jetraft answers them in the home account (a departure).
+    system_account: str | None = None
     # nats-server's `jetstream { max_memory_store, max_file_store }`: bytes this node's streams may hold in
     # memory and on disk (one replica's worth, this node's own); None or below 0: not set, as nats-server
     # takes a negative one (its default then: /varz shows 75% of memory and of the free disk, not enforced)
@@ -126,6 +134,11 @@ class NodeConfig:
     workers: int = 1
     # set by the supervisor on the command line of the worker it starts; never in a config file
     worker_index: int | None = None
+
+    @property
+    def system_account_name(self) -> str:
+        """The system account as nats-server reports it: the configured one, else `$SYS`."""
+        return self.system_account or SYSTEM_ACCOUNT
 
     def validate(self) -> None:
         if not self.name or any(ch in self.name for ch in " .*>/"):
@@ -177,6 +190,10 @@ class NodeConfig:
                     f"tls: cannot serve with cert_file {self.tls.cert_file}, key_file {self.tls.key_file}"
                     f"{f', ca_file {self.tls.ca_file}' if self.tls.ca_file else ''}: {exc}"
                 ) from exc
+        if self.system_account is not None and (
+            self.accounts is None or self.system_account not in self.accounts.accounts
+        ):
+            raise ConfigError(f"system_account {self.system_account!r} is not one of the configured accounts")
         if self.accounts is not None:
             for user in self.users:
                 if user.account not in self.accounts.accounts:
@@ -281,7 +298,7 @@ def load_toml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
-    known = {f.name for f in fields(NodeConfig)} - {"worker_index", "jetstream_limits", "jetstream_account_limits"}  # not settings of a TOML file
+    known = {f.name for f in fields(NodeConfig)} - {"worker_index", "jetstream_limits", "jetstream_account_limits", "jwt_accounts"}  # not settings of a TOML file
     unknown = set(data) - known
     if unknown:
         raise ConfigError(f"config file {path}: unknown settings {', '.join(sorted(unknown))}")

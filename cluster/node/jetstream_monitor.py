@@ -20,7 +20,7 @@ from cluster.meta.service import MetaService
 from cluster.node.http_server import QueryError, bool_param
 from cluster.node.monitored_node import MonitoredNode
 from cluster.runtime.account_limits import JetStreamAccountLimits
-from cluster.runtime.context import CLUSTER_NAME, META_GROUP, SYSTEM_ACCOUNT
+from cluster.runtime.context import CLUSTER_NAME, META_GROUP
 from cluster.stream.info import API_LEVEL, state_json
 from cluster.stream.replica import StreamReplica
 from raft.driver import RaftHostError
@@ -290,7 +290,7 @@ class JetStreamMonitor:
                 ]
         replicas = info.pop("replicas", None)
         info["system_account"] = True
-        info["traffic_account"] = SYSTEM_ACCOUNT
+        info["traffic_account"] = self._node.config.system_account_name
         if replicas:
             info["replicas"] = replicas
         return info

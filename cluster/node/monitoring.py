@@ -23,7 +23,7 @@ from cluster.node.http_server import QueryError, bool_param, int_param
 from cluster.node.jetstream_monitor import DEFAULT_MAX_CONSUMERS, JetStreamMonitor
 from cluster.node.monitored_node import GLOBAL_ACCOUNT, MonitoredNode
 from cluster.node.supervision.merged_bodies import WORKER_INTEREST_KEY
-from cluster.runtime.context import CLUSTER_NAME, SYSTEM_ACCOUNT
+from cluster.runtime.context import CLUSTER_NAME
 from cluster.runtime.workers import node_of
 from gateway.connection import ClientConnection
 from gateway.router import SublistStats
@@ -166,7 +166,7 @@ class NodeMonitor:
             "config_digest": "",
             # nats-server's feature switches: none of them name anything in jetraft
             "feature_flags": {},
-            "system_account": SYSTEM_ACCOUNT,
+            "system_account": node.config.system_account_name,
             "slow_consumer_stats": {
                 "clients": server.stats.slow_consumers,
                 "routes": 0,

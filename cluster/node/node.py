@@ -53,6 +53,7 @@ from gateway.accounts import GLOBAL_ACCOUNT
 from gateway.auth import make_authenticator
 from gateway.connect_options import RequestInfoPolicy
 from gateway.limits import Limits
+from gateway.operator_auth import OperatorAuthenticator
 from gateway.router import Router
 from gateway.routes import RouteMesh, add_route_servicer
 from gateway.server import GatewayServer
@@ -105,8 +106,10 @@ class Node:
             name=config.name,
             host=config.host,
             port=config.client_port,
-            auth=make_authenticator(
-                config.user, config.password, config.token, config.users, config.no_auth_user
+            auth=(
+                OperatorAuthenticator(config.jwt_accounts)
+                if config.jwt_accounts is not None
+                else make_authenticator(config.user, config.password, config.token, config.users, config.no_auth_user)
             ),
             advertise=config.advertise,
             limits=Limits(
@@ -124,6 +127,7 @@ class Node:
             client_ids=((config.worker_index or 0) + 1, config.workers),
             shared_connections=share.connections if share is not None else None,
         )
+        self.server.system_account = config.system_account
         # a client's JetStream API requests carry its details to the node answering them, for its audit
         self.server.request_info = RequestInfoPolicy(
             prefixes=(API_PREFIX, *(prefix.rstrip(".") + "." for prefix in _other_api_prefixes(config))),
@@ -171,6 +175,11 @@ class Node:
             config.user or "",
             tuple(config.accounts.prefixes.values()) if config.accounts is not None else ("",),
             node=share.endpoints if share is not None else None,
+            system_prefix=(
+                config.accounts.prefixes[config.system_account]
+                if config.accounts is not None and config.system_account is not None
+                else ""
+            ),
         )
         self.ctx: NodeContext | None = None
         self.meta: MetaService | None = None

@@ -154,9 +154,11 @@ class SystemResponder:
         user: str,
         account_prefixes: tuple[str, ...] = ("",),
         node: NodeMonitoring | None = None,
+        system_prefix: str = "",
     ) -> None:
         """`node`: the node this process is one worker of, which it answers for (None: the process is
-        the node)."""
+        the node). `system_prefix`: where the system account's subjects live in the router, the only
+        account whose users are answered the servers' requests (gateway/accounts.py)."""
         self._router = router
         self._node = node
         self._tasks: set[asyncio.Task[None]] = set()
@@ -166,6 +168,7 @@ class SystemResponder:
         self._user = user
         # where each account's subjects live in the router (gateway/accounts.py): USER.INFO is answered in all
         self._account_prefixes = account_prefixes
+        self._system_prefix = system_prefix
         self._seq = 0
         self._subs: list[Subscription] = []
 
@@ -173,12 +176,17 @@ class SystemResponder:
         router, node = self._router, self._node
         # one server's requests: each asked of this process alone, or of one worker of its node
         group = node_queue(node.name) if node is not None else None
+        system = self._system_prefix
         self._subs = [
-            router.subscribe(SERVER_PING, self._on_ping, group),
-            router.subscribe(f"{SERVER_PING}.*", self._on_kind, group),
-            router.subscribe(f"$SYS.REQ.SERVER.{self._server_id}.*", self._on_kind),
+            router.subscribe(system + SERVER_PING, self._on_ping, group),
+            router.subscribe(f"{system}{SERVER_PING}.*", self._on_kind, group),
+            router.subscribe(f"{system}$SYS.REQ.SERVER.{self._server_id}.*", self._on_kind),
             # the node's id, which its answers give (a worker's own, above, is in its clients' INFO)
-            *([router.subscribe(f"$SYS.REQ.SERVER.{node.server_id}.*", self._on_kind, group)] if node else []),
+            *(
+                [router.subscribe(f"{system}$SYS.REQ.SERVER.{node.server_id}.*", self._on_kind, group)]
+                if node
+                else []
+            ),
             *(
                 router.subscribe(prefix + USER_INFO, self._on_user_info, USER_INFO_QUEUE)
                 for prefix in self._account_prefixes
@@ -243,7 +251,7 @@ class SystemResponder:
         if not msg.reply:
             return
         options = _options(msg.payload)
-        if msg.subject.startswith(SERVER_PING) and not self._selected(options):
+        if msg.subject.startswith(self._system_prefix + SERVER_PING) and not self._selected(options):
             return
         kind = msg.subject.rsplit(".", 1)[-1]
         if self._node is not None:

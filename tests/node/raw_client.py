@@ -16,10 +16,15 @@ class RawClient:
         self.reader = reader
         self.writer = writer
         self.info = info
+        # the asynchronous INFOs it was sent after the first (the one after CONNECT names its account)
+        self.infos: list[dict[str, Any]] = []
 
     @classmethod
-    async def connect(cls, host: str, port: int, nkey_seed: bytes | None = None, **options: Any) -> RawClient:
-        """Connect and send CONNECT with `options`; with `nkey_seed`, sign the INFO's nonce as nats-py does."""
+    async def connect(
+        cls, host: str, port: int, nkey_seed: bytes | None = None, user_jwt: str | None = None, **options: Any
+    ) -> RawClient:
+        """Connect and send CONNECT with `options`; with `nkey_seed`, sign the INFO's nonce as nats-py does
+        (and with `user_jwt` too, send that JWT in place of the nkey, as a client with a creds file does)."""
         reader, writer = await asyncio.open_connection(host, port)
         line = await asyncio.wait_for(reader.readline(), 10)
         assert line.startswith(b"INFO "), line
@@ -27,8 +32,11 @@ class RawClient:
         connect = {"verbose": False, "pedantic": False, "headers": True, "protocol": 1, **options}
         if nkey_seed is not None:
             key = nkeys.from_seed(bytearray(nkey_seed))
-            connect["nkey"] = key.public_key.decode()
+            if user_jwt is None:
+                connect["nkey"] = key.public_key.decode()
             connect["sig"] = base64.b64encode(key.sign(client.info.get("nonce", "").encode())).decode()
+        if user_jwt is not None:
+            connect["jwt"] = user_jwt
         writer.write(b"CONNECT " + json.dumps(connect).encode() + b"\r\n")
         await writer.drain()
         return client
@@ -48,8 +56,27 @@ class RawClient:
             if text == "PONG":
                 return lines
             if text.startswith("INFO "):
-                continue  # an asynchronous INFO carries cluster details, not replies
+                self.infos.append(json.loads(text[5:]))  # cluster details or the client's account, not replies
+                continue
             lines.append(text)
+
+    async def send(self, commands: str) -> None:
+        self.writer.write(commands.encode())
+        await self.writer.drain()
+
+    async def next_message(self) -> tuple[str, str]:
+        """The next MSG or HMSG the server sends (an answer that comes after the PONG): its protocol line
+        and its body (headers and payload), waiting up to 10 s; other lines before it are skipped."""
+        while True:
+            line = (await asyncio.wait_for(self.reader.readline(), 10)).decode().rstrip("\r\n")
+            if not line:
+                raise ConnectionError("closed before a message came")
+            if line.startswith("INFO "):
+                self.infos.append(json.loads(line[5:]))
+            elif line.startswith(("MSG ", "HMSG ")):
+                size = int(line.split()[-1])
+                body = await asyncio.wait_for(self.reader.readexactly(size + 2), 10)
+                return line, body[:-2].decode()
 
     async def read_until_closed(self) -> list[str]:
         """What the server sends until it closes the connection, sending nothing more (a PING sent after a
@@ -59,7 +86,11 @@ class RawClient:
             line = await asyncio.wait_for(self.reader.readline(), 10)
             if not line:
                 return [*lines, "<closed>"]
-            lines.append(line.decode().rstrip("\r\n"))
+            text = line.decode().rstrip("\r\n")
+            if text.startswith("INFO "):
+                self.infos.append(json.loads(text[5:]))
+                continue
+            lines.append(text)
 
     async def close(self) -> None:
         self.writer.close()

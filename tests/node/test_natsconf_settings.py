@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from cluster.node.config import ConfigError, NodeConfig, add_node_arguments, config_from_args
+from cluster.node.config import ConfigError, NodeConfig, add_node_arguments, config_from_args, load_nats_conf
 from cluster.node.natsconf.accounts import account_jetstream
 from cluster.node.natsconf.parser import parse
 from cluster.runtime.account_limits import UNLIMITED, JetStreamAccountLimits
 from gateway.auth import User
+from gateway.permissions import ConnectionPermissions
 from tests.gateway.throwaway_ca import make_certificates
 
 # nats-server's own test/configs/cluster.conf, with jetraft's named routes and one shared secret.
@@ -364,3 +365,28 @@ def test_users_of_accounts_know_their_account(tmp_path: Path) -> None:
 def test_max_payload_up_to_max_pending_is_taken(tmp_path: Path, size: str) -> None:
     config = _load(tmp_path, f"server_name: n1\nmax_payload: {size}\n")
     assert config.max_payload == int(size.removesuffix("MB")) * 1024 * 1024
+
+
+def test_responses_allowed_without_a_ttl_expire_after_nats_servers_two_minutes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `allow_responses: true` and a ttl of 0 both take nats-server's DEFAULT_ALLOW_RESPONSE_EXPIRATION
+    conf = tmp_path / "n.conf"
+    conf.write_text(
+        "authorization { users: [\n"
+        "  {user: a, password: a, permissions: { allow_responses: true }}\n"
+        "  {user: b, password: b, permissions: { allow_responses: { ttl: '0s' } }}\n"
+        "  {user: c, password: c, permissions: { allow_responses: { ttl: '-1s' } }}\n"
+        "] }\n"
+    )
+    users = load_nats_conf(conf)["users"]
+    assert [user.permissions.responses.ttl for user in users] == [120.0, 120.0, 0.0]
+    now = [0.0]
+    perms = ConnectionPermissions(users[0].permissions)
+    monkeypatch.setattr(perms, "_now", lambda: now[0])
+    perms.delivered_request("r")
+    now[0] = 119.0
+    assert perms.may_publish("r")
+    perms.delivered_request("s")
+    now[0] = 119.0 + 120.5
+    assert not perms.may_publish("s")

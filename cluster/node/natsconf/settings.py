@@ -13,6 +13,13 @@ from collections.abc import Callable
 from typing import Any
 
 from cluster.node.natsconf.accounts import parse_accounts
+from cluster.node.natsconf.operator import (
+    OperatorConfigError,
+    check_resolver,
+    operator_mode,
+    read_operators,
+    read_preload,
+)
 from cluster.node.natsconf.parser import ConfMap, Place
 from cluster.node.natsconf.users import ConfPermissionError, parse_permissions, parse_users
 from gateway.auth import NkeyUser, User
@@ -27,13 +34,15 @@ _NATS_TOP_LEVEL_KEYS_NOT_YET = """client_advertise net debug trace trace_verbose
     gateway leaf leafnodes logfile log_file logfile_size_limit log_size_limit logfile_max_num log_max_num
     syslog remote_syslog pidfile pid_file ports_file_dir prof_port prof_block_rate max_control_line
     max_pending proxy_protocol max_traced_msg_len max_sub_tokens max_subscription_tokens ping_interval ping_max ocsp allow_non_tls write_deadline
-    write_timeout operator operators roots root root_operators
-    root_operator resolver account_resolver accounts_resolver resolver_tls resolver_preload
-    resolver_pinned_accounts system_account system no_system_account no_system no_sys_acc
+    write_timeout resolver_tls
+    resolver_pinned_accounts no_system_account no_system no_sys_acc
     no_header_support trusted trusted_keys connect_error_reports reconnect_error_reports mqtt
     server_tags server_metadata feature_flags default_js_domain ocsp_cache no_fast_producer_stall
     max_closed_clients proxies"""
 _NATS_TOP_LEVEL_NOT_YET = frozenset(_NATS_TOP_LEVEL_KEYS_NOT_YET.split())
+# nats-server's spellings of the trusted operators and of the account resolver (server/opts.go)
+_OPERATOR_KEYS = ("operator", "operators", "root_operator", "root_operators", "root", "roots")
+_RESOLVER_KEYS = ("resolver", "account_resolver", "accounts_resolver")
 
 
 # the client port's TLS keys a WebSocket listener does not act on: its TLS is the HTTP server's own
@@ -156,6 +165,10 @@ class _Collector:
         self.host_place: Place | None = None
         self.account_users: list[User | NkeyUser] = []
         self.no_auth_user_place: Place | None = None
+        # operator mode: where each of its settings was given, and what they hold
+        self.operator_places: dict[str, Place] = {}
+        self.operators: tuple[Any, ...] = ()
+        self.preload: dict[str, Any] = {}
 
     def set_host(self, block: str, key: str, host: str | None, place: Place) -> None:
         # jetraft listens on one address for clients, the cluster and HTTP.
@@ -196,6 +209,11 @@ class _Collector:
             "ws": self.websocket,
             "lame_duck_duration": self.lame_duck,
             "lame_duck_grace_period": self.lame_duck,
+            **dict.fromkeys(_OPERATOR_KEYS, self.operator),
+            **dict.fromkeys(_RESOLVER_KEYS, self.resolver),
+            "resolver_preload": self.resolver_preload,
+            "system_account": self.system_account,
+            "system": self.system_account,
         }
         for key, value, place in _settings(conf):
             if key in handlers:
@@ -204,6 +222,49 @@ class _Collector:
                 raise _not_yet("", key, place)
             else:
                 raise _unknown("", key, place)
+
+    def system_account(self, key: str, value: Any, place: Place) -> None:
+        self.fields["system_account"] = _string("", key, value, place)
+
+    def operator(self, key: str, value: Any, place: Place) -> None:
+        self.operator_places["operator"] = place
+        self.operators = read_operators(value, place)
+
+    def resolver(self, key: str, value: Any, place: Place) -> None:
+        self.operator_places["resolver"] = place
+        check_resolver(value, place)
+
+    def resolver_preload(self, key: str, value: Any, place: Place) -> None:
+        self.operator_places["resolver_preload"] = place
+        self.preload = read_preload(value, place)
+
+    def operator_mode(self) -> None:
+        """The accounts the operator's resolver holds, in place of configured accounts and users."""
+        places = self.operator_places
+        if "operator" not in places:
+            key = next(iter(places))
+            raise ConfKeyError(f"{places[key]}: {key}: needs an operator (operator mode)")
+        if "resolver" not in places:
+            raise ConfKeyError(f"{places['operator']}: operators require an account resolver to be configured")
+        # nats-server's own refusals of what operator mode replaces
+        if "accounts" in self.fields:
+            raise ConfKeyError(f"{places['operator']}: operators do not allow Accounts to be configured directly")
+        if self.fields.get("users") or self.account_users:
+            raise ConfKeyError(f"{places['operator']}: operators do not allow users to be configured directly")
+        for key in ("user", "token", "no_auth_user"):
+            if key in self.fields:
+                raise ConfKeyError(f"{places['operator']}: operator mode authenticates user JWTs; {key} has no place in it")
+        mode = operator_mode(
+            self.operators,
+            self.preload,
+            places.get("resolver_preload", places["resolver"]),
+            self.fields.get("system_account"),
+        )
+        self.fields["system_account"] = mode.system_account
+        self.fields["jwt_accounts"] = mode.jwt_accounts
+        self.fields["accounts"] = mode.accounts
+        self.fields["jetstream_limits"] = mode.jetstream_limits
+        self.fields["jetstream_account_limits"] = mode.account_limits
 
     def accounts(self, key: str, value: Any, place: Place) -> None:
         parsed = parse_accounts(value, place)
@@ -498,7 +559,9 @@ def node_settings(conf: ConfMap) -> dict[str, Any]:
     collector = _Collector()
     try:
         collector.top(conf)
-    except ConfPermissionError as exc:
+        if collector.operator_places:
+            collector.operator_mode()
+    except (ConfPermissionError, OperatorConfigError) as exc:
         raise ConfKeyError(str(exc)) from exc
     fields = collector.fields
     if collector.account_users:

@@ -9,7 +9,7 @@ from cluster.node.natsconf.parser import ConfMap, Place
 from gateway.accounts import GLOBAL_ACCOUNT
 from gateway.auth import NkeyUser, User
 from gateway.nkey import InvalidNkey
-from gateway.permissions import Permissions, ResponsePermission, SubjectRule
+from gateway.permissions import DEFAULT_RESPONSE_TTL_S, Permissions, ResponsePermission, SubjectRule
 from subjects.grammar import is_valid_filter
 
 
@@ -80,7 +80,7 @@ def _responses(path: str, value: Any, place: Place) -> ResponsePermission | None
         return None
     if not isinstance(value, ConfMap):
         raise _fail(path, place, "expected true, false or a block { max, ttl }")
-    max_msgs, ttl = 1, 0.0
+    max_msgs, ttl = 1, DEFAULT_RESPONSE_TTL_S
     for key, sub_value in value.values.items():
         if key in value.used_as_variable:
             continue
@@ -93,7 +93,8 @@ def _responses(path: str, value: Any, place: Place) -> ResponsePermission | None
             seconds = go_duration(sub_value) if isinstance(sub_value, str) else None
             if seconds is None:
                 raise _fail(f"{path}.{key}", sub_place, f"expected a duration such as 50ms or 1m, got {sub_value!r}")
-            ttl = seconds
+            # 0 means the default, as in nats-server's validateResponsePermissions; below 0 means no limit
+            ttl = DEFAULT_RESPONSE_TTL_S if seconds == 0 else max(seconds, 0.0)
         else:
             raise _fail(f"{path}.{key}", sub_place, "unknown setting")
     return ResponsePermission(max_msgs=max_msgs, ttl=ttl)
