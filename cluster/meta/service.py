@@ -205,6 +205,11 @@ class MetaService:
             learners=meta_learners(self.ctx.members),
             options=self.ctx.group_options(GROUP_OPTIONS),
         )
+        host = self.ctx.host
+        if host.voters(self.ctx.meta_group) == (host.node_id,):
+            # A lone voter's election cannot be contested: it leads now rather than after an election
+            # timeout (1-2 s during which a one-node cluster's /healthz and JetStream API wait).
+            host.campaign(self.ctx.meta_group)
         self.positions.open()
         self.ctx.spawn(self._reconcile_loop(), "meta-reconcile")
         listen_for_api_counts(self.ctx)

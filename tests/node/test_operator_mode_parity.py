@@ -126,7 +126,8 @@ async def jetstream_where_the_account_has_it(port: int) -> list[str]:
             await client.send("SUB _INBOX.js 1\r\nPUB $JS.API.INFO _INBOX.js 0\r\n\r\n")
             _, body = await client.next_message()
             reply = json.loads(body)
-            lines += [reply["type"], json.dumps(reply.get("error"))]
+            # the account's JetStream limits, from its JWT (0 left for a count is no limit)
+            lines += [reply["type"], json.dumps(reply.get("error")), json.dumps(reply.get("limits"))]
         finally:
             await client.close()
     return lines
@@ -188,5 +189,11 @@ async def test_operator_mode_matches_nats_server(tmp_path: Path) -> None:
         "HMSG _INBOX.sys 1",
         "NATS/1.0 503\r\nNats-Subject: $SYS.REQ.SERVER.PING.VARZ",
     ], theirs
-    assert theirs["jetstream_where_the_account_has_it"][0:2] == ["io.nats.jetstream.api.v1.account_info_response", "null"]
+    assert theirs["jetstream_where_the_account_has_it"][0:3] == [
+        "io.nats.jetstream.api.v1.account_info_response",
+        "null",
+        json.dumps({"max_memory": -1, "max_storage": 1_000_000, "max_streams": -1, "max_consumers": -1,
+                    "max_ack_pending": -1, "memory_max_stream_bytes": -1, "storage_max_stream_bytes": -1,
+                    "max_bytes_required": False}),
+    ], theirs  # fmt: skip
     assert ours == theirs
