@@ -30,7 +30,7 @@ class Identity:
     permissions: Permissions | None = None
     account: str = GLOBAL_ACCOUNT
     # when the credentials stop being valid (unix seconds; 0: never), and the error that ends the
-    # connection then (operator mode's JWTs: gateway/operator_auth.py)
+    # connection then (operator mode's JWTs: gateway/jwt/authenticator.py)
     expires_at: float = 0.0
     expiry_error: str = ""
     # the connection types (nats-server's names: STANDARD, WEBSOCKET, ...) and networks it may connect

@@ -15,11 +15,10 @@ from typing import Any
 from cluster.node.natsconf.parser import ConfSyntaxError, parse
 from cluster.node.natsconf.settings import ConfKeyError, node_settings
 from cluster.runtime.account_limits import UNLIMITED, JetStreamAccountLimits
-from cluster.runtime.context import SYSTEM_ACCOUNT
 from cluster.runtime.server_limits import ServerJetStreamLimits
-from gateway.accounts import Accounts
+from gateway.accounts import SYSTEM_ACCOUNT, Accounts
 from gateway.auth import NkeyUser, User
-from gateway.jwt_accounts import JwtAccount
+from gateway.jwt.claims import JwtAccount
 from gateway.limits import DEFAULT_MAX_PENDING
 from gateway.protocol import DEFAULT_MAX_PAYLOAD
 from gateway.queue_policy import POLICY_NAMES

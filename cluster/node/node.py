@@ -52,8 +52,8 @@ from cluster.stream.leader import replica_progress
 from gateway.accounts import GLOBAL_ACCOUNT
 from gateway.auth import make_authenticator
 from gateway.connect_options import RequestInfoPolicy
+from gateway.jwt.authenticator import OperatorAuthenticator
 from gateway.limits import Limits
-from gateway.operator_auth import OperatorAuthenticator
 from gateway.router import Router
 from gateway.routes import RouteMesh, add_route_servicer
 from gateway.server import GatewayServer

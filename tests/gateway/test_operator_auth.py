@@ -1,5 +1,5 @@
-"""Operator mode's JWTs: decoded and checked (gateway/jwt_claims.py), read as nats-server reads them
-(gateway/jwt_accounts.py), and a CONNECT's user JWT let in or refused (gateway/operator_auth.py)."""
+"""Operator mode's JWTs: decoded and checked (gateway/jwt/decode.py), read as nats-server reads them
+(gateway/jwt/claims.py), and a CONNECT's user JWT let in or refused (gateway/jwt/authenticator.py)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from nats.errors import Error as NatsError
 
 from gateway.accounts import Accounts
 from gateway.connect_options import ConnectOptions
-from gateway.jwt_accounts import JwtAccount, read_account, read_operator, read_user
-from gateway.jwt_claims import JwtError, decode, undecorate
-from gateway.operator_auth import ACCOUNT_EXPIRED, USER_EXPIRED, OperatorAuthenticator
+from gateway.jwt.authenticator import ACCOUNT_EXPIRED, USER_EXPIRED, OperatorAuthenticator
+from gateway.jwt.claims import JwtAccount, read_account, read_operator, read_user
+from gateway.jwt.decode import JwtError, decode, undecorate
 from gateway.permissions import ResponsePermission, SubjectRule
 from gateway.router import Router
 from gateway.server import GatewayServer

@@ -10,7 +10,7 @@ import pytest
 
 from cluster.node.config import ConfigError, NodeConfig, add_node_arguments, config_from_args
 from cluster.runtime.account_limits import JetStreamAccountLimits
-from gateway.operator_auth import OperatorAuthenticator
+from gateway.jwt.authenticator import OperatorAuthenticator
 from tests.gateway.jwt_factory import account_jwt, account_key, creds, operator_jwt, operator_key, user_key
 
 OPERATOR, SIGNER = operator_key(), operator_key()

@@ -4,7 +4,7 @@ The operator JWT (inline, or a file holding it, decorated or not) names the keys
 accounts; `resolver_preload` holds every account's JWT, keyed by its public key. Each account is checked
 as nats-server checks it (issued by a trusted key, about the key it is listed under) and becomes an
 account of the node (gateway/accounts.py), named by its key, with JetStream when its JWT gives it
-storage. Clients then connect with user JWTs (gateway/operator_auth.py).
+storage. Clients then connect with user JWTs (gateway/jwt/authenticator.py).
 
 Only the memory resolver is supported: the URL and NATS-based resolvers fetch accounts at run time,
 which jetraft does not do yet.
@@ -22,8 +22,8 @@ import nkeys
 from cluster.node.natsconf.parser import ConfMap, Place
 from cluster.runtime.account_limits import UNLIMITED, JetStreamAccountLimits
 from gateway.accounts import AccountConfigError, Accounts
-from gateway.jwt_accounts import JwtAccount, TrustedOperator, read_account, read_operator
-from gateway.jwt_claims import JwtError, undecorate
+from gateway.jwt.claims import JwtAccount, TrustedOperator, read_account, read_operator
+from gateway.jwt.decode import JwtError, undecorate
 from gateway.nkey import InvalidNkey, public_key_bytes
 
 # nats-server's accepted spellings of the memory resolver

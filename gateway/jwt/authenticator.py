@@ -25,8 +25,8 @@ import structlog
 
 from gateway.auth import Identity
 from gateway.connect_options import ConnectOptions
-from gateway.jwt_accounts import JwtAccount, read_user
-from gateway.jwt_claims import JwtError
+from gateway.jwt.claims import JwtAccount, read_user
+from gateway.jwt.decode import JwtError
 from gateway.nkey import public_key_bytes, signature_valid
 
 log = structlog.get_logger(__name__)

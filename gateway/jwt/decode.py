@@ -4,7 +4,7 @@ A NATS JWT is three base64url chunks: a header (`typ` JWT, `alg` ed25519 or ed25
 (JSON) and the Ed25519 signature of the issuer's nkey. Version 1 claims (a top-level `type`) sign the
 claims chunk alone; version 2 (`nats.version` 2) sign `header.claims`. Who may issue what: an operator
 issues itself and accounts (O... keys), an account or one of its signing keys issues users (A... keys).
-What a claim's type-specific `nats` object means is the reader's business (gateway/jwt_accounts.py).
+What a claim's type-specific `nats` object means is the reader's business (gateway/jwt/claims.py).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.accounts import Account, Export, Import
-from gateway.jwt_claims import ACCOUNT, OPERATOR, USER, Claims, JwtError, decode
+from gateway.jwt.decode import ACCOUNT, OPERATOR, USER, Claims, JwtError, decode
 from gateway.permissions import DEFAULT_RESPONSE_TTL_S, Permissions, ResponsePermission, SubjectRule
 from subjects.grammar import has_wildcard, is_valid_filter
 
@@ -162,6 +162,7 @@ class JwtAccount:
 _ACCOUNT_FIELDS = frozenset(
     {"limits", "signing_keys", "revocations", "default_permissions", "imports", "exports"}
 )
+# `leaf` limits leafnode connections, of which jetraft takes none: any value holds
 _ACCOUNT_LIMIT_FIELDS = frozenset(
     {*_COUNT_LIMITS, "imports", "exports", "wildcards", "disallow_bearer", "leaf", "max_bytes_required",
      *JETSTREAM_LIMITS}
