@@ -198,7 +198,8 @@ def read_account(token: str, trusted_keys: frozenset[str], name: str | None = No
         for export in exports:
             if has_wildcard(export.subject):
                 raise JwtError(f"{owner}: export {export.subject!r} has wildcards, which its limits forbid")
-    jetstream = _jetstream_limits(owner, limits)
+    # nats-io/jwt gives a version 1 account no JetStream, whatever its limits say
+    jetstream = _jetstream_limits(owner, limits) if claims.version > 1 else None
     revocations = nats.get("revocations") or {}
     if not isinstance(revocations, dict) or not all(
         isinstance(at, int) and not isinstance(at, bool) for at in revocations.values()

@@ -113,6 +113,9 @@ def test_an_account_must_come_from_a_trusted_key_and_be_the_one_listed() -> None
 
 def test_jetstream_is_the_accounts_that_are_given_storage() -> None:
     assert _account().jetstream is None and not _account().account.jetstream
+    v1 = encode("account", OPERATOR, ACCOUNT.public, {"limits": {"conn": -1, "subs": -1, "data": -1, "payload": -1,
+                                                                 "disk_storage": 1000}}, version=1)  # fmt: skip
+    assert read_account(v1, TRUSTED).jetstream is None  # nats-io/jwt migrates a version 1 account without it
     account = _account(limits={"disk_storage": 10_000, "mem_storage": 0, "streams": 3, "max_bytes_required": True})
     assert account.account.jetstream
     assert account.jetstream == {
