@@ -51,25 +51,28 @@ def user_public_key_bytes(public_key: str) -> bytes:
     return public_key_bytes(public_key, nkeys.PREFIX_BYTE_USER)
 
 
-def decode_signature(sig: str) -> bytes | None:
+def raw_url_b64decode(text: str) -> bytes:
+    """Base64 in the URL alphabet without padding (Go's RawURLEncoding, as NATS writes signatures and
+    JWTs); binascii.Error or ValueError for anything else, padding included."""
+    if "=" in text:
+        raise ValueError("padded")
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _decode_signature(sig: str) -> bytes | None:
     # As nats-server: base64 URL without padding first, then standard base64 (what nats-py sends).
-    for decode in (
-        lambda s: base64.urlsafe_b64decode(s + "=" * (-len(s) % 4)) if "=" not in s else None,
-        lambda s: base64.b64decode(s, validate=True),
-    ):
+    for decode in (raw_url_b64decode, lambda s: base64.b64decode(s, validate=True)):
         try:
-            decoded = decode(sig)
+            return decode(sig)
         except (binascii.Error, ValueError):
             continue
-        if decoded is not None:
-            return decoded
     return None
 
 
 def signature_valid(public_key: bytes, nonce: str, sig: str | None) -> bool:
     if not sig:
         return False
-    signature = decode_signature(sig)
+    signature = _decode_signature(sig)
     return signature is not None and signed_by(public_key, nonce.encode(), signature)
 
 

@@ -223,11 +223,16 @@ class GatewayServer:
         info.update(self._info_extra)
         self._info = info
 
-    def info_bytes(self, client: ClientConnection) -> bytes:
+    def _client_info(self, client: ClientConnection) -> dict[str, Any]:
+        """The server's INFO as `client` is told it."""
         info = {**self._info, "client_id": client.client_id, "client_ip": client.remote_ip}
         if client.websocket:  # TLS is the WebSocket listener's, never asked for in the protocol
             info.pop("tls_required", None)
             info.pop("tls_verify", None)
+        return info
+
+    def info_bytes(self, client: ClientConnection) -> bytes:
+        info = self._client_info(client)
         if client.nonce:
             info["nonce"] = client.nonce
         return encode_info(info)
@@ -235,10 +240,7 @@ class GatewayServer:
     def connect_info_bytes(self, client: ClientConnection) -> bytes:
         """The INFO nats-server sends after its first PONG to a client's CONNECT: the server's, with the
         account the client is bound to (`remote_account`) and whether it is the system account."""
-        info = {**self._info, "client_id": client.client_id, "client_ip": client.remote_ip}
-        if client.websocket:
-            info.pop("tls_required", None)
-            info.pop("tls_verify", None)
+        info = self._client_info(client)
         info["connect_info"] = True
         info["remote_account"] = client.account_name
         if client.account_name == self.system_account:

@@ -69,10 +69,9 @@ class OperatorAuthenticator:
             return f"account {user.account_key} of user {claims.subject} is not known", None
         if not account.may_issue(claims.issuer):
             return f"user JWT issuer {claims.issuer} is not known to account {account.public_key}", None
-        if account.expires and now > account.expires:
-            return f"account {account.public_key}: its JWT has expired", None
-        if account.not_before and account.not_before > now:
-            return f"account {account.public_key}: its JWT is not yet valid", None
+        problem = account.time_problem(now)
+        if problem is not None:
+            return f"account {account.public_key} JWT no longer valid: {problem}", None
         if user.bearer:
             if account.disallow_bearer:
                 return f"account {account.public_key} does not allow bearer tokens", None

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.accounts import Account, Export, Import
-from gateway.jwt.decode import ACCOUNT, OPERATOR, USER, Claims, JwtError, decode
+from gateway.jwt.decode import ACCOUNT, OPERATOR, USER, Claims, JwtError, decode, time_problem
 from gateway.permissions import DEFAULT_RESPONSE_TTL_S, Permissions, ResponsePermission, SubjectRule
 from subjects.grammar import has_wildcard, is_valid_filter
 
@@ -146,6 +146,10 @@ class JwtAccount:
     @property
     def public_key(self) -> str:
         return self.account.name
+
+    def time_problem(self, now: float) -> str | None:
+        """Why the account's JWT is not valid at `now`; None if it is."""
+        return time_problem(self.expires, self.not_before, now)
 
     def may_issue(self, issuer: str) -> bool:
         return issuer == self.public_key or issuer in self.signing_keys

@@ -9,7 +9,6 @@ What a claim's type-specific `nats` object means is the reader's business (gatew
 
 from __future__ import annotations
 
-import base64
 import binascii
 import json
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from typing import Any
 
 import nkeys
 
-from gateway.nkey import InvalidNkey, public_key_bytes, signed_by
+from gateway.nkey import InvalidNkey, public_key_bytes, raw_url_b64decode, signed_by
 
 OPERATOR = "operator"
 ACCOUNT = "account"
@@ -51,19 +50,21 @@ class Claims:
 
     def time_problem(self, now: float) -> str | None:
         """Why the claims are not valid at `now` (unix seconds), as nats-io/jwt says it; None if they are."""
-        if self.expires and now > self.expires:
-            return "claim is expired"
-        if self.not_before and self.not_before > now:
-            return "claim is not yet valid"
-        return None
+        return time_problem(self.expires, self.not_before, now)
+
+
+def time_problem(expires: int, not_before: int, now: float) -> str | None:
+    """Why claims valid from `not_before` until `expires` (unix seconds, 0: unbounded) are not at `now`."""
+    if expires and now > expires:
+        return "claim is expired"
+    if not_before and not_before > now:
+        return "claim is not yet valid"
+    return None
 
 
 def _chunk(text: str, what: str) -> bytes:
     try:
-        # base64 URL alphabet without padding (Go's RawURLEncoding)
-        if "=" in text:
-            raise ValueError("padded")
-        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        return raw_url_b64decode(text)
     except (binascii.Error, ValueError) as exc:
         raise JwtError(f"{what} is not base64url") from exc
 

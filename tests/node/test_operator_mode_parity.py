@@ -109,6 +109,12 @@ async def users_refused(port: int) -> list[str]:
     return lines
 
 
+async def _ask(client: RawClient, subject: str) -> tuple[str, str]:
+    """Request `subject` on an inbox of the client's: the answer's protocol line and body."""
+    await client.send(f"SUB _INBOX.ask 1\r\nPUB {subject} _INBOX.ask 0\r\n\r\n")
+    return await client.next_message()
+
+
 async def expiry_closes_the_connection(port: int) -> list[str]:
     client = await _connect(port, user_jwt(A, A1, exp=int(time.time()) + 2), A1)
     try:
@@ -123,8 +129,7 @@ async def jetstream_where_the_account_has_it(port: int) -> list[str]:
     for jwt, key in ((user_jwt(A, A1), A1), (user_jwt(B, B1), B1)):
         client = await _connect(port, jwt, key)
         try:
-            await client.send("SUB _INBOX.js 1\r\nPUB $JS.API.INFO _INBOX.js 0\r\n\r\n")
-            _, body = await client.next_message()
+            _, body = await _ask(client, "$JS.API.INFO")
             reply = json.loads(body)
             # the account's JetStream limits, from its JWT (0 left for a count is no limit)
             lines += [reply["type"], json.dumps(reply.get("error")), json.dumps(reply.get("limits"))]
@@ -138,8 +143,7 @@ async def the_system_account_asks_the_servers(port: int) -> list[str]:
     for jwt, key in ((user_jwt(SYS, ADMIN), ADMIN), (user_jwt(A, A1), A1)):
         client = await _connect(port, jwt, key)
         try:
-            await client.send("SUB _INBOX.sys 1\r\nPUB $SYS.REQ.SERVER.PING.VARZ _INBOX.sys 0\r\n\r\n")
-            line, body = await client.next_message()
+            line, body = await _ask(client, "$SYS.REQ.SERVER.PING.VARZ")
             lines.append(await _bound_to(client, SYS if key is ADMIN else A))
             if line.startswith("MSG "):
                 varz = json.loads(body)["data"]
@@ -186,7 +190,7 @@ async def test_operator_mode_matches_nats_server(tmp_path: Path) -> None:
         "answered",
         "True",
         "remote_account is its",
-        "HMSG _INBOX.sys 1",
+        "HMSG _INBOX.ask 1",
         "NATS/1.0 503\r\nNats-Subject: $SYS.REQ.SERVER.PING.VARZ",
     ], theirs
     assert theirs["jetstream_where_the_account_has_it"][0:3] == [

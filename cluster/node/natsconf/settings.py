@@ -23,6 +23,7 @@ from cluster.node.natsconf.operator import (
 from cluster.node.natsconf.parser import ConfMap, Place
 from cluster.node.natsconf.users import ConfPermissionError, parse_permissions, parse_users
 from gateway.auth import NkeyUser, User
+from gateway.jwt.claims import TrustedOperator
 from gateway.transports.tls import TlsSettings
 from gateway.transports.websocket import WebSocketSettings
 from storage.msg_ttl import parse_go_duration
@@ -167,8 +168,8 @@ class _Collector:
         self.no_auth_user_place: Place | None = None
         # operator mode: where each of its settings was given, and what they hold
         self.operator_places: dict[str, Place] = {}
-        self.operators: tuple[Any, ...] = ()
-        self.preload: dict[str, Any] = {}
+        self.operators: tuple[TrustedOperator, ...] = ()
+        self.preload: dict[str, tuple[str, Place]] = {}
 
     def set_host(self, block: str, key: str, host: str | None, place: Place) -> None:
         # jetraft listens on one address for clients, the cluster and HTTP.
