@@ -30,8 +30,9 @@ from storage.nats_time import ZERO_TIME, format_rfc3339_nano
 DEFAULT_MAX_CONSUMERS = 1000
 # nats-server's "no reservation" (math.MaxUint64) for an account's reserved memory and storage
 NO_RESERVATION = 2**64 - 1
-# nats-server's sync_interval default: file stores fsync at most this often (jetraft's RocksDB
-# stores sync per Raft write batch; the figure is reported for the shape's sake)
+# nats-server's sync_interval default, which it also reports beside `sync_always: true` when configured
+# to fsync every write: what a jetraft node does (each Raft log write is synced before it is acknowledged;
+# a stream's `persist_mode: async` excepted, as on nats-server)
 SYNC_INTERVAL_NS = 120_000_000_000
 
 
@@ -70,6 +71,7 @@ class JetStreamMonitor:
             "max_storage": disk * 3 // 4 if limits.max_storage is None else limits.max_storage,
             "store_dir": store_dir,
             "sync_interval": SYNC_INTERVAL_NS,
+            "sync_always": True,
             **({"domain": self._node.config.domain} if self._node.config.domain else {}),
             "strict": True,
         }

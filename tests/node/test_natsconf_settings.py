@@ -104,10 +104,14 @@ def test_variables_used_as_variables_are_not_settings(tmp_path: Path) -> None:
         ("server_name: n1\ncluster {\n tls { cert_file: a, key_file: b, ca_file: c }\n}\n", "cluster tls: cannot use its files"),
         ("server_name: n1\ntls {\n cipher_suites: []\n}\n", r"line 3: tls.cipher_suites: nats-server's setting is not"),
         ("server_name: n1\ntls {\n handshake_first: 300ms\n}\n", r"line 3: tls.handshake_first: expected true or false"),
+        # nats-server acknowledges from the page cache and syncs every interval: jetraft syncs every write
         (
             "server_name: n1\njetstream { sync_interval: 1s }\n",
-            r"line 2: jetstream.sync_interval: nats-server's setting is not supported",
+            r"line 2: jetstream.sync_interval: jetraft fsyncs every write .* a periodic sync interval is not",
         ),
+        # nats-server: "sync should be converted to a duration" (1m is a size, one million, in its format)
+        ("server_name: n1\njetstream { sync: 1m }\n", r"line 2: jetstream.sync: expected a duration"),
+        ("server_name: n1\njetstream { sync: often }\n", r"line 2: jetstream.sync: expected a duration"),
         # nats-server: unknown field "max_ack_pending" (it belongs in jetstream.limits, or an account's block)
         ("server_name: n1\njetstream {\n  max_ack_pending: 5\n}\n", r"line 3: jetstream.max_ack_pending: unknown"),
         # nats-server's getStorageSize: a string size ends in an upper-case K, M, G or T
@@ -153,6 +157,13 @@ def test_variables_used_as_variables_are_not_settings(tmp_path: Path) -> None:
 def test_what_jetraft_cannot_take_is_refused_by_name_and_line(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         _load(tmp_path, text)
+
+
+@pytest.mark.parametrize("setting", ["sync_interval: always", "sync: ALWAYS", 'sync_interval: "Always"'])
+def test_sync_always_is_what_a_node_does_and_is_taken(tmp_path: Path, setting: str) -> None:
+    # nats-server takes `always` under either name, in any case: an fsync before every acknowledgement
+    config = _load(tmp_path, f"server_name: n1\njetstream {{ {setting} }}\n")
+    assert config.name == "n1"
 
 
 @pytest.mark.parametrize(

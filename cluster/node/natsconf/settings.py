@@ -67,6 +67,23 @@ def _unknown(block: str, key: str, place: Place) -> ConfKeyError:
     return _fail(block, key, place, "unknown setting")
 
 
+def check_sync_setting(key: str, value: Any, place: Place) -> None:
+    """`jetstream { sync_interval }` (or `sync`): nats-server's `always` fsyncs every write before it is
+    acknowledged, which is what a jetraft node does to each Raft log write whatever its configuration,
+    so `always` is accepted. A duration (nats-server's default is 2m: a write is acknowledged from
+    the OS's page cache and synced later) is a periodic sync jetraft does not have."""
+    if isinstance(value, str) and value.lower() == "always":
+        return
+    _duration("jetstream.", key, value, place)  # anything else must be a duration, as for nats-server
+    raise _fail(
+        "jetstream.",
+        key,
+        place,
+        "jetraft fsyncs every write before acknowledging it (nats-server's `always`); "
+        "a periodic sync interval is not supported",
+    )
+
+
 def _settings(conf: ConfMap) -> list[tuple[str, Any, Place]]:
     return [(k, v, conf.places[k]) for k, v in conf.values.items() if k not in conf.used_as_variable]
 
@@ -410,8 +427,10 @@ class _Collector:
                     raise _fail("jetstream.", sub, sub_place, "jetraft always runs JetStream")
             elif name == "limits":
                 self.jetstream_limits(sub, sub_value, sub_place)
+            elif name in ("sync", "sync_interval"):
+                check_sync_setting(sub, sub_value, sub_place)
             elif name in (
-                "sync", "sync_interval", "key", "ek", "encryption_key", "prev_key", "prev_ek",
+                "key", "ek", "encryption_key", "prev_key", "prev_ek",
                 "prev_encryption_key", "cipher", "extension_hint", "unique_tag", "max_outstanding_catchup",
                 "max_buffered_size", "max_buffered_msgs", "request_queue_limit", "info_queue_limit", "strict", "tpm",
                 "meta_compact", "meta_compact_size", "meta_compact_sync", "max_concurrent_io",

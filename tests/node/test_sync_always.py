@@ -1,0 +1,28 @@
+"""`jetstream { sync_interval: always }`: nats-server's setting for an fsync before every acknowledgement,
+which is what a jetraft node does to every Raft log write. The setting is taken, and /varz and /jsz report
+the node's durability as nats-server reports it when so configured."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from local.ports import HOST
+from tests.node.test_server_limits import get_json, on_both_with_limits
+
+
+async def _sync_fields(_client_port: int, http_port: int) -> list[dict[str, Any]]:
+    varz = await asyncio.to_thread(get_json, f"http://{HOST}:{http_port}/varz")
+    jsz = await asyncio.to_thread(get_json, f"http://{HOST}:{http_port}/jsz")
+    return [
+        {key: config.get(key) for key in ("sync_interval", "sync_always")}
+        for config in (varz["jetstream"]["config"], jsz["config"])
+    ]
+
+
+async def test_sync_always_is_taken_and_reported_as_nats_server_reports_it(tmp_path: Path) -> None:
+    expected, got = await on_both_with_limits(tmp_path, "sync_interval: always", _sync_fields)
+    # nats-server keeps its default interval beside the flag
+    assert expected == [{"sync_interval": 120_000_000_000, "sync_always": True}] * 2
+    assert got == expected
