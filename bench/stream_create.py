@@ -7,7 +7,14 @@ cluster at a time: the machine is shared), one nats-py client creates N streams 
 nats-py's own `test_jsm_stream_management_with_offset` does, and times each create from request to
 reply. It prints, per server and topology: the total, the median, p90 and p99 of one create, the
 servers' CPU time per create (all of the topology's server processes, from /proc, which the load of a
-shared machine moves less than the wall times) and the load average when the creates ended.
+shared machine moves less than the wall times), the part of it spent in the kernel, and the load average
+when the creates ended.
+
+The kernel part tells a filesystem effect from the servers' own work: on an ext4 without a journal (this
+project's build VM), creating a file or directory checks each candidate inode for a recent delete
+(`recently_deleted` in the kernel's inode allocator), and a nats-server create makes several files and
+directories: right after a run that deleted many files (the previous run's store directory, a test
+suite's temp files), its kernel time per create grows several-fold. bench/README.md has the measurement.
 """
 
 from __future__ import annotations
@@ -57,13 +64,22 @@ class Row:
     p99_ms: float
     # the servers' CPU (user + system, every process of the topology) per create
     server_cpu_ms: float
+    # of which system (kernel) time
+    server_sys_ms: float
     load_average: float
 
 
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of process `pid` so far (fields 14 and 15 of /proc/<pid>/stat)."""
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """User and system CPU time of process `pid` so far (fields 14 and 15 of /proc/<pid>/stat)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    ticks = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / ticks, int(fields[12]) / ticks
+
+
+def cluster_cpu(pids: list[int]) -> tuple[float, float]:
+    """User and system CPU time of all of `pids` so far."""
+    times = [cpu_seconds(pid) for pid in pids]
+    return sum(user for user, _ in times), sum(system for _, system in times)
 
 
 @contextlib.contextmanager
@@ -115,9 +131,10 @@ def percentile(values: list[float], fraction: float) -> float:
 def run(server: str, nodes: int, streams: int, nats_binary: Path) -> Row:
     replicas = 1 if nodes == 1 else 3
     with start(server, nodes, nats_binary) as cluster:
-        cpu_before = sum(cpu_seconds(pid) for pid in cluster.pids)
+        user_before, sys_before = cluster_cpu(cluster.pids)
         took = asyncio.run(create_streams(cluster.urls[0], streams, replicas))
-        cpu_used = sum(cpu_seconds(pid) for pid in cluster.pids) - cpu_before
+        user_after, sys_after = cluster_cpu(cluster.pids)
+    user_used, sys_used = user_after - user_before, sys_after - sys_before
     return Row(
         server=server,
         nodes=nodes,
@@ -127,7 +144,8 @@ def run(server: str, nodes: int, streams: int, nats_binary: Path) -> Row:
         median_ms=round(statistics.median(took) * 1000, 2),
         p90_ms=round(percentile(took, 0.90) * 1000, 2),
         p99_ms=round(percentile(took, 0.99) * 1000, 2),
-        server_cpu_ms=round(cpu_used / streams * 1000, 2),
+        server_cpu_ms=round((user_used + sys_used) / streams * 1000, 2),
+        server_sys_ms=round(sys_used / streams * 1000, 2),
         load_average=round(os.getloadavg()[0], 2),
     )
 
@@ -147,13 +165,16 @@ def main() -> None:
         for nodes in args.topologies.split(",")
         for server in args.servers.split(",")
     ]
-    print("| server | nodes | replicas | streams | total | median | p90 | p99 | server CPU / create | load |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print(
+        "| server | nodes | replicas | streams | total | median | p90 | p99 | server CPU / create "
+        "| of which kernel | load |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         print(
             f"| {row.server} | {row.nodes} | R{row.replicas} | {row.streams} | {row.total_seconds:.2f} s "
             f"| {row.median_ms:.2f} ms | {row.p90_ms:.2f} ms | {row.p99_ms:.2f} ms | {row.server_cpu_ms:.2f} ms "
-            f"| {row.load_average:.1f} |"
+            f"| {row.server_sys_ms:.2f} ms | {row.load_average:.1f} |"
         )
     if args.json:
         args.json.write_text(json.dumps([asdict(row) for row in rows], indent=2))
