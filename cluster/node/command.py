@@ -29,8 +29,8 @@ import structlog
 from cluster.node.config import ConfigError, NodeConfig, add_node_arguments, config_from_args
 from cluster.node.logs import configure_logging
 from cluster.node.process_setup import die_with_parent, lame_duck_requests, profiled
-from cluster.node.supervision.supervisor import SUPERVISOR_PID_ENV, report_started, run_supervisor
 from cluster.node.supervision.worker_share import NodeShare
+from cluster.node.supervision.worker_status import SUPERVISOR_PID_ENV, report_started
 from cluster.node.worker_config import worker_config
 from raft.grpc_setup import prefer_posix_endpoints
 
@@ -125,6 +125,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"jetraft node: {exc}", file=sys.stderr)
         return 2
     if supervising:
+        # here, not at the top: the supervisor's HTTP client (aiohttp) is a fifth of a worker's start-up
+        from cluster.node.supervision.supervisor import run_supervisor
+
         try:
             asyncio.run(run_supervisor(config, args))
         except OSError as exc:

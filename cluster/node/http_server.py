@@ -8,11 +8,12 @@ does: JSON, `?callback=` for JSONP, HTTP 400 with a plain-text reason for a bad 
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from cluster.node.http_listener import Handler, HttpListener, HttpRequest, HttpResponse
 
 
 class QueryError(ValueError):
@@ -68,9 +69,6 @@ class MonitoringEndpoints(Protocol):
     def accstatz(self, query: Mapping[str, str]) -> dict[str, Any]: ...
 
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
 class NodeHttpServer:
     """Serves monitoring and metrics on one port; start() binds, stop() releases it."""
 
@@ -88,7 +86,7 @@ class NodeHttpServer:
         self._port = port
         self._registry = registry
         self._monitor = monitor
-        self._runner: web.AppRunner | None = None
+        self._listener: HttpListener | None = None
 
     @property
     def port(self) -> int:
@@ -96,10 +94,7 @@ class NodeHttpServer:
 
     async def start(self) -> None:
         monitor = self._monitor
-        app = web.Application()
-        app.router.add_get("/", self._index)
-        app.router.add_get("/healthz", self._healthz)
-        app.router.add_get("/metrics", self._metrics)
+        routes: dict[str, Handler] = {"/": self._index, "/healthz": self._healthz, "/metrics": self._metrics}
         endpoints: dict[str, Callable[[Mapping[str, str]], dict[str, Any]]] = {
             "/varz": lambda _query: monitor.varz(),
             "/connz": monitor.connz,
@@ -113,64 +108,58 @@ class NodeHttpServer:
             "/accstatz": monitor.accstatz,
         }
         for path, build in endpoints.items():
-            app.router.add_get(path, self._json_endpoint(path, build))
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self._port)
-        await site.start()
-        if self._port == 0:
-            server = site._server  # aiohttp exposes no public accessor for the bound port
-            assert server is not None
-            self._port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+            routes[path] = self._json_endpoint(path, build)
+        self._listener = HttpListener(self._host, self._port, routes)
+        await self._listener.start()
+        self._port = self._listener.port
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        if self._listener is not None:
+            await self._listener.stop()
+            self._listener = None
 
     def _json_endpoint(self, path: str, build: Callable[[Mapping[str, str]], dict[str, Any]]) -> Handler:
-        async def handle(request: web.Request) -> web.StreamResponse:
+        async def handle(request: HttpRequest) -> HttpResponse:
             self._monitor.count(path)
             try:
                 body = build(request.query)
             except QueryError as exc:
-                return web.Response(status=400, text=str(exc))
+                return HttpResponse.text(400, str(exc))
             return json_reply(request, body, 200)
 
         return handle
 
-    async def _index(self, _request: web.Request) -> web.Response:
+    async def _index(self, _request: HttpRequest) -> HttpResponse:
         self._monitor.count("/")
         return index_page()
 
-    async def _healthz(self, request: web.Request) -> web.StreamResponse:
+    async def _healthz(self, request: HttpRequest) -> HttpResponse:
         self._monitor.count("/healthz")
         try:
             status, body = self._monitor.healthz(request.query)
         except QueryError as exc:
-            return web.Response(status=400, text=str(exc))
+            return HttpResponse.text(400, str(exc))
         return json_reply(request, body, status)
 
-    async def _metrics(self, _request: web.Request) -> web.Response:
+    async def _metrics(self, _request: HttpRequest) -> HttpResponse:
         if self._before_metrics is not None:
             self._before_metrics()
-        body = generate_latest(self._registry)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+        return HttpResponse(200, generate_latest(self._registry), CONTENT_TYPE_LATEST)
 
 
 INDEX_PATHS = ("varz", "connz", "routez", "gatewayz", "leafz", "subsz", "accountz", "accstatz", "jsz", "healthz")
 
 
-def index_page() -> web.Response:
+def index_page() -> HttpResponse:
     """The page at `/`: a link to each endpoint, as nats-server's, and to /metrics."""
     links = "".join(f'<a href="./{p}">{p}</a><br/>' for p in (*INDEX_PATHS, "metrics"))
-    return web.Response(text=f"<html><body>{links}</body></html>", content_type="text/html")
+    return HttpResponse.text(200, f"<html><body>{links}</body></html>", "text/html; charset=utf-8")
 
 
-def json_reply(request: web.Request, body: dict[str, Any], status: int) -> web.Response:
+def json_reply(request: HttpRequest, body: dict[str, Any], status: int) -> HttpResponse:
     """nats-server's JSON: indented two spaces; wrapped as `callback(...)` when asked (JSONP)."""
     text = json.dumps(body, indent=2, ensure_ascii=False)
     callback = request.query.get("callback")
     if callback:
-        return web.Response(status=status, text=f"{callback}({text})", content_type="application/javascript")
-    return web.Response(status=status, text=text, content_type="application/json")
+        return HttpResponse.text(status, f"{callback}({text})", "application/javascript; charset=utf-8")
+    return HttpResponse.text(status, text, "application/json; charset=utf-8")

@@ -12,10 +12,11 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-import aiohttp
+if TYPE_CHECKING:  # imported when first asked: a worker starts without aiohttp's import (node_endpoints' users)
+    import aiohttp
 
 NODE_HTTP_ENV = "JETRAFT_NODE_HTTP"
 NODE_SERVER_ID_ENV = "JETRAFT_NODE_SERVER_ID"
@@ -55,6 +56,8 @@ class NodeEndpoints:
     async def get(self, path: str, query: Mapping[str, str]) -> tuple[int, Any]:
         """(status, the JSON body, or the error text) of `path?query`; (0, reason) when the supervisor
         could not be asked."""
+        import aiohttp
+
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=ASK_TIMEOUT))
         url = f"{self._base}{path}?{urlencode(query)}" if query else f"{self._base}{path}"

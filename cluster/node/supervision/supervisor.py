@@ -35,10 +35,10 @@ from urllib.parse import urlencode
 
 import aiohttp
 import structlog
-from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
 
 from cluster.node.config import NodeConfig
+from cluster.node.http_listener import Handler, HttpListener, HttpRequest, HttpResponse
 from cluster.node.http_server import QueryError, bool_param, json_reply
 from cluster.node.process_setup import lame_duck_requests
 from cluster.node.supervision.connection_slots import CONNECTION_SLOTS_FD_ENV, create_connection_slots
@@ -47,14 +47,13 @@ from cluster.node.supervision.node_endpoints import SYS_REQUEST_HEADER, NodeSett
 from cluster.node.supervision.node_health import MergedMetrics, node_health
 from cluster.node.supervision.shared_holdings import HOLDINGS_FD_ENV, create_holdings_slots
 from cluster.node.supervision.supervisor_http import NodeMonitoringEndpoints, forwarded
+from cluster.node.supervision.worker_status import STATUS_FD_ENV, SUPERVISOR_PID_ENV
 from cluster.node.worker_config import dial_host
 from cluster.runtime.workers import worker_name
 from gateway.server import new_server_id
 
 log = structlog.get_logger(__name__)
 
-STATUS_FD_ENV = "JETRAFT_WORKER_STATUS_FD"
-SUPERVISOR_PID_ENV = "JETRAFT_SUPERVISOR_PID"
 RESTART_BACKOFF_FIRST = 0.5
 RESTART_BACKOFF_MAX = 5.0
 # a worker that ran this long before exiting is restarted at once, its backoff forgotten
@@ -96,7 +95,7 @@ class Supervisor:
         self._stopping = False
         self._lame_duck = False  # SIGUSR2 came: workers that exit are not restarted
         self._watchers: list[asyncio.Task[None]] = []
-        self._runner: web.AppRunner | None = None
+        self._listener: HttpListener | None = None
         self._session: aiohttp.ClientSession | None = None
         # the node's own identity on its monitoring endpoints: one id for the node, whatever its
         # workers' (each has its own, new at each restart)
@@ -116,17 +115,12 @@ class Supervisor:
     async def start(self) -> None:
         config = self.config
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=WORKER_HTTP_TIMEOUT))
-        app = web.Application()
-        app.router.add_get("/healthz", self._healthz)
-        app.router.add_get("/metrics", self._metrics)
-        self.endpoints.add_routes(app)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, config.host, config.http_port)
-        await site.start()
-        if config.http_port == 0 and site._server is not None:  # aiohttp has no public accessor for it
-            bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-            self.endpoints.node = dataclasses.replace(self.identity, http_port=bound)
+        routes: dict[str, Handler] = {"/healthz": self._healthz, "/metrics": self._metrics}
+        routes.update(self.endpoints.routes())
+        self._listener = HttpListener(config.host, config.http_port, routes)
+        await self._listener.start()
+        if config.http_port == 0:
+            self.endpoints.node = dataclasses.replace(self.identity, http_port=self._listener.port)
         loop = asyncio.get_running_loop()
         for worker in self.workers:
             self.up.labels(config.name, worker.name).set(0)
@@ -172,8 +166,8 @@ class Supervisor:
                 with contextlib.suppress(ProcessLookupError):
                     process.kill()
                 await process.wait()
-        if self._runner is not None:
-            await self._runner.cleanup()
+        if self._listener is not None:
+            await self._listener.stop()
         if self._session is not None:
             await self._session.close()
         os.close(self._connection_slots)
@@ -249,14 +243,14 @@ class Supervisor:
         answers = await asyncio.gather(*(self._ask_worker(w, path) for w in self.workers))
         return {worker.name: answer for worker, answer in zip(self.workers, answers, strict=True)}
 
-    async def _healthz(self, request: web.Request) -> web.Response:
-        if SYS_REQUEST_HEADER not in request.headers:
+    async def _healthz(self, request: HttpRequest) -> HttpResponse:
+        if not request.has_header(SYS_REQUEST_HEADER):
             self.endpoints.count("/healthz")
         try:
             bool_param(request.query, "js-enabled-only")
             bool_param(request.query, "js-server-only")
         except QueryError as exc:
-            return web.Response(status=400, text=str(exc))
+            return HttpResponse.text(400, str(exc))
         query = urlencode(forwarded(request.query))
         path = f"/healthz?{query}" if query else "/healthz"
         answers = await asyncio.gather(*(self._ask_worker(w, path) for w in self.workers))
@@ -273,14 +267,14 @@ class Supervisor:
         body = {"status": "ok" if ok else "unavailable", **details}
         return json_reply(request, body, 200 if ok else 503)
 
-    async def _metrics(self, _request: web.Request) -> web.Response:
+    async def _metrics(self, _request: HttpRequest) -> HttpResponse:
         answers = await asyncio.gather(*(self._ask_worker(w, "/metrics") for w in self.workers))
         self.merged.texts = {
             worker.name: answer[1].decode()
             for worker, answer in zip(self.workers, answers, strict=True)
             if answer is not None and answer[0] == 200
         }
-        return web.Response(body=generate_latest(self.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+        return HttpResponse(200, generate_latest(self.registry), CONTENT_TYPE_LATEST)
 
 
 async def _read_status(read_fd: int) -> int | None:
@@ -319,12 +313,3 @@ async def run_supervisor(config: NodeConfig, argv: Sequence[str]) -> None:
     finally:
         lame_duck.cancel()
         await supervisor.stop()
-
-
-def report_started(http_port: int) -> None:
-    """In a worker: tell the supervisor (if this process has one) that it is up, and on which HTTP port."""
-    fd = os.environ.pop(STATUS_FD_ENV, None)
-    if fd is None:
-        return
-    with contextlib.suppress(OSError), os.fdopen(int(fd), "wb", buffering=0) as pipe:
-        pipe.write(f"{http_port}\n".encode())

@@ -17,8 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import urlencode
 
-from aiohttp import web
-
+from cluster.node.http_listener import Handler, HttpRequest, HttpResponse
 from cluster.node.http_server import QueryError, bool_param, index_page, int_param, json_reply
 from cluster.node.supervision.merged_bodies import Bodies, NodeIdentity, with_unanswered
 from cluster.node.supervision.merged_jetstream import merged_jsz
@@ -77,8 +76,8 @@ class NodeMonitoringEndpoints:
         """A request on `path`, for /varz's http_req_stats (the node's port, not the workers')."""
         self._requests[path] = self._requests.get(path, 0) + 1
 
-    def add_routes(self, app: web.Application) -> None:
-        app.router.add_get("/", self._index)
+    def routes(self) -> dict[str, Handler]:
+        """Each endpoint's path and handler (the supervisor adds /healthz and /metrics)."""
         builders: dict[str, Callable[[Mapping[str, str]], Awaitable[dict[str, Any]]]] = {
             "/varz": self._varz,
             "/connz": self._connz,
@@ -91,25 +90,27 @@ class NodeMonitoringEndpoints:
             "/accountz": self._simple("/accountz", merged_accountz),
             "/accstatz": self._simple("/accstatz", merged_accstatz),
         }
+        routes: dict[str, Handler] = {"/": self._index}
         for path, build in builders.items():
-            app.router.add_get(path, self._endpoint(path, build))
+            routes[path] = self._endpoint(path, build)
+        return routes
 
-    async def _index(self, _request: web.Request) -> web.Response:
+    async def _index(self, _request: HttpRequest) -> HttpResponse:
         self.count("/")
         return index_page()
 
     def _endpoint(
         self, path: str, build: Callable[[Mapping[str, str]], Awaitable[dict[str, Any]]]
-    ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
-        async def handle(request: web.Request) -> web.StreamResponse:
-            if SYS_REQUEST_HEADER not in request.headers:  # a worker answering a $SYS request, not HTTP
+    ) -> Handler:
+        async def handle(request: HttpRequest) -> HttpResponse:
+            if not request.has_header(SYS_REQUEST_HEADER):  # a worker answering a $SYS request, not HTTP
                 self.count(path)
             try:
                 body = await build(request.query)
             except QueryError as exc:
-                return web.Response(status=400, text=str(exc))
+                return HttpResponse.text(400, str(exc))
             except NoWorkerAnswered:
-                return web.Response(status=503, text=f"no worker of node {self.node.name} answered")
+                return HttpResponse.text(503, f"no worker of node {self.node.name} answered")
             return json_reply(request, body, 200)
 
         return handle
