@@ -61,6 +61,14 @@ def parse_target(target: bytes) -> tuple[str, dict[str, str]]:
     return parts.path or "/", query
 
 
+def reason_phrase(status: int) -> bytes:
+    """The status line's words (`OK`, `Not Found`); none for a code HTTP does not name."""
+    try:
+        return HTTPStatus(status).phrase.encode()
+    except ValueError:
+        return b""
+
+
 class HttpListener:
     """Answers requests on one port with `routes` (path -> handler); start() binds, stop() releases."""
 
@@ -192,8 +200,9 @@ class _HttpConnection(asyncio.Protocol):
             (b"content-length", str(len(response.body)).encode()),
             (b"server", SERVER_HEADER),
         ]
-        reason = HTTPStatus(response.status).phrase.encode()
-        out = self._h11.send(h11.Response(status_code=response.status, headers=headers, reason=reason)) or b""
+        out = self._h11.send(
+            h11.Response(status_code=response.status, headers=headers, reason=reason_phrase(response.status))
+        ) or b""
         if response.body and not head_only:
             out += self._h11.send(h11.Data(data=response.body)) or b""
         out += self._h11.send(h11.EndOfMessage()) or b""

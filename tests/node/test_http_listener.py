@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from cluster.node import http_listener
-from cluster.node.http_listener import HttpListener, HttpRequest, HttpResponse, parse_target
+from cluster.node.http_listener import HttpListener, HttpRequest, HttpResponse, parse_target, reason_phrase
 
 HOST = "127.0.0.1"
 
@@ -49,6 +49,10 @@ def test_a_target_is_split_as_go_decodes_it() -> None:
         {"streams": "true", "acc": "A B", "empty": ""},
     )
     assert parse_target(b"/connz?sort%3D=x%2Fy") == ("/connz", {"sort=": "x/y"})
+
+
+def test_a_status_line_names_the_codes_http_names() -> None:
+    assert (reason_phrase(200), reason_phrase(503), reason_phrase(299)) == (b"OK", b"Service Unavailable", b"")
 
 
 async def test_requests_on_one_connection_keep_it_open_and_are_answered_in_order(listener: HttpListener) -> None:
