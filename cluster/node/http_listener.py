@@ -156,6 +156,9 @@ class _HttpConnection(asyncio.Protocol):
                     self._idle.cancel()
                     self._idle = None
                 request, self._request = self._request, None
+                # what the client sends meanwhile (a pipelined request) waits in its socket, not in memory
+                if self._transport is not None:
+                    self._transport.pause_reading()
                 self._handling = asyncio.get_running_loop().create_task(self._answer(request))
             elif isinstance(event, h11.ConnectionClosed):
                 self.close()
@@ -171,7 +174,8 @@ class _HttpConnection(asyncio.Protocol):
         if self._h11.our_state is h11.DONE and self._h11.their_state is h11.DONE:
             self._h11.start_next_cycle()
             self._arm_idle_timer()
-            self._next_events()  # a request pipelined behind this one
+            self._transport.resume_reading()
+            self._next_events()  # a request pipelined behind this one, already read
         else:
             self.close()
 
