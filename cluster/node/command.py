@@ -125,7 +125,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"jetraft node: {exc}", file=sys.stderr)
         return 2
     if supervising:
-        # here, not at the top: the supervisor's HTTP client (aiohttp) is a fifth of a worker's start-up
+        # here, not at the top: a worker or a node of one process would import the supervisor's HTTP
+        # client (aiohttp) for nothing, a fifth of its start-up
         from cluster.node.supervision.supervisor import run_supervisor
 
         try:

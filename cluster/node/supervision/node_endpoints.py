@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-if TYPE_CHECKING:  # imported when first asked: a worker starts without aiohttp's import (node_endpoints' users)
+if TYPE_CHECKING:  # imported at the first question (get): a worker starts without importing aiohttp
     import aiohttp
 
 NODE_HTTP_ENV = "JETRAFT_NODE_HTTP"
