@@ -19,8 +19,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -29,7 +27,7 @@ REPO = BENCH_DIR.parent
 sys.path.insert(0, str(BENCH_DIR))
 sys.path.insert(0, str(REPO))
 
-from jetstream_bench import HOST, stop_pids  # noqa: E402
+from jetstream_bench import HOST, nats_server_healthy, stop_pids  # noqa: E402
 
 from local.ports import free_port_base  # noqa: E402
 
@@ -69,14 +67,6 @@ def client_port_serves(port: int) -> bool:
         return False
 
 
-def healthy(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://{HOST}:{port}/healthz", timeout=1.0) as resp:
-            return resp.status == 200
-    except (urllib.error.URLError, OSError):
-        return False
-
-
 def one_start(server: str, nats_binary: Path) -> tuple[float, float]:
     """(seconds to the client port, seconds to /healthz 200) of one fresh start."""
     base = free_port_base(3)
@@ -98,7 +88,7 @@ def one_start(server: str, nats_binary: Path) -> tuple[float, float]:
                     raise RuntimeError(f"{server} did not start within {START_TIMEOUT_S} s")
                 if port_at is None and client_port_serves(ports[0]):
                     port_at = time.perf_counter() - started
-                if port_at is not None and healthy(ports[1]):
+                if port_at is not None and nats_server_healthy(ports[1]):
                     healthy_at = time.perf_counter() - started
                 time.sleep(POLL_S)  # another process: no event to await, poll it
             return port_at, healthy_at
