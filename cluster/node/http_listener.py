@@ -23,6 +23,7 @@ log = structlog.get_logger(__name__)
 # a connection with no request in progress is closed after this long, as aiohttp's keep-alive did
 IDLE_TIMEOUT_S = 75.0
 SERVER_HEADER = b"jetraft"
+TEXT_PLAIN = "text/plain; charset=utf-8"
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,10 +43,10 @@ class HttpRequest:
 class HttpResponse:
     status: int
     body: bytes = b""
-    content_type: str = "text/plain; charset=utf-8"
+    content_type: str = TEXT_PLAIN
 
     @classmethod
-    def text(cls, status: int, text: str, content_type: str = "text/plain; charset=utf-8") -> HttpResponse:
+    def text(cls, status: int, text: str, content_type: str = TEXT_PLAIN) -> HttpResponse:
         return cls(status, text.encode(), content_type)
 
 

@@ -77,10 +77,17 @@ def _essence(subject: str, reply: dict[str, Any]) -> dict[str, Any]:
     return {"type": reply["type"], "max_bytes": reply["config"]["max_bytes"]}
 
 
-def get_json(url: str) -> dict[str, Any]:
+def _get(url: str) -> dict[str, Any]:
     with urllib.request.urlopen(url, timeout=10) as response:
         body: dict[str, Any] = json.loads(response.read())
         return body
+
+
+async def varz_and_jsz(http_port: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The node's /varz and /jsz bodies."""
+    varz = await asyncio.to_thread(_get, f"http://{HOST}:{http_port}/varz")
+    jsz = await asyncio.to_thread(_get, f"http://{HOST}:{http_port}/jsz")
+    return varz, jsz
 
 
 async def _admin(client_port: int, http_port: int) -> list[Any]:
@@ -92,8 +99,7 @@ async def _admin(client_port: int, http_port: int) -> list[Any]:
             answers.append(_essence(subject, json.loads(reply.data)))
     finally:
         await nc.close()
-    varz = await asyncio.to_thread(get_json, f"http://{HOST}:{http_port}/varz")
-    jsz = await asyncio.to_thread(get_json, f"http://{HOST}:{http_port}/jsz")
+    varz, jsz = await varz_and_jsz(http_port)
     for config in (varz["jetstream"]["config"], jsz["config"]):
         answers.append({key: config[key] for key in ("max_memory", "max_storage")})
     answers.append({key: jsz[key] for key in ("reserved_memory", "reserved_storage")})

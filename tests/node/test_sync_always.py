@@ -4,17 +4,14 @@ the node's durability as nats-server reports it when so configured."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
-from local.ports import HOST
-from tests.node.test_server_limits import get_json, on_both_with_limits
+from tests.node.test_server_limits import on_both_with_limits, varz_and_jsz
 
 
 async def _sync_fields(_client_port: int, http_port: int) -> list[dict[str, Any]]:
-    varz = await asyncio.to_thread(get_json, f"http://{HOST}:{http_port}/varz")
-    jsz = await asyncio.to_thread(get_json, f"http://{HOST}:{http_port}/jsz")
+    varz, jsz = await varz_and_jsz(http_port)
     return [
         {key: config.get(key) for key in ("sync_interval", "sync_always")}
         for config in (varz["jetstream"]["config"], jsz["config"])

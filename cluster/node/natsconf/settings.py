@@ -67,7 +67,7 @@ def _unknown(block: str, key: str, place: Place) -> ConfKeyError:
     return _fail(block, key, place, "unknown setting")
 
 
-def check_sync_setting(key: str, value: Any, place: Place) -> None:
+def _check_sync_setting(key: str, value: Any, place: Place) -> None:
     """`jetstream { sync_interval }` (or `sync`): nats-server's `always` fsyncs every write before it is
     acknowledged, which is what a jetraft node does to each Raft log write whatever its configuration,
     so `always` is accepted. A duration (nats-server's default is 2m: a write is acknowledged from
@@ -428,7 +428,7 @@ class _Collector:
             elif name == "limits":
                 self.jetstream_limits(sub, sub_value, sub_place)
             elif name in ("sync", "sync_interval"):
-                check_sync_setting(sub, sub_value, sub_place)
+                _check_sync_setting(sub, sub_value, sub_place)
             elif name in (
                 "key", "ek", "encryption_key", "prev_key", "prev_ek",
                 "prev_encryption_key", "cipher", "extension_hint", "unique_tag", "max_outstanding_catchup",
