@@ -23,7 +23,7 @@ from gateway.limits import DEFAULT_MAX_PENDING
 from gateway.protocol import DEFAULT_MAX_PAYLOAD
 from gateway.queue_policy import POLICY_NAMES
 from gateway.transports.tls import TlsSettings, server_context
-from gateway.transports.websocket import WebSocketSettings
+from gateway.transports.websocket_settings import WebSocketSettings
 from storage.nats_time import format_go_duration
 
 DIRECT_GET_POLICIES = POLICY_NAMES

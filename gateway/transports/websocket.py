@@ -7,120 +7,36 @@ whose transport is the WebSocket: `WebSocketTransport` gives it the few calls of
 it makes (write, close, abort, pause/resume reading, the write buffer's size, the peer's address).
 
 TLS, when configured, is the listener's (`wss://`), as in nats-server: the connection itself never
-upgrades, and its INFO does not ask for TLS. aiohttp does the HTTP upgrade, the framing and the
-pings of the WebSocket layer.
+upgrades, and its INFO does not ask for TLS. h11 reads the opening handshake, which
+`websocket_handshake.py` answers as nats-server does; wsproto (sans-IO, like h11) does the framing,
+masking, compression and the control frames after it; this module moves the bytes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import urlsplit
+from typing import Any, Protocol
 
+import h11
 import structlog
+from wsproto.connection import Connection, ConnectionState, ConnectionType
+from wsproto.events import BytesMessage, CloseConnection, Message, Ping, TextMessage
+from wsproto.extensions import PerMessageDeflate
+from wsproto.utilities import LocalProtocolError
 
-from gateway.transports.tls import TlsSettings, server_context
-
-if TYPE_CHECKING:  # aiohttp is imported when a listener starts: reading a config needs only the settings
-    from aiohttp import web
+from gateway.transports.tls import server_context
+from gateway.transports.websocket_handshake import Refusal, answer_upgrade, http_error
+from gateway.transports.websocket_settings import WebSocketSettings
 
 log = structlog.get_logger()
 
-STOP_TIMEOUT_S = 2.0
-
-
-# headers a `headers { }` block may not set on the upgrade's answer (nats-server's list)
-_RESERVED_HEADERS = frozenset({"host", "content-length", "connection", "upgrade", "nats-no-masking"})
-
-
-@dataclass(frozen=True, slots=True)
-class WebSocketSettings:
-    """nats-server's `websocket { }` block, the part jetraft serves."""
-
-    port: int
-    host: str | None = None  # None: the node's own address
-    no_tls: bool = False
-    tls: TlsSettings | None = None
-    compression: bool = False
-    # a browser's page may connect only from the node's own origin (scheme, host and port of the request)
-    same_origin: bool = False
-    # ... or only from these origins ("https://app.example.com:8443"); empty: any origin
-    allowed_origins: tuple[str, ...] = ()
-    # seconds a new connection has to finish its HTTP upgrade; 0: no limit
-    handshake_timeout: float = 0.0
-    # added to every upgrade's answer
-    headers: tuple[tuple[str, str], ...] = ()
-
-    def problem(self) -> str | None:
-        """nats-server's refusal of these settings, or None."""
-        if self.tls is None and not self.no_tls:
-            return "websocket requires TLS configuration"
-        for origin in self.allowed_origins:
-            try:
-                parse_origin(origin)
-            except ValueError as exc:
-                return f"unable to parse allowed origin{exc}"
-        for name, _ in self.headers:
-            lowered = name.lower()
-            if lowered in _RESERVED_HEADERS:
-                return f'websocket: invalid header "{name}" not allowed'
-            if lowered.startswith("sec-websocket-"):
-                return f'websocket: invalid header "{name}", "Sec-WebSocket-" prefix not allowed'
-        return None
-
-
-def parse_origin(origin: str, *, allowed: bool = True) -> tuple[str, str, str]:
-    """(scheme, host, port) of an origin URL, the port filled in from the scheme as nats-server does. For an
-    allowed origin, a ValueError's message is nats-server's reason (after "unable to parse allowed origin")."""
-    parts = urlsplit(origin)
-    if not origin.startswith("/") and not (parts.scheme and origin.startswith(f"{parts.scheme}:")):
-        raise ValueError(f': parse "{origin}": invalid URI for request')
-    if allowed and parts.scheme not in ("http", "https"):
-        raise ValueError(f' "{origin}": allowed origins must be absolute URLs with http or https scheme')
-    if allowed and not parts.netloc:
-        raise ValueError(f' "{origin}": host is required')
-    host, port = _host_and_port(parts.netloc, tls=parts.scheme == "https")
-    return parts.scheme, host, port
-
-
-def _host_and_port(netloc: str, *, tls: bool) -> tuple[str, str]:
-    """Host and port of `host:port`, `[v6]:port` or a bare host, the scheme's port when there is none
-    (nats-server's wsGetHostAndPort)."""
-    if netloc.startswith("["):
-        end = netloc.find("]")
-        host, rest = netloc[1:end], netloc[end + 1 :]
-        port = rest[1:] if rest.startswith(":") else ""
-    elif netloc.count(":") == 1:
-        host, port = netloc.split(":")
-    else:
-        host, port = netloc, ""
-    return host.lower(), port or ("443" if tls else "80")
-
-
-def origin_refusal(settings: WebSocketSettings, origin: str | None, request_host: str, tls: bool) -> str | None:
-    """Why a WebSocket upgrade from a page of `origin` is refused (nats-server's checkOrigin), or None. No
-    Origin header is allowed: only browsers send one, and any other client could send any."""
-    if not settings.same_origin and not settings.allowed_origins:
-        return None
-    if not origin:
-        return None
-    try:
-        scheme, host, port = parse_origin(origin, allowed=False)
-    except ValueError as exc:
-        return str(exc).lstrip(": ")  # the reason alone, without the prefix it has after "allowed origin"
-    if settings.same_origin:
-        request_host_only, request_port = _host_and_port(request_host, tls=tls)
-        if (host, port, scheme.lower()) != (request_host_only, request_port, "https" if tls else "http"):
-            return "not same origin"
-    if settings.allowed_origins:
-        for allowed in settings.allowed_origins:
-            allowed_scheme, allowed_host, allowed_port = parse_origin(allowed)
-            if (allowed_scheme, allowed_host, allowed_port) == (scheme, host, port):
-                return None
-        return "not in the allowed list"
-    return None
+# A connection that has not finished its opening handshake after this long is closed when the settings
+# give no `handshake_timeout`. nats-server then waits without bound; a bound keeps a port scan's
+# half-open connections from piling up, and no real client takes this long to send one request.
+DEFAULT_HANDSHAKE_BOUND_S = 75.0
+# the status of the close frame a node sends when it closes a client (RFC 6455: normal closure)
+NORMAL_CLOSURE = 1000
 
 
 class ClientPort(Protocol):
@@ -134,170 +50,222 @@ class ClientPort(Protocol):
 
 
 class WebSocketTransport:
-    """A WebSocket seen as the asyncio transport a `ClientConnection` writes to: writes are queued and
-    sent in order, one binary message per batch, by one task."""
+    """A WebSocket seen as the asyncio transport a `ClientConnection` writes to: each write goes out at once
+    as one binary message on the TCP (or TLS) transport below."""
 
-    def __init__(self, ws: web.WebSocketResponse, peer: Any) -> None:
+    def __init__(self, ws: Connection, tcp: asyncio.Transport) -> None:
         self._ws = ws
-        self._peer = peer
-        self._pending: list[bytes] = []
-        self._pending_size = 0
-        self._sender: asyncio.Task[None] | None = None
+        self._tcp = tcp
         self._closing = False
-        self._reading = asyncio.Event()
-        self._reading.set()
-
-    # --- what ClientConnection calls -------------------------------------------------------------
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return self._peer if name == "peername" else default
+        return self._tcp.get_extra_info(name, default)
 
     def write(self, data: bytes) -> None:
         if self._closing or not data:
             return
-        self._pending.append(data)
-        self._pending_size += len(data)
-        if self._sender is None:
-            self._sender = asyncio.get_running_loop().create_task(self._send())
+        self._tcp.write(self._ws.send(BytesMessage(data=data)))
 
     def get_write_buffer_size(self) -> int:
-        return self._pending_size
+        return self._tcp.get_write_buffer_size()
 
     def is_closing(self) -> bool:
-        return self._closing
+        return self._closing or self._tcp.is_closing()
 
     def pause_reading(self) -> None:
-        self._reading.clear()
+        self._tcp.pause_reading()
 
     def resume_reading(self) -> None:
-        self._reading.set()
+        self._tcp.resume_reading()
 
     def close(self) -> None:
-        """Send what is queued, then close the WebSocket."""
+        """Send what is queued and a close frame, then close the connection."""
         if self._closing:
             return
         self._closing = True
-        if self._sender is None:
-            self._sender = asyncio.get_running_loop().create_task(self._send())
+        if self._ws.state is ConnectionState.OPEN:
+            self._tcp.write(self._ws.send(CloseConnection(code=NORMAL_CLOSURE)))
+        self._tcp.close()
 
     def abort(self) -> None:
         """Close now, dropping what is queued."""
         self._closing = True
-        self._pending.clear()
-        self._pending_size = 0
-        if self._sender is not None:
-            self._sender.cancel()
-        self._sender = asyncio.get_running_loop().create_task(self._close_ws())
+        self._tcp.abort()
 
-    # --- the listener's side -------------------------------------------------------------------------
 
-    async def may_read(self) -> None:
-        """Returns once the connection wants to read again (its reading may be paused)."""
-        await self._reading.wait()
+class _WebSocketConnection(asyncio.Protocol):
+    """One TCP connection of the WebSocket port: an HTTP request until the upgrade, then a client."""
 
-    async def _send(self) -> None:
-        try:
-            while self._pending:
-                batch = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
-                self._pending.clear()
-                await self._ws.send_bytes(batch)
-                self._pending_size = max(self._pending_size - len(batch), 0)
-        except (ConnectionError, RuntimeError) as exc:  # the peer went away under us
-            log.debug("websocket write failed", error=repr(exc))
-            self._closing = True
-        finally:
-            self._sender = None
-        if self._closing:
-            await self._close_ws()
+    def __init__(self, listener: WebSocketListener) -> None:
+        self._listener = listener
+        self._h11: h11.Connection | None = h11.Connection(h11.SERVER)
+        self._request: h11.Request | None = None
+        self._tcp: asyncio.Transport | None = None
+        self._ws: Connection | None = None
+        self._client: asyncio.Protocol | None = None
+        self._transport: WebSocketTransport | None = None
+        self._handshake_timer: asyncio.TimerHandle | None = None
 
-    async def _close_ws(self) -> None:
-        with contextlib.suppress(ConnectionError, RuntimeError):
-            await self._ws.close()
+    # --- asyncio.Protocol ---------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._tcp = transport  # type: ignore[assignment]
+        self._listener.connections.add(self)
+        bound = self._listener.settings.handshake_timeout or DEFAULT_HANDSHAKE_BOUND_S
+        self._handshake_timer = asyncio.get_running_loop().call_later(bound, self._handshake_timed_out)
+
+    def data_received(self, data: bytes) -> None:
+        if self._ws is not None:
+            if self._ws.state is ConnectionState.CLOSED:
+                return  # bytes after the closing handshake, while the socket closes
+            self._ws.receive_data(data)
+            self._frames()
+        elif self._h11 is not None:
+            self._h11.receive_data(data)
+            self._handshake()
+
+    def eof_received(self) -> bool | None:
+        if self._ws is not None and self._ws.state is not ConnectionState.CLOSED:
+            self._ws.receive_data(None)
+            self._frames()
+        return None  # the transport closes itself
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._listener.connections.discard(self)
+        self._cancel_handshake_timer()
+        self._tcp = None
+        client, self._client = self._client, None
+        if client is not None:
+            client.connection_lost(exc)
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+        elif self._tcp is not None:
+            self._tcp.close()
+
+    # --- the opening handshake ------------------------------------------------------------------
+
+    def _handshake(self) -> None:
+        assert self._h11 is not None
+        while self._tcp is not None:
+            try:
+                event = self._h11.next_event()
+            except h11.RemoteProtocolError as exc:
+                self._refuse(Refusal(http_error(exc.error_status_hint), str(exc)))
+                return
+            if event is h11.NEED_DATA:
+                return
+            if isinstance(event, h11.Request):
+                self._request = event
+            elif event is h11.PAUSED or isinstance(event, h11.EndOfMessage):
+                # an upgrade pauses h11 after the request; any other request is refused below anyway
+                self._answer()
+                return
+            elif isinstance(event, h11.ConnectionClosed):
+                self.close()
+                return
+
+    def _answer(self) -> None:
+        assert self._h11 is not None and self._tcp is not None
+        if self._request is None:
+            self._refuse(Refusal(http_error(400), "no request"))
+            return
+        settings = self._listener.settings
+        answer = answer_upgrade(self._request, settings, tls=settings.tls is not None)
+        if isinstance(answer, Refusal):
+            self._refuse(answer)
+            return
+        self._cancel_handshake_timer()
+        extensions = []
+        if answer.compress:
+            deflate = PerMessageDeflate(client_no_context_takeover=True, server_no_context_takeover=True)
+            deflate.accept("")  # nats-server's fixed terms (websocket_handshake.COMPRESSION_RESPONSE)
+            extensions.append(deflate)
+        # bytes the client sent after its request (frames it did not wait to send) are the first frames
+        trailing, _ = self._h11.trailing_data
+        self._h11 = self._request = None
+        self._tcp.write(answer.response)
+        self._ws = Connection(ConnectionType.SERVER, extensions=extensions, trailing_data=bytes(trailing))
+        self._transport = WebSocketTransport(self._ws, self._tcp)
+        self._client = self._listener.server.new_websocket_connection()
+        self._client.connection_made(self._transport)  # type: ignore[arg-type]
+        if trailing:
+            self._frames()
+
+    def _refuse(self, refusal: Refusal) -> None:
+        peer = self._tcp.get_extra_info("peername") if self._tcp is not None else None
+        log.warning("websocket_handshake_refused", peer=peer, reason=refusal.reason)
+        if self._tcp is not None:
+            self._tcp.write(refusal.response)
+            self._tcp.close()
+
+    def _handshake_timed_out(self) -> None:
+        self._handshake_timer = None
+        if self._ws is None and self._tcp is not None:
+            self._tcp.close()
+
+    def _cancel_handshake_timer(self) -> None:
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
+            self._handshake_timer = None
+
+    # --- after it -------------------------------------------------------------------------------
+
+    def _frames(self) -> None:
+        """Hand the messages wsproto has read to the client; answer pings and the closing handshake."""
+        ws, tcp = self._ws, self._tcp
+        assert ws is not None
+        for event in ws.events():
+            if tcp is None or self._client is None:
+                return
+            if isinstance(event, Message):
+                # a text message is protocol bytes too (some browser libraries send them)
+                data = event.data.encode() if isinstance(event, TextMessage) else event.data
+                self._client.data_received(bytes(data))
+            elif isinstance(event, Ping):
+                tcp.write(ws.send(event.response()))
+            elif isinstance(event, CloseConnection):
+                # the peer's close is answered; a frame wsproto could not read (unmasked, say) ends the
+                # connection without a close frame, as nats-server's does in practice
+                with contextlib.suppress(LocalProtocolError):
+                    if ws.state is ConnectionState.REMOTE_CLOSING:
+                        tcp.write(ws.send(event.response()))
+                tcp.close()
+                return
 
 
 class WebSocketListener:
     """The node's WebSocket port: each connection becomes a client of `server`."""
 
     def __init__(self, server: ClientPort, settings: WebSocketSettings, default_host: str) -> None:
-        self._server = server
-        self._settings = settings
+        self.server = server
+        self.settings = settings
         self._host = settings.host or default_host
         self.port = settings.port
-        self._runner: web.AppRunner | None = None
-        self._site: web.TCPSite | None = None
+        self.connections: set[_WebSocketConnection] = set()
+        self._listening: asyncio.Server | None = None
 
     async def start(self) -> None:
-        from aiohttp import web
-
-        app = web.Application()
-        app.router.add_get("/{path:.*}", self._connection)
-        # the clients are closed before the listener stops (Node.stop): a handler left then is a peer that
-        # does not finish the closing handshake, not worth a minute of the node's stop
-        timeouts: dict[str, float] = {}
-        if self._settings.handshake_timeout > 0:
-            # aiohttp closes a connection that has not sent a whole request within its keepalive timeout,
-            # counted from the connection's start; once upgraded, the connection is busy, never idle
-            timeouts["keepalive_timeout"] = self._settings.handshake_timeout
-        self._runner = web.AppRunner(
-            app, access_log=None, handle_signals=False, shutdown_timeout=STOP_TIMEOUT_S, **timeouts
-        )
-        await self._runner.setup()
-        ssl_context = server_context(self._settings.tls) if self._settings.tls is not None else None
-        self._site = web.TCPSite(
-            self._runner, self._host, self._settings.port, ssl_context=ssl_context,
-            reuse_port=self._server.reuse_port or None,
+        ssl_context = server_context(self.settings.tls) if self.settings.tls is not None else None
+        self._listening = await asyncio.get_running_loop().create_server(
+            lambda: _WebSocketConnection(self), self._host, self.settings.port, ssl=ssl_context,
+            reuse_address=True, reuse_port=self.server.reuse_port or None,
         )  # fmt: skip
-        await self._site.start()
-        sockets = self._site._server.sockets if self._site._server is not None else ()  # type: ignore[union-attr]
-        if sockets:
-            self.port = sockets[0].getsockname()[1]
+        self.port = self._listening.sockets[0].getsockname()[1]
         log.info("websocket_listening", host=self._host, port=self.port, tls=ssl_context is not None)
 
     async def stop_accepting(self) -> None:
         """Lame duck mode: no new WebSocket client; the connected ones stay."""
-        if self._site is not None:
-            await self._site.stop()
-            self._site = None
+        if self._listening is not None:
+            self._listening.close()
 
     async def stop(self) -> None:
-        await self.stop_accepting()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def _connection(self, request: web.Request) -> web.StreamResponse:
-        from aiohttp import WSMsgType, web
-
-        settings = self._settings
-        ws = web.WebSocketResponse(compress=settings.compression, max_msg_size=0)
-        # the origin is checked once the request is a valid upgrade (an invalid one gets aiohttp's 400 below)
-        refusal = ws.can_prepare(request).ok and origin_refusal(
-            settings, request.headers.get("Origin") or request.headers.get("Sec-WebSocket-Origin"),
-            request.host, settings.tls is not None,
-        )  # fmt: skip
-        if refusal:
-            log.warning("websocket_handshake_refused", peer=request.remote, reason=f"origin not allowed: {refusal}")
-            # as nats-server answers it (Go's http.Error)
-            return web.Response(
-                status=403, text="Forbidden\n", content_type="text/plain", charset="utf-8",
-                headers={"Sec-Websocket-Version": "13", "X-Content-Type-Options": "nosniff"},
-            )  # fmt: skip
-        for name, value in settings.headers:
-            ws.headers[name] = value
-        await ws.prepare(request)
-        peer = request.transport.get_extra_info("peername") if request.transport is not None else None
-        transport = WebSocketTransport(ws, peer)
-        client = self._server.new_websocket_connection()
-        client.connection_made(transport)  # type: ignore[arg-type]
-        try:
-            async for message in ws:
-                if message.type is WSMsgType.BINARY:
-                    client.data_received(message.data)
-                elif message.type is WSMsgType.TEXT:
-                    client.data_received(message.data.encode())
-                else:  # an error frame: the connection is over
-                    break
-                await transport.may_read()
-        finally:
-            client.connection_lost(None)
-        return ws
+        """Stop listening and close every connection left (the node closes its clients before this)."""
+        listening, self._listening = self._listening, None
+        if listening is not None:
+            listening.close()
+        for connection in list(self.connections):
+            connection.close()
+        if listening is not None:
+            await listening.wait_closed()

@@ -18,6 +18,18 @@ from typing import Any
 
 import nats
 import pytest
+from wsproto import ConnectionType, WSConnection
+from wsproto.events import (
+    AcceptConnection,
+    BytesMessage,
+    CloseConnection,
+    Message,
+    Ping,
+    Pong,
+    Request,
+    TextMessage,
+)
+from wsproto.extensions import PerMessageDeflate
 
 from cluster.node.config import ConfigError, NodeConfig, load_nats_conf
 from local.ports import HOST, free_port_base
@@ -231,4 +243,176 @@ async def test_origins_headers_and_handshake_timeout_as_nats_server_has_them(tmp
     assert mine == theirs
     theirs, mine = results["same"]
     assert theirs[f"origin http://{HOST}:{ws_port}"] == 101 and theirs[f"origin http://localhost:{ws_port}"] == 403
+    assert mine == theirs
+
+
+async def _answer_to(port: int, request_lines: list[str]) -> tuple[int, dict[str, str], bytes]:
+    """The answer to one raw HTTP request on the WebSocket port: status, the headers that say what was
+    decided (Date and the like differ by nature), body."""
+    reader, writer = await asyncio.open_connection(HOST, port)
+    try:
+        writer.write(("\r\n".join(request_lines) + "\r\n\r\n").encode())
+        head = (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)).decode()
+        status_line, *header_lines = head.strip().split("\r\n")
+        headers = {name.lower(): value for name, _, value in (line.partition(": ") for line in header_lines)}
+        body = b""
+        if "content-length" in headers:
+            body = await asyncio.wait_for(reader.readexactly(int(headers["content-length"])), 10)
+        wanted = ("content-type", "sec-websocket-version", "x-content-type-options", "sec-websocket-extensions")
+        return int(status_line.split()[1]), {k: v for k, v in headers.items() if k in wanted}, body
+    finally:
+        writer.close()
+
+
+def _handshakes(port: int) -> dict[str, list[str]]:
+    """Opening handshakes, good and bad, as a browser or a broken client would send them."""
+    key = base64.b64encode(os.urandom(16)).decode()
+    good = [
+        "GET / HTTP/1.1", f"Host: {HOST}:{port}", "Upgrade: websocket", "Connection: keep-alive, Upgrade",
+        f"Sec-WebSocket-Key: {key}", "Sec-WebSocket-Version: 13",
+    ]  # fmt: skip
+
+    def without(prefix: str, *extra: str) -> list[str]:
+        return [line for line in good if not line.startswith(prefix)] + list(extra)
+
+    return {
+        "good": good,
+        "any path": ["GET /some/path?x=1 HTTP/1.1", *good[1:]],
+        "compression offered": [*good, "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits"],
+        "POST": ["POST / HTTP/1.1", *good[1:], "Content-Length: 0"],
+        "no Upgrade": without("Upgrade:"),
+        "Upgrade not websocket": without("Upgrade:", "Upgrade: h2c"),
+        "no Connection upgrade": without("Connection:", "Connection: keep-alive"),
+        "no key": without("Sec-WebSocket-Key:"),
+        "key not 16 bytes": without("Sec-WebSocket-Key:", "Sec-WebSocket-Key: c2hvcnQ="),
+        "key not base64": without("Sec-WebSocket-Key:", "Sec-WebSocket-Key: !!!not-base64!!!!!!!!!!="),
+        "version 8": without("Sec-WebSocket-Version:", "Sec-WebSocket-Version: 8"),
+        "a plain page request": ["GET / HTTP/1.1", f"Host: {HOST}:{port}"],
+    }
+
+
+async def _what_follows_an_unmasked_frame(port: int) -> list[bytes]:
+    """The frames (their first two bytes) a server sends after its INFO to a client whose frame is not
+    masked (RFC 6455 5.1: a server must fail that connection), until it closes the connection."""
+    reader, writer = await asyncio.open_connection(HOST, port)
+    try:
+        writer.write(("\r\n".join(_handshakes(port)["good"]) + "\r\n\r\n").encode())
+        await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        received = b""
+        while not received.endswith(b"\r\n"):  # the INFO message
+            received += await asyncio.wait_for(reader.read(65536), 10)
+        writer.write(b"\x82\x06PING\r\n")  # a final binary frame of 6 bytes, no mask
+        after = b""
+        while chunk := await asyncio.wait_for(reader.read(65536), 10):
+            after += chunk
+        return [after[:2]] if after else []
+    finally:
+        writer.close()
+
+
+async def _handshake_answers(ws_port: int) -> dict[str, Any]:
+    answers: dict[str, Any] = {name: await _answer_to(ws_port, lines) for name, lines in _handshakes(ws_port).items()}
+    answers["after an unmasked frame"] = await _what_follows_an_unmasked_frame(ws_port)
+    return answers
+
+
+async def test_opening_handshakes_answered_as_nats_server_answers_them(tmp_path: Path) -> None:
+    """Each check of the upgrade request (method, Upgrade, Connection, key, version) refuses with nats-server's
+    status, headers and body; `compression: true` agrees to permessage-deflate on nats-server's terms; a frame
+    that breaks the protocol ends the connection."""
+    ws_port = free_port_base(1)
+    block = f"websocket {{ host: {HOST}, port: {ws_port}, no_tls: true, compression: true }}\n"
+    reference, ours = tmp_path / "ref", tmp_path / "jetraft"
+    reference.mkdir()
+    ours.mkdir()
+    async with nats_server_from_config(reference, block):
+        theirs = await _handshake_answers(ws_port)
+    async with node_from_config(ours, block):
+        mine = await _handshake_answers(ws_port)
+    assert theirs["good"][0] == theirs["any path"][0] == 101
+    assert theirs["POST"][0] == 405 and theirs["no key"] == (
+        400,
+        {"content-type": "text/plain; charset=utf-8", "sec-websocket-version": "13", "x-content-type-options": "nosniff"},
+        b"Bad Request\n",
+    )
+    assert "permessage-deflate" in theirs["compression offered"][1]["sec-websocket-extensions"]
+    assert theirs["after an unmasked frame"] == []  # the connection closed, with no close frame
+    assert mine == theirs
+
+
+async def _websocket_session(port: int, *, compress: bool) -> list[Any]:
+    """A WebSocket client written from the RFC (wsproto): what the server answers to the protocol in binary,
+    text and fragmented messages, to a ping, and to the closing handshake."""
+    ws = WSConnection(ConnectionType.CLIENT)
+    reader, writer = await asyncio.open_connection(HOST, port)
+    protocol = bytearray()
+    seen: list[Any] = []
+
+    async def until(wanted: Any) -> None:
+        """Read until wanted(events so far) holds, noting what arrives."""
+        while not wanted():
+            data = await asyncio.wait_for(reader.read(65536), 10)
+            ws.receive_data(data or None)
+            for event in ws.events():
+                if isinstance(event, AcceptConnection):
+                    seen.append(("accepted", [type(e).__name__ for e in event.extensions]))
+                elif isinstance(event, Message):
+                    protocol.extend(event.data.encode() if isinstance(event.data, str) else event.data)
+                elif isinstance(event, Pong):
+                    seen.append(("pong", bytes(event.payload)))
+                elif isinstance(event, CloseConnection):
+                    seen.append(("close", event.code))
+            if not data:
+                seen.append(("eof",))
+                return
+
+    def pongs() -> int:
+        return protocol.count(b"PONG\r\n")
+
+    try:
+        extensions = [PerMessageDeflate()] if compress else []
+        writer.write(ws.send(Request(host=f"{HOST}:{port}", target="/", extensions=extensions)))
+        await until(lambda: protocol.startswith(b"INFO ") and protocol.endswith(b"\r\n"))
+        writer.write(ws.send(BytesMessage(data=b'CONNECT {"verbose":false,"protocol":1}\r\nPING\r\n')))
+        await until(lambda: pongs() == 1)
+        writer.write(ws.send(TextMessage(data="PING\r\n")))
+        await until(lambda: pongs() == 2)
+        writer.write(ws.send(BytesMessage(data=b"PI", message_finished=False)))
+        writer.write(ws.send(BytesMessage(data=b"NG\r\n", message_finished=True)))
+        await until(lambda: pongs() == 3)
+        writer.write(ws.send(BytesMessage(data=b"SUB ws.big 1\r\nPUB ws.big 70000\r\n" + b"z" * 70000 + b"\r\nPING\r\n")))
+        await until(lambda: pongs() == 4)
+        writer.write(ws.send(Ping(payload=b"are you there")))
+        await until(lambda: any(item[0] == "pong" for item in seen))
+        writer.write(ws.send(CloseConnection(code=1000, reason="bye")))
+        await until(lambda: any(item[0] in ("close", "eof") for item in seen))
+    finally:
+        writer.close()
+    # the protocol's commands, without INFO's server-specific contents
+    verbs = [line.split(b" ")[0] for line in bytes(protocol).split(b"\r\n") if line and not line.startswith(b"z")]
+    return [*seen, ("commands", verbs), ("big message delivered", b"z" * 70000 in protocol)]
+
+
+async def test_a_websocket_session_frame_by_frame_as_nats_server_has_it(tmp_path: Path) -> None:
+    """Binary, text and fragmented messages carry the protocol; a ping is answered with its payload; a
+    client's close is answered with a close; with `compression: true` the same holds on compressed frames."""
+    results = {}
+    for compress in (False, True):
+        ws_port = free_port_base(1)
+        block = f"websocket {{ host: {HOST}, port: {ws_port}, no_tls: true, compression: {str(compress).lower()} }}\n"
+        reference, ours = tmp_path / f"ref-{compress}", tmp_path / f"jetraft-{compress}"
+        reference.mkdir()
+        ours.mkdir()
+        async with nats_server_from_config(reference, block):
+            theirs = await _websocket_session(ws_port, compress=compress)
+        async with node_from_config(ours, block):
+            mine = await _websocket_session(ws_port, compress=compress)
+        results[compress] = (theirs, mine)
+    theirs, mine = results[True]
+    assert theirs[0] == ("accepted", ["PerMessageDeflate"])
+    assert ("pong", b"are you there") in theirs and ("close", 1000) in theirs
+    assert theirs[-1] == ("big message delivered", True)
+    assert mine == theirs
+    theirs, mine = results[False]
+    assert theirs[0] == ("accepted", [])
     assert mine == theirs

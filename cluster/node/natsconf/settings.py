@@ -25,7 +25,7 @@ from cluster.node.natsconf.users import ConfPermissionError, parse_permissions, 
 from gateway.auth import NkeyUser, User
 from gateway.jwt.claims import TrustedOperator
 from gateway.transports.tls import TlsSettings
-from gateway.transports.websocket import WebSocketSettings
+from gateway.transports.websocket_settings import WebSocketSettings
 from storage.msg_ttl import parse_go_duration
 from storage.nats_time import format_go_duration
 
