@@ -50,6 +50,8 @@ from jetstream_bench import (  # noqa: E402
 )
 
 DEFAULT_NATS = BENCH_DIR.parent / ".venv" / "bin" / "nats-server"
+# nats-server with its defaults (it fsyncs every 2 minutes), and with `sync_interval: always`
+SERVERS_NATS = ("nats-server", "nats-server-sync")
 
 
 @dataclass(slots=True)
@@ -83,12 +85,17 @@ def cluster_cpu(pids: list[int]) -> tuple[float, float]:
 
 
 @contextlib.contextmanager
-def nats_server_alone(binary: Path) -> Iterator[RunningCluster]:
-    """One nats-server without a cluster block, as nats-py's test harness starts it."""
+def nats_server_alone(binary: Path, sync_always: bool) -> Iterator[RunningCluster]:
+    """One nats-server without a cluster block, as nats-py's test harness starts it; with `sync_always`,
+    `jetstream { sync_interval: always }` (an fsync per write, as jetraft makes)."""
     client_port, http_port = free_ports(2)
     with tempfile.TemporaryDirectory(prefix="create-nats-") as tmp:
         log = open(Path(tmp) / "server.log", "ab")  # noqa: SIM115 - the child owns it
         cmd = [str(binary), "-a", HOST, "-p", str(client_port), "-m", str(http_port), "-js", "-sd", tmp]
+        if sync_always:
+            config = Path(tmp) / "sync.conf"
+            config.write_text(f"jetstream {{ store_dir: '{tmp}', sync_interval: always }}\n")
+            cmd += ["-c", str(config)]
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         try:
@@ -104,8 +111,11 @@ def nats_server_alone(binary: Path) -> Iterator[RunningCluster]:
 
 
 def start(server: str, nodes: int, nats_binary: Path) -> contextlib.AbstractContextManager[RunningCluster]:
-    if server == "nats-server":
-        return nats_server_alone(nats_binary) if nodes == 1 else nats_server_cluster(nats_binary, False)
+    if server in SERVERS_NATS:
+        sync_always = server == "nats-server-sync"
+        return nats_server_alone(nats_binary, sync_always) if nodes == 1 else nats_server_cluster(nats_binary, sync_always)
+    if server != "jetraft":
+        raise SystemExit(f"unknown server {server!r}: one of {', '.join((*SERVERS_NATS, 'jetraft'))}")
     return jetraft_cluster((), nodes)
 
 
@@ -156,7 +166,9 @@ def main() -> None:
     )
     parser.add_argument("--streams", type=int, default=300)
     parser.add_argument("--topologies", default="1,3", help="node counts: 1 (R1 streams), 3 (R3 streams)")
-    parser.add_argument("--servers", default="nats-server,jetraft")
+    parser.add_argument(
+        "--servers", default="nats-server,jetraft", help="nats-server, nats-server-sync (sync_interval: always), jetraft"
+    )
     parser.add_argument("--nats-server", type=Path, default=DEFAULT_NATS)
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args()

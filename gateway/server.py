@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import secrets
+import socket
 import ssl
 from collections.abc import Iterable
 from typing import Any
@@ -92,7 +93,8 @@ class GatewayServer:
         # the account nats-server calls the system account (`acc_is_sys` in a client's connect INFO)
         self.system_account: str | None = None
 
-    async def start(self) -> None:
+    async def start(self, listening: socket.socket | None = None) -> None:
+        """Serve on `listening` (bound already, gateway/transports/listen.py), or bind host and port now."""
         loop = asyncio.get_running_loop()
         handshake_first: ssl.SSLContext | None = None
         if self.tls is not None:
@@ -101,13 +103,16 @@ class GatewayServer:
                 handshake_first = context
             else:
                 self.tls_upgrade = context
+        where: dict[str, Any] = (
+            {"sock": listening}
+            if listening is not None
+            else {"host": self.host, "port": self.port, "reuse_port": self.reuse_port or None}
+        )
         self._server = await loop.create_server(
             self._new_connection,
-            self.host,
-            self.port,
             ssl=handshake_first,
             ssl_handshake_timeout=self.tls.timeout if handshake_first is not None and self.tls else None,
-            reuse_port=self.reuse_port or None,
+            **where,
         )
         self.port = self._server.sockets[0].getsockname()[1]
         self._rebuild_info()

@@ -32,6 +32,7 @@ from cluster.node.process_setup import die_with_parent, lame_duck_requests, prof
 from cluster.node.supervision.worker_share import NodeShare
 from cluster.node.supervision.worker_status import SUPERVISOR_PID_ENV, report_started
 from cluster.node.worker_config import worker_config
+from gateway.transports.listen import EarlyListeners, bind_listening_socket
 from raft.grpc_setup import prefer_posix_endpoints
 
 log = structlog.get_logger(__name__)
@@ -71,7 +72,22 @@ def parse_args(argv: Sequence[str] | None) -> NodeConfig:
         raise  # parser.error exits; this keeps type checkers content
 
 
-async def run(config: NodeConfig) -> None:
+def bind_client_ports(config: NodeConfig) -> EarlyListeners:
+    """The client and WebSocket ports, listening before the node's second of imports (see
+    gateway/transports/listen.py). OSError when one is taken."""
+    listeners = EarlyListeners()
+    try:
+        listeners.client = bind_listening_socket(config.host, config.client_port, reuse_port=config.workers > 1)
+        if config.websocket is not None:
+            ws_host = config.websocket.host or config.host
+            listeners.websocket = bind_listening_socket(ws_host, config.websocket.port, reuse_port=config.workers > 1)
+    except OSError:
+        listeners.close()
+        raise
+    return listeners
+
+
+async def run(config: NodeConfig, listeners: EarlyListeners) -> None:
     from cluster.node.account_jetstream import HomeAccountChangedError
     from cluster.node.lame_duck import run_lame_duck
     from cluster.node.node import Node  # heavy imports only once the flags are good
@@ -79,7 +95,7 @@ async def run(config: NodeConfig) -> None:
     share = None
     if config.worker_index is not None:  # one worker of a node: what its supervisor gave it of the node
         share = NodeShare.from_environment(config.name, config.worker_index, config.workers)
-    node = Node(config, share)
+    node = Node(config, share, listeners)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -135,6 +151,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             log.error("node_failed_to_start", node=config.name, error=str(exc))
             return 1
         return 0
+    try:
+        listeners = bind_client_ports(config)
+    except OSError as exc:
+        log.error("node_failed_to_start", node=config.name, error=str(exc))
+        return 1
     prefer_posix_endpoints()  # before cluster.node.node imports grpc
     with contextlib.suppress(ImportError):
         import uvloop
@@ -142,10 +163,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         uvloop.install()
     try:
         with profiled(config.name):
-            asyncio.run(run(config))
+            asyncio.run(run(config, listeners))
     except OSError as exc:
         log.error("node_failed_to_start", node=config.name, error=str(exc))
         return 1
+    finally:
+        listeners.close()  # what no listener took: the start failed before it
     return 0
 
 

@@ -22,13 +22,15 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
 from gateway.server import GatewayServer
-from gateway.transports.websocket import WebSocketListener
 from raft.driver import RaftHost, RaftHostError
+
+if TYPE_CHECKING:  # the listener (and wsproto) is imported only by a node with a WebSocket port
+    from gateway.transports.websocket import WebSocketListener
 
 log = structlog.get_logger()
 

@@ -3,7 +3,7 @@ need not import the node that composes them."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from cluster.api.entry import ApiEntry
 from cluster.meta.service import MetaService
@@ -12,8 +12,10 @@ from cluster.node.config import NodeConfig
 from gateway.router import Router
 from gateway.routes import RouteMesh
 from gateway.server import GatewayServer
-from gateway.transports.websocket import WebSocketListener
 from raft.driver import RaftHost
+
+if TYPE_CHECKING:  # the listener (and wsproto) is imported only by a node with a WebSocket port
+    from gateway.transports.websocket import WebSocketListener
 
 GLOBAL_ACCOUNT = "$G"
 

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import dataclasses
 import time
+from typing import TYPE_CHECKING
 
 import grpc
 import structlog
@@ -57,10 +58,13 @@ from gateway.limits import Limits
 from gateway.router import Router
 from gateway.routes import RouteMesh, add_route_servicer
 from gateway.server import GatewayServer
-from gateway.transports.websocket import WebSocketListener
+from gateway.transports.listen import EarlyListeners
 from raft.driver import RaftHost, RaftHostError
 from raft.transport import add_raft_servicer, grpc_channel_options, grpc_server_options
 from raft.types import NodeId, Role
+
+if TYPE_CHECKING:  # imported in start() by a node with a WebSocket port: wsproto is for those alone
+    from gateway.transports.websocket import WebSocketListener
 
 log = structlog.get_logger(__name__)
 
@@ -82,13 +86,17 @@ def _other_api_prefixes(config: NodeConfig) -> list[str]:
 
 
 class Node:
-    def __init__(self, config: NodeConfig, share: NodeShare | None = None) -> None:
+    def __init__(
+        self, config: NodeConfig, share: NodeShare | None = None, listeners: EarlyListeners | None = None
+    ) -> None:
         """`share`: when this process is one worker of a node, what it shares with the node's other workers
         (cluster/node/supervision/worker_share.py): the count max_connections holds for the whole node,
         what the node's replicas hold for its JetStream limits, and the node's merged monitoring, which
-        its `$SYS` answers give."""
+        its `$SYS` answers give. `listeners`: the client and WebSocket ports, if bound before the node's
+        imports (gateway/transports/listen.py)."""
         self.config = config
         self.share = share
+        self.listeners = listeners or EarlyListeners()
         self.metrics = NodeMetrics(config.name)
         # The API (and its prefixed forms) is answered where the client is connected: one hop to the
         # leader, on the same link as the client's reply interest (see Router.pass_on).
@@ -215,10 +223,12 @@ class Node:
         if not bound:
             raise OSError(f"cannot listen on {listen}")
         await self.grpc_server.start()
-        await self.server.start()
+        await self.server.start(self.listeners.take_client())
         if config.websocket is not None:
+            from gateway.transports.websocket import WebSocketListener
+
             self.websocket = WebSocketListener(self.server, config.websocket, config.host)
-            await self.websocket.start()
+            await self.websocket.start(self.listeners.take_websocket())
         for peer, address in sorted(config.peers.items()):
             channel = peer_channel(address, peer, grpc_channel_options(), config.cluster_tls)
             self.channels[peer] = channel

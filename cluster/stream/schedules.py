@@ -29,8 +29,6 @@ import zoneinfo
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from croniter import croniter
-
 from cluster.api.errors import ApiError, JSErrors
 from cluster.stream.config import StreamConfig
 from storage.msg_ttl import InvalidTTLError, parse_go_duration, parse_ttl, slice_header
@@ -138,6 +136,10 @@ def _cron_next(spec: str, zone: dt.tzinfo | None, after_ns: int) -> int | None:
     """The first time after `after_ns` matching a 6-field cron spec (seconds first), in `zone` (UTC)."""
     if len(spec.split()) != 6:
         return None
+    # imported at the first cron schedule, not at every node's start: croniter's import (with its check of
+    # the platform's word size, which runs `file` in a subprocess) was 60 ms of each start
+    from croniter import croniter
+
     start = dt.datetime.fromtimestamp(after_ns // SECOND_NS, zone or dt.UTC)
     try:
         nxt = croniter(spec, start, second_at_beginning=True).get_next(dt.datetime)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 from typing import Any, Protocol
 
 import h11
@@ -226,11 +227,11 @@ class _WebSocketConnection(asyncio.Protocol):
             elif isinstance(event, Ping):
                 tcp.write(ws.send(event.response()))
             elif isinstance(event, CloseConnection):
-                # the peer's close is answered; a frame wsproto could not read (unmasked, say) ends the
-                # connection without a close frame, as nats-server's does in practice
                 with contextlib.suppress(LocalProtocolError):
-                    if ws.state is ConnectionState.REMOTE_CLOSING:
+                    if ws.state is ConnectionState.REMOTE_CLOSING:  # the peer's close: answered
                         tcp.write(ws.send(event.response()))
+                    elif ws.state is ConnectionState.OPEN:  # a frame wsproto could not read: say why (1002)
+                        tcp.write(ws.send(CloseConnection(code=event.code, reason=event.reason)))
                 tcp.close()
                 return
 
@@ -241,19 +242,24 @@ class WebSocketListener:
     def __init__(self, server: ClientPort, settings: WebSocketSettings, default_host: str) -> None:
         self.server = server
         self.settings = settings
-        self._host = settings.host or default_host
+        self.host = settings.host or default_host
         self.port = settings.port
         self.connections: set[_WebSocketConnection] = set()
         self._listening: asyncio.Server | None = None
 
-    async def start(self) -> None:
+    async def start(self, listening: socket.socket | None = None) -> None:
+        """Serve on `listening` (bound already, gateway/transports/listen.py), or bind the port now."""
         ssl_context = server_context(self.settings.tls) if self.settings.tls is not None else None
+        where: dict[str, Any] = (
+            {"sock": listening}
+            if listening is not None
+            else {"host": self.host, "port": self.settings.port, "reuse_port": self.server.reuse_port or None}
+        )
         self._listening = await asyncio.get_running_loop().create_server(
-            lambda: _WebSocketConnection(self), self._host, self.settings.port, ssl=ssl_context,
-            reuse_address=True, reuse_port=self.server.reuse_port or None,
-        )  # fmt: skip
+            lambda: _WebSocketConnection(self), ssl=ssl_context, **where
+        )
         self.port = self._listening.sockets[0].getsockname()[1]
-        log.info("websocket_listening", host=self._host, port=self.port, tls=ssl_context is not None)
+        log.info("websocket_listening", host=self.host, port=self.port, tls=ssl_context is not None)
 
     async def stop_accepting(self) -> None:
         """Lame duck mode: no new WebSocket client; the connected ones stay."""

@@ -291,9 +291,9 @@ def _handshakes(port: int) -> dict[str, list[str]]:
     }
 
 
-async def _what_follows_an_unmasked_frame(port: int) -> list[bytes]:
-    """The frames (their first two bytes) a server sends after its INFO to a client whose frame is not
-    masked (RFC 6455 5.1: a server must fail that connection), until it closes the connection."""
+async def _close_codes_after_an_unmasked_frame(port: int) -> list[int]:
+    """The status of each close frame a server sends, after its INFO, to a client whose frame is not masked
+    (RFC 6455 5.1: a server must fail that connection), until it closes the connection."""
     reader, writer = await asyncio.open_connection(HOST, port)
     try:
         writer.write(("\r\n".join(_handshakes(port)["good"]) + "\r\n\r\n").encode())
@@ -305,21 +305,21 @@ async def _what_follows_an_unmasked_frame(port: int) -> list[bytes]:
         after = b""
         while chunk := await asyncio.wait_for(reader.read(65536), 10):
             after += chunk
-        return [after[:2]] if after else []
+        # a close frame: 0x88, its length (under 126 here), then the status in two bytes
+        return [int.from_bytes(after[2:4], "big")] if after.startswith(b"\x88") else []
     finally:
         writer.close()
 
 
 async def _handshake_answers(ws_port: int) -> dict[str, Any]:
     answers: dict[str, Any] = {name: await _answer_to(ws_port, lines) for name, lines in _handshakes(ws_port).items()}
-    answers["after an unmasked frame"] = await _what_follows_an_unmasked_frame(ws_port)
     return answers
 
 
 async def test_opening_handshakes_answered_as_nats_server_answers_them(tmp_path: Path) -> None:
     """Each check of the upgrade request (method, Upgrade, Connection, key, version) refuses with nats-server's
     status, headers and body; `compression: true` agrees to permessage-deflate on nats-server's terms; a frame
-    that breaks the protocol ends the connection."""
+    that breaks the protocol ends the connection with a close frame saying so (1002)."""
     ws_port = free_port_base(1)
     block = f"websocket {{ host: {HOST}, port: {ws_port}, no_tls: true, compression: true }}\n"
     reference, ours = tmp_path / "ref", tmp_path / "jetraft"
@@ -327,8 +327,10 @@ async def test_opening_handshakes_answered_as_nats_server_answers_them(tmp_path:
     ours.mkdir()
     async with nats_server_from_config(reference, block):
         theirs = await _handshake_answers(ws_port)
+        their_close = await _close_codes_after_an_unmasked_frame(ws_port)
     async with node_from_config(ours, block):
         mine = await _handshake_answers(ws_port)
+        my_close = await _close_codes_after_an_unmasked_frame(ws_port)
     assert theirs["good"][0] == theirs["any path"][0] == 101
     assert theirs["POST"][0] == 405 and theirs["no key"] == (
         400,
@@ -336,8 +338,10 @@ async def test_opening_handshakes_answered_as_nats_server_answers_them(tmp_path:
         b"Bad Request\n",
     )
     assert "permessage-deflate" in theirs["compression offered"][1]["sec-websocket-extensions"]
-    assert theirs["after an unmasked frame"] == []  # the connection closed, with no close frame
     assert mine == theirs
+    # nats-server queues a close frame with 1002 (protocol error) and closes the connection, and the frame
+    # does not always make it out before the close (seen both ways); jetraft sends it
+    assert their_close in ([], [1002]) and my_close == [1002]
 
 
 async def _websocket_session(port: int, *, compress: bool) -> list[Any]:
