@@ -92,9 +92,9 @@ def nats_server_alone(binary: Path, sync_always: bool) -> Iterator[RunningCluste
     with tempfile.TemporaryDirectory(prefix="create-nats-") as tmp:
         log = open(Path(tmp) / "server.log", "ab")  # noqa: SIM115 - the child owns it
         cmd = [str(binary), "-a", HOST, "-p", str(client_port), "-m", str(http_port), "-js", "-sd", tmp]
-        if sync_always:
+        if sync_always:  # the store directory stays -sd's: nats-server refuses it given twice
             config = Path(tmp) / "sync.conf"
-            config.write_text(f"jetstream {{ store_dir: '{tmp}', sync_interval: always }}\n")
+            config.write_text("jetstream { sync_interval: always }\n")
             cmd += ["-c", str(config)]
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
