@@ -63,7 +63,8 @@ class WebSocketTransport:
         return self._tcp.get_extra_info(name, default)
 
     def write(self, data: bytes) -> None:
-        if self._closing or not data:
+        # after a close frame either way, nothing more may be sent (wsproto refuses it): the connection ends
+        if self._closing or not data or self._ws.state is not ConnectionState.OPEN:
             return
         self._tcp.write(self._ws.send(BytesMessage(data=data)))
 

@@ -420,3 +420,26 @@ async def test_a_websocket_session_frame_by_frame_as_nats_server_has_it(tmp_path
     theirs, mine = results[False]
     assert theirs[0] == ("accepted", [])
     assert mine == theirs
+
+
+async def test_a_close_frame_behind_many_commands_ends_the_connection_cleanly(tmp_path: Path) -> None:
+    """A client's close frame arriving behind more commands than the node answers in one go: the answers
+    still due once the closing handshake is done are dropped, not written (wsproto refuses a message
+    after a close, and the node logged that refusal as an error for every such client)."""
+    ws_port = free_port_base(1)
+    async with node_from_config(tmp_path, f"websocket {{ host: {HOST}, port: {ws_port}, no_tls: true }}\n") as node:
+        for _ in range(3):
+            ws = WSConnection(ConnectionType.CLIENT)
+            reader, writer = await asyncio.open_connection(HOST, ws_port)
+            writer.write(ws.send(Request(host=f"{HOST}:{ws_port}", target="/")))
+            ws.receive_data(await asyncio.wait_for(reader.read(65536), 10))
+            assert any(isinstance(event, AcceptConnection) for event in ws.events())
+            commands = b"CONNECT {}\r\n" + b"PING\r\n" * 500
+            writer.write(ws.send(BytesMessage(data=commands)) + ws.send(CloseConnection(code=1000)))
+            while await asyncio.wait_for(reader.read(65536), 10):
+                pass  # until the node closes the connection
+            writer.close()
+        seen = await what_a_websocket_client_sees(f"ws://{HOST}:{ws_port}")  # the port serves on
+    assert seen["reply"] == b"SHOUT"
+    errors = [line for line in node.log_path.read_text().splitlines() if '"level": "error"' in line]
+    assert errors == []
