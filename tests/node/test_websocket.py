@@ -443,3 +443,38 @@ async def test_a_close_frame_behind_many_commands_ends_the_connection_cleanly(tm
     assert seen["reply"] == b"SHOUT"
     errors = [line for line in node.log_path.read_text().splitlines() if '"level": "error"' in line]
     assert errors == []
+
+
+async def _cli_over_websocket(cli: Path, url: str) -> list[tuple[int, bool]]:
+    """The nats CLI's client (nats.go, the reference client) over ws://: a stream made, a message stored, and
+    read back: each command's exit code, and whether the message came back."""
+    from tests.cli.natscli import run_cli
+
+    commands = [
+        ["stream", "add", "WSCLI", "--subjects", "wscli.>", "--defaults"],
+        ["pub", "wscli.a", "stored over websocket"],
+        ["stream", "get", "WSCLI", "1"],
+    ]
+    results = [await asyncio.to_thread(run_cli, cli, url, command) for command in commands]
+    return [(result.returncode, "stored over websocket" in result.output) for result in results]
+
+
+async def test_the_nats_cli_over_websocket_as_on_nats_server(tmp_path: Path) -> None:
+    """nats.go's WebSocket client, a second client beside nats-py's, makes, fills and reads a stream on both
+    servers."""
+    from tests.cli.natscli import find_cli
+
+    cli = find_cli()
+    if cli is None:
+        pytest.skip("nats CLI not built (make nats-cli needs Go)")
+    ws_port = free_port_base(1)
+    block = f"websocket {{ host: {HOST}, port: {ws_port}, no_tls: true }}\n"
+    reference, ours = tmp_path / "ref", tmp_path / "jetraft"
+    reference.mkdir()
+    ours.mkdir()
+    async with nats_server_from_config(reference, f"jetstream {{ store_dir: '{reference / 'js'}' }}\n{block}"):
+        theirs = await _cli_over_websocket(cli, f"ws://{HOST}:{ws_port}")
+    async with node_from_config(ours, block):
+        mine = await _cli_over_websocket(cli, f"ws://{HOST}:{ws_port}")
+    assert theirs == [(0, False), (0, False), (0, True)]
+    assert mine == theirs
