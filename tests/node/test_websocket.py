@@ -160,26 +160,15 @@ def test_a_websocket_block_without_a_port_serves_nothing(tmp_path: Path) -> None
 async def _upgrade(port: int, origin: str | None) -> tuple[int, dict[str, str], bytes]:
     """A browser's WebSocket upgrade request from a page of `origin`: the answer's status, the headers this
     test looks at, and its body."""
-    reader, writer = await asyncio.open_connection(HOST, port)
-    try:
-        key = base64.b64encode(os.urandom(16)).decode()
-        lines = [
-            "GET / HTTP/1.1", f"Host: {HOST}:{port}", "Upgrade: websocket", "Connection: Upgrade",
-            f"Sec-WebSocket-Key: {key}", "Sec-WebSocket-Version: 13",
-        ]  # fmt: skip
-        if origin is not None:
-            lines.append(f"Origin: {origin}")
-        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())
-        head = (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)).decode()
-        status_line, *header_lines = head.strip().split("\r\n")
-        headers = {name.lower(): value for name, _, value in (line.partition(": ") for line in header_lines)}
-        body = b""
-        if "content-length" in headers:
-            body = await asyncio.wait_for(reader.readexactly(int(headers["content-length"])), 10)
-        wanted = ("content-type", "sec-websocket-version", "x-content-type-options", "x-frame-options")
-        return int(status_line.split()[1]), {k: v for k, v in headers.items() if k in wanted}, body
-    finally:
-        writer.close()
+    key = base64.b64encode(os.urandom(16)).decode()
+    lines = [
+        "GET / HTTP/1.1", f"Host: {HOST}:{port}", "Upgrade: websocket", "Connection: Upgrade",
+        f"Sec-WebSocket-Key: {key}", "Sec-WebSocket-Version: 13",
+    ]  # fmt: skip
+    if origin is not None:
+        lines.append(f"Origin: {origin}")
+    wanted = ("content-type", "sec-websocket-version", "x-content-type-options", "x-frame-options")
+    return await _answer_to(port, lines, wanted)
 
 
 async def _seconds_until_an_idle_connection_closes(port: int, bound: float = 10.0) -> float:
@@ -246,9 +235,14 @@ async def test_origins_headers_and_handshake_timeout_as_nats_server_has_them(tmp
     assert mine == theirs
 
 
-async def _answer_to(port: int, request_lines: list[str]) -> tuple[int, dict[str, str], bytes]:
-    """The answer to one raw HTTP request on the WebSocket port: status, the headers that say what was
-    decided (Date and the like differ by nature), body."""
+ANSWER_HEADERS = ("content-type", "sec-websocket-version", "x-content-type-options", "sec-websocket-extensions")
+
+
+async def _answer_to(
+    port: int, request_lines: list[str], wanted: tuple[str, ...] = ANSWER_HEADERS
+) -> tuple[int, dict[str, str], bytes]:
+    """The answer to one raw HTTP request on the WebSocket port: status, the `wanted` headers (those that say
+    what was decided: Date and the like differ by nature), body."""
     reader, writer = await asyncio.open_connection(HOST, port)
     try:
         writer.write(("\r\n".join(request_lines) + "\r\n\r\n").encode())
@@ -258,7 +252,6 @@ async def _answer_to(port: int, request_lines: list[str]) -> tuple[int, dict[str
         body = b""
         if "content-length" in headers:
             body = await asyncio.wait_for(reader.readexactly(int(headers["content-length"])), 10)
-        wanted = ("content-type", "sec-websocket-version", "x-content-type-options", "sec-websocket-extensions")
         return int(status_line.split()[1]), {k: v for k, v in headers.items() if k in wanted}, body
     finally:
         writer.close()
