@@ -226,7 +226,9 @@ class _WebSocketConnection(asyncio.Protocol):
                 data = event.data.encode() if isinstance(event, TextMessage) else event.data
                 self._client.data_received(bytes(data))
             elif isinstance(event, Ping):
-                tcp.write(ws.send(event.response()))
+                # once the node sent its close frame (the client closed), no pong may follow it
+                if ws.state is ConnectionState.OPEN:
+                    tcp.write(ws.send(event.response()))
             elif isinstance(event, CloseConnection):
                 with contextlib.suppress(LocalProtocolError):
                     if ws.state is ConnectionState.REMOTE_CLOSING:  # the peer's close: answered

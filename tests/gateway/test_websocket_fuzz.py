@@ -58,6 +58,11 @@ class _Socket:
         pass
 
 
+# a message holding this makes the client close its connection at once, as a client connection does after
+# a protocol error (-ERR, then close)
+QUIT = b"QUIT"
+
+
 class _Client(asyncio.Protocol):
     """The NATS client a WebSocket becomes: the protocol bytes it is handed. It answers each read later,
     from the loop, as a client connection answers commands it has queued for its next slice."""
@@ -77,6 +82,8 @@ class _Client(asyncio.Protocol):
         transport = self.transport
         assert transport is not None
         asyncio.get_running_loop().call_soon(transport.write, b"+OK\r\n")
+        if QUIT in data:
+            transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
@@ -139,6 +146,7 @@ _client_events = st.lists(
         st.text(max_size=50).map(lambda text: TextMessage(data=text)),
         st.binary(max_size=100).map(lambda payload: Ping(payload=payload)),
         st.just(CloseConnection(code=1000)),
+        st.just(BytesMessage(data=QUIT)),
     ),
     max_size=6,
 )
@@ -158,8 +166,9 @@ def test_frames_of_any_kind_and_garbage_after_the_upgrade_never_raise(
     sock, port = _feed([UPGRADE, *_split(frames + garbage, cuts)], compression=compression)
     assert sock.written.startswith(b"HTTP/1.1 101 ")
     assert len(port.clients) == 1 and port.clients[0].lost
-    # every message sent before the client's close reached the NATS client, in order (garbage after them
-    # may end the connection, or rarely read as one more frame)
+    # every message up to the end of the connection (the client's close frame, or the message the NATS
+    # client closed on) reached the NATS client, in order (garbage after them may end the connection, or
+    # rarely read as one more frame)
     sent = b""
     for event in events:
         if isinstance(event, CloseConnection):
@@ -168,4 +177,16 @@ def test_frames_of_any_kind_and_garbage_after_the_upgrade_never_raise(
             sent += event.data
         elif isinstance(event, TextMessage):
             sent += event.data.encode()
+        if QUIT in sent:
+            break
     assert bytes(port.clients[0].received).startswith(sent)
+
+
+def test_a_ping_behind_a_message_that_ends_the_client_is_not_answered() -> None:
+    """The client closed on a message (the node's close frame went out), and a ping came in the same read:
+    no pong may follow a close frame, and answering it raised out of the connection."""
+    client = Connection(ConnectionType.CLIENT)
+    frames = client.send(BytesMessage(data=QUIT)) + client.send(Ping(payload=b"late"))
+    sock, port = _feed([UPGRADE, frames], compression=False)
+    assert port.clients[0].received == QUIT
+    assert sock.closed
