@@ -21,6 +21,7 @@ from gateway.connection import ClientConnection
 from gateway.limits import Limits, ServerStats, SharedConnectionCount
 from gateway.protocol import encode_info
 from gateway.router import Router
+from gateway.transports.listen import server_address
 from gateway.transports.tls import TlsSettings, server_context
 
 # The nats-server release whose client protocol and JetStream API we follow;
@@ -103,16 +104,11 @@ class GatewayServer:
                 handshake_first = context
             else:
                 self.tls_upgrade = context
-        where: dict[str, Any] = (
-            {"sock": listening}
-            if listening is not None
-            else {"host": self.host, "port": self.port, "reuse_port": self.reuse_port or None}
-        )
         self._server = await loop.create_server(
             self._new_connection,
             ssl=handshake_first,
             ssl_handshake_timeout=self.tls.timeout if handshake_first is not None and self.tls else None,
-            **where,
+            **server_address(listening, self.host, self.port, reuse_port=self.reuse_port),
         )
         self.port = self._server.sockets[0].getsockname()[1]
         self._rebuild_info()

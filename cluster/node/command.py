@@ -76,11 +76,12 @@ def bind_client_ports(config: NodeConfig) -> EarlyListeners:
     """The client and WebSocket ports, listening before the node's second of imports (see
     gateway/transports/listen.py). OSError when one is taken."""
     listeners = EarlyListeners()
+    shared = config.workers > 1  # the node's workers share its ports (as GatewayServer's reuse_port)
     try:
-        listeners.client = bind_listening_socket(config.host, config.client_port, reuse_port=config.workers > 1)
+        listeners.client = bind_listening_socket(config.host, config.client_port, reuse_port=shared)
         if config.websocket is not None:
-            ws_host = config.websocket.host or config.host
-            listeners.websocket = bind_listening_socket(ws_host, config.websocket.port, reuse_port=config.workers > 1)
+            ws_host = config.websocket.listen_host(config.host)
+            listeners.websocket = bind_listening_socket(ws_host, config.websocket.port, reuse_port=shared)
     except OSError:
         listeners.close()
         raise

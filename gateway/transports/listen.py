@@ -15,6 +15,7 @@ import contextlib
 import ipaddress
 import socket
 from dataclasses import dataclass
+from typing import Any
 
 # as asyncio's create_server listens
 LISTEN_BACKLOG = 100
@@ -47,6 +48,14 @@ def bind_listening_socket(host: str, port: int, *, reuse_port: bool) -> socket.s
         sock.close()
         raise
     return sock
+
+
+def server_address(listening: socket.socket | None, host: str, port: int, *, reuse_port: bool) -> dict[str, Any]:
+    """`loop.create_server`'s address arguments: the socket bound early, or the host and port to bind now
+    (SO_REUSEPORT when the port is shared by a node's workers)."""
+    if listening is not None:
+        return {"sock": listening}
+    return {"host": host, "port": port, "reuse_port": reuse_port or None}
 
 
 @dataclass(slots=True)

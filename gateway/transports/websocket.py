@@ -26,6 +26,7 @@ from wsproto.events import BytesMessage, CloseConnection, Message, Ping, TextMes
 from wsproto.extensions import PerMessageDeflate
 from wsproto.utilities import LocalProtocolError
 
+from gateway.transports.listen import server_address
 from gateway.transports.tls import server_context
 from gateway.transports.websocket_handshake import Refusal, answer_upgrade, http_error
 from gateway.transports.websocket_settings import WebSocketSettings
@@ -81,7 +82,8 @@ class WebSocketTransport:
         self._tcp.resume_reading()
 
     def close(self) -> None:
-        """Send what is queued and a close frame, then close the connection."""
+        """A close frame after what was written, then close the connection (what the socket still
+        buffers goes out first)."""
         if self._closing:
             return
         self._closing = True
@@ -245,7 +247,7 @@ class WebSocketListener:
     def __init__(self, server: ClientPort, settings: WebSocketSettings, default_host: str) -> None:
         self.server = server
         self.settings = settings
-        self.host = settings.host or default_host
+        self.host = settings.listen_host(default_host)
         self.port = settings.port
         self.connections: set[_WebSocketConnection] = set()
         self._listening: asyncio.Server | None = None
@@ -253,13 +255,10 @@ class WebSocketListener:
     async def start(self, listening: socket.socket | None = None) -> None:
         """Serve on `listening` (bound already, gateway/transports/listen.py), or bind the port now."""
         ssl_context = server_context(self.settings.tls) if self.settings.tls is not None else None
-        where: dict[str, Any] = (
-            {"sock": listening}
-            if listening is not None
-            else {"host": self.host, "port": self.settings.port, "reuse_port": self.server.reuse_port or None}
-        )
         self._listening = await asyncio.get_running_loop().create_server(
-            lambda: _WebSocketConnection(self), ssl=ssl_context, **where
+            lambda: _WebSocketConnection(self),
+            ssl=ssl_context,
+            **server_address(listening, self.host, self.settings.port, reuse_port=self.server.reuse_port),
         )
         self.port = self._listening.sockets[0].getsockname()[1]
         log.info("websocket_listening", host=self.host, port=self.port, tls=ssl_context is not None)

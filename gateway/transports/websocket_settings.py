@@ -32,6 +32,10 @@ class WebSocketSettings:
     # added to every upgrade's answer
     headers: tuple[tuple[str, str], ...] = ()
 
+    def listen_host(self, node_host: str) -> str:
+        """The address the port listens on: its own `host`, else the node's."""
+        return self.host or node_host
+
     def problem(self) -> str | None:
         """nats-server's refusal of these settings, or None."""
         if self.tls is None and not self.no_tls:
