@@ -88,47 +88,67 @@ def rate_and_p50(output: str) -> tuple[float, float | None]:
     return float(found.group(1).replace(",", "")), float(p50.group(1).replace(",", "")) if p50 else None
 
 
-def round_trip_p50(workload: str, p50: float | None) -> float | None:
-    """The median round trip of a request; a publisher's P50 is the time of a publish call, not reported."""
-    return p50 if workload == "request" else None
-
-
 def cpu_total(pid: int) -> float:
     user, system = cpu_seconds(pid)
     return user + system
 
 
-def measure(cli: Path, url: str, pid: int, workload: str, msgs: int, requests: int) -> tuple[float, float | None, float]:
-    """(messages a second, p50 in us or None, server CPU us per message) of one workload."""
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """The CLI's commands for one workload: `receiver` (started first, or None) and `sender`; the rate is
+    read from the receiver's output when `rate_from_receiver`, else from the sender's."""
+
+    receiver: list[str] | None
+    sender: list[str]
+    rate_from_receiver: bool
+    # the sender's P50 is a round trip (a request), not the time of a publish call
+    reports_p50: bool
+
+
+def workload_commands(name: str, msgs: int, requests: int) -> tuple[Workload, int]:
+    """The workload, and how many messages it moves."""
+    publish = ["bench", "pub", SUBJECT, "--msgs", str(msgs), "--no-progress"]
+    if name == "pub":
+        return Workload(None, publish, rate_from_receiver=False, reports_p50=False), msgs
+    if name == "pubsub":
+        subscribe = ["bench", "sub", SUBJECT, "--msgs", str(msgs), "--no-progress"]
+        return Workload(subscribe, publish, rate_from_receiver=True, reports_p50=False), msgs
+    service = f"{SUBJECT}.svc"
+    serve = ["bench", "service", "serve", service, "--msgs", str(requests), "--no-progress"]
+    request = ["bench", "service", "request", service, "--msgs", str(requests), "--no-progress"]
+    return Workload(serve, request, rate_from_receiver=False, reports_p50=True), requests
+
+
+def run_with_receiver(cli: Path, url: str, workload: Workload) -> tuple[str, str]:
+    """The sender's and the receiver's outputs, the receiver started first."""
+    assert workload.receiver is not None
+    with subprocess.Popen(
+        [str(cli), "--no-context", "-s", url, *workload.receiver],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,
+    ) as receiver:  # fmt: skip
+        time.sleep(0.5)  # the CLI says nothing when its subscription is in place: give it that long
+        sent = run_nats(cli, url, workload.sender)
+        if not workload.rate_from_receiver:
+            receiver.terminate()  # a service serves until stopped
+        try:
+            received, _ = receiver.communicate(timeout=RECEIVE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            receiver.kill()
+            raise RuntimeError(f"the receiver did not finish within {RECEIVE_TIMEOUT_S} s of the sender") from None
+    return sent, received
+
+
+def measure(cli: Path, url: str, pid: int, name: str, msgs: int, requests: int) -> tuple[float, float | None, float]:
+    """(messages a second, p50 of a round trip in us or None, server CPU us per message) of one workload."""
+    workload, count = workload_commands(name, msgs, requests)
     before = cpu_total(pid)
-    if workload == "pub":
-        count = msgs
-        rate, p50 = rate_and_p50(run_nats(cli, url, ["bench", "pub", SUBJECT, "--msgs", str(msgs), "--no-progress"]))
+    if workload.receiver is None:
+        sent, received = run_nats(cli, url, workload.sender), ""
     else:
-        count = msgs if workload == "pubsub" else requests
-        if workload == "pubsub":
-            background = ["bench", "sub", SUBJECT, "--msgs", str(msgs), "--no-progress"]
-            foreground = ["bench", "pub", SUBJECT, "--msgs", str(msgs), "--no-progress"]
-        else:
-            background = ["bench", "service", "serve", f"{SUBJECT}.svc", "--msgs", str(requests), "--no-progress"]
-            foreground = ["bench", "service", "request", f"{SUBJECT}.svc", "--msgs", str(requests), "--no-progress"]
-        with subprocess.Popen(
-            [str(cli), "--no-context", "-s", url, *background],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,
-        ) as receiver:  # fmt: skip
-            time.sleep(0.5)  # the CLI says nothing when its subscription is in place: give it that long
-            sent = run_nats(cli, url, foreground)
-            if workload == "request":
-                receiver.terminate()  # a service serves until stopped
-            try:
-                received, _ = receiver.communicate(timeout=RECEIVE_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                receiver.kill()
-                raise RuntimeError(f"the subscriber did not receive {msgs} messages within {RECEIVE_TIMEOUT_S} s") from None
-        # the subscriber's rate is the delivery rate; the requester's, the round trips
-        rate, p50 = rate_and_p50(received if workload == "pubsub" else sent)
+        sent, received = run_with_receiver(cli, url, workload)
     used = cpu_total(pid) - before
-    return rate, p50, used / count * 1e6
+    rate, p50 = rate_and_p50(received if workload.rate_from_receiver else sent)
+    return rate, p50 if workload.reports_p50 else None, used / count * 1e6
 
 
 def main() -> None:
@@ -148,7 +168,7 @@ def main() -> None:
                 for transport in TRANSPORTS:
                     for workload in ("pub", "pubsub", "request"):
                         rate, p50, cpu = measure(args.nats_cli, urls[transport], pid, workload, args.msgs, args.requests)
-                        rows.append(Row(server, transport, workload, rate, round_trip_p50(workload, p50), round(cpu, 2)))
+                        rows.append(Row(server, transport, workload, rate, p50, round(cpu, 2)))
     print("| transport | workload | nats-server msgs/s | jetraft msgs/s | jetraft/nats | p50 us nats / jetraft "
           "| server CPU us/msg nats / jetraft |")
     print("|---|---|---|---|---|---|---|")
