@@ -623,7 +623,7 @@ class Router:
         if reply_via is not None and reply:
             self._remember_reply_route(reply, reply_via)
         plan = self._plan(subject)
-        targets: Sequence[Subscription] = plan.local
+        chosen: list[Subscription] | None = None  # plan.local and one member per queue group, once there is one
         handed_on: dict[str, list[str]] | None = None
         for name in queues:
             group = plan.groups_by_name.get(name)
@@ -631,15 +631,16 @@ class Router:
                 continue
             members = [sub for sub in group.local if not sub.closed]
             if members:
-                if targets is plan.local:
-                    targets = list(targets)
-                targets.append(self.policy_for(name).choose_local(name, members))  # type: ignore[union-attr]
+                if chosen is None:
+                    chosen = list(plan.local)
+                chosen.append(self.policy_for(name).choose_local(name, members))
             elif not rerouted:
                 peer = self._other_member_node(group, from_peer)
                 if peer is not None:
                     if handed_on is None:
                         handed_on = {}
                     handed_on.setdefault(peer, []).append(name)
+        targets: Sequence[Subscription] = plan.local if chosen is None else chosen
         count = self._deliver(targets, deliver_as or subject, reply, headers, payload, None) if targets else 0
         if handed_on and self._links is not None:
             # the requester's reply interest is where the message came from, unless it said otherwise
