@@ -7,6 +7,9 @@ HTTP port answers 200, and stop the server with SIGKILL. This shim translates th
 /healthz says it is ready, and takes the node down with it (the node gets SIGKILL when the shim dies,
 through PR_SET_PDEATHSIG, since a SIGKILLed shim cannot pass anything on).
 
+A harness cluster (`--cluster_listen` with `--routes` naming every member) becomes a jetraft cluster of
+those members, each shim's node one of them (see cluster_args).
+
 A flag with no jetraft equivalent is not dropped silently: each one is reported as a `notice:` line on
 stderr and appended to $JETRAFT_SHIM_LOG when set (the runner prints them in its summary).
 """
@@ -60,6 +63,12 @@ class Translation:
     tls: dict[str, str] = field(default_factory=dict)
     # the config file handed to the node whole, if any: the --tls flags' block is added beside it
     config_file: str | None = None
+    # --cluster_listen's address and --routes (see cluster_args)
+    cluster_listen: str | None = None
+    routes: list[str] = field(default_factory=list)
+    node_name: str = NODE_NAME
+    cluster_port: int | None = None  # None: a free one
+    clustered: bool = False  # a member of a harness cluster (see cluster_args)
     notices: list[str] = field(default_factory=list)
 
 
@@ -110,18 +119,66 @@ def translate(argv: list[str]) -> Translation:
                 out.node_args += whole
         elif name in TLS_FLAGS:
             out.tls[TLS_FLAGS[name]] = value or "true"
+        elif name in ("cluster_listen", "cluster"):
+            out.cluster_listen = route_address(value or "")
+        elif name == "routes":
+            out.routes = [route_address(route) for route in (value or "").split(",") if route]
+        elif name == "cluster_name":
+            pass  # jetraft's members are the cluster; nothing to name it by on the command line
         else:
             shown = f"-{name}" + (f" {value}" if value is not None else "") if name else repr(value)
             out.notices.append(f"{shown}: no jetraft equivalent, not applied")
     if out.tls and "tls" not in out.tls:
         out.notices.append("--tlscert/--tlskey without --tls: not applied (nats-server serves plain then too)")
         out.tls.clear()
+    out.node_args += cluster_args(out)
     if not out.jetstream:
         out.notices.append(
             "no -js: jetraft always runs JetStream, where this nats-server would answer JetStream "
             "API requests with no responders"
         )
     return out
+
+
+def route_address(url: str) -> str:
+    """`nats://127.0.0.1:6223` (or `nats-route://...`) -> `127.0.0.1:6223`."""
+    return url.split("://", 1)[-1].rstrip("/")
+
+
+def member_name(address: str) -> str:
+    """The node name a cluster member gets from its cluster address: every shim of one harness cluster
+    derives the same names from the same --routes."""
+    return "r" + address.rsplit(":", 1)[-1]
+
+
+def cluster_args(plan: Translation) -> list[str]:
+    """A harness cluster (`--cluster_listen` and `--routes`) as jetraft members named up front.
+
+    nats-py's ClusteringTestCase gives every server the whole list of routes, its own among them, and starts
+    them one at a time: each shim can name every member, so its node is one of a fixed cluster of them, and
+    serves its clients alone until the others come up, then tells them the others' client URLs (INFO
+    connect_urls). A list that leaves the server itself out is a seed to learn the rest from by gossip
+    (ClusteringDiscoveryAuthTestCase: every server routes to the first only), which jetraft does not do: such
+    a node runs alone, and the notice says so."""
+    if plan.cluster_listen is None:
+        if plan.routes:
+            plan.notices.append("--routes without --cluster_listen: not applied")
+        return []
+    if plan.cluster_listen not in plan.routes:
+        if plan.routes:
+            plan.notices.append(
+                "--routes naming seeds (not every member): jetraft names its members up front and finds "
+                "no others by gossip; the node runs alone"
+            )
+        return []
+    plan.node_name = member_name(plan.cluster_listen)
+    plan.cluster_port = int(plan.cluster_listen.rsplit(":", 1)[-1])
+    plan.clustered = True
+    args: list[str] = []
+    for address in plan.routes:
+        if address != plan.cluster_listen:
+            args += ["--peer", f"{member_name(address)}={address}"]
+    return args
 
 
 def config_args(plan: Translation, directory: str) -> list[str]:
@@ -271,8 +328,9 @@ def main(argv: list[str]) -> int:
     conf_dir = tempfile.mkdtemp(prefix="jetraft-shim-conf-", dir=os.environ.get("JETRAFT_SHIM_SCRATCH")) if plan.tls else ""
     plan.node_args += config_args(plan, conf_dir)
     cmd = [
-        sys.executable, "-m", "cluster.node.command", "--name", NODE_NAME, "--host", plan.host,
-        "--port", str(plan.client_port), "--cluster-port", str(free_port()), "--http-port", str(node_http),
+        sys.executable, "-m", "cluster.node.command", "--name", plan.node_name, "--host", plan.host,
+        "--port", str(plan.client_port), "--cluster-port", str(plan.cluster_port or free_port()),
+        "--http-port", str(node_http),
         "--data-dir", plan.data_dir or scratch or "", "--log-format", "console", *plan.node_args,
     ]  # fmt: skip
     wait_port_free(plan.host, plan.client_port, time.monotonic() + PORT_FREE_TIMEOUT)
@@ -290,8 +348,12 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, stop)
     # lame duck mode (the harness's send_signal(SIGUSR2)): the node's own, which ends in its exit
     signal.signal(signal.SIGUSR2, lambda _signum, _frame: node.send_signal(signal.SIGUSR2))
-    if not wait_healthy(node, f"http://127.0.0.1:{node_http}/healthz", time.monotonic() + READY_TIMEOUT):
-        print("nats-server shim: the jetraft node did not become healthy", file=sys.stderr)
+    # A member started before the others has no meta leader, so its /healthz says 503 until they come, as a
+    # nats-server JetStream cluster's does; it serves its clients already, which is what the harness awaits
+    # (and what nats-server's js-enabled-only health check, the NATS Helm chart's probe, asks).
+    health = f"http://127.0.0.1:{node_http}/healthz" + ("?js-enabled-only=true" if plan.clustered else "")
+    if not wait_healthy(node, health, time.monotonic() + READY_TIMEOUT):
+        print("nats-server shim: the jetraft node did not become ready", file=sys.stderr)
         node.kill()
         return node.wait() or 1
     # Only now bind the harness's HTTP port: it retries a refused connection, but spins on a non-200.
