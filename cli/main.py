@@ -38,10 +38,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     module_name, _, extra = SUBCOMMANDS[name]
     if name == "node":
-        # before the node's imports (about a second): a SIGUSR2 then would kill it (cluster/node/process_setup.py)
-        from cluster.node.process_setup import hold_lame_duck_requests
+        # before the node's imports (about a second): a SIGUSR2 then would kill it, and structlog would
+        # import rich (cluster/node/process_setup.py)
+        from cluster.node.process_setup import prepare_node_process
 
-        hold_lame_duck_requests()
+        prepare_node_process()
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:

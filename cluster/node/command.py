@@ -9,11 +9,12 @@ With `--workers N` (N > 1) this process is the node's supervisor
 from __future__ import annotations
 
 # Run as `python -m cluster.node.command` (workers are): first of all, before about a second of imports, hold
-# SIGUSR2, which would kill the node now (cluster/node/process_setup.py). `jetraft node` holds it in cli.main.
+# SIGUSR2, which would kill the node now, and keep rich out (cluster/node/process_setup.py). `jetraft node`
+# does both in cli.main.
 if __name__ == "__main__":
-    from cluster.node.process_setup import hold_lame_duck_requests
+    from cluster.node.process_setup import prepare_node_process
 
-    hold_lame_duck_requests()
+    prepare_node_process()
 
 import argparse
 import asyncio
