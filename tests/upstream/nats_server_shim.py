@@ -123,8 +123,6 @@ def translate(argv: list[str]) -> Translation:
             out.cluster_listen = route_address(value or "")
         elif name == "routes":
             out.routes = [route_address(route) for route in (value or "").split(",") if route]
-        elif name == "cluster_name":
-            pass  # jetraft's members are the cluster; nothing to name it by on the command line
         else:
             shown = f"-{name}" + (f" {value}" if value is not None else "") if name else repr(value)
             out.notices.append(f"{shown}: no jetraft equivalent, not applied")
