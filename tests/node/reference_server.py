@@ -49,13 +49,20 @@ async def nats_server_from_config(tmp_path: Path, body: str, timeout: float = 30
             break
         yield port
     finally:
+        await stop_servers([proc])
+
+
+async def stop_servers(procs: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM to each server still running, then wait for them all (SIGKILL after 10 s)."""
+    for proc in procs:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.to_thread(proc.wait, 10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                await asyncio.to_thread(proc.wait, 10)
+    for proc in procs:
+        try:
+            await asyncio.to_thread(proc.wait, 10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            await asyncio.to_thread(proc.wait, 10)
 
 
 async def on_both_with_jetstream(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ import pytest
 
 from local.cluster import LocalCluster, plan_free_nodes
 from local.ports import HOST, free_port_base
-from tests.node.reference_server import NATS_SERVER
+from tests.node.reference_server import NATS_SERVER, stop_servers
 
 pytestmark = pytest.mark.asyncio
 
@@ -110,13 +109,7 @@ async def _nats_servers(tmp_path: Path) -> AsyncIterator[tuple[list[int], Callab
     try:
         yield client_ports, start
     finally:
-        for proc in procs:
-            proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            try:
-                await asyncio.to_thread(proc.wait, 10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        await stop_servers(procs)
 
 
 @contextlib.asynccontextmanager

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import signal
 import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -22,7 +21,7 @@ from nats.aio.msg import Msg
 from cluster.runtime.workers import node_of
 from local.cluster import LocalCluster, NodeSpec, plan_free_nodes
 from local.ports import HOST, free_port_base
-from tests.node.reference_server import NATS_SERVER
+from tests.node.reference_server import NATS_SERVER, stop_servers
 
 FILE_LIMITS = {"n1": 1000, "n2": 10000, "n3": 10000}
 
@@ -121,15 +120,7 @@ async def _nats_servers(tmp_path: Path) -> AsyncIterator[str]:
         await _until_placed(url, procs)
         yield url
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            try:
-                await asyncio.to_thread(proc.wait, 10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                await asyncio.to_thread(proc.wait, 10)
+        await stop_servers(procs)
 
 
 async def _until_placed(url: str, procs: list[subprocess.Popen[bytes]], within: float = 60.0) -> None:
