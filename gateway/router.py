@@ -623,7 +623,8 @@ class Router:
         if reply_via is not None and reply:
             self._remember_reply_route(reply, reply_via)
         plan = self._plan(subject)
-        chosen: list[Subscription] | None = None  # plan.local and one member per queue group, once there is one
+        # plan.local and one member of each queue group, made once there is a group to add
+        chosen: list[Subscription] | None = None
         handed_on: dict[str, list[str]] | None = None
         for name in queues:
             group = plan.groups_by_name.get(name)

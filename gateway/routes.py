@@ -548,8 +548,8 @@ class _PeerLink:
         loop = asyncio.get_running_loop()
         session = secrets.token_hex(8)
         # wait_for_ready: to a peer not listening yet (starting, restarting, cut off) the call waits for the
-        # channel to connect (its own backoff is at most a quarter second, raft/transport.py) instead of failing at once and leaving
-        # this link asleep for its own, longer backoff after the peer is back
+        # channel to connect (its own backoff is at most a quarter second, raft/transport.py) instead of
+        # failing at once and leaving this link asleep for its own, longer backoff after the peer is back
         call = self.stub.Connect(metadata=self.call_metadata, wait_for_ready=True)
         try:
             snapshot = [_interest_pb(s, q, c) for s, q, c in mesh.router.local_interest()]
