@@ -67,9 +67,13 @@ class Translation:
     cluster_listen: str | None = None
     routes: list[str] = field(default_factory=list)
     node_name: str = NODE_NAME
-    cluster_port: int | None = None  # None: a free one
-    clustered: bool = False  # a member of a harness cluster (see cluster_args)
+    cluster_port: int | None = None  # set for a member of a harness cluster (see cluster_args); else a free one
     notices: list[str] = field(default_factory=list)
+
+    @property
+    def clustered(self) -> bool:
+        """A member of a harness cluster (see cluster_args)."""
+        return self.cluster_port is not None
 
 
 def split_flags(argv: list[str]) -> list[tuple[str, str | None]]:
@@ -171,7 +175,6 @@ def cluster_args(plan: Translation) -> list[str]:
         return []
     plan.node_name = member_name(plan.cluster_listen)
     plan.cluster_port = int(plan.cluster_listen.rsplit(":", 1)[-1])
-    plan.clustered = True
     args: list[str] = []
     for address in plan.routes:
         if address != plan.cluster_listen:
