@@ -4,7 +4,7 @@ The meta, stream and consumer leaders each serve their own internal subjects, an
 a request to whichever peer its view of the interest names. When that leader steps down while the
 request is on the route, the request lands on a node where nobody takes it any more, and its
 client would wait its whole timeout. The landing node hands it on instead: once somebody serves
-the subject again (the next leader, usually within an election), bounded by LEADER_WAIT, and only
+the subject again (the next leader, usually within an election), bounded by HAND_ON_WAIT, and only
 once (the router refuses to hand on a request already handed on).
 
 The same gap on the sending side: a request forwarded to a leader whose node dies (or is cut off) in
@@ -32,6 +32,14 @@ from cluster.runtime.leader_wait import wait_for_interest
 from gateway.router import Message
 
 log = structlog.get_logger(__name__)
+
+# How long a request handed on waits for the next leader. Longer than the API entry's LEADER_WAIT,
+# after which the entry answers 503: here nobody would answer, the client only times out, so giving up
+# early gains nothing. A leader whose node died is replaced after an election timeout (1-2 s, more on
+# a loaded machine, twice that if the first vote splits), then its interest has to reach this node.
+# 10 s outlasts the JetStream timeout clients use by default (5 s in nats-py, nats.js and the CLI);
+# the wait holds one task and the request's bytes.
+HAND_ON_WAIT = 10.0
 
 LEADER_SUBJECT_PREFIXES = (META_PREFIX, STREAM_PREFIX, META_CONSUMER_PREFIX, CONSUMER_PREFIX)
 
@@ -63,11 +71,11 @@ def hand_on_requests_in_flight(ctx: NodeContext) -> None:
     """Register with the router: forwarded leader requests nobody here serves go to the next leader."""
 
     def unserved(msg: Message, reply_via: str | None) -> None:
-        ctx.spawn(_when_served(ctx, msg, reply_via), "api-hand-on")
+        ctx.spawn(hand_on_when_served(ctx, msg, reply_via), "api-hand-on")
 
     def lost_in_transit(msg: Message, reply_via: str | None) -> None:
         if safe_to_ask_twice(msg.subject):
-            ctx.spawn(_when_served(ctx, msg, reply_via), "api-hand-on-lost")
+            ctx.spawn(hand_on_when_served(ctx, msg, reply_via), "api-hand-on-lost")
         else:
             log.info("leader_request_lost_in_transit", subject=msg.subject)
 
@@ -76,9 +84,10 @@ def hand_on_requests_in_flight(ctx: NodeContext) -> None:
         ctx.router.on_lost_in_transit(prefix, lost_in_transit)
 
 
-async def _when_served(ctx: NodeContext, msg: Message, reply_via: str | None) -> None:
+async def hand_on_when_served(ctx: NodeContext, msg: Message, reply_via: str | None) -> None:
+    """Send `msg` on (once) as soon as somebody serves its subject, within HAND_ON_WAIT."""
     router = ctx.router
-    if await wait_for_interest(router, msg.subject) and router.publish(
+    if await wait_for_interest(router, msg.subject, HAND_ON_WAIT) and router.publish(
         msg.subject, msg.payload, msg.reply, msg.headers, reply_via=reply_via, rerouted=True
     ):
         return

@@ -3,7 +3,14 @@ the peer may have read the request before it died, so only a request that merely
 
 from __future__ import annotations
 
-from cluster.api.handoff import safe_to_ask_twice
+import asyncio
+from types import SimpleNamespace
+from typing import cast
+
+from cluster.api.handoff import hand_on_when_served, safe_to_ask_twice
+from cluster.runtime.context import NodeContext
+from cluster.runtime.leader_wait import LEADER_WAIT
+from gateway.router import Message, Router
 
 
 def test_only_reads_are_asked_twice() -> None:
@@ -42,3 +49,21 @@ def test_only_reads_are_asked_twice() -> None:
     ]
     assert [s for s in reads if not safe_to_ask_twice(s)] == []
     assert [s for s in writes if safe_to_ask_twice(s)] == []
+
+
+async def test_a_request_handed_on_outwaits_a_slow_election() -> None:
+    """A read lost with a dead meta leader's link waits for the next leader longer than the API entry
+    waits before its 503: an election on a loaded machine can take longer than that, and giving up
+    here leaves the client to its timeout."""
+    router = Router()
+    received: list[Message] = []
+
+    async def elect_late() -> None:
+        await asyncio.sleep(LEADER_WAIT + 0.3)
+        router.subscribe("$JSR.M.INFO.*", received.append)
+
+    election = asyncio.create_task(elect_late())
+    ctx = cast(NodeContext, SimpleNamespace(router=router))
+    await hand_on_when_served(ctx, Message("$JSR.M.INFO.S", "_INBOX.r", None, b""), None)
+    await election
+    assert [(m.subject, m.reply) for m in received] == [("$JSR.M.INFO.S", "_INBOX.r")]
