@@ -30,6 +30,7 @@ TERMINATED_TYPE = "io.nats.jetstream.advisory.v1.terminated"
 NAK_TYPE = "io.nats.jetstream.advisory.v1.nak"
 MAX_DELIVER_TYPE = "io.nats.jetstream.advisory.v1.max_deliver"
 PAUSE_TYPE = "io.nats.jetstream.advisory.v1.consumer_pause"
+GROUP_UNPINNED_TYPE = "io.nats.jetstream.advisory.v1.consumer_group_unpinned"
 BATCH_ABANDONED_TYPE = "io.nats.jetstream.advisory.v1.stream_batch_abandoned"
 STREAM_LEADER_ELECTED_TYPE = "io.nats.jetstream.advisory.v1.stream_leader_elected"
 CONSUMER_LEADER_ELECTED_TYPE = "io.nats.jetstream.advisory.v1.consumer_leader_elected"
@@ -45,6 +46,7 @@ class ConsumerEvent(enum.StrEnum):
     MSG_NAKED = "MSG_NAKED"
     MAX_DELIVERIES = "MAX_DELIVERIES"
     PAUSE = "PAUSE"
+    UNPINNED = "UNPINNED"
 
 
 class StreamEvent(enum.StrEnum):
@@ -143,6 +145,25 @@ def consumer_pause(
     body["pause_until"] = format_optional_ts(pause_until_ns or 0)
     if domain:
         body["domain"] = domain
+    return jsjson.dumps(body)
+
+
+def consumer_group_unpinned(
+    account: str, stream: str, consumer: str, group: str, reason: str, event_id: str, now_ns: int, domain: str = ""
+) -> bytes:
+    """CONSUMER.UNPINNED: a priority group's pin was released, by an UNPIN request (`admin`)."""
+    body: dict[str, Any] = {
+        "type": GROUP_UNPINNED_TYPE,
+        "id": event_id,
+        "timestamp": format_rfc3339_nano(now_ns),
+        "account": account,
+        "stream": stream,
+        "consumer": consumer,
+    }
+    if domain:
+        body["domain"] = domain
+    body["group"] = group
+    body["reason"] = reason
     return jsjson.dumps(body)
 
 

@@ -249,6 +249,17 @@ class JSErrors:
         400, 10137, "consumer with multiple subject filters cannot use subject based API"
     )
     CONSUMER_INVALID_PRIORITY_GROUP = ErrorSpec(400, 10160, "Provided priority group does not exist for this consumer")
+    CONSUMER_PRIORITY_POLICY_WITHOUT_GROUP = ErrorSpec(
+        400, 10159, "Setting PriorityPolicy requires at least one PriorityGroup to be set"
+    )
+    CONSUMER_EMPTY_GROUP_NAME = ErrorSpec(400, 10161, "Group name cannot be an empty string")
+    CONSUMER_PUSH_WITH_PRIORITY_GROUP = ErrorSpec(400, 10178, "priority groups can not be used with push consumers")
+    CONSUMER_PRIORITY_GROUP_WITH_POLICY_NONE = ErrorSpec(
+        400, 10196, "consumer can not have priority groups when policy is none"
+    )
+    CONSUMER_PINNED_TTL_WITHOUT_PRIORITY_POLICY_NONE = ErrorSpec(
+        400, 10197, "PinnedTTL cannot be set when PriorityPolicy is none"
+    )
     CONSUMER_INVALID_GROUP_NAME = ErrorSpec(
         400, 10162, "Valid priority group name must match A-Z, a-z, 0-9, -_/=)+ and may not exceed 16 characters"
     )

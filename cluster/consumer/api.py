@@ -15,7 +15,7 @@ from cluster.api import jsjson
 from cluster.consumer.config import ConsumerConfig
 from cluster.consumer.state import ConsumerState
 from gateway.headers import encode_headers
-from storage.nats_time import format_rfc3339_nano
+from storage.nats_time import ZERO_TIME, format_rfc3339_nano
 
 API_TYPE = "io.nats.jetstream.api.v1."
 CREATE_TYPE = API_TYPE + "consumer_create_response"
@@ -81,6 +81,9 @@ def consumer_info(view: ConsumerView, now_ns: int, server_version: str = SERVER_
         out["paused"] = True
         out["pause_remaining"] = view.pause_remaining_ns
     out["ts"] = format_rfc3339_nano(now_ns)
+    if view.config.priority_groups:
+        # nats-server shows the first group's state only, and Go's zero time for a pin never made
+        out["priority_groups"] = [{"group": view.config.priority_groups[0], "pinned_ts": ZERO_TIME}]
     return out
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,22 @@ from storage.nats_time import ZERO_TIME, format_optional_ts, parse_request_time,
 
 # Go's zero time: a config may name it as its `pause_until` (kept and printed, pausing nothing)
 ZERO_TIME_NS = parse_rfc3339_nano(ZERO_TIME)
+
+
+_GROUP_NAME = re.compile(r"[a-zA-Z0-9/_=-]{1,16}")
+
+
+def is_valid_group_name(group: str) -> bool:
+    """A priority group's name as nats-server allows it (10162 otherwise)."""
+    return _GROUP_NAME.fullmatch(group) is not None
+
+
+# ADR-42's priority policies, as the config spells them
+PRIORITY_NONE = "none"
+PRIORITY_OVERFLOW = "overflow"
+PRIORITY_PINNED_CLIENT = "pinned_client"
+PRIORITY_PRIORITIZED = "prioritized"
+PRIORITY_POLICIES = (PRIORITY_OVERFLOW, PRIORITY_PINNED_CLIENT, PRIORITY_PRIORITIZED)
 
 
 class DeliverPolicy(enum.StrEnum):
@@ -231,6 +248,17 @@ def _go_unmarshal_error(raw: Any) -> jsjson.RequestJSONError:
     return jsjson.RequestJSONError(f"can not unmarshal {json.dumps(json.dumps(raw))}")
 
 
+def _priority_policy(obj: dict[str, Any]) -> str:
+    """ADR-42's `priority_policy`; "" for none (nats-server leaves none out of the config it shows)."""
+    raw = obj.get("priority_policy")
+    if raw is None or raw == PRIORITY_NONE:
+        return ""
+    if raw not in PRIORITY_POLICIES:
+        # nats-server's PriorityPolicy decoder names the raw JSON token
+        raise jsjson.RequestJSONError(f"unknown priority policy: {json.dumps(raw)}")
+    return str(raw)
+
+
 def _enum(obj: dict[str, Any], key: str, kind: type[enum.StrEnum], default: enum.StrEnum) -> Any:
     raw = obj.get(key)
     if raw is None:
@@ -318,7 +346,7 @@ def _from_json(obj: dict[str, Any]) -> ConsumerConfig:
         metadata=g.get_str_map(obj, "metadata") or {},
         pause_until_ns=_pause_until(obj),
         priority_groups=tuple(g.get_str_list(obj, "priority_groups")),
-        priority_policy=g.get_str(obj, "priority_policy"),
+        priority_policy=_priority_policy(obj),
         priority_timeout=g.get_int(obj, "priority_timeout"),
         sourcing=g.get_bool(obj, "sourcing"),
     )
@@ -360,6 +388,11 @@ def parse_create_request(payload: bytes | bytearray | memoryview | str) -> Creat
 
 
 __all__ = [
+    "PRIORITY_NONE",
+    "PRIORITY_OVERFLOW",
+    "PRIORITY_PINNED_CLIENT",
+    "PRIORITY_POLICIES",
+    "PRIORITY_PRIORITIZED",
     "REQUIRED_LEVEL_KEY",
     "ZERO_TIME_NS",
     "AckPolicy",
@@ -370,6 +403,7 @@ __all__ = [
     "ReplayPolicy",
     "consumer_config_from_bytes",
     "consumer_config_from_json",
+    "is_valid_group_name",
     "parse_create_request",
     "parse_pause_until",
 ]

@@ -8,8 +8,8 @@ the server, as NOTES.md asks:
 - `max_deliver` 0 or negative is not an error: it becomes -1 (unlimited);
 - a filter outside the stream's subjects is accepted (it matches nothing yet).
 
-Features jetraft does not implement (priority groups and policies, direct and
-sourcing consumers, pedantic mode) are refused with a clear error instead of
+Features jetraft does not implement (the `pinned_client` priority policy, direct
+and sourcing consumers, pedantic mode) are refused with a clear error instead of
 being accepted and ignored. All functions are pure.
 """
 
@@ -21,12 +21,14 @@ from dataclasses import dataclass
 
 from cluster.api.errors import ApiError, JSErrors
 from cluster.consumer.config import (
+    PRIORITY_PINNED_CLIENT,
     ZERO_TIME_NS,
     AckPolicy,
     ConsumerConfig,
     CreateAction,
     CreateConsumerRequest,
     DeliverPolicy,
+    is_valid_group_name,
 )
 from cluster.runtime.server_limits import NO_SERVER_LIMITS, ServerJetStreamLimits
 from cluster.stream.config import DYNAMIC_METADATA_KEYS, REQUIRED_LEVEL_KEY, Retention, StreamConfig
@@ -162,8 +164,10 @@ def _check_sampling(sample_freq: str) -> None:
 
 def required_api_level(cfg: ConsumerConfig) -> int:
     """The JetStream API level a server needs to honour `cfg` (nats-server's `_nats.req.level`):
-    1 for a pause (added in 2.11; Go's zero time is none), else 0."""
-    return 1 if cfg.pause_until_ns is not None and cfg.pause_until_ns != ZERO_TIME_NS else 0
+    1 for a pause (added in 2.11; Go's zero time is none) or priority groups (2.11), else 0."""
+    if cfg.pause_until_ns is not None and cfg.pause_until_ns != ZERO_TIME_NS:
+        return 1
+    return 1 if cfg.priority_policy or cfg.priority_timeout or cfg.priority_groups else 0
 
 
 def static_metadata(cfg: ConsumerConfig) -> dict[str, str]:
@@ -197,12 +201,8 @@ def normalize_consumer_config(
         raise _invalid("consumer name can not contain '.', '*', '>', '\\', '/'")
     if len(name) > MAX_NAME_LEN:
         raise JSErrors.CONSUMER_NAME_TOO_LONG(max=MAX_NAME_LEN)
-    if cfg.priority_groups:
-        raise JSErrors.CONSUMER_CREATE(err="consumer priority groups are not supported by jetraft")
     if cfg.direct:
         raise JSErrors.CONSUMER_CREATE(err="direct consumers are not supported by jetraft")
-    if cfg.priority_policy not in ("", "none") or cfg.priority_timeout:
-        raise JSErrors.CONSUMER_CREATE(err="consumer priority policies are not supported by jetraft")
     if cfg.sourcing:
         raise JSErrors.CONSUMER_CREATE(err="sourcing consumers are not supported by jetraft")
 
@@ -252,6 +252,7 @@ def normalize_consumer_config(
         max_expires=max_expires,
         max_batch=_max_batch(cfg, server_limits.max_request_batch),
         max_bytes=max(cfg.max_bytes, 0),
+        priority_timeout=max(cfg.priority_timeout, 0),
         metadata=static_metadata(cfg),
     )
 
@@ -283,9 +284,32 @@ def normalize_consumer_config(
         raise JSErrors.REPLICAS_COUNT_CANNOT_BE_NEGATIVE()
     if cfg.num_replicas > replicas:
         raise JSErrors.CONSUMER_REPLICAS_EXCEEDS_STREAM()
+    _check_priority(cfg)
     if stream.retention is Retention.WORKQUEUE:
         _check_workqueue(cfg, (others or {}).values())
     return cfg
+
+
+def _check_priority(cfg: ConsumerConfig) -> None:
+    """ADR-42's priority groups, as nats-server's checkConsumerCfg checks them. The `pinned_client`
+    policy passes those checks and is then refused: jetraft does not pin clients."""
+    if cfg.priority_policy:
+        if cfg.is_push:
+            raise JSErrors.CONSUMER_PUSH_WITH_PRIORITY_GROUP()
+        if not cfg.priority_groups:
+            raise JSErrors.CONSUMER_PRIORITY_POLICY_WITHOUT_GROUP()
+        for group in cfg.priority_groups:
+            if not group:
+                raise JSErrors.CONSUMER_EMPTY_GROUP_NAME()
+            if not is_valid_group_name(group):
+                raise JSErrors.CONSUMER_INVALID_GROUP_NAME()
+        if cfg.priority_policy == PRIORITY_PINNED_CLIENT:
+            raise JSErrors.CONSUMER_CREATE(err="the pinned_client priority policy is not supported by jetraft")
+    else:
+        if cfg.priority_groups:
+            raise JSErrors.CONSUMER_PRIORITY_GROUP_WITH_POLICY_NONE()
+        if cfg.priority_timeout > 0:
+            raise JSErrors.CONSUMER_PINNED_TTL_WITHOUT_PRIORITY_POLICY_NONE()
 
 
 def _max_batch(cfg: ConsumerConfig, server_max_request_batch: int) -> int:

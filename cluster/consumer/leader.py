@@ -63,7 +63,13 @@ from cluster.consumer.api import (
     stepdown_response,
 )
 from cluster.consumer.assignment import ConsumerAssignment
-from cluster.consumer.config import AckPolicy, ConsumerConfig, ReplayPolicy
+from cluster.consumer.config import (
+    PRIORITY_OVERFLOW,
+    PRIORITY_PRIORITIZED,
+    AckPolicy,
+    ConsumerConfig,
+    ReplayPolicy,
+)
 from cluster.consumer.delivery import (
     OutgoingMsg,
     StopReason,
@@ -79,11 +85,13 @@ from cluster.consumer.pull import (
     PullRequest,
     PullRequestError,
     WaitingQueue,
+    WaitingRequest,
     batch_completed,
     check_pull_request,
     max_bytes_exceeded,
     no_wait_answer,
     parse_pull_request,
+    push_based,
 )
 from cluster.consumer.reset import parse_reset_seq, reset_response, reset_seq
 from cluster.consumer.state import ConsumerState
@@ -401,7 +409,10 @@ class ConsumerLeader:
             # nothing is delivered: as at the end of the stream, no_wait requests are answered
             self._publish_frames(self.queue.out_of_messages())
             return
-        while (waiting := self.queue.peek()) is not None:
+        cfg = self.replica.config
+        overflow = cfg.priority_policy == PRIORITY_OVERFLOW
+        prioritized = cfg.priority_policy == PRIORITY_PRIORITIZED
+        while (waiting := self._next_waiting(overflow)) is not None:
             if not self._has_interest(waiting.reply):
                 self.queue.remove(waiting)  # nobody would receive what it is sent
                 continue
@@ -421,12 +432,22 @@ class ConsumerLeader:
                 return
             for msg in plan.messages:
                 publish(waiting.reply, msg.payload, msg.reply, msg.headers, deliver_as=msg.subject)
-            if self.queue.served(waiting, len(plan.messages), plan.bytes_used, now):
+            if self.queue.served(waiting, len(plan.messages), plan.bytes_used, now, prioritized):
                 if waiting.completed_with_bytes_left:
                     publish(waiting.reply, b"", None, batch_completed(waiting.bytes_left))
             elif plan.stop is StopReason.MAX_BYTES:
                 self.queue.remove(waiting)
                 publish(waiting.reply, b"", None, max_bytes_exceeded(waiting.batch_left, waiting.bytes_left))
+
+    def _next_waiting(self, overflow: bool) -> WaitingRequest | None:
+        """The request served next: the queue's head, or on an `overflow` consumer the first whose
+        minimum pending (or unacknowledged) count is reached; None leaves the others waiting."""
+        if not overflow or not len(self.queue):
+            return self.queue.peek()
+        working = self.working
+        assert working is not None
+        pending = num_pending(self.replica.config, working, self.replica.stream.store)
+        return self.queue.peek_overflowing(pending, working.num_ack_pending)
 
     def _serve_push(self, now: int, paused: bool) -> None:
         cfg, router = self.replica.config, self.ctx.router
@@ -633,9 +654,12 @@ class ConsumerLeader:
         self.ctx.spawn(self._answer(op, msg), f"consumer-api-{op.value}")
 
     def _queue_pull(self, reply: str, body: bytes, now: int) -> None:
+        cfg = self.replica.config
         try:
+            if cfg.is_push:
+                raise PullRequestError(push_based())
             request: PullRequest = parse_pull_request(body)
-            check_pull_request(self.replica.config, request)
+            check_pull_request(cfg, request)
         except PullRequestError as exc:
             self.ctx.router.publish(reply, b"", None, exc.frame)
             return
@@ -652,7 +676,7 @@ class ConsumerLeader:
                 self.ctx.router.publish(reply, b"", None, answer)
                 return
         try:
-            self.queue.add(reply, request, now)
+            self.queue.add(reply, request, now, prioritized=cfg.priority_policy == PRIORITY_PRIORITIZED)
         except PullRequestError as exc:
             if exc.frame:
                 self.ctx.router.publish(reply, b"", None, exc.frame)

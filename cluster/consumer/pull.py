@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from cluster.consumer.config import ConsumerConfig
+from cluster.consumer.config import PRIORITY_OVERFLOW, PRIORITY_PINNED_CLIENT, ConsumerConfig
 from gateway.headers import encode_headers
 
 HDR_PENDING_MESSAGES = "Nats-Pending-Messages"
@@ -111,6 +111,10 @@ def _trim(value: float) -> str:
 # -- requests -----------------------------------------------------------------------------------
 
 
+# a request without a priority (not JSON, or no `priority`) waits behind every prioritized one
+LOWEST_PRIORITY = 2**31 - 1
+
+
 @dataclass(frozen=True, slots=True)
 class PullRequest:
     batch: int = 1
@@ -118,6 +122,13 @@ class PullRequest:
     no_wait: bool = False
     max_bytes: int = 0
     idle_heartbeat_ns: int = 0
+    # ADR-42's priority group fields, read from a JSON request only (None: a plain one, which
+    # nats-server lets past every priority check)
+    group: str | None = None
+    min_pending: int = 0
+    min_ack_pending: int = 0
+    pin_id: str = ""
+    priority: int = 0
 
 
 class PullRequestError(ValueError):
@@ -150,28 +161,62 @@ def parse_pull_request(payload: bytes) -> PullRequest:
             raise PullRequestError(bad_request())
         return value
 
+    def text(key: str) -> str:
+        value = obj.get(key)
+        if value is None:
+            return ""
+        if not isinstance(value, str):
+            raise PullRequestError(bad_request())
+        return value
+
     no_wait = obj.get("no_wait")
-    return PullRequest(
+    request = PullRequest(
         batch=max(number("batch"), 1),
         expires_ns=max(number("expires"), 0),
         no_wait=no_wait is True,
         max_bytes=max(number("max_bytes"), 0),
         idle_heartbeat_ns=max(number("idle_heartbeat"), 0),
+        group=text("group"),
+        min_pending=number("min_pending"),
+        min_ack_pending=number("min_ack_pending"),
+        pin_id=text("id"),
+        priority=number("priority"),
     )
+    # nats-server finds this while it reads the request, before any of the consumer's limits
+    if request.idle_heartbeat_ns and request.idle_heartbeat_ns * 2 > request.expires_ns:
+        raise PullRequestError(bad_request("Bad Request - heartbeat value too large"))
+    return request
 
 
 def check_pull_request(config: ConsumerConfig, request: PullRequest) -> None:
-    """The consumer's limits on a request; raises PullRequestError with the frame to answer."""
-    if config.is_push:
-        raise PullRequestError(conflict("Consumer is push based"))
+    """The consumer's limits on a request, in nats-server's order (processNextMsgRequest); raises
+    PullRequestError with the frame to answer. That the consumer pulls is checked before the request
+    is read (`push_based`)."""
     if config.max_batch > 0 and request.batch > config.max_batch:
         raise PullRequestError(conflict(f"Exceeded MaxRequestBatch of {config.max_batch}"))
-    if config.max_bytes > 0 and request.max_bytes > config.max_bytes:
-        raise PullRequestError(conflict(f"Exceeded MaxRequestMaxBytes of {config.max_bytes}"))
     if config.max_expires > 0 and request.expires_ns > config.max_expires:
         raise PullRequestError(conflict(f"Exceeded MaxRequestExpires of {go_duration(config.max_expires)}"))
-    if request.idle_heartbeat_ns and request.idle_heartbeat_ns * 2 > request.expires_ns:
-        raise PullRequestError(bad_request("Bad Request - heartbeat value too large"))
+    if config.max_bytes > 0 and request.max_bytes > config.max_bytes:
+        raise PullRequestError(conflict(f"Exceeded MaxRequestMaxBytes of {config.max_bytes}"))
+    if request.group is None:
+        return
+    policy = config.priority_policy
+    if (request.min_pending or request.min_ack_pending) and policy != PRIORITY_OVERFLOW:
+        raise PullRequestError(bad_request("Bad Request - Not a Overflow Priority consumer"))
+    if request.pin_id and policy != PRIORITY_PINNED_CLIENT:
+        raise PullRequestError(bad_request("Bad Request - Not a Pinned Client Priority consumer"))
+    if not 0 <= request.priority <= 9:
+        raise PullRequestError(bad_request("Bad Request - Priority must be between 0 and 9"))
+    if policy:
+        if not request.group:
+            raise PullRequestError(bad_request("Bad Request - Priority Group missing"))
+        if request.group not in config.priority_groups:
+            raise PullRequestError(bad_request("Bad Request - Invalid Priority Group"))
+
+
+def push_based() -> bytes:
+    """A pull request to a push consumer (checked before its body is read, as nats-server does)."""
+    return conflict("Consumer is push based")
 
 
 def no_wait_answer(request: PullRequest, msgs_pending: int, batch_pending: int) -> bytes | None:
@@ -203,6 +248,17 @@ class WaitingRequest:
     no_wait: bool
     max_bytes: int = 0
     delivered: int = 0  # messages sent to it so far
+    # an overflow consumer serves it only while it has this many messages pending (or unacknowledged)
+    min_pending: int = 0
+    min_ack_pending: int = 0
+    priority: int = LOWEST_PRIORITY  # a prioritized consumer serves the lowest first
+
+    def overflows(self, num_pending: int, num_ack_pending: int) -> bool:
+        """Whether an overflow consumer serves this request now: it asked for no minimum, or one of
+        its minimums is reached (nats-server's nextWaiting)."""
+        if not self.min_pending and not self.min_ack_pending:
+            return True
+        return (0 < self.min_pending <= num_pending) or (0 < self.min_ack_pending <= num_ack_pending)
 
     @property
     def pending_bytes(self) -> int:
@@ -229,10 +285,11 @@ class WaitingQueue:
     def full(self) -> bool:
         return self.max_waiting > 0 and len(self._queue) >= self.max_waiting
 
-    def add(self, reply: str, request: PullRequest, now_ns: int) -> WaitingRequest:
-        """Queue a checked request; raises PullRequestError (409 Exceeded MaxWaiting) when full, with no
-        frame for a request with idle heartbeats (nats-server: its client waits for the missed
-        heartbeats instead of re-asking at once in a hot loop)."""
+    def add(self, reply: str, request: PullRequest, now_ns: int, prioritized: bool = False) -> WaitingRequest:
+        """Queue a checked request (for a `prioritized` consumer behind every request of its priority or
+        a lower number, as nats-server's insertSorted); raises PullRequestError (409 Exceeded
+        MaxWaiting) when full, with no frame for a request with idle heartbeats (nats-server: its client
+        waits for the missed heartbeats instead of re-asking at once in a hot loop)."""
         if self.full:
             raise PullRequestError(conflict("Exceeded MaxWaiting") if not request.idle_heartbeat_ns else b"")
         waiting = WaitingRequest(
@@ -244,14 +301,40 @@ class WaitingQueue:
             next_heartbeat_ns=now_ns + request.idle_heartbeat_ns if request.idle_heartbeat_ns else None,
             no_wait=request.no_wait,
             max_bytes=request.max_bytes,
+            min_pending=request.min_pending,
+            min_ack_pending=request.min_ack_pending,
+            priority=LOWEST_PRIORITY if request.group is None else request.priority,
         )
-        self._queue.append(waiting)
+        if prioritized:
+            self._insert_by_priority(waiting)
+        else:
+            self._queue.append(waiting)
         return waiting
+
+    def _insert_by_priority(self, waiting: WaitingRequest) -> None:
+        position = len(self._queue)
+        for index, other in enumerate(self._queue):
+            if other.priority > waiting.priority:
+                position = index
+                break
+        self._queue.insert(position, waiting)
 
     def peek(self) -> WaitingRequest | None:
         return self._queue[0] if self._queue else None
 
-    def served(self, waiting: WaitingRequest, msgs: int, nbytes: int, now_ns: int) -> bool:
+    def peek_overflowing(self, num_pending: int, num_ack_pending: int) -> WaitingRequest | None:
+        """The next request an overflow consumer serves now, or None when no waiting request's minimum
+        is reached; those passed over go to the back, as nats-server cycles them."""
+        for _ in range(len(self._queue)):
+            head = self._queue[0]
+            if head.overflows(num_pending, num_ack_pending):
+                return head
+            self._queue.rotate(-1)
+        return None
+
+    def served(
+        self, waiting: WaitingRequest, msgs: int, nbytes: int, now_ns: int, prioritized: bool = False
+    ) -> bool:
         """Account for messages sent to `waiting`; True when it is done (and left the queue)."""
         waiting.batch_left -= msgs
         waiting.delivered += msgs
@@ -264,7 +347,12 @@ class WaitingQueue:
             self.remove(waiting)
             return True
         if msgs and len(self._queue) > 1 and self._queue[0] is waiting:
-            self._queue.rotate(-1)  # its turn is over: to the back of the queue
+            # its turn is over: to the back of the queue (of its priority, on a prioritized consumer)
+            if prioritized:
+                self._queue.popleft()
+                self._insert_by_priority(waiting)
+            else:
+                self._queue.rotate(-1)
         return False
 
     def turn_size(self, waiting: WaitingRequest) -> int:
@@ -316,6 +404,7 @@ class WaitingQueue:
 
 
 __all__ = [
+    "LOWEST_PRIORITY",
     "PullRequest",
     "PullRequestError",
     "WaitingQueue",
@@ -329,6 +418,7 @@ __all__ = [
     "no_messages",
     "no_wait_answer",
     "parse_pull_request",
+    "push_based",
     "request_timeout",
     "requests_pending",
 ]

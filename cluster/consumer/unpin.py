@@ -1,23 +1,23 @@
 """Unpinning a consumer's pinned client (`$JS.API.CONSUMER.UNPIN.<stream>.<consumer>`), as nats-server
 2.15.1 answers it.
 
-jetraft refuses priority groups when a consumer is created (cluster/consumer/config_check.py), so no
-consumer here has a group to unpin: a request naming a well-formed group is answered as nats-server
-answers one naming a group the consumer does not have (10160), after the same checks, in the same
-order: the stream, the consumer, then the body (read by json.Unmarshal: unknown fields pass, Go's
-words carry no offset), its group set (10025) and well-formed (10162).
+No consumer here pins a client (the `pinned_client` priority policy is refused when a consumer is
+created, cluster/consumer/config_check.py), so there is never a pin to release: a request naming one
+of the consumer's priority groups (an `overflow` or `prioritized` consumer's) succeeds, as nats-server
+answers it for a group with no pin, and one naming another group gets 10160, after the same checks, in
+the same order: the stream, the consumer, then the body (read by json.Unmarshal: unknown fields pass,
+Go's words carry no offset), its group set (10025) and well-formed (10162).
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from cluster.api import jsjson
 from cluster.api.errors import JSErrors
+from cluster.consumer.config import is_valid_group_name
 
 UNPIN_TYPE = "io.nats.jetstream.api.v1.consumer_unpin_response"
-_GROUP_NAME = re.compile(r"[a-zA-Z0-9/_=-]{1,16}")
 
 
 def parse_unpin_group(payload: bytes) -> str:
@@ -29,7 +29,7 @@ def parse_unpin_group(payload: bytes) -> str:
         raise JSErrors.INVALID_JSON(err=str(exc)) from None
     if not group:
         raise JSErrors.INVALID_JSON(err="consumer group not specified")
-    if not _GROUP_NAME.fullmatch(group):
+    if not is_valid_group_name(group):
         raise JSErrors.CONSUMER_INVALID_GROUP_NAME()
     return group
 

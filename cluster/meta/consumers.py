@@ -22,6 +22,7 @@ from cluster.api.advisories import (
     ConsumerEvent,
     consumer_action,
     consumer_advisory_subject,
+    consumer_group_unpinned,
     consumer_pause,
     new_event_id,
 )
@@ -140,7 +141,10 @@ class ConsumerAdmin:
             return await self._pause(request.stream, request.consumer, pause_until)
         if op is ConsumerOp.UNPIN:
             # as nats-server in a cluster: the stream and the consumer are looked up before the body
-            return unpin(consumers[request.consumer].config, parse_unpin_group(msg.payload))
+            group = parse_unpin_group(msg.payload)
+            answer = unpin(consumers[request.consumer].config, group)
+            self._advise_unpinned(request.stream, request.consumer, group)
+            return answer
         # INFO, NEXT, STEPDOWN from a node that did not know the consumer yet: pass them on, to be
         # answered once the leader's node has what this one applied (a config just updated)
         target = consumer_subject(request.stream, request.consumer, op)
@@ -254,6 +258,17 @@ class ConsumerAdmin:
             stream, name, cfg.pause_until_ns, new_event_id(), time.time_ns(), self.ctx.domain
         )
         self.ctx.router.publish(consumer_advisory_subject(ConsumerEvent.PAUSE, stream, name), body)
+
+    def _advise_unpinned(self, stream: str, name: str, group: str) -> None:
+        """CONSUMER.UNPINNED after an UNPIN, as nats-server sends it whether or not a client was
+        pinned (no consumer here pins one: the pinned_client policy is refused)."""
+        ctx = self.ctx
+        ctx.advise(
+            consumer_advisory_subject(ConsumerEvent.UNPINNED, stream, name),
+            lambda: consumer_group_unpinned(
+                ctx.account, stream, name, group, "admin", new_event_id(), time.time_ns(), ctx.domain
+            ),
+        )
 
     async def _ask_consumer(self, stream: str, name: str, op: ConsumerOp) -> bytes:
         """The consumer leader's answer, waiting (bounded) for a new group to elect its leader; it

@@ -1,5 +1,6 @@
-"""CONSUMER.UNPIN bodies, answered for a consumer without priority groups (every consumer here, since
-jetraft refuses priority groups): each expected answer is nats-server 2.15.1's to the same body."""
+"""CONSUMER.UNPIN bodies, answered for a consumer without that priority group (no consumer here pins a
+client: the pinned_client policy is refused): each expected answer is nats-server 2.15.1's to the same
+body."""
 
 from __future__ import annotations
 

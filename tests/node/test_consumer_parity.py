@@ -418,3 +418,112 @@ async def test_waiting_pull_requests_take_turns_as_on_nats_server(both: dict[str
     seen = {kind: await _spread_over_waiting_pulls(nc, kind) for kind, nc in both.items()}
     assert seen["nats-server"] == {"first": ["m1", "m4"], "second": ["m2", "m5"], "third": ["m3", "m6"]}
     assert seen["jetraft"] == seen["nats-server"]
+
+
+# -- ADR-42 priority groups: the overflow and prioritized policies --------------------------------
+
+PRIORITY_CONFIGS = [
+    {"priority_policy": "overflow"},  # 10159: a policy needs a group
+    {"priority_groups": ["g"]},  # 10196: groups need a policy
+    {"priority_timeout": 1_000_000_000},  # 10197: a pin's timeout needs a policy
+    {"priority_policy": "overflow", "priority_groups": [""]},  # 10161
+    {"priority_policy": "overflow", "priority_groups": ["no spaces"]},  # 10162
+    {"priority_policy": "overflow", "priority_groups": ["g"], "deliver_subject": "pg.out"},  # 10178
+    {"priority_policy": "bogus", "priority_groups": ["g"]},  # 10025, from the decoder
+    {"priority_policy": "none"},  # none is left out of the config shown
+    {"priority_policy": "overflow", "priority_groups": ["g", "h"], "priority_timeout": -5},
+    {"priority_policy": "prioritized", "priority_groups": ["g"]},
+]
+
+
+async def test_priority_group_configs_checked_as_nats_server_checks_them(both: dict[str, nats.NATS]) -> None:
+    seen: dict[str, list[Any]] = {}
+    for kind, nc in both.items():
+        await make_stream(nc, "PGC", replicas_for(kind))
+        out: list[Any] = []
+        for n, config in enumerate(PRIORITY_CONFIGS):
+            answer = await make_consumer(nc, "PGC", f"c{n}", **config)
+            if "error" in answer:
+                out.append(answer["error"])
+                continue
+            shown = answer["config"]
+            out.append(({k: v for k, v in shown.items() if k.startswith("priority")}, shown["metadata"], answer.get("priority_groups")))
+            await request(nc, f"{API}CONSUMER.DELETE.PGC.c{n}")
+        seen[kind] = out
+        await request(nc, f"{API}STREAM.DELETE.PGC")
+    assert seen["jetraft"] == seen["nats-server"]
+    assert [a.get("err_code") if isinstance(a, dict) else None for a in seen["nats-server"]] == [
+        10159, 10196, 10197, 10161, 10162, 10178, 10025, None, None, None
+    ]
+
+
+async def _overflow(nc: nats.NATS, kind: str) -> dict[str, Any]:
+    await make_stream(nc, "OVF", replicas_for(kind))
+    await make_consumer(nc, "OVF", "o", priority_policy="overflow", priority_groups=["jobs"])
+    await make_consumer(nc, "OVF", "plain")
+    for i in range(3):
+        await nc.request("ovf.x", b"m%d" % i, timeout=10)
+    pull, plain = Pull(nc, "OVF", "o"), Pull(nc, "OVF", "plain")
+    out: dict[str, Any] = {}
+    for name, body in [
+        ("no group", {"batch": 1, "no_wait": True}),
+        ("another group", {"batch": 1, "group": "other"}),
+        ("a pin id", {"batch": 1, "group": "jobs", "id": "x"}),
+        ("priority 10", {"batch": 1, "group": "jobs", "priority": 10}),
+        ("3 pending, 10 wanted", {"batch": 1, "group": "jobs", "min_pending": 10, "expires": 400_000_000}),
+        ("3 pending, 2 wanted", {"batch": 1, "group": "jobs", "min_pending": 2, "expires": 2_000_000_000}),
+        ("1 unacked, 2 wanted", {"batch": 1, "group": "jobs", "min_ack_pending": 2, "expires": 400_000_000}),
+        ("1 unacked, 1 wanted", {"batch": 1, "group": "jobs", "min_ack_pending": 1, "expires": 2_000_000_000}),
+        ("no minimum", {"batch": 1, "group": "jobs", "expires": 2_000_000_000}),
+    ]:
+        out[name] = without_times(await pull(body, messages=1))
+    out["a minimum, no policy"] = without_times(await plain({"batch": 1, "min_pending": 1}))
+    info = await request(nc, f"{API}CONSUMER.INFO.OVF.o")
+    out["info"] = (info["priority_groups"], info["num_ack_pending"], info["num_pending"])
+    advisories = await nc.subscribe("$JS.EVENT.ADVISORY.CONSUMER.UNPINNED.OVF.>")
+    out["unpin"] = await request(nc, f"{API}CONSUMER.UNPIN.OVF.o", {"group": "jobs"})
+    out["unpin another"] = await request(nc, f"{API}CONSUMER.UNPIN.OVF.o", {"group": "other"})
+    advisory = json.loads((await advisories.next_msg(timeout=5)).data)
+    out["advisory"] = shape({k: v for k, v in advisory.items() if k != "account"})
+    await advisories.unsubscribe()
+    await request(nc, f"{API}STREAM.DELETE.OVF")
+    return out
+
+
+async def test_an_overflow_consumer_serves_as_nats_server_does(both: dict[str, nats.NATS]) -> None:
+    seen = {kind: await _overflow(nc, kind) for kind, nc in both.items()}
+    assert seen["jetraft"] == seen["nats-server"]
+    theirs = seen["nats-server"]
+    assert theirs["3 pending, 10 wanted"][0][0] == "408" and theirs["3 pending, 2 wanted"][0][3] == b"m0"
+    assert theirs["1 unacked, 2 wanted"][0][0] == "408" and theirs["1 unacked, 1 wanted"][0][3] == b"m1"
+
+
+async def _by_priority(nc: nats.NATS, kind: str) -> dict[str, list[str]]:
+    """Requests of priority 5, then 1, then a plain one wait on an empty stream; three messages come."""
+    await make_stream(nc, "PRI", replicas_for(kind))
+    await make_consumer(nc, "PRI", "p", priority_policy="prioritized", priority_groups=["g"])
+    got: dict[str, list[str]] = {}
+    subs = []
+    for name, body in [("five", {"group": "g", "priority": 5}), ("one", {"group": "g", "priority": 1}), ("plain", None)]:
+        inbox = nc.new_inbox()
+        got[name] = []
+        subs.append(await nc.subscribe(inbox, cb=_collector(got[name])))
+        pull = b"2" if body is None else json.dumps({**body, "batch": 2, "expires": 5_000_000_000}).encode()
+        await nc.publish(f"{API}CONSUMER.MSG.NEXT.PRI.p", pull, reply=inbox)
+        await nc.flush()
+    for n in range(4):
+        await nc.request("pri.x", f"m{n + 1}".encode(), timeout=10)
+    for _ in range(100):  # bounded: until all four are in
+        if sum(len(v) for v in got.values()) == 4:
+            break
+        await asyncio.sleep(0.05)
+    for sub in subs:
+        await sub.unsubscribe()
+    await request(nc, f"{API}STREAM.DELETE.PRI")
+    return got
+
+
+async def test_a_prioritized_consumer_serves_the_lowest_number_first(both: dict[str, nats.NATS]) -> None:
+    seen = {kind: await _by_priority(nc, kind) for kind, nc in both.items()}
+    assert seen["jetraft"] == seen["nats-server"]
+    assert seen["nats-server"]["one"] == ["m1", "m2"]
