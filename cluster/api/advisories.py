@@ -30,6 +30,7 @@ TERMINATED_TYPE = "io.nats.jetstream.advisory.v1.terminated"
 NAK_TYPE = "io.nats.jetstream.advisory.v1.nak"
 MAX_DELIVER_TYPE = "io.nats.jetstream.advisory.v1.max_deliver"
 PAUSE_TYPE = "io.nats.jetstream.advisory.v1.consumer_pause"
+GROUP_PINNED_TYPE = "io.nats.jetstream.advisory.v1.consumer_group_pinned"
 GROUP_UNPINNED_TYPE = "io.nats.jetstream.advisory.v1.consumer_group_unpinned"
 BATCH_ABANDONED_TYPE = "io.nats.jetstream.advisory.v1.stream_batch_abandoned"
 STREAM_LEADER_ELECTED_TYPE = "io.nats.jetstream.advisory.v1.stream_leader_elected"
@@ -46,6 +47,7 @@ class ConsumerEvent(enum.StrEnum):
     MSG_NAKED = "MSG_NAKED"
     MAX_DELIVERIES = "MAX_DELIVERIES"
     PAUSE = "PAUSE"
+    PINNED = "PINNED"
     UNPINNED = "UNPINNED"
 
 
@@ -148,10 +150,30 @@ def consumer_pause(
     return jsjson.dumps(body)
 
 
+def consumer_group_pinned(
+    account: str, stream: str, consumer: str, group: str, pinned_id: str, event_id: str, now_ns: int, domain: str = ""
+) -> bytes:
+    """CONSUMER.PINNED: a priority group was pinned to a new client."""
+    body: dict[str, Any] = {
+        "type": GROUP_PINNED_TYPE,
+        "id": event_id,
+        "timestamp": format_rfc3339_nano(now_ns),
+        "account": account,
+        "stream": stream,
+        "consumer": consumer,
+    }
+    if domain:
+        body["domain"] = domain
+    body["group"] = group
+    body["pinned_id"] = pinned_id
+    return jsjson.dumps(body)
+
+
 def consumer_group_unpinned(
     account: str, stream: str, consumer: str, group: str, reason: str, event_id: str, now_ns: int, domain: str = ""
 ) -> bytes:
-    """CONSUMER.UNPINNED: a priority group's pin was released, by an UNPIN request (`admin`)."""
+    """CONSUMER.UNPINNED: a priority group's pin was released, by an UNPIN request (`admin`) or because
+    the pinned client stopped asking (`timeout`)."""
     body: dict[str, Any] = {
         "type": GROUP_UNPINNED_TYPE,
         "id": event_id,

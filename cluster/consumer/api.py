@@ -45,6 +45,9 @@ class ConsumerView:
     push_bound: bool = False
     # > 0 while paused: how long until the pause ends
     pause_remaining_ns: int = 0
+    # a pinned_client consumer's pin: its id, and since when (cluster/consumer/pinning.py)
+    pinned_id: str = ""
+    pinned_ns: int = 0
 
 
 def _sequence_info(consumer_seq: int, stream_seq: int, last_active_ns: int) -> dict[str, Any]:
@@ -82,8 +85,12 @@ def consumer_info(view: ConsumerView, now_ns: int, server_version: str = SERVER_
         out["pause_remaining"] = view.pause_remaining_ns
     out["ts"] = format_rfc3339_nano(now_ns)
     if view.config.priority_groups:
-        # nats-server shows the first group's state only, and Go's zero time for a pin never made
-        out["priority_groups"] = [{"group": view.config.priority_groups[0], "pinned_ts": ZERO_TIME}]
+        # nats-server shows the first group's state only, and Go's zero time while nobody is pinned
+        group: dict[str, Any] = {"group": view.config.priority_groups[0]}
+        if view.pinned_id:
+            group["pinned_client_id"] = view.pinned_id
+        group["pinned_ts"] = format_rfc3339_nano(view.pinned_ns) if view.pinned_id else ZERO_TIME
+        out["priority_groups"] = [group]
     return out
 
 

@@ -41,6 +41,8 @@ PRIORITY_OVERFLOW = "overflow"
 PRIORITY_PINNED_CLIENT = "pinned_client"
 PRIORITY_PRIORITIZED = "prioritized"
 PRIORITY_POLICIES = (PRIORITY_OVERFLOW, PRIORITY_PINNED_CLIENT, PRIORITY_PRIORITIZED)
+# how long a pinned client keeps its pin without asking, unless the config says (JsDefaultPinnedTTL)
+DEFAULT_PINNED_TTL_NS = 120 * 1_000_000_000
 
 
 class DeliverPolicy(enum.StrEnum):
@@ -388,6 +390,7 @@ def parse_create_request(payload: bytes | bytearray | memoryview | str) -> Creat
 
 
 __all__ = [
+    "DEFAULT_PINNED_TTL_NS",
     "PRIORITY_NONE",
     "PRIORITY_OVERFLOW",
     "PRIORITY_PINNED_CLIENT",

@@ -8,9 +8,9 @@ the server, as NOTES.md asks:
 - `max_deliver` 0 or negative is not an error: it becomes -1 (unlimited);
 - a filter outside the stream's subjects is accepted (it matches nothing yet).
 
-Features jetraft does not implement (the `pinned_client` priority policy, direct
-and sourcing consumers, pedantic mode) are refused with a clear error instead of
-being accepted and ignored. All functions are pure.
+Features jetraft does not implement (direct and sourcing consumers, pedantic
+mode) are refused with a clear error instead of being accepted and ignored. All
+functions are pure.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from cluster.api.errors import ApiError, JSErrors
 from cluster.consumer.config import (
+    DEFAULT_PINNED_TTL_NS,
     PRIORITY_PINNED_CLIENT,
     ZERO_TIME_NS,
     AckPolicy,
@@ -252,7 +253,7 @@ def normalize_consumer_config(
         max_expires=max_expires,
         max_batch=_max_batch(cfg, server_limits.max_request_batch),
         max_bytes=max(cfg.max_bytes, 0),
-        priority_timeout=max(cfg.priority_timeout, 0),
+        priority_timeout=_priority_timeout(cfg),
         metadata=static_metadata(cfg),
     )
 
@@ -290,9 +291,17 @@ def normalize_consumer_config(
     return cfg
 
 
+def _priority_timeout(cfg: ConsumerConfig) -> int:
+    """How long a pinned client keeps its pin without asking: negative is none, and a pinned_client
+    consumer without one gets nats-server's two minutes."""
+    timeout = max(cfg.priority_timeout, 0)
+    if cfg.priority_policy == PRIORITY_PINNED_CLIENT and timeout == 0:
+        return DEFAULT_PINNED_TTL_NS
+    return timeout
+
+
 def _check_priority(cfg: ConsumerConfig) -> None:
-    """ADR-42's priority groups, as nats-server's checkConsumerCfg checks them. The `pinned_client`
-    policy passes those checks and is then refused: jetraft does not pin clients."""
+    """ADR-42's priority groups, as nats-server's checkConsumerCfg checks them."""
     if cfg.priority_policy:
         if cfg.is_push:
             raise JSErrors.CONSUMER_PUSH_WITH_PRIORITY_GROUP()
@@ -303,8 +312,6 @@ def _check_priority(cfg: ConsumerConfig) -> None:
                 raise JSErrors.CONSUMER_EMPTY_GROUP_NAME()
             if not is_valid_group_name(group):
                 raise JSErrors.CONSUMER_INVALID_GROUP_NAME()
-        if cfg.priority_policy == PRIORITY_PINNED_CLIENT:
-            raise JSErrors.CONSUMER_CREATE(err="the pinned_client priority policy is not supported by jetraft")
     else:
         if cfg.priority_groups:
             raise JSErrors.CONSUMER_PRIORITY_GROUP_WITH_POLICY_NONE()

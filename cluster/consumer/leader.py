@@ -29,6 +29,8 @@ import structlog
 from cluster.api.advisories import (
     ConsumerEvent,
     consumer_advisory_subject,
+    consumer_group_pinned,
+    consumer_group_unpinned,
     consumer_leader_elected_subject,
     consumer_pause,
     leader_elected,
@@ -64,7 +66,9 @@ from cluster.consumer.api import (
 )
 from cluster.consumer.assignment import ConsumerAssignment
 from cluster.consumer.config import (
+    DEFAULT_PINNED_TTL_NS,
     PRIORITY_OVERFLOW,
+    PRIORITY_PINNED_CLIENT,
     PRIORITY_PRIORITIZED,
     AckPolicy,
     ConsumerConfig,
@@ -81,6 +85,7 @@ from cluster.consumer.delivery import (
 )
 from cluster.consumer.entries import AckLike, Acks, ConsumerEntry, Forget, ForgetReason, Reset
 from cluster.consumer.pause import is_paused, pause_remaining
+from cluster.consumer.pinning import PIN_ID_HEADER, PinnedClient
 from cluster.consumer.pull import (
     PullRequest,
     PullRequestError,
@@ -91,10 +96,13 @@ from cluster.consumer.pull import (
     max_bytes_exceeded,
     no_wait_answer,
     parse_pull_request,
+    pin_id_mismatch,
     push_based,
+    wrong_pin_id,
 )
 from cluster.consumer.reset import parse_reset_seq, reset_response, reset_seq
 from cluster.consumer.state import ConsumerState
+from cluster.consumer.unpin import parse_unpin_group, unpin
 from cluster.runtime.catch_up import caught_up
 from cluster.runtime.context import CLUSTER_NAME
 from cluster.runtime.group_membership import converge_membership
@@ -103,6 +111,7 @@ from cluster.runtime.meta_progress import meta_index_of
 from cluster.stream.config import Retention
 from cluster.stream.info import ClusterInfo
 from cluster.stream.leader import elected_members, leader_cluster_info
+from gateway.headers import extend_header_block
 from gateway.router import InterestWatch, InvalidSubjectError, Message, Subscription
 from raft.driver import RaftHostError
 from storage.errors import CorruptStoreError, MsgNotFoundError
@@ -165,6 +174,8 @@ class ConsumerLeader:
         self._deliver_watch: InterestWatch | None = None
         # the pause this leader saw in force: when it runs out, the leader announces it
         self._pause_seen: int | None = None
+        # a pinned_client consumer's pin (cluster/consumer/pinning.py)
+        self.pin = PinnedClient(self._pin_timed_out)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -213,6 +224,7 @@ class ConsumerLeader:
         if self._ack_committed is not None:
             self._ack_committed.cancel()  # never proposed: nobody gets a confirmation for these
         self._ack_buffer, self._ack_committed = [], None
+        self.pin.release()  # the next leader pins anew, as nats-server's does
 
     def kick(self) -> None:
         self._kick.set()
@@ -410,9 +422,10 @@ class ConsumerLeader:
             self._publish_frames(self.queue.out_of_messages())
             return
         cfg = self.replica.config
-        overflow = cfg.priority_policy == PRIORITY_OVERFLOW
-        prioritized = cfg.priority_policy == PRIORITY_PRIORITIZED
-        while (waiting := self._next_waiting(overflow)) is not None:
+        policy = cfg.priority_policy
+        prioritized = policy == PRIORITY_PRIORITIZED
+        pinned = policy == PRIORITY_PINNED_CLIENT
+        while (waiting := self._next_waiting(policy, now)) is not None:
             if not self._has_interest(waiting.reply):
                 self.queue.remove(waiting)  # nobody would receive what it is sent
                 continue
@@ -430,8 +443,11 @@ class ConsumerLeader:
                     # out of messages (held back by max_ack_pending is not: acks will free some)
                     self._publish_frames(self.queue.out_of_messages())
                 return
-            for msg in plan.messages:
-                publish(waiting.reply, msg.payload, msg.reply, msg.headers, deliver_as=msg.subject)
+            if pinned:
+                self._deliver_pinned(waiting, plan.messages, now)
+            else:
+                for msg in plan.messages:
+                    publish(waiting.reply, msg.payload, msg.reply, msg.headers, deliver_as=msg.subject)
             if self.queue.served(waiting, len(plan.messages), plan.bytes_used, now, prioritized):
                 if waiting.completed_with_bytes_left:
                     publish(waiting.reply, b"", None, batch_completed(waiting.bytes_left))
@@ -439,15 +455,76 @@ class ConsumerLeader:
                 self.queue.remove(waiting)
                 publish(waiting.reply, b"", None, max_bytes_exceeded(waiting.batch_left, waiting.bytes_left))
 
-    def _next_waiting(self, overflow: bool) -> WaitingRequest | None:
-        """The request served next: the queue's head, or on an `overflow` consumer the first whose
-        minimum pending (or unacknowledged) count is reached; None leaves the others waiting."""
-        if not overflow or not len(self.queue):
-            return self.queue.peek()
+    def _next_waiting(self, policy: str, now: int) -> WaitingRequest | None:
+        """The request served next: the queue's head; on an `overflow` consumer the first whose minimum
+        pending (or unacknowledged) count is reached; on a `pinned_client` one the pinned client's
+        request, or while nobody is pinned the head (which the delivery pins). None: the others wait."""
+        queue = self.queue
+        if not len(queue) or policy not in (PRIORITY_OVERFLOW, PRIORITY_PINNED_CLIENT):
+            return queue.peek()
         working = self.working
         assert working is not None
-        pending = num_pending(self.replica.config, working, self.replica.stream.store)
-        return self.queue.peek_overflowing(pending, working.num_ack_pending)
+        if policy == PRIORITY_OVERFLOW:
+            pending = num_pending(self.replica.config, working, self.replica.stream.store)
+            return queue.peek_overflowing(pending, working.num_ack_pending)
+        for _ in range(len(queue)):  # bounded: each turn takes out or passes over one request
+            head = queue.peek()
+            if head is None:
+                return None
+            if head.pin_id and head.pin_id != self.pin.id:
+                # a pin this consumer does not have (an old one, or none now): nats-server says so
+                # when it has a message for the request, which then leaves the queue
+                if not self._deliverable(now):
+                    return None
+                queue.remove(head)
+                self.ctx.router.publish(head.reply, b"", None, wrong_pin_id(head.batch_left, head.bytes_left))
+                continue
+            if not self.pin.id or head.pin_id == self.pin.id:
+                return head
+            queue.cycle()  # no pin named while a client is pinned: it waits for the pin to go
+        return None
+
+    def _deliver_pinned(self, waiting: WaitingRequest, messages: list[OutgoingMsg], now: int) -> None:
+        """Messages for a pinned_client consumer's request, each naming the pin; the first message to
+        a request of the group while nobody is pinned pins its client."""
+        cfg = self.replica.config
+        if not self.pin.id and waiting.group:
+            pin_id = self.pin.assign(now, cfg.priority_timeout or DEFAULT_PINNED_TTL_NS)
+            waiting.pin_id = pin_id
+            self._advise_pinned(waiting.group, pin_id, now)
+        line = f"{PIN_ID_HEADER}: {self.pin.id}\r\n".encode()
+        publish = self.ctx.router.publish
+        for msg in messages:
+            headers = extend_header_block(msg.headers, line)
+            publish(waiting.reply, msg.payload, msg.reply, headers, deliver_as=msg.subject)
+
+    def _advise_pinned(self, group: str, pin_id: str, now: int) -> None:
+        ctx = self.ctx
+        ctx.advise(
+            consumer_advisory_subject(ConsumerEvent.PINNED, self.stream_name, self.name),
+            lambda: consumer_group_pinned(
+                ctx.account, self.stream_name, self.name, group, pin_id, new_event_id(), now, ctx.domain
+            ),
+        )
+
+    def unpin(self, reason: str, group: str) -> None:
+        """Release the pin of `group` (UNPIN: `admin`; the pinned client stopped asking: `timeout`),
+        announced whether or not a client was pinned, as nats-server does; the next request takes
+        it over."""
+        self.pin.release()
+        ctx, now = self.ctx, time.time_ns()
+        ctx.advise(
+            consumer_advisory_subject(ConsumerEvent.UNPINNED, self.stream_name, self.name),
+            lambda: consumer_group_unpinned(
+                ctx.account, self.stream_name, self.name, group, reason, new_event_id(), now, ctx.domain
+            ),
+        )
+        self.kick()
+
+    def _pin_timed_out(self) -> None:
+        if not self._closed:
+            groups = self.replica.config.priority_groups
+            self.unpin("timeout", groups[0] if groups else "")
 
     def _serve_push(self, now: int, paused: bool) -> None:
         cfg, router = self.replica.config, self.ctx.router
@@ -663,6 +740,12 @@ class ConsumerLeader:
         except PullRequestError as exc:
             self.ctx.router.publish(reply, b"", None, exc.frame)
             return
+        if cfg.priority_policy == PRIORITY_PINNED_CLIENT and request.group is not None and self.pin.id:
+            if request.pin_id == self.pin.id:
+                self.pin.keep(cfg.priority_timeout or DEFAULT_PINNED_TTL_NS)  # the pinned client asks on
+            elif request.pin_id:
+                self.ctx.router.publish(reply, b"", None, pin_id_mismatch())
+                return
         self._idle_since = None  # a pull request is activity, even one answered at once (no_wait)
         if self.queue.full or request.no_wait:
             # expired and abandoned requests go first: they neither take room nor want messages
@@ -715,6 +798,11 @@ class ConsumerLeader:
                 )
             elif op is ConsumerOp.LIST_ENTRY:
                 body = info_response(self.view(), time.time_ns())
+            elif op is ConsumerOp.UNPIN:
+                # the meta leader checked the stream, the consumer and the group (cluster/consumer/unpin.py)
+                group = parse_unpin_group(msg.payload)
+                body = unpin(self.replica.config.to_json(), group)
+                self.unpin("admin", group)
             else:
                 raise JSErrors.BAD_REQUEST()
         except ApiError as error:
@@ -772,6 +860,8 @@ class ConsumerLeader:
             cluster=None if self.ctx.standalone else self._cluster_info().to_json(),
             push_bound=cfg.is_push and self.ctx.router.has_interest(cfg.deliver_subject),
             pause_remaining_ns=pause_remaining(cfg, now),
+            pinned_id=self.pin.id,
+            pinned_ns=self.pin.since_ns,
         )
 
 

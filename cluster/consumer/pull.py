@@ -74,6 +74,17 @@ def max_bytes_exceeded(pending_msgs: int, pending_bytes: int) -> bytes:
     return encode_headers(fields, status=409, description="Message Size Exceeds MaxBytes")
 
 
+def pin_id_mismatch() -> bytes:
+    """A request naming a pin other than the consumer's (checked as it arrives)."""
+    return encode_headers(status=423, description="Nats-Pin-Id mismatch")
+
+
+def wrong_pin_id(pending_msgs: int, pending_bytes: int) -> bytes:
+    """A waiting request naming a pin the consumer no longer has, when a message could go to it."""
+    fields = [(HDR_PENDING_MESSAGES, str(pending_msgs)), (HDR_PENDING_BYTES, str(pending_bytes))]
+    return encode_headers(fields, status=423, description="Nats-Wrong-Pin-Id")
+
+
 def conflict(description: str) -> bytes:
     return encode_headers(status=409, description=description)
 
@@ -252,6 +263,8 @@ class WaitingRequest:
     min_pending: int = 0
     min_ack_pending: int = 0
     priority: int = LOWEST_PRIORITY  # a prioritized consumer serves the lowest first
+    group: str | None = None  # None: not a JSON request
+    pin_id: str = ""  # the pin it names, on a pinned_client consumer
 
     def overflows(self, num_pending: int, num_ack_pending: int) -> bool:
         """Whether an overflow consumer serves this request now: it asked for no minimum, or one of
@@ -304,6 +317,8 @@ class WaitingQueue:
             min_pending=request.min_pending,
             min_ack_pending=request.min_ack_pending,
             priority=LOWEST_PRIORITY if request.group is None else request.priority,
+            group=request.group,
+            pin_id=request.pin_id,
         )
         if prioritized:
             self._insert_by_priority(waiting)
@@ -331,6 +346,10 @@ class WaitingQueue:
                 return head
             self._queue.rotate(-1)
         return None
+
+    def cycle(self) -> None:
+        """The head waits its turn again, at the back."""
+        self._queue.rotate(-1)
 
     def served(
         self, waiting: WaitingRequest, msgs: int, nbytes: int, now_ns: int, prioritized: bool = False
@@ -418,7 +437,9 @@ __all__ = [
     "no_messages",
     "no_wait_answer",
     "parse_pull_request",
+    "pin_id_mismatch",
     "push_based",
     "request_timeout",
     "requests_pending",
+    "wrong_pin_id",
 ]

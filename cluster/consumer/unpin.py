@@ -1,12 +1,9 @@
 """Unpinning a consumer's pinned client (`$JS.API.CONSUMER.UNPIN.<stream>.<consumer>`), as nats-server
-2.15.1 answers it.
-
-No consumer here pins a client (the `pinned_client` priority policy is refused when a consumer is
-created, cluster/consumer/config_check.py), so there is never a pin to release: a request naming one
-of the consumer's priority groups (an `overflow` or `prioritized` consumer's) succeeds, as nats-server
-answers it for a group with no pin, and one naming another group gets 10160, after the same checks, in
-the same order: the stream, the consumer, then the body (read by json.Unmarshal: unknown fields pass,
-Go's words carry no offset), its group set (10025) and well-formed (10162).
+2.15.1 answers it: after the same checks, in the same order: the stream, the consumer, then the body
+(read by json.Unmarshal: unknown fields pass, Go's words carry no offset), its group set (10025) and
+well-formed (10162), and one of the consumer's groups (10160). Then the pin, if any, is released: by
+the consumer's leader for a `pinned_client` consumer (cluster/consumer/pinning.py), which holds it;
+a consumer of another policy has none to release. Either way CONSUMER.UNPINNED is announced.
 """
 
 from __future__ import annotations

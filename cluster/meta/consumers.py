@@ -39,6 +39,7 @@ from cluster.api.lists import list_page
 from cluster.consumer.api import delete_response, names_response, parse_offset
 from cluster.consumer.assignment import ConsumerAssignment
 from cluster.consumer.config import (
+    PRIORITY_PINNED_CLIENT,
     ConsumerConfig,
     CreateConsumerRequest,
     consumer_config_from_json,
@@ -141,10 +142,17 @@ class ConsumerAdmin:
             return await self._pause(request.stream, request.consumer, pause_until)
         if op is ConsumerOp.UNPIN:
             # as nats-server in a cluster: the stream and the consumer are looked up before the body
+            config = consumers[request.consumer].config
             group = parse_unpin_group(msg.payload)
-            answer = unpin(consumers[request.consumer].config, group)
-            self._advise_unpinned(request.stream, request.consumer, group)
-            return answer
+            answer = unpin(config, group)
+            if config.get("priority_policy") != PRIORITY_PINNED_CLIENT:
+                self._advise_unpinned(request.stream, request.consumer, group)
+                return answer
+            # the pin is the consumer leader's: it releases it, announces it and answers
+            target = consumer_subject(request.stream, request.consumer, op)
+            if not await pass_on_when_served(self.ctx.router, target, msg.payload, msg.reply, msg.headers):
+                raise JSErrors.CLUSTER_NOT_AVAILABLE()
+            return None
         # INFO, NEXT, STEPDOWN from a node that did not know the consumer yet: pass them on, to be
         # answered once the leader's node has what this one applied (a config just updated)
         target = consumer_subject(request.stream, request.consumer, op)
@@ -260,8 +268,8 @@ class ConsumerAdmin:
         self.ctx.router.publish(consumer_advisory_subject(ConsumerEvent.PAUSE, stream, name), body)
 
     def _advise_unpinned(self, stream: str, name: str, group: str) -> None:
-        """CONSUMER.UNPINNED after an UNPIN, as nats-server sends it whether or not a client was
-        pinned (no consumer here pins one: the pinned_client policy is refused)."""
+        """CONSUMER.UNPINNED after an UNPIN of a consumer that pins no client (of another policy), as
+        nats-server sends it whether or not a client was pinned."""
         ctx = self.ctx
         ctx.advise(
             consumer_advisory_subject(ConsumerEvent.UNPINNED, stream, name),

@@ -1,6 +1,6 @@
-"""ADR-42 priority groups, the parts jetraft implements (the `overflow` and `prioritized` policies): the
-config checks and pull request checks, with nats-server 2.15.1's codes and words (the same requests go
-to both in tests/node/test_consumer_parity.py), and the waiting queue's order."""
+"""ADR-42 priority groups: the config checks and pull request checks, with nats-server 2.15.1's codes and
+words (the same requests go to both in tests/node/test_consumer_parity.py, which also compares what the
+`overflow`, `prioritized` and `pinned_client` policies deliver), and the waiting queue's order."""
 
 from __future__ import annotations
 
@@ -34,8 +34,6 @@ def _normalized(**config: object) -> ConsumerConfig:
         ({"priority_policy": "overflow", "priority_groups": ["g", ""]}, 10161),
         ({"priority_policy": "overflow", "priority_groups": ["seventeen-chars-x"]}, 10162),
         ({"priority_policy": "prioritized", "priority_groups": ["g"], "deliver_subject": "out"}, 10178),
-        # passes nats-server's checks, then refused: jetraft does not pin clients
-        ({"priority_policy": "pinned_client", "priority_groups": ["g"]}, 10012),
     ],
 )
 def test_priority_configs_refused_with_nats_servers_error(config: dict[str, object], err_code: int) -> None:
@@ -53,6 +51,8 @@ def test_accepted_priority_configs() -> None:
     overflow = _normalized(priority_policy="overflow", priority_groups=["g", "h"], priority_timeout=-5)
     assert (overflow.priority_policy, overflow.priority_groups, overflow.priority_timeout) == ("overflow", ("g", "h"), 0)
     assert required_api_level(overflow) == 1
+    pinned = _normalized(priority_policy="pinned_client", priority_groups=["g"])
+    assert pinned.priority_timeout == 120 * 10**9  # nats-server's two minutes
     none = _normalized(priority_policy="none")
     assert none.priority_policy == "" and "priority_policy" not in none.to_json()
     assert required_api_level(none) == 0

@@ -527,3 +527,109 @@ async def test_a_prioritized_consumer_serves_the_lowest_number_first(both: dict[
     seen = {kind: await _by_priority(nc, kind) for kind, nc in both.items()}
     assert seen["jetraft"] == seen["nats-server"]
     assert seen["nats-server"]["one"] == ["m1", "m2"]
+
+
+def _pin_shape(replies: list[tuple], pins: dict[str, str]) -> list[tuple]:
+    """Pull replies with each pin id named by the order it was first seen (pin-1, pin-2, ...)."""
+    out = []
+    for status, description, pending, data, _at, pin in replies:
+        if pin is not None:
+            pin = pins.setdefault(pin, f"pin-{len(pins) + 1}")
+        out.append((status, description, pending, data, pin))
+    return out
+
+
+class PinnedPull(Pull):
+    """Pull replies with the `Nats-Pin-Id` each message carried (None on a status)."""
+
+    async def __call__(self, body: dict[str, Any], wait: float = 1.5, messages: int = 0) -> list[tuple]:
+        inbox = self.nc.new_inbox()
+        sub = await self.nc.subscribe(inbox)
+        await self.nc.publish(self.subject, json.dumps(body).encode(), reply=inbox)
+        out: list[tuple] = []
+        try:
+            while True:
+                try:
+                    msg = await sub.next_msg(timeout=wait)
+                except nats.errors.TimeoutError:
+                    break
+                headers = msg.headers or {}
+                status = headers.get("Status")
+                pending = {k: v for k, v in headers.items() if k.startswith("Nats-Pending")}
+                out.append((status, headers.get("Description"), pending, msg.data, time.time(), headers.get("Nats-Pin-Id")))
+                if status is not None or (messages and len(out) >= messages):
+                    break
+        finally:
+            await sub.unsubscribe()
+        return out
+
+
+async def _pinned(nc: nats.NATS, kind: str) -> dict[str, Any]:
+    await make_stream(nc, "PIN", replicas_for(kind))
+    created = await make_consumer(nc, "PIN", "p", priority_policy="pinned_client", priority_groups=["g"])
+    advisories: list[dict[str, Any]] = []
+
+    async def advised(msg: Any) -> None:
+        advisories.append(json.loads(msg.data))
+
+    watches = [
+        await nc.subscribe(f"$JS.EVENT.ADVISORY.CONSUMER.{event}.PIN.p", cb=advised) for event in ("PINNED", "UNPINNED")
+    ]
+    for i in range(4):
+        await nc.request("pin.x", b"m%d" % i, timeout=10)
+    pull, pins = PinnedPull(nc, "PIN", "p"), {}
+    out: dict[str, Any] = {"config": {k: v for k, v in created["config"].items() if k.startswith("priority")}}
+    first = await pull({"batch": 1, "group": "g", "expires": 2_000_000_000}, messages=1)
+    pin = first[0][5]
+    out["first pins its client"] = _pin_shape(first, pins)
+    info = await request(nc, f"{API}CONSUMER.INFO.PIN.p")
+    group = info["priority_groups"][0]
+    out["info"] = (group["group"], pins.get(group.get("pinned_client_id", "")), group["pinned_ts"] != ZERO_TIME)
+    out["another pin"] = _pin_shape(await pull({"batch": 1, "group": "g", "id": "bogus"}), pins)
+    out["no pin, while pinned"] = _pin_shape(await pull({"batch": 1, "group": "g", "expires": 500_000_000}), pins)
+    out["the pinned client"] = _pin_shape(await pull({"batch": 1, "group": "g", "id": pin, "expires": 2_000_000_000}, messages=1), pins)
+    out["unpin"] = await request(nc, f"{API}CONSUMER.UNPIN.PIN.p", {"group": "g"})
+    out["the old pin"] = _pin_shape(await pull({"batch": 1, "group": "g", "id": pin, "expires": 2_000_000_000}), pins)
+    out["a new client"] = _pin_shape(await pull({"batch": 1, "group": "g", "expires": 2_000_000_000}, messages=1), pins)
+    for _ in range(100):  # bounded: the two PINNED and the UNPINNED advisories
+        if len(advisories) >= 3:
+            break
+        await asyncio.sleep(0.05)
+    for watch in watches:
+        await watch.unsubscribe()
+    out["advisories"] = [
+        (a["type"].rsplit(".", 1)[-1], a["group"], a.get("reason"), pins.get(a.get("pinned_id", ""))) for a in advisories
+    ]
+    await request(nc, f"{API}STREAM.DELETE.PIN")
+    return out
+
+
+async def test_a_pinned_client_consumer_serves_as_nats_server_does(both: dict[str, nats.NATS]) -> None:
+    seen = {kind: await _pinned(nc, kind) for kind, nc in both.items()}
+    assert seen["jetraft"] == seen["nats-server"]
+    theirs = seen["nats-server"]
+    assert theirs["first pins its client"][0][3:] == (b"m0", "pin-1")
+    assert theirs["a new client"][0][3:] == (b"m2", "pin-2")
+
+
+async def _pin_timeout(nc: nats.NATS, kind: str) -> list[Any]:
+    await make_stream(nc, "PTO", replicas_for(kind))
+    await make_consumer(nc, "PTO", "p", priority_policy="pinned_client", priority_groups=["g"], priority_timeout=500_000_000)
+    unpinned = await nc.subscribe("$JS.EVENT.ADVISORY.CONSUMER.UNPINNED.PTO.p")
+    await nc.request("pto.x", b"m", timeout=10)
+    pull = PinnedPull(nc, "PTO", "p")
+    got = await pull({"batch": 1, "group": "g", "expires": 2_000_000_000}, messages=1)
+    asked = time.time()
+    advisory = json.loads((await unpinned.next_msg(timeout=5)).data)
+    waited = time.time() - asked
+    info = await request(nc, f"{API}CONSUMER.INFO.PTO.p")
+    await unpinned.unsubscribe()
+    await request(nc, f"{API}STREAM.DELETE.PTO")
+    assert 0.3 < waited < 2.0, (kind, waited)  # at the pin's timeout
+    return [got[0][3], advisory["reason"], advisory["group"], info["priority_groups"]]
+
+
+async def test_a_pin_not_kept_up_is_released_as_on_nats_server(both: dict[str, nats.NATS]) -> None:
+    seen = {kind: await _pin_timeout(nc, kind) for kind, nc in both.items()}
+    assert seen["jetraft"] == seen["nats-server"]
+    assert seen["nats-server"] == [b"m", "timeout", "g", [{"group": "g", "pinned_ts": ZERO_TIME}]]

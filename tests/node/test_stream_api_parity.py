@@ -598,10 +598,8 @@ async def _other_subjects(nc: nats.NATS) -> dict[str, list[Any]]:
     same.append(_without(answer, {"ack_floor"}))
     known.append(answer.get("ack_floor"))
     pinned = {"durable_name": "PIN", "priority_policy": "pinned_client", "priority_groups": ["g"]}
-    # known difference: jetraft refuses the pinned_client priority policy (10012; overflow and
-    # prioritized it serves, tests/node/test_consumer_parity.py) where nats-server creates the consumer
     answer = await _request(nc, "$JS.API.CONSUMER.DURABLE.CREATE.EV.PIN", {"stream_name": "EV", "config": pinned})
-    known.append(answer.get("error") or answer["config"]["priority_groups"])
+    same.append(answer.get("error") or answer["config"]["priority_groups"])
     await _request(nc, "$JS.API.CONSUMER.DELETE.EV.PIN")
     for body in (None, {"offset": 1}, {"offset": 10}):
         same.append(await _request(nc, "$JS.API.CONSUMER.NAMES.EV", body))
@@ -658,17 +656,8 @@ def test_the_other_api_subjects_and_request_forms(clusters: dict[str, JetStreamT
     pulled = next(a for a in ours["same"] if isinstance(a, dict) and a.get("subject") == "ev.a")
     assert pulled["data"] == "m4"  # the pull request was answered with a message
     assert ours["same"][-1] == "timeout"
-    assert theirs["known"] == [{"consumer_seq": 0, "stream_seq": 0}, ["g"], 10005, 10129]
-    assert ours["known"] == [
-        {"consumer_seq": 0, "stream_seq": 1},
-        {
-            "code": 500,
-            "err_code": 10012,
-            "description": "the pinned_client priority policy is not supported by jetraft",
-        },
-        "timeout",
-        "timeout",
-    ]
+    assert theirs["known"] == [{"consumer_seq": 0, "stream_seq": 0}, 10005, 10129]
+    assert ours["known"] == [{"consumer_seq": 0, "stream_seq": 1}, "timeout", "timeout"]
 
 
 async def _reset_and_fetch(nc: nats.NATS) -> list[Any]:
