@@ -485,20 +485,22 @@ class ConsumerLeader:
         return None
 
     def _deliver_pinned(self, waiting: WaitingRequest, messages: list[OutgoingMsg], now: int) -> None:
-        """Messages for a pinned_client consumer's request, each naming the pin; the first message to
-        a request of the group while nobody is pinned pins its client."""
-        cfg = self.replica.config
+        """Messages for a pinned_client consumer's request, each naming the pin (a header that, as on
+        nats-server, does not count towards the request's max_bytes); the first message to a request
+        of the group while nobody is pinned pins its client (a request that is not JSON gets an empty
+        pin, and pins nobody, as on nats-server)."""
         if not self.pin.id and waiting.group:
-            pin_id = self.pin.assign(now, cfg.priority_timeout or DEFAULT_PINNED_TTL_NS)
-            waiting.pin_id = pin_id
-            self._advise_pinned(waiting.group, pin_id, now)
+            self._pin(waiting, new_event_id(), now)
         line = f"{PIN_ID_HEADER}: {self.pin.id}\r\n".encode()
         publish = self.ctx.router.publish
         for msg in messages:
             headers = extend_header_block(msg.headers, line)
             publish(waiting.reply, msg.payload, msg.reply, headers, deliver_as=msg.subject)
 
-    def _advise_pinned(self, group: str, pin_id: str, now: int) -> None:
+    def _pin(self, waiting: WaitingRequest, pin_id: str, now: int) -> None:
+        self.pin.assign(pin_id, now, self.replica.config.priority_timeout or DEFAULT_PINNED_TTL_NS)
+        waiting.pin_id = pin_id
+        group = waiting.group or ""
         ctx = self.ctx
         ctx.advise(
             consumer_advisory_subject(ConsumerEvent.PINNED, self.stream_name, self.name),

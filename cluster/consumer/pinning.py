@@ -14,8 +14,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from cluster.api.advisories import new_event_id
-
 PIN_ID_HEADER = "Nats-Pin-Id"
 
 
@@ -28,12 +26,11 @@ class PinnedClient:
         self._on_timeout = on_timeout
         self._timer: asyncio.TimerHandle | None = None
 
-    def assign(self, now_ns: int, timeout_ns: int) -> str:
-        """Pin a new client; its id."""
-        self.id = new_event_id()
+    def assign(self, pin_id: str, now_ns: int, timeout_ns: int) -> None:
+        """Pin a new client under `pin_id` (`new_event_id()`: a NUID's length and alphabet)."""
+        self.id = pin_id
         self.since_ns = now_ns
         self.keep(timeout_ns)
-        return self.id
 
     def keep(self, timeout_ns: int) -> None:
         """The pinned client asked again: its pin lasts `timeout_ns` from now."""

@@ -590,7 +590,11 @@ async def _pinned(nc: nats.NATS, kind: str) -> dict[str, Any]:
     out["the pinned client"] = _pin_shape(await pull({"batch": 1, "group": "g", "id": pin, "expires": 2_000_000_000}, messages=1), pins)
     out["unpin"] = await request(nc, f"{API}CONSUMER.UNPIN.PIN.p", {"group": "g"})
     out["the old pin"] = _pin_shape(await pull({"batch": 1, "group": "g", "id": pin, "expires": 2_000_000_000}), pins)
-    out["a new client"] = _pin_shape(await pull({"batch": 1, "group": "g", "expires": 2_000_000_000}, messages=1), pins)
+    new_client = await pull({"batch": 1, "group": "g", "expires": 2_000_000_000}, messages=1)
+    out["a new client"] = _pin_shape(new_client, pins)
+    # what is left of max_bytes says what counted: not the pin's header, on nats-server
+    room = {"batch": 1, "group": "g", "id": new_client[0][5], "max_bytes": 1000, "expires": 2_000_000_000}
+    out["max_bytes"] = _pin_shape(await pull(room), pins)
     for _ in range(100):  # bounded: the two PINNED and the UNPINNED advisories
         if len(advisories) >= 3:
             break
@@ -633,3 +637,33 @@ async def test_a_pin_not_kept_up_is_released_as_on_nats_server(both: dict[str, n
     seen = {kind: await _pin_timeout(nc, kind) for kind, nc in both.items()}
     assert seen["jetraft"] == seen["nats-server"]
     assert seen["nats-server"] == [b"m", "timeout", "g", [{"group": "g", "pinned_ts": ZERO_TIME}]]
+
+
+async def test_a_new_consumer_leader_pins_anew(cluster: LocalCluster) -> None:
+    """The pin is the leader's own, as on nats-server: after a leader change the old pin is refused (423)
+    and the next request without one is pinned under a new id."""
+    nc = await nats.connect(cluster.client_urls[0])
+    try:
+        await make_stream(nc, "REPIN", 3)
+        await make_consumer(nc, "REPIN", "p", priority_policy="pinned_client", priority_groups=["g"])
+        for i in range(3):
+            await nc.request("repin.x", b"m%d" % i, timeout=10)
+        pull = PinnedPull(nc, "REPIN", "p")
+        first = await pull({"batch": 1, "group": "g", "expires": 2_000_000_000}, messages=1)
+        old_pin = first[0][5]
+        before = (await request(nc, f"{API}CONSUMER.INFO.REPIN.p"))["cluster"]["leader"]
+        answer = await request(nc, f"{API}CONSUMER.LEADER.STEPDOWN.REPIN.p")
+        assert answer.get("success"), answer
+        for _ in range(100):  # bounded: until the new leader answers INFO
+            info = await request(nc, f"{API}CONSUMER.INFO.REPIN.p")
+            if info.get("cluster", {}).get("leader") not in (None, before):
+                break
+            await asyncio.sleep(0.1)
+        assert info["priority_groups"] == [{"group": "g", "pinned_ts": ZERO_TIME}]
+        stale = await pull({"batch": 1, "group": "g", "id": old_pin, "expires": 2_000_000_000})
+        assert [r[:2] for r in stale] == [("423", "Nats-Wrong-Pin-Id")]
+        fresh = await pull({"batch": 1, "group": "g", "expires": 2_000_000_000}, messages=1)
+        assert fresh[0][3] == b"m1" and fresh[0][5] not in (None, "", old_pin)
+        await request(nc, f"{API}STREAM.DELETE.REPIN")
+    finally:
+        await nc.close()
