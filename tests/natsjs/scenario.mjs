@@ -1,4 +1,4 @@
-// One scenario of everyday nats.js v3 use (JetStream, consumers, Direct Get, KV, object store),
+// One scenario of everyday nats.js v3 use (JetStream, consumers with priority groups, Direct Get, KV, object store),
 // run against the server at argv[2]; prints one JSON array of what the client saw, with times,
 // ids and server names left out, for tests/natsjs/test_natsjs.py to compare between servers.
 import { createHash } from "node:crypto";
@@ -62,6 +62,37 @@ try {
   const info = await consumer.info();
   seen("consumer", { pending: info.num_pending, ack_pending: info.num_ack_pending, delivered: info.delivered.stream_seq });
   await apiError("consumer missing", jsm.consumers.info("JS1", "nope"));
+
+  // priority groups (ADR-42), as nats.js asks for them: an overflow consumer's minimum, a pinned client
+  await jsm.consumers.add("JS1", {
+    durable_name: "ovf", ack_policy: AckPolicy.Explicit, priority_policy: "overflow", priority_groups: ["jobs"],
+  });
+  const ovf = await js.consumers.get("JS1", "ovf");
+  const below = [];
+  for await (const m of await ovf.fetch({ max_messages: 2, expires: 1_000, group: "jobs", min_pending: 100 })) {
+    below.push(text(m.data));
+  }
+  seen("overflow, minimum not reached", below);
+  const above = [];
+  for await (const m of await ovf.fetch({ max_messages: 2, expires: 2_000, group: "jobs", min_pending: 1 })) {
+    above.push(text(m.data));
+    if (above.length === 2) break;
+  }
+  seen("overflow, minimum reached", above);
+  await jsm.consumers.add("JS1", {
+    durable_name: "pin", ack_policy: AckPolicy.None, priority_policy: "pinned_client", priority_groups: ["g"],
+  });
+  const pinned = await js.consumers.get("JS1", "pin");
+  const pinnedMsgs = [];
+  for await (const m of await pinned.fetch({ max_messages: 2, expires: 2_000, group: "g" })) {
+    pinnedMsgs.push([text(m.data), (m.headers?.get("Nats-Pin-Id") ?? "").length]);
+    if (pinnedMsgs.length === 2) break;
+  }
+  seen("pinned fetch", pinnedMsgs);
+  const pinInfo = await pinned.info();
+  seen("pinned info", pinInfo.priority_groups.map((g) => [g.group, (g.pinned_client_id ?? "").length]));
+  await apiError("unpin", jsm.consumers.unpin("JS1", "pin", "g"));
+  seen("unpinned info", (await pinned.info()).priority_groups.map((g) => [g.group, g.pinned_client_id ?? null]));
 
   const kvm = new Kvm(nc);
   const kv = await kvm.create("jsbucket", { history: 3, replicas: 3 });

@@ -1,6 +1,7 @@
 """nats.js v3 (the official JavaScript client, unmodified) against a 3-node nats-server 2.15.1 cluster and a
 3-node jetraft cluster: scenario.mjs (streams, publishes with dedup and expectations, MSG.GET, Direct Get,
-a pull consumer, KV, object store) must see the same on both. `make test` installs nats.js with npm."""
+a pull consumer, priority groups (an overflow consumer's minimum, a pinned client, UNPIN), KV, object
+store) must see the same on both. `make test` installs nats.js with npm."""
 
 from __future__ import annotations
 
