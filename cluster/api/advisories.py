@@ -150,12 +150,11 @@ def consumer_pause(
     return jsjson.dumps(body)
 
 
-def consumer_group_pinned(
-    account: str, stream: str, consumer: str, group: str, pinned_id: str, event_id: str, now_ns: int, domain: str = ""
-) -> bytes:
-    """CONSUMER.PINNED: a priority group was pinned to a new client."""
+def _group_event(
+    kind: str, account: str, stream: str, consumer: str, group: str, event_id: str, now_ns: int, domain: str
+) -> dict[str, Any]:
     body: dict[str, Any] = {
-        "type": GROUP_PINNED_TYPE,
+        "type": kind,
         "id": event_id,
         "timestamp": format_rfc3339_nano(now_ns),
         "account": account,
@@ -165,6 +164,14 @@ def consumer_group_pinned(
     if domain:
         body["domain"] = domain
     body["group"] = group
+    return body
+
+
+def consumer_group_pinned(
+    account: str, stream: str, consumer: str, group: str, pinned_id: str, event_id: str, now_ns: int, domain: str = ""
+) -> bytes:
+    """CONSUMER.PINNED: a priority group was pinned to a new client."""
+    body = _group_event(GROUP_PINNED_TYPE, account, stream, consumer, group, event_id, now_ns, domain)
     body["pinned_id"] = pinned_id
     return jsjson.dumps(body)
 
@@ -174,17 +181,7 @@ def consumer_group_unpinned(
 ) -> bytes:
     """CONSUMER.UNPINNED: a priority group's pin was released, by an UNPIN request (`admin`) or because
     the pinned client stopped asking (`timeout`)."""
-    body: dict[str, Any] = {
-        "type": GROUP_UNPINNED_TYPE,
-        "id": event_id,
-        "timestamp": format_rfc3339_nano(now_ns),
-        "account": account,
-        "stream": stream,
-        "consumer": consumer,
-    }
-    if domain:
-        body["domain"] = domain
-    body["group"] = group
+    body = _group_event(GROUP_UNPINNED_TYPE, account, stream, consumer, group, event_id, now_ns, domain)
     body["reason"] = reason
     return jsjson.dumps(body)
 

@@ -100,7 +100,8 @@ class Pull:
 
     async def __call__(self, body: dict[str, Any], wait: float = 1.5, messages: int = 0) -> list[tuple]:
         """Replies until a status other than a heartbeat, `messages` messages (when > 0), or `wait`
-        seconds of silence: (status, description, pending headers, payload, wall clock) each."""
+        seconds of silence: (status, description, pending headers, payload, wall clock, Nats-Pin-Id)
+        each."""
         inbox = self.nc.new_inbox()
         sub = await self.nc.subscribe(inbox)
         await self.nc.publish(self.subject, json.dumps(body).encode(), reply=inbox)
@@ -114,7 +115,8 @@ class Pull:
                 headers = msg.headers or {}
                 status = headers.get("Status")
                 pending = {k: v for k, v in headers.items() if k.startswith("Nats-Pending")}
-                out.append((status, headers.get("Description"), pending, msg.data, time.time()))
+                pin = headers.get("Nats-Pin-Id")
+                out.append((status, headers.get("Description"), pending, msg.data, time.time(), pin))
                 if status is not None and status != "100":
                     break
                 if messages and sum(1 for r in out if r[0] is None) >= messages:
@@ -390,28 +392,34 @@ def _collector(into: list[str]) -> Any:
     return take
 
 
-async def _spread_over_waiting_pulls(nc: nats.NATS, kind: str) -> dict[str, list[str]]:
-    """Three pull requests wait on an empty stream; six messages arrive one by one: which got which."""
-    await make_stream(nc, "RR", replicas_for(kind))
-    await make_consumer(nc, "RR", "rr")
+async def _who_got_what(nc: nats.NATS, stream: str, consumer: str, pulls: list[tuple[str, bytes]], count: int) -> dict[str, list[str]]:
+    """The pull requests (name, body) wait on an empty stream, in order; `count` messages m1, m2, ...
+    arrive one by one on `<stream>.x`: which request got which."""
     got: dict[str, list[str]] = {}
     subs = []
-    for name in ("first", "second", "third"):
+    for name, body in pulls:
         inbox = nc.new_inbox()
         got[name] = []
         subs.append(await nc.subscribe(inbox, cb=_collector(got[name])))
-        pull = json.dumps({"batch": 5, "expires": 5_000_000_000}).encode()
-        await nc.publish(f"{API}CONSUMER.MSG.NEXT.RR.rr", pull, reply=inbox)
+        await nc.publish(f"{API}CONSUMER.MSG.NEXT.{stream}.{consumer}", body, reply=inbox)
         await nc.flush()
-    for n in range(6):
-        await nc.request("rr.x", f"m{n + 1}".encode(), timeout=10)
-    for _ in range(100):  # bounded: until all six are in
-        if sum(len(v) for v in got.values()) == 6:
+    for n in range(count):
+        await nc.request(f"{stream.lower()}.x", f"m{n + 1}".encode(), timeout=10)
+    for _ in range(100):  # bounded: until all are in
+        if sum(len(v) for v in got.values()) == count:
             break
         await asyncio.sleep(0.05)
     for sub in subs:
         await sub.unsubscribe()
     return got
+
+
+async def _spread_over_waiting_pulls(nc: nats.NATS, kind: str) -> dict[str, list[str]]:
+    """Three pull requests wait on an empty stream; six messages arrive one by one: which got which."""
+    await make_stream(nc, "RR", replicas_for(kind))
+    await make_consumer(nc, "RR", "rr")
+    pull = json.dumps({"batch": 5, "expires": 5_000_000_000}).encode()
+    return await _who_got_what(nc, "RR", "rr", [(name, pull) for name in ("first", "second", "third")], 6)
 
 
 async def test_waiting_pull_requests_take_turns_as_on_nats_server(both: dict[str, nats.NATS]) -> None:
@@ -499,26 +507,14 @@ async def test_an_overflow_consumer_serves_as_nats_server_does(both: dict[str, n
 
 
 async def _by_priority(nc: nats.NATS, kind: str) -> dict[str, list[str]]:
-    """Requests of priority 5, then 1, then a plain one wait on an empty stream; three messages come."""
+    """Requests of priority 5, then 1, then a plain one wait on an empty stream; four messages come."""
     await make_stream(nc, "PRI", replicas_for(kind))
     await make_consumer(nc, "PRI", "p", priority_policy="prioritized", priority_groups=["g"])
-    got: dict[str, list[str]] = {}
-    subs = []
-    for name, body in [("five", {"group": "g", "priority": 5}), ("one", {"group": "g", "priority": 1}), ("plain", None)]:
-        inbox = nc.new_inbox()
-        got[name] = []
-        subs.append(await nc.subscribe(inbox, cb=_collector(got[name])))
-        pull = b"2" if body is None else json.dumps({**body, "batch": 2, "expires": 5_000_000_000}).encode()
-        await nc.publish(f"{API}CONSUMER.MSG.NEXT.PRI.p", pull, reply=inbox)
-        await nc.flush()
-    for n in range(4):
-        await nc.request("pri.x", f"m{n + 1}".encode(), timeout=10)
-    for _ in range(100):  # bounded: until all four are in
-        if sum(len(v) for v in got.values()) == 4:
-            break
-        await asyncio.sleep(0.05)
-    for sub in subs:
-        await sub.unsubscribe()
+
+    def body(priority: int) -> bytes:
+        return json.dumps({"group": "g", "priority": priority, "batch": 2, "expires": 5_000_000_000}).encode()
+
+    got = await _who_got_what(nc, "PRI", "p", [("five", body(5)), ("one", body(1)), ("plain", b"2")], 4)
     await request(nc, f"{API}STREAM.DELETE.PRI")
     return got
 
@@ -539,31 +535,6 @@ def _pin_shape(replies: list[tuple], pins: dict[str, str]) -> list[tuple]:
     return out
 
 
-class PinnedPull(Pull):
-    """Pull replies with the `Nats-Pin-Id` each message carried (None on a status)."""
-
-    async def __call__(self, body: dict[str, Any], wait: float = 1.5, messages: int = 0) -> list[tuple]:
-        inbox = self.nc.new_inbox()
-        sub = await self.nc.subscribe(inbox)
-        await self.nc.publish(self.subject, json.dumps(body).encode(), reply=inbox)
-        out: list[tuple] = []
-        try:
-            while True:
-                try:
-                    msg = await sub.next_msg(timeout=wait)
-                except nats.errors.TimeoutError:
-                    break
-                headers = msg.headers or {}
-                status = headers.get("Status")
-                pending = {k: v for k, v in headers.items() if k.startswith("Nats-Pending")}
-                out.append((status, headers.get("Description"), pending, msg.data, time.time(), headers.get("Nats-Pin-Id")))
-                if status is not None or (messages and len(out) >= messages):
-                    break
-        finally:
-            await sub.unsubscribe()
-        return out
-
-
 async def _pinned(nc: nats.NATS, kind: str) -> dict[str, Any]:
     await make_stream(nc, "PIN", replicas_for(kind))
     created = await make_consumer(nc, "PIN", "p", priority_policy="pinned_client", priority_groups=["g"])
@@ -577,7 +548,7 @@ async def _pinned(nc: nats.NATS, kind: str) -> dict[str, Any]:
     ]
     for i in range(4):
         await nc.request("pin.x", b"m%d" % i, timeout=10)
-    pull, pins = PinnedPull(nc, "PIN", "p"), {}
+    pull, pins = Pull(nc, "PIN", "p"), {}
     out: dict[str, Any] = {"config": {k: v for k, v in created["config"].items() if k.startswith("priority")}}
     first = await pull({"batch": 1, "group": "g", "expires": 2_000_000_000}, messages=1)
     pin = first[0][5]
@@ -621,7 +592,7 @@ async def _pin_timeout(nc: nats.NATS, kind: str) -> list[Any]:
     await make_consumer(nc, "PTO", "p", priority_policy="pinned_client", priority_groups=["g"], priority_timeout=500_000_000)
     unpinned = await nc.subscribe("$JS.EVENT.ADVISORY.CONSUMER.UNPINNED.PTO.p")
     await nc.request("pto.x", b"m", timeout=10)
-    pull = PinnedPull(nc, "PTO", "p")
+    pull = Pull(nc, "PTO", "p")
     got = await pull({"batch": 1, "group": "g", "expires": 2_000_000_000}, messages=1)
     asked = time.time()
     advisory = json.loads((await unpinned.next_msg(timeout=5)).data)
@@ -648,7 +619,7 @@ async def test_a_new_consumer_leader_pins_anew(cluster: LocalCluster) -> None:
         await make_consumer(nc, "REPIN", "p", priority_policy="pinned_client", priority_groups=["g"])
         for i in range(3):
             await nc.request("repin.x", b"m%d" % i, timeout=10)
-        pull = PinnedPull(nc, "REPIN", "p")
+        pull = Pull(nc, "REPIN", "p")
         first = await pull({"batch": 1, "group": "g", "expires": 2_000_000_000}, messages=1)
         old_pin = first[0][5]
         before = (await request(nc, f"{API}CONSUMER.INFO.REPIN.p"))["cluster"]["leader"]
