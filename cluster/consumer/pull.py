@@ -9,7 +9,11 @@ texts and headers are nats-server 2.15's (trace 11 and a real server):
 of N`, `409 Exceeded MaxRequestExpires of 1s`, `409 Exceeded
 MaxRequestMaxBytes of N`, `409 Message Size Exceeds MaxBytes`, `409 Batch
 Completed`, `409 Exceeded MaxWaiting`, `409 Consumer is push based`,
-`400 Bad Request - heartbeat value too large`.
+`400 Bad Request - heartbeat value too large`; for priority groups (ADR-42)
+`400 Bad Request - Priority Group missing` (and `- Invalid Priority Group`,
+`- Not a Overflow Priority consumer`, `- Not a Pinned Client Priority
+consumer`, `- Priority must be between 0 and 9`), `423 Nats-Pin-Id mismatch`
+and `423 Nats-Wrong-Pin-Id`.
 
 What happens to a request, as nats-server's consumer.go does it
 (processNextMsgRequest, processWaiting, nextWaiting):
