@@ -217,17 +217,28 @@ class _WebSocketConnection(asyncio.Protocol):
     # --- after it -------------------------------------------------------------------------------
 
     def _frames(self) -> None:
-        """Hand the messages wsproto has read to the client; answer pings and the closing handshake."""
+        """Hand the messages wsproto has read to the client; answer pings and the closing handshake.
+
+        The messages of one read go to the client as one run of protocol bytes (NATS over WebSocket is
+        a byte stream: a command may span messages), so what the client answers to them leaves in one
+        message too, as nats-server's does: a client that sent SUB, PUB and PING as three messages gets
+        MSG and PONG in one, not two."""
         ws, tcp = self._ws, self._tcp
         assert ws is not None
+        received: list[bytes] = []
         for event in ws.events():
             if tcp is None or self._client is None:
                 return
             if isinstance(event, Message):
                 # a text message is protocol bytes too (some browser libraries send them)
                 data = event.data.encode() if isinstance(event, TextMessage) else event.data
-                self._client.data_received(bytes(data))
-            elif isinstance(event, Ping):
+                received.append(bytes(data))
+                continue
+            self._deliver(received)  # what came before a ping or a close goes first
+            received = []
+            if self._tcp is None or self._client is None or self._client_closed():
+                return  # what it was handed ended the connection (a protocol error): nothing more goes out
+            if isinstance(event, Ping):
                 # once the node sent its close frame (the client closed), no pong may follow it
                 if ws.state is ConnectionState.OPEN:
                     tcp.write(ws.send(event.response()))
@@ -239,6 +250,14 @@ class _WebSocketConnection(asyncio.Protocol):
                         tcp.write(ws.send(CloseConnection(code=event.code, reason=event.reason)))
                 tcp.close()
                 return
+        self._deliver(received)
+
+    def _client_closed(self) -> bool:
+        return self._transport is not None and self._transport.is_closing()
+
+    def _deliver(self, received: list[bytes]) -> None:
+        if received and self._client is not None and self._tcp is not None:
+            self._client.data_received(received[0] if len(received) == 1 else b"".join(received))
 
 
 class WebSocketListener:

@@ -415,6 +415,56 @@ async def test_a_websocket_session_frame_by_frame_as_nats_server_has_it(tmp_path
     assert mine == theirs
 
 
+async def _answers_per_message(port: int) -> list[bytes]:
+    """SUB, PUB and PING sent as three WebSocket messages in one write: the messages the answers come in."""
+    ws = WSConnection(ConnectionType.CLIENT)
+    reader, writer = await asyncio.open_connection(HOST, port)
+    messages: list[bytes] = []
+
+    accepted = False
+
+    async def until(done: Any) -> None:
+        nonlocal accepted
+        while not done():
+            ws.receive_data(await asyncio.wait_for(reader.read(65536), 10))
+            for event in ws.events():
+                accepted = accepted or isinstance(event, AcceptConnection)
+                if isinstance(event, Message):
+                    data = event.data
+                    messages.append(data.encode() if isinstance(data, str) else bytes(data))
+
+    def ponged() -> bool:
+        return any(b"PONG\r\n" in message for message in messages)
+
+    try:
+        writer.write(ws.send(Request(host=f"{HOST}:{port}", target="/")))
+        await until(lambda: accepted)
+        writer.write(ws.send(BytesMessage(data=b'CONNECT {"verbose":false,"protocol":1}\r\nPING\r\n')))
+        await until(ponged)  # INFO, then PONG (and an INFO naming the account)
+        messages.clear()
+        commands = (b"SUB ws.t 1\r\n", b"PUB ws.t 1\r\nx\r\n", b"PING\r\n")
+        writer.write(b"".join(ws.send(BytesMessage(data=c)) for c in commands))
+        await until(ponged)
+    finally:
+        writer.close()
+    return messages
+
+
+async def test_answers_to_messages_read_together_leave_in_one_message_as_from_nats_server(tmp_path: Path) -> None:
+    """nats-server reads a client's messages as one byte stream and sends what it answers to a read in one
+    message: a MSG and the PONG of a flush arrive together, as nats.py's tests expect of a flush."""
+    ws_port = free_port_base(1)
+    block = f"websocket {{ host: {HOST}, port: {ws_port}, no_tls: true }}\n"
+    (tmp_path / "ref").mkdir()
+    (tmp_path / "jetraft").mkdir()
+    async with nats_server_from_config(tmp_path / "ref", block):
+        theirs = await _answers_per_message(ws_port)
+    async with node_from_config(tmp_path / "jetraft", block):
+        mine = await _answers_per_message(ws_port)
+    assert theirs == [b"MSG ws.t 1 1\r\nx\r\nPONG\r\n"]
+    assert mine == theirs
+
+
 async def test_a_close_frame_behind_many_commands_ends_the_connection_cleanly(tmp_path: Path) -> None:
     """A client's close frame arriving behind more commands than the node answers in one go: the answers
     still due once the closing handshake is done are dropped, not written (wsproto refuses a message
