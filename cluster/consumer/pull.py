@@ -126,7 +126,8 @@ def _trim(value: float) -> str:
 # -- requests -----------------------------------------------------------------------------------
 
 
-# a request without a priority (not JSON, or no `priority`) waits behind every prioritized one
+# a request that is not JSON (so with no priority group at all) waits behind every JSON one, which
+# has priority 0 unless it says otherwise (nats-server's insertAtPosition)
 LOWEST_PRIORITY = 2**31 - 1
 
 
