@@ -77,7 +77,8 @@ def hand_on_requests_in_flight(ctx: NodeContext) -> None:
         if safe_to_ask_twice(msg.subject):
             ctx.spawn(hand_on_when_served(ctx, msg, reply_via), "api-hand-on-lost")
         else:
-            log.info("leader_request_lost_in_transit", subject=msg.subject)
+            # the peer may have read and answered it (its pong was still on the way): not "lost"
+            log.info("leader_request_unconfirmed", subject=msg.subject, asked_again=False)
 
     for prefix in LEADER_SUBJECT_PREFIXES:
         ctx.router.on_unserved(prefix, unserved)
