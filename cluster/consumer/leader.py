@@ -803,7 +803,7 @@ class ConsumerLeader:
             elif op is ConsumerOp.UNPIN:
                 # the meta leader checked the stream, the consumer and the group (cluster/consumer/unpin.py)
                 group = parse_unpin_group(msg.payload)
-                body = unpin(self.replica.config.to_json(), group)
+                body = unpin(self.replica.config.priority_groups, group)
                 self.unpin("admin", group)
             else:
                 raise JSErrors.BAD_REQUEST()

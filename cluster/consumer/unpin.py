@@ -1,14 +1,14 @@
 """Unpinning a consumer's pinned client (`$JS.API.CONSUMER.UNPIN.<stream>.<consumer>`), as nats-server
 2.15.1 answers it: after the same checks, in the same order: the stream, the consumer, then the body
 (read by json.Unmarshal: unknown fields pass, Go's words carry no offset), its group set (10025) and
-well-formed (10162), and one of the consumer's groups (10160). Then the pin, if any, is released: by
-the consumer's leader for a `pinned_client` consumer (cluster/consumer/pinning.py), which holds it;
-a consumer of another policy has none to release. Either way CONSUMER.UNPINNED is announced.
+well-formed (10162), and one of the consumer's groups (10160). Then the consumer's leader, which holds
+the pin (cluster/consumer/pinning.py), releases it if there is one (a consumer of another policy has
+none) and announces CONSUMER.UNPINNED either way, as nats-server does.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
 from cluster.api import jsjson
 from cluster.api.errors import JSErrors
@@ -31,10 +31,10 @@ def parse_unpin_group(payload: bytes) -> str:
     return group
 
 
-def unpin(config: dict[str, Any], group: str) -> bytes:
-    """The answer for a consumer with `config`: 10160 when it has no such group, else success (with
-    no client ever pinned here there is nothing to release, as for a nats-server group with no pin)."""
-    if group not in (config.get("priority_groups") or ()):
+def unpin(groups: Sequence[str], group: str) -> bytes:
+    """The answer for a consumer of priority `groups`: 10160 when `group` is not one of them, else
+    success (releasing the pin is the consumer leader's part)."""
+    if group not in groups:
         raise JSErrors.CONSUMER_INVALID_PRIORITY_GROUP()
     return jsjson.dumps({"type": UNPIN_TYPE})
 

@@ -22,7 +22,6 @@ from cluster.api.advisories import (
     ConsumerEvent,
     consumer_action,
     consumer_advisory_subject,
-    consumer_group_unpinned,
     consumer_pause,
     new_event_id,
 )
@@ -39,7 +38,6 @@ from cluster.api.lists import list_page
 from cluster.consumer.api import delete_response, names_response, parse_offset
 from cluster.consumer.assignment import ConsumerAssignment
 from cluster.consumer.config import (
-    PRIORITY_PINNED_CLIENT,
     ConsumerConfig,
     CreateConsumerRequest,
     consumer_config_from_json,
@@ -142,12 +140,8 @@ class ConsumerAdmin:
             return await self._pause(request.stream, request.consumer, pause_until)
         if op is ConsumerOp.UNPIN:
             # as nats-server in a cluster: the stream and the consumer are looked up before the body
-            config = consumers[request.consumer].config
-            group = parse_unpin_group(msg.payload)
-            answer = unpin(config, group)
-            if config.get("priority_policy") != PRIORITY_PINNED_CLIENT:
-                self._advise_unpinned(request.stream, request.consumer, group)
-                return answer
+            groups = consumers[request.consumer].config.get("priority_groups") or ()
+            unpin(groups, parse_unpin_group(msg.payload))  # its errors (10160) before anything is released
             # the pin is the consumer leader's: it releases it, announces it and answers
             target = consumer_subject(request.stream, request.consumer, op)
             if not await pass_on_when_served(self.ctx.router, target, msg.payload, msg.reply, msg.headers):
@@ -266,17 +260,6 @@ class ConsumerAdmin:
             stream, name, cfg.pause_until_ns, new_event_id(), time.time_ns(), self.ctx.domain
         )
         self.ctx.router.publish(consumer_advisory_subject(ConsumerEvent.PAUSE, stream, name), body)
-
-    def _advise_unpinned(self, stream: str, name: str, group: str) -> None:
-        """CONSUMER.UNPINNED after an UNPIN of a consumer that pins no client (of another policy), as
-        nats-server sends it whether or not a client was pinned."""
-        ctx = self.ctx
-        ctx.advise(
-            consumer_advisory_subject(ConsumerEvent.UNPINNED, stream, name),
-            lambda: consumer_group_unpinned(
-                ctx.account, stream, name, group, "admin", new_event_id(), time.time_ns(), ctx.domain
-            ),
-        )
 
     async def _ask_consumer(self, stream: str, name: str, op: ConsumerOp) -> bytes:
         """The consumer leader's answer, waiting (bounded) for a new group to elect its leader; it

@@ -45,9 +45,9 @@ SEEN_ON_NATS_SERVER = [
 @pytest.mark.parametrize(("body", "error"), SEEN_ON_NATS_SERVER)
 def test_unpin_answers_as_nats_server(body: bytes, error: tuple[int, str]) -> None:
     with pytest.raises(ApiError) as refused:
-        unpin({"name": "D1"}, parse_unpin_group(body))
+        unpin((), parse_unpin_group(body))
     assert (refused.value.to_json()["err_code"], refused.value.to_json()["description"]) == error
 
 
 def test_a_consumer_with_the_group_is_unpinned() -> None:
-    assert unpin({"priority_groups": ["g"]}, "g") == b'{"type":"io.nats.jetstream.api.v1.consumer_unpin_response"}'
+    assert unpin(("g",), "g") == b'{"type":"io.nats.jetstream.api.v1.consumer_unpin_response"}'
