@@ -69,7 +69,7 @@ def consumer_info(view: ConsumerView, now_ns: int, server_version: str = SERVER_
             state.delivered_consumer_seq, state.delivered_stream_seq, state.delivered_ts_ns
         ),
         "ack_floor": _sequence_info(
-            state.ack_floor_consumer_seq, state.ack_floor_stream_seq, state.ack_floor_ts_ns
+            state.ack_floor_consumer_seq, state.reported_ack_floor_stream_seq, state.ack_floor_ts_ns
         ),
         "num_ack_pending": state.num_ack_pending,
         "num_redelivered": state.num_redelivered,

@@ -15,6 +15,7 @@ pending message that has been delivered max_deliver times is dropped instead
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -22,12 +23,14 @@ from typing import NamedTuple
 
 from cluster.consumer.acks import ACK_PREFIX
 from cluster.consumer.config import AckPolicy, ConsumerConfig, DeliverPolicy
-from cluster.consumer.entries import ConsumerEntry, Delivered, Delivery, Forget, ForgetReason, Start
+from cluster.consumer.entries import ConsumerEntry, Delivered, Delivery, Forget, ForgetReason, Purged, Start
 from cluster.consumer.state import ConsumerState
+from cluster.stream.machine import PurgeDone
 from gateway.headers import encode_headers
 from storage.errors import MsgNotFoundError
 from storage.interface import StreamStore
 from storage.model import StoredMsg
+from subjects.grammar import is_subset_filter
 
 HDR_MSG_SIZE = "Nats-Msg-Size"
 _ALL = ">"
@@ -57,8 +60,19 @@ def _load(store: StreamStore, seq: int) -> StoredMsg | None:
         return None
 
 
-def start_position(config: ConsumerConfig, store: StreamStore) -> Start:
-    """The START entry for a new consumer, from its deliver policy and the stream as it is now."""
+def start_position(config: ConsumerConfig, store: StreamStore, replicated: bool) -> Start:
+    """The START entry for a new consumer, from its deliver policy and the stream as it is now.
+
+    The ack floor starts just before the start. A replicated consumer (more than one peer) that
+    acknowledges has no floor on record yet, as nats-server's store of one has none: info shows
+    stream sequence 0 until an ack, a reset or a purge records one."""
+    start = _start_seqs(config, store)
+    if replicated and config.ack_policy is not AckPolicy.NONE:
+        return dataclasses.replace(start, floor_on_record=False)
+    return start
+
+
+def _start_seqs(config: ConsumerConfig, store: StreamStore) -> Start:
     state = store.state()
     first, last = state.first_seq or 1, state.last_seq
     filters = _filters(config)
@@ -82,6 +96,24 @@ def start_position(config: ConsumerConfig, store: StreamStore) -> Start:
         return Start(max(lasts) if lasts else last + 1)
     seqs = store.multi_last_seqs(list(filters), max_allowed=1 << 62)
     return Start(last + 1, tuple(seqs), last)
+
+
+def purge_entry(config: ConsumerConfig, state: ConsumerState, store: StreamStore, purge: PurgeDone) -> Purged | None:
+    """The PURGED entry a purge of the stream calls for, as nats-server's stream purge decides which
+    consumers it moves: all of them for a purge of everything; for a purge by subject, a consumer whose
+    filters lie inside the purge's (it starts at the first message left on that subject, or after the
+    stream's end), or else one whose filters take in the purge's subject (it starts at the stream's first
+    sequence, and drops the pending messages the purge removed). Others: None."""
+    if not purge.filter:
+        return Purged(purge.first_seq or purge.last_seq + 1)
+    filters = config.filters
+    if any(is_subset_filter(own, purge.filter) for own in filters):
+        return Purged(purge.filter_first_seq or purge.last_seq + 1)
+    if filters and not any(is_subset_filter(purge.filter, own) for own in filters):
+        return None
+    start = purge.first_seq
+    gone = tuple(seq for seq in state.pending if seq >= start and _load(store, seq) is None)
+    return Purged(start, gone)
 
 
 def num_pending(config: ConsumerConfig, state: ConsumerState, store: StreamStore) -> int:
@@ -315,5 +347,6 @@ __all__ = [
     "next_wakeup",
     "num_pending",
     "plan_deliveries",
+    "purge_entry",
     "start_position",
 ]

@@ -13,7 +13,9 @@ function of the entries: replicas never read their own clock.
   or the message left the stream);
 - ACKS: several ACK / NAK / PROGRESS / TERM entries in one, applied in order
   (the leader batches the acks that arrive together: one Raft entry per burst,
-  not one per message).
+  not one per message);
+- RESET: start over at a stream sequence (CONSUMER.RESET);
+- PURGED: the stream was purged under the consumer, whose positions move past it.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class ConsumerOp(enum.IntEnum):
     FORGET = 7
     ACKS = 8
     RESET = 9
+    PURGED = 10
 
 
 class ConsumerEntryDecodeError(ValueError):
@@ -45,14 +48,23 @@ class ConsumerEntryDecodeError(ValueError):
 @dataclass(frozen=True, slots=True)
 class Start:
     """The first stream sequence to consider; for last_per_subject also the per-subject list and the
-    stream's last sequence at creation (`resume`), after which delivery continues in stream order."""
+    stream's last sequence at creation (`resume`), after which delivery continues in stream order.
+    `floor_on_record`: False where nats-server reports the ack floor as stream sequence 0 until the
+    floor first moves (see ConsumerState.floor_on_record); START entries written before it say True."""
 
     start_seq: int
     last_per_subject: tuple[int, ...] = ()
     resume: int = 0
+    floor_on_record: bool = True
 
     def encode(self) -> bytes:
-        body = {"start": self.start_seq, "lps": list(self.last_per_subject), "resume": self.resume}
+        body: dict[str, object] = {
+            "start": self.start_seq,
+            "lps": list(self.last_per_subject),
+            "resume": self.resume,
+        }
+        if not self.floor_on_record:
+            body["unrecorded"] = True
         return bytes([ConsumerOp.START]) + orjson.dumps(body)
 
 
@@ -179,7 +191,20 @@ class Reset:
         return bytes([ConsumerOp.RESET]) + orjson.dumps({"seq": self.seq})
 
 
-ConsumerEntry = Start | Delivered | Ack | Nak | Progress | Term | Forget | Acks | Reset
+@dataclass(frozen=True, slots=True)
+class Purged:
+    """The stream was purged under the consumer: its positions move up to stream sequence `start_seq`,
+    as nats-server's consumer purge moves them; `gone`: messages pending at or after it that the purge
+    removed too (for a consumer whose filter is wider than the purge's)."""
+
+    start_seq: int
+    gone: tuple[int, ...] = ()
+
+    def encode(self) -> bytes:
+        return bytes([ConsumerOp.PURGED]) + orjson.dumps({"start": self.start_seq, "gone": list(self.gone)})
+
+
+ConsumerEntry = Start | Delivered | Ack | Nak | Progress | Term | Forget | Acks | Reset | Purged
 
 _ACK_KINDS: dict[ConsumerOp, type[Ack] | type[Progress] | type[Term]] = {
     ConsumerOp.ACK: Ack,
@@ -200,8 +225,14 @@ def decode_consumer_entry(data: bytes) -> ConsumerEntry:
         if op is ConsumerOp.START:
             body = orjson.loads(data[1:])
             return Start(
-                int(body["start"]), tuple(int(s) for s in body.get("lps", ())), int(body.get("resume", 0))
+                int(body["start"]),
+                tuple(int(s) for s in body.get("lps", ())),
+                int(body.get("resume", 0)),
+                not body.get("unrecorded", False),
             )
+        if op is ConsumerOp.PURGED:
+            body = orjson.loads(data[1:])
+            return Purged(int(body["start"]), tuple(int(s) for s in body.get("gone", ())))
         if op is ConsumerOp.RESET:
             return Reset(int(orjson.loads(data[1:])["seq"]))
         if op is ConsumerOp.DELIVERED:

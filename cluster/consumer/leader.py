@@ -81,6 +81,7 @@ from cluster.consumer.delivery import (
     next_wakeup,
     num_pending,
     plan_deliveries,
+    purge_entry,
     start_position,
 )
 from cluster.consumer.entries import AckLike, Acks, ConsumerEntry, Forget, ForgetReason, Reset
@@ -118,6 +119,7 @@ from storage.errors import CorruptStoreError, MsgNotFoundError
 
 if TYPE_CHECKING:
     from cluster.runtime.context import NodeContext
+    from cluster.stream.machine import PurgeDone
     from cluster.stream.replica import StreamReplica
 
 log = structlog.get_logger(__name__)
@@ -229,6 +231,17 @@ class ConsumerLeader:
     def kick(self) -> None:
         self._kick.set()
 
+    def stream_purged(self, purge: PurgeDone) -> None:
+        """The stream's replica on this node applied a purge. A leader not serving yet has nothing to
+        move: the start it proposes once caught up is read from the stream as purged."""
+        working = self.working
+        if working is None or not working.started or self._closed:
+            return
+        entry = purge_entry(self.replica.config, working, self.replica.stream.store, purge)
+        if entry is not None:
+            self._propose(entry)
+            self.kick()
+
     def reconcile_membership(self) -> None:
         """Make the group's voters the assignment's peers (they follow the stream's on a peer remove)."""
         if self._membership_task is None or self._membership_task.done():
@@ -278,7 +291,8 @@ class ConsumerLeader:
                 return  # stopped, or the group is gone with its stream or consumer
         self.working = self.replica.state.clone()
         if not self.working.started:
-            self._propose(start_position(self.replica.config, self.replica.stream.store))
+            replicated = len(self.replica.assignment.peers) > 1
+            self._propose(start_position(self.replica.config, self.replica.stream.store, replicated))
         self._ready.set()
         while not self._closed:
             self._kick.clear()

@@ -25,6 +25,7 @@ from raft.driver import GroupNotFoundError
 from raft.types import Entry, EntryType, NodeId, Role, Snapshot
 
 if TYPE_CHECKING:
+    from cluster.stream.machine import PurgeDone
     from cluster.stream.replica import StreamReplica
 
 log = structlog.get_logger(__name__)
@@ -119,6 +120,11 @@ class ConsumerReplica:
         """The local stream replica applied new messages: a waiting consumer may have work."""
         if self.leader is not None:
             self.leader.kick()
+
+    def stream_purged(self, purge: PurgeDone) -> None:
+        """The local stream replica applied a purge: the leader (only) moves the consumer past it."""
+        if self.leader is not None:
+            self.leader.stream_purged(purge)
 
     def info_view_args(self) -> dict[str, Any]:
         return {"stream": self.assignment.stream, "name": self.name, "created_ns": self.assignment.created_ns}

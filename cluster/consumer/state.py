@@ -44,6 +44,7 @@ from cluster.consumer.entries import (
     ForgetReason,
     Nak,
     Progress,
+    Purged,
     Reset,
     Start,
     Term,
@@ -94,8 +95,17 @@ class ConsumerState:
     last_per_subject: list[int] = field(default_factory=list)
     lps_resume: int = 0
     applied_index: int = 0
+    # nats-server reports a consumer's ack floor from what its store recorded, and a replicated
+    # consumer's store records none at its start: it reports stream sequence 0 until an ack, a reset
+    # or a purge writes one, while its own floor (the one a RESET goes back to) is the start's
+    floor_on_record: bool = True
 
     # -- reports --------------------------------------------------------------------------
+
+    @property
+    def reported_ack_floor_stream_seq(self) -> int:
+        """The ack floor's stream sequence as consumer info shows it."""
+        return self.ack_floor_stream_seq if self.floor_on_record else 0
 
     @property
     def num_ack_pending(self) -> int:
@@ -147,6 +157,8 @@ class ConsumerState:
             return _SKIPPED
         if isinstance(entry, Reset):
             return self._reset(entry.seq)
+        if isinstance(entry, Purged):
+            return self._purged(entry)
         if isinstance(entry, Delivered):
             return self._delivered(entry)
         if isinstance(entry, Ack):
@@ -188,11 +200,13 @@ class ConsumerState:
         first = lps[0] if lps else entry.start_seq
         self.start_seq = max(first, 1)
         self.delivered_stream_seq = self.ack_floor_stream_seq = self.start_seq - 1
+        self.floor_on_record = entry.floor_on_record
         self.last_per_subject = lps
         self.lps_resume = entry.resume if lps else 0
         return _NOTHING
 
     def _reset(self, seq: int) -> ApplyResult:
+        self.floor_on_record = True
         self.start_seq = max(seq, 1)
         self.delivered_stream_seq = self.ack_floor_stream_seq = self.start_seq - 1
         self.delivered_consumer_seq = self.ack_floor_consumer_seq = 0
@@ -200,6 +214,25 @@ class ConsumerState:
         self.pending.clear()
         self.last_per_subject = []
         self.lps_resume = 0
+        return _NOTHING
+
+    def _purged(self, entry: Purged) -> ApplyResult:
+        """nats-server's consumer purge: the next delivery is at `start_seq` at the earliest; an ack floor
+        below it moves to just before it, dropping what was pending up to there (and the `gone` ones);
+        with nothing left pending both floors are the delivered positions."""
+        seq = entry.start_seq
+        self.floor_on_record = True
+        if self.delivered_stream_seq < seq - 1:
+            self._consume_position(seq - 1)
+        if self.ack_floor_stream_seq < seq:
+            self.ack_floor_stream_seq = seq - 1
+            gone = set(entry.gone)
+            for stream_seq in [s for s in self.pending if s <= seq - 1 or s in gone]:
+                pending = self.pending.pop(stream_seq)
+                self.ack_floor_consumer_seq = max(self.ack_floor_consumer_seq, pending.consumer_seq)
+        if not self.pending:
+            self.ack_floor_consumer_seq = self.delivered_consumer_seq
+            self.ack_floor_stream_seq = self.delivered_stream_seq
         return _NOTHING
 
     def _delivered(self, entry: Delivered) -> ApplyResult:
@@ -256,6 +289,7 @@ class ConsumerState:
         return ApplyResult(acked=(stream_seq,))
 
     def _advance_floor(self, stream_seq: int, consumer_seq: int, ts_ns: int) -> None:
+        self.floor_on_record = True
         self.ack_floor_ts_ns = ts_ns
         if not self.pending:
             self.ack_floor_consumer_seq = self.delivered_consumer_seq
@@ -276,6 +310,7 @@ class ConsumerState:
         acked = tuple(sorted(s for s in self.pending if s <= stream_seq))
         for seq in acked:
             del self.pending[seq]
+        self.floor_on_record = True
         self.ack_floor_consumer_seq = min(consumer_seq, self.delivered_consumer_seq)
         self.ack_floor_stream_seq = stream_seq
         self.ack_floor_ts_ns = ts_ns
@@ -322,6 +357,7 @@ class ConsumerState:
             "lps": self.last_per_subject,
             "lps_resume": self.lps_resume,
             "applied": self.applied_index,
+            "floor_on_record": self.floor_on_record,
         }
         return orjson.dumps(body)
 
@@ -339,6 +375,7 @@ class ConsumerState:
         state.last_per_subject = [int(s) for s in body["lps"]]
         state.lps_resume = int(body["lps_resume"])
         state.applied_index = int(body["applied"])
+        state.floor_on_record = bool(body.get("floor_on_record", True))  # snapshots from before it: True
         return state
 
     def clone(self) -> ConsumerState:

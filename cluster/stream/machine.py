@@ -119,6 +119,18 @@ class Purged:
 
 
 @dataclass(frozen=True, slots=True)
+class PurgeDone:
+    """A purge as the stream's consumers need it (nats-server moves each one's positions past it): its
+    subject filter ("" for all) and, right after it, the stream's first and last sequences and the first
+    sequence left on the filter (0: none)."""
+
+    filter: str
+    first_seq: int
+    last_seq: int
+    filter_first_seq: int
+
+
+@dataclass(frozen=True, slots=True)
 class Deleted:
     seq: int
 
@@ -204,6 +216,8 @@ class StreamStateMachine:
         self.report_republish = False
         # no sequence used or set yet: nats-server reports first_seq 0 for such a stream
         self._pristine = False
+        # purges applied since the replica last took them (`take_purges`), for its consumers
+        self.purges: list[PurgeDone] = []
         # how _store_checked stores a message: through the open write group while `apply` runs
         self._write: StoreInGroup = self._store_outside_group
         if store.metadata is not None:
@@ -472,7 +486,7 @@ class StreamStateMachine:
         try:
             count = self.store.purge_ex(op.filter, op.seq, op.keep)
         except InvalidSubjectError:
-            count = 0  # a filter that is no valid filter matches nothing, as in nats-server
+            return Purged(0)  # a filter that is no valid filter matches nothing, as in nats-server
         if (
             op.filter in ("", ">")
             and op.keep == 0
@@ -483,8 +497,18 @@ class StreamStateMachine:
             # by subject, with keep or below sequence 1 leaves it unused.
             self._pristine = False
         self._forget_missing()
-        self._last_seq = self.store.state().last_seq
+        state = self.store.state()
+        self._last_seq = state.last_seq
+        filter_first = state.first_seq
+        if op.filter not in ("", ">"):
+            filter_first = self.store.filtered_state(state.first_seq, op.filter).first
+        self.purges.append(PurgeDone(op.filter, state.first_seq, state.last_seq, filter_first))
         return Purged(count)
+
+    def take_purges(self) -> list[PurgeDone]:
+        """The purges applied since the last call, oldest first."""
+        purges, self.purges = self.purges, []
+        return purges
 
     def _delete(self, op: DeleteMsg) -> EntryResult:
         if self._config.sealed:

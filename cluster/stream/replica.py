@@ -33,7 +33,7 @@ from cluster.stream.assignment import StreamAssignment
 from cluster.stream.config import PersistMode, Retention, StorageType, StreamConfig, stream_config_from_json
 from cluster.stream.entries import DeleteMsg, Purge
 from cluster.stream.leader import CopierFactory, StreamLeader
-from cluster.stream.machine import StreamStateMachine, store_config_for
+from cluster.stream.machine import PurgeDone, StreamStateMachine, store_config_for
 from cluster.stream.retention import Interest, interest_removals, workqueue_removals
 from cluster.stream.snapshot_marker import is_store_marker, store_marker
 from gateway.router import Message, Subscription
@@ -64,6 +64,9 @@ class AttachedConsumer(Protocol):
 
     def stream_stored(self) -> None:
         """The stream applied new entries: a leader may have messages to deliver."""
+
+    def stream_purged(self, purge: PurgeDone) -> None:
+        """The stream applied a purge: a leader moves its consumer's positions past it."""
 
     async def stop(self, delete: bool) -> None: ...
 
@@ -186,6 +189,10 @@ class StreamReplica:
 
     def apply(self, entries: Sequence[Entry]) -> Sequence[Any]:
         results = self.machine.apply(entries)
+        if self.machine.purges:
+            for purge in self.machine.take_purges():
+                for consumer in self.consumers.values():
+                    consumer.stream_purged(purge)
         if self._leader is not None:
             self._leader.applied(results)
         self._after_apply()

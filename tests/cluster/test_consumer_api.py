@@ -56,7 +56,7 @@ def test_info_response_is_the_servers_json() -> None:
     store = MemoryStreamStore()
     for i in range(6):
         store.store_msg("work.job", None, b"x", T0 + i)
-    state.apply_entry(start_position(WORKER, store))
+    state.apply_entry(start_position(WORKER, store, replicated=False))
     view = ConsumerView(
         "WORK",
         "worker",
@@ -163,10 +163,10 @@ def test_retention_decisions() -> None:
     assert workqueue_removals([3, 1, 3]) == (1, 3)
     a = ConsumerState(AckPolicy.EXPLICIT)
     a_cfg = ConsumerConfig(durable_name="a", ack_policy=AckPolicy.EXPLICIT, filter_subject="o.a")
-    a.apply_entry(start_position(a_cfg, store))
+    a.apply_entry(start_position(a_cfg, store, replicated=False))
     b = ConsumerState(AckPolicy.EXPLICIT)
     b_cfg = ConsumerConfig(durable_name="b", ack_policy=AckPolicy.EXPLICIT)
-    b.apply_entry(start_position(b_cfg, store))
+    b.apply_entry(start_position(b_cfg, store, replicated=False))
     consumers = [Interest(a_cfg.filters, a.wants), Interest(b_cfg.filters, b.wants)]
     candidates = [(1, "o.a"), (2, "o.b"), (3, "o.a")]
     assert interest_removals(candidates, consumers) == ()
@@ -196,7 +196,7 @@ def test_replicas_applying_the_same_log_agree(actions: list[tuple[str, int]]) ->
         ConsumerConfig(durable_name="w", ack_policy=AckPolicy.EXPLICIT, ack_wait=S, max_deliver=3), WORK
     )
     leader = ConsumerState(config.ack_policy)
-    log = [start_position(config, store).encode()]
+    log = [start_position(config, store, replicated=False).encode()]
     leader.apply([(1, log[0])])
     now, sent = T0, []
     for action, n in actions:

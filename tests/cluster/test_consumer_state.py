@@ -17,20 +17,25 @@ from cluster.consumer.delivery import (
     next_wakeup,
     num_pending,
     plan_deliveries,
+    purge_entry,
     start_position,
 )
 from cluster.consumer.entries import (
     Ack,
     Acks,
     ConsumerEntry,
+    ConsumerOp,
     Delivered,
     Delivery,
+    Purged,
     Reset,
     Start,
     decode_consumer_entry,
 )
+from cluster.consumer.reset import reset_seq
 from cluster.consumer.state import ConsumerState
 from cluster.stream.config import StreamConfig
+from cluster.stream.machine import PurgeDone
 from storage.memory import MemoryStreamStore
 
 S = 1_000_000_000
@@ -41,14 +46,19 @@ class Consumer:
     """A leader and a follower of one consumer group: the leader proposes, both apply the log."""
 
     def __init__(
-        self, stream: StreamConfig, config: ConsumerConfig, store: MemoryStreamStore, name: str
+        self,
+        stream: StreamConfig,
+        config: ConsumerConfig,
+        store: MemoryStreamStore,
+        name: str,
+        replicated: bool = False,
     ) -> None:
         self.stream, self.name, self.store = stream.name, name, store
         self.config = normalize_consumer_config(config, stream)
         self.leader = ConsumerState(self.config.ack_policy)
         self.follower = ConsumerState(self.config.ack_policy)
         self.log: list[bytes] = []
-        self.propose(start_position(self.config, store))
+        self.propose(start_position(self.config, store, replicated))
 
     def propose(self, entry: ConsumerEntry) -> None:
         self.log.append(entry.encode())
@@ -391,3 +401,83 @@ def test_a_reset_starts_over_at_its_sequence_and_round_trips() -> None:
     # consumer sequences start from 1 again
     state.apply_entry(Delivered(9, (Delivery(7, 1, 1),)))
     assert (state.delivered_consumer_seq, list(state.pending)) == (1, [7])
+
+
+def test_a_replicated_consumer_shows_no_ack_floor_until_one_is_recorded_as_nats_server() -> None:
+    """nats-server 2.15.1 on a cluster, over a stream whose first messages are gone: an R3 consumer that
+    acknowledges shows delivered just before its start but ack floor 0 until its floor moves, while
+    its RESET goes back to just after the start; an R1 or an ack-none one shows the floor at once."""
+    stream, store = work_stream()
+    store.remove_msg(1)
+    store.remove_msg(2)
+    explicit = ConsumerConfig(durable_name="r3", ack_policy=AckPolicy.EXPLICIT)
+    r3 = Consumer(stream, explicit, store, "r3", replicated=True)
+    assert (r3.numbers()["delivered"], r3.numbers()["ack_floor"]) == ((0, 2), (0, 2))
+    assert r3.leader.reported_ack_floor_stream_seq == 0
+    assert reset_seq(0, r3.config, r3.leader.ack_floor_stream_seq, store.get_seq_from_time) == 3
+    r1 = Consumer(stream, dataclasses.replace(explicit, durable_name="r1"), store, "r1", replicated=False)
+    assert r1.leader.reported_ack_floor_stream_seq == 2
+    none = ConsumerConfig(durable_name="none", ack_policy=AckPolicy.NONE)
+    assert Consumer(stream, none, store, "none", replicated=True).leader.reported_ack_floor_stream_seq == 2
+    # the first ack records the floor, on every replica and in snapshots
+    first, _ = r3.fetch(2, T0).messages
+    assert r3.leader.reported_ack_floor_stream_seq == 0
+    assert ConsumerState.restore(r3.follower.snapshot()).reported_ack_floor_stream_seq == 0
+    r3.ack(first.reply, b"+ACK", T0)
+    assert r3.numbers()["ack_floor"] == (1, 3) and r3.follower.reported_ack_floor_stream_seq == 3
+    # a reset records one too
+    fresh = Consumer(stream, dataclasses.replace(explicit, durable_name="r3b"), store, "r3b", replicated=True)
+    fresh.propose(Reset(4))
+    assert fresh.follower.reported_ack_floor_stream_seq == 3
+
+
+def test_a_start_entry_says_whether_its_floor_is_on_record_and_old_ones_still_decode() -> None:
+    unrecorded = Start(3, floor_on_record=False)
+    assert decode_consumer_entry(unrecorded.encode()) == unrecorded
+    # a START written before it said so: on record, as then
+    old = bytes([ConsumerOp.START]) + b'{"start": 3, "lps": [], "resume": 0}'
+    assert decode_consumer_entry(old) == Start(3) == decode_consumer_entry(Start(3).encode())
+    assert decode_consumer_entry(old).floor_on_record
+
+
+def test_a_purge_moves_the_consumers_it_covers_as_nats_server_moves_them() -> None:
+    """Six jobs on work.a (odd) and work.b (even); each consumer has had two delivered, none acked."""
+    store = MemoryStreamStore()
+    for i in range(1, 7):
+        store.store_msg("work.a" if i % 2 else "work.b", None, f"job {i}".encode(), T0 + i)
+    stream = StreamConfig(name="WORK", subjects=("work.>",))
+
+    def consumer(name: str, filter_subject: str = "", fetch: int = 2) -> Consumer:
+        config = ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, durable_name=name, filter_subject=filter_subject)
+        c = Consumer(stream, config, store, name)
+        c.fetch(fetch, T0)
+        return c
+
+    every, only_a, only_b = consumer("all"), consumer("a", "work.a"), consumer("b", "work.b")
+    # everything below 4 purged: every consumer starts at 4 at the earliest; pending below it are dropped
+    store.purge_ex("", 4, 0)
+    below_4 = PurgeDone("", first_seq=4, last_seq=6, filter_first_seq=4)
+    assert [purge_entry(c.config, c.leader, store, below_4) for c in (every, only_a, only_b)] == [Purged(4)] * 3
+    for c in (every, only_a, only_b):
+        c.propose(Purged(4))
+    assert every.numbers()["delivered"] == (2, 3) and every.numbers()["ack_floor"] == (2, 3)
+    assert only_a.numbers()["delivered"] == (2, 3) and only_a.numbers()["ack_floor"] == (2, 3)
+    # only_b had 2 and 4 out: 2 is dropped (its consumer sequence becomes the floor), 4 stays pending
+    assert only_b.numbers()["delivered"] == (2, 4) and only_b.numbers()["ack_floor"] == (1, 3)
+    assert list(only_b.leader.pending) == [4]
+    # by subject (4 and 6 go): a consumer inside it starts after what is left on it (nothing: after the
+    # stream's end); one whose filter takes it in starts at the stream's first and drops the pending
+    # messages the purge took past that; one that does not see the subject is not moved
+    wider = consumer("wide", "work.>", fetch=3)  # 4, 5, 6
+    store.purge_ex("work.b", 0, 0)
+    of_b = PurgeDone("work.b", first_seq=5, last_seq=6, filter_first_seq=0)
+    assert purge_entry(only_b.config, only_b.leader, store, of_b) == Purged(7)
+    assert purge_entry(every.config, every.leader, store, of_b) == Purged(5)
+    assert purge_entry(only_a.config, only_a.leader, store, of_b) is None
+    assert purge_entry(wider.config, wider.leader, store, of_b) == Purged(5, gone=(6,))
+    wider.propose(Purged(5, gone=(6,)))
+    # as nats-server: the floor's consumer sequence is the highest dropped (6's, 3), 5 stays pending
+    assert wider.numbers()["ack_floor"] == (3, 4) and list(wider.leader.pending) == [5]
+    only_b.propose(Purged(7))
+    assert only_b.numbers()["delivered"] == (2, 6) and only_b.numbers()["ack_floor"] == (2, 6)
+    assert decode_consumer_entry(Purged(5, (5, 6)).encode()) == Purged(5, (5, 6))

@@ -32,6 +32,7 @@ from cluster.stream.machine import (
     Expired,
     NoOp,
     Purged,
+    PurgeDone,
     Skipped,
     Stored,
     StreamStateMachine,
@@ -441,6 +442,20 @@ def test_first_seq_starts_a_new_stream_there_and_messages_move_first_seq_off_0()
     skipped = machine()
     skipped.apply([Log()(SkipMsgs(count=3).encode())])
     assert skipped.stream_state().first_seq == 4
+
+
+def test_purges_are_kept_for_the_consumers_with_where_the_stream_then_starts() -> None:
+    m, log = machine(), Log()
+    entries = [log(publish(f"s.{s}", b"x", T0 + i)) for i, s in enumerate("abab")]
+    m.apply([*entries, log(Purge(filter="s.a", keep=1).encode()), log(Purge(seq=3).encode())])
+    m.apply([log(Purge(filter="s.b").encode()), log(Purge(filter="s..a").encode())])
+    # by subject: the first message left on it (0: none); a filter that is no filter purged nothing
+    assert m.take_purges() == [
+        PurgeDone("s.a", first_seq=2, last_seq=4, filter_first_seq=3),
+        PurgeDone("", first_seq=3, last_seq=4, filter_first_seq=3),
+        PurgeDone("s.b", first_seq=3, last_seq=4, filter_first_seq=0),
+    ]
+    assert m.take_purges() == []
 
 
 def test_a_purge_filter_that_is_no_valid_filter_purges_nothing() -> None:
