@@ -638,3 +638,55 @@ async def test_a_new_consumer_leader_pins_anew(cluster: LocalCluster) -> None:
         await request(nc, f"{API}STREAM.DELETE.REPIN")
     finally:
         await nc.close()
+
+
+def positions(info: dict[str, Any]) -> tuple[Any, ...]:
+    """What a purge moves: delivered and ack floor (consumer, stream), acks and messages pending."""
+    delivered, floor = info["delivered"], info["ack_floor"]
+    return (
+        (delivered["consumer_seq"], delivered["stream_seq"]),
+        (floor["consumer_seq"], floor["stream_seq"]),
+        info["num_ack_pending"],
+        info["num_pending"],
+    )
+
+
+async def purges_and_consumers(nc: nats.NATS, kind: str, expected: list[Any] | None) -> list[Any]:
+    """Six messages on purgeme.a (odd) and purgeme.b (even), four pull consumers with two out each and
+    none acked; then a purge below 4 and a purge of purgeme.b. With `expected` (nats-server's), each info
+    is asked again until it shows that (the consumer's leader moves it when its node applies the purge,
+    which may come after the purge's answer), within a bound."""
+    await make_stream(nc, "PURGEME", replicas_for(kind))
+    js = nc.jetstream()
+    for i in range(1, 7):
+        await js.publish("purgeme.a" if i % 2 else "purgeme.b", b"m%d" % i)
+    consumers = {"all": None, "a": "purgeme.a", "b": "purgeme.b", "wide": "purgeme.>"}
+    for name, filter_subject in consumers.items():
+        config = {"filter_subject": filter_subject} if filter_subject else {}
+        assert "error" not in await make_consumer(nc, "PURGEME", name, **config)
+        got = await Pull(nc, "PURGEME", name)({"batch": 2, "expires": 2_000_000_000}, messages=2)
+        assert sum(1 for reply in got if reply[0] is None) == 2
+    seen: list[Any] = []
+    for purge in ({"seq": 4}, {"filter": "purgeme.b"}):
+        assert (await request(nc, f"{API}STREAM.PURGE.PURGEME", purge))["success"]
+        for name in consumers:
+            want = expected[len(seen)] if expected is not None else None
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 5.0
+            while True:
+                got_info = positions(await request(nc, f"{API}CONSUMER.INFO.PURGEME.{name}"))
+                if want is None or list(got_info) == list(want) or loop.time() > deadline:
+                    break
+                await asyncio.sleep(0.05)
+            seen.append(got_info)
+    await request(nc, f"{API}STREAM.DELETE.PURGEME")
+    return seen
+
+
+async def test_a_purge_moves_consumers_as_nats_server_moves_them(both: dict[str, nats.NATS]) -> None:
+    theirs = await purges_and_consumers(both["nats-server"], "nats-server", None)
+    ours = await purges_and_consumers(both["jetraft"], "jetraft", theirs)
+    assert ours == theirs
+    # below 4: "b" had 2 and 4 out and keeps 4 pending; the others had nothing left at or past 4
+    assert theirs[2] == ((2, 4), (1, 3), 1, 1)
+    assert theirs[0] == ((2, 3), (2, 3), 0, 3)
