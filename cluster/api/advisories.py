@@ -35,6 +35,8 @@ GROUP_UNPINNED_TYPE = "io.nats.jetstream.advisory.v1.consumer_group_unpinned"
 BATCH_ABANDONED_TYPE = "io.nats.jetstream.advisory.v1.stream_batch_abandoned"
 STREAM_LEADER_ELECTED_TYPE = "io.nats.jetstream.advisory.v1.stream_leader_elected"
 CONSUMER_LEADER_ELECTED_TYPE = "io.nats.jetstream.advisory.v1.consumer_leader_elected"
+# the reason a MSG_TERMINATED advisory gives for a pending message the stream removed (nats-server's words)
+UNACKED_MSG_DELETED = "Unacknowledged message was deleted"
 
 _ID_ALPHABET = string.digits + string.ascii_letters
 _ID_LENGTH = 22  # as long as a NUID, which is what nats-server uses

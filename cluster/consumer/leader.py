@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 
 from cluster.api.advisories import (
+    UNACKED_MSG_DELETED,
     ConsumerEvent,
     consumer_advisory_subject,
     consumer_group_pinned,
@@ -230,6 +231,19 @@ class ConsumerLeader:
 
     def kick(self) -> None:
         self._kick.set()
+
+    def stream_removed(self, seqs: list[int]) -> None:
+        """The stream's replica on this node removed these messages one by one: those still pending
+        are dropped at once, as nats-server terminates them (and announces it)."""
+        working = self.working
+        if working is None or not working.pending or self._closed:
+            return
+        gone = tuple(seq for seq in seqs if seq in working.pending)
+        if gone:
+            entry = Forget(time.time_ns(), gone, ForgetReason.MSG_GONE)
+            self._advise_gone(entry, entry.ts_ns)
+            self._propose(entry)
+            self.kick()
 
     def stream_purged(self, purge: PurgeDone) -> None:
         """The stream's replica on this node applied a purge. A leader not serving yet has nothing to
@@ -657,8 +671,24 @@ class ConsumerLeader:
         for entry in plan.entries:
             if isinstance(entry, Forget) and entry.reason is ForgetReason.MAX_DELIVER:
                 self._advise_max_deliveries(entry, now)
+            elif isinstance(entry, Forget):
+                self._advise_gone(entry, now)
             self._propose(entry)
         return plan
+
+    def _advise_gone(self, entry: Forget, now: int) -> None:
+        """CONSUMER.MSG_TERMINATED for pending messages the stream no longer has, as nats-server
+        terminates them."""
+        assert self.working is not None
+        subject = consumer_advisory_subject(ConsumerEvent.MSG_TERMINATED, self.stream_name, self.name)
+        for seq in entry.stream_seqs:
+            pending = self.working.pending.get(seq)
+            if pending is not None:
+                body = msg_terminated(
+                    self.stream_name, self.name, pending.consumer_seq, seq, pending.deliveries,
+                    UNACKED_MSG_DELETED, new_event_id(), now,
+                )  # fmt: skip
+                self.ctx.router.publish(subject, body)
 
     def _advise_max_deliveries(self, entry: Forget, now: int) -> None:
         assert self.working is not None

@@ -126,5 +126,10 @@ class ConsumerReplica:
         if self.leader is not None:
             self.leader.stream_purged(purge)
 
+    def stream_removed(self, seqs: list[int]) -> None:
+        """The local stream replica removed these messages: the leader (only) drops pending ones."""
+        if self.leader is not None:
+            self.leader.stream_removed(seqs)
+
     def info_view_args(self) -> dict[str, Any]:
         return {"stream": self.assignment.stream, "name": self.name, "created_ns": self.assignment.created_ns}

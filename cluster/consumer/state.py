@@ -96,8 +96,9 @@ class ConsumerState:
     lps_resume: int = 0
     applied_index: int = 0
     # nats-server reports a consumer's ack floor from what its store recorded, and a replicated
-    # consumer's store records none at its start: it reports stream sequence 0 until an ack, a reset
-    # or a purge writes one, while its own floor (the one a RESET goes back to) is the start's
+    # consumer's store records none at its start: it reports stream sequence 0 until an ack that moves
+    # the floor, a reset or a purge writes one, while its own floor (the one a RESET goes back to) is
+    # the start's
     floor_on_record: bool = True
 
     # -- reports --------------------------------------------------------------------------
@@ -289,14 +290,15 @@ class ConsumerState:
         return ApplyResult(acked=(stream_seq,))
 
     def _advance_floor(self, stream_seq: int, consumer_seq: int, ts_ns: int) -> None:
-        self.floor_on_record = True
         self.ack_floor_ts_ns = ts_ns
         if not self.pending:
+            self.floor_on_record = True
             self.ack_floor_consumer_seq = self.delivered_consumer_seq
             self.ack_floor_stream_seq = self.delivered_stream_seq
             return
         if consumer_seq != self.ack_floor_consumer_seq + 1:
-            return
+            return  # an ack out of order moves no floor, nor records one
+        self.floor_on_record = True
         self.ack_floor_consumer_seq, self.ack_floor_stream_seq = consumer_seq, stream_seq
         # first deliveries are in stream order and only they insert, so the dict's first key is the lowest
         lowest = next(iter(self.pending))

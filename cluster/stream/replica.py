@@ -33,7 +33,16 @@ from cluster.stream.assignment import StreamAssignment
 from cluster.stream.config import PersistMode, Retention, StorageType, StreamConfig, stream_config_from_json
 from cluster.stream.entries import DeleteMsg, Purge
 from cluster.stream.leader import CopierFactory, StreamLeader
-from cluster.stream.machine import PurgeDone, StreamStateMachine, store_config_for
+from cluster.stream.machine import (
+    BatchStored,
+    ConfigApplied,
+    Deleted,
+    Expired,
+    PurgeDone,
+    Stored,
+    StreamStateMachine,
+    store_config_for,
+)
 from cluster.stream.retention import Interest, interest_removals, workqueue_removals
 from cluster.stream.snapshot_marker import is_store_marker, store_marker
 from gateway.router import Message, Subscription
@@ -68,10 +77,30 @@ class AttachedConsumer(Protocol):
     def stream_purged(self, purge: PurgeDone) -> None:
         """The stream applied a purge: a leader moves its consumer's positions past it."""
 
+    def stream_removed(self, seqs: list[int]) -> None:
+        """The stream removed these messages one by one (a delete, limits, expiry): a leader drops
+        those still waiting for an ack."""
+
     async def stop(self, delete: bool) -> None: ...
 
     def interest(self) -> Interest:
         """Which messages it still needs, for interest retention."""
+
+
+def removed_by(results: Sequence[Any]) -> list[int]:
+    """The messages that applied entries removed one at a time: deleted, or taken by limits (with a
+    store, a rollup, an expiry or a config update). Purges are told apart (`take_purges`)."""
+    removed: list[int] = []
+    for result in results:
+        kind = type(result)
+        if kind is Stored or kind is Expired or kind is ConfigApplied:
+            removed.extend(result.removed)
+        elif kind is Deleted:
+            removed.append(result.seq)
+        elif kind is BatchStored:
+            for stored in result.stored:
+                removed.extend(stored.removed)
+    return removed
 
 
 def store_name_for(assignment: StreamAssignment) -> str:
@@ -193,6 +222,11 @@ class StreamReplica:
             for purge in self.machine.take_purges():
                 for consumer in self.consumers.values():
                     consumer.stream_purged(purge)
+        if self.consumers:
+            removed = removed_by(results)
+            if removed:
+                for consumer in self.consumers.values():
+                    consumer.stream_removed(removed)
         if self._leader is not None:
             self._leader.applied(results)
         self._after_apply()

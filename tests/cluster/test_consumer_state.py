@@ -419,12 +419,14 @@ def test_a_replicated_consumer_shows_no_ack_floor_until_one_is_recorded_as_nats_
     assert r1.leader.reported_ack_floor_stream_seq == 2
     none = ConsumerConfig(durable_name="none", ack_policy=AckPolicy.NONE)
     assert Consumer(stream, none, store, "none", replicated=True).leader.reported_ack_floor_stream_seq == 2
-    # the first ack records the floor, on every replica and in snapshots
-    first, _ = r3.fetch(2, T0).messages
+    # an ack out of order moves no floor and records none; the first ack that moves it records it, on
+    # every replica and in snapshots
+    first, second, _ = r3.fetch(3, T0).messages
+    r3.ack(second.reply, b"+ACK", T0)
     assert r3.leader.reported_ack_floor_stream_seq == 0
     assert ConsumerState.restore(r3.follower.snapshot()).reported_ack_floor_stream_seq == 0
     r3.ack(first.reply, b"+ACK", T0)
-    assert r3.numbers()["ack_floor"] == (1, 3) and r3.follower.reported_ack_floor_stream_seq == 3
+    assert r3.numbers()["ack_floor"] == (2, 4) and r3.follower.reported_ack_floor_stream_seq == 4
     # a reset records one too
     fresh = Consumer(stream, dataclasses.replace(explicit, durable_name="r3b"), store, "r3b", replicated=True)
     fresh.propose(Reset(4))

@@ -38,6 +38,7 @@ from cluster.stream.machine import (
     StreamStateMachine,
 )
 from cluster.stream.publish import Accepted, Duplicate, Rejected, prepare_publish
+from cluster.stream.replica import removed_by
 from cluster.stream.republish import StoredForRepublish
 from gateway.headers import encode_headers
 from raft.types import Entry, EntryType
@@ -456,6 +457,19 @@ def test_purges_are_kept_for_the_consumers_with_where_the_stream_then_starts() -
         PurgeDone("s.b", first_seq=3, last_seq=4, filter_first_seq=0),
     ]
     assert m.take_purges() == []
+
+
+def test_what_entries_removed_one_by_one_is_read_from_their_results() -> None:
+    """What a stream replica tells its consumers (their leaders drop those still pending)."""
+    cfg = normalize_stream_config(
+        StreamConfig(name="S", subjects=("s.>",), max_msgs_per_subject=1, max_age=60 * SECOND)
+    )
+    m, log = machine(cfg), Log()
+    results = m.apply([log(publish(f"s.{s}", b"x", T0 + i, cfg)) for i, s in enumerate("aab")])
+    results += m.apply([log(DeleteMsg(seq=3).encode()), log(Purge(filter="s.b").encode())])
+    results += m.apply([log(publish("s.c", b"x", T0 + 3, cfg)), log(Expire(T0 + 61 * SECOND).encode())])
+    # the second s.a replaced the first (limits), 3 deleted, 2 and 4 expired; the purge is told apart
+    assert removed_by(results) == [1, 3, 2, 4]
 
 
 def test_a_purge_filter_that_is_no_valid_filter_purges_nothing() -> None:

@@ -690,3 +690,62 @@ async def test_a_purge_moves_consumers_as_nats_server_moves_them(both: dict[str,
     # below 4: "b" had 2 and 4 out and keeps 4 pending; the others had nothing left at or past 4
     assert theirs[2] == ((2, 4), (1, 3), 1, 1)
     assert theirs[0] == ((2, 3), (2, 3), 0, 3)
+
+
+async def removals_and_pending(nc: nats.NATS, expected: list[Any] | None) -> tuple[list[Any], list[Any]]:
+    """Ten messages on rm.b (odd) and rm.a (even), three kept per subject, and a consumer with three
+    out (5, 6, 7); then a pending message deleted (6), one not delivered yet (9), and four publishes, of
+    which two trim by the per-subject limit (5 among them). The consumer's
+    positions after each step (asked again, within a bound, until they show `expected`'s: the consumer's
+    leader drops a removed message when its node applies the removal), and the MSG_TERMINATED
+    advisories' reasons and sequences."""
+    await request(nc, f"{API}STREAM.CREATE.RM", {"name": "RM", "subjects": ["rm.>"], "max_msgs_per_subject": 3})
+    js = nc.jetstream()
+    advisories = await nc.subscribe("$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.RM.C")
+    for i in range(1, 11):
+        await js.publish(f"rm.{'ab'[i % 2]}", b"m%d" % i)
+    assert "error" not in await make_consumer(nc, "RM", "C", max_deliver=3, ack_wait=30_000_000_000)
+    pull = Pull(nc, "RM", "C")
+    seen: list[Any] = []
+
+    async def step() -> None:
+        want = expected[len(seen)] if expected is not None else None
+        deadline = asyncio.get_running_loop().time() + 5.0
+        while True:
+            got = positions(await request(nc, f"{API}CONSUMER.INFO.RM.C"))
+            if want is None or list(got) == list(want) or asyncio.get_running_loop().time() > deadline:
+                break
+            await asyncio.sleep(0.05)
+        seen.append(got)
+
+    replies = [r for r in await pull({"batch": 3, "expires": 2_000_000_000}, messages=3) if r[0] is None]
+    assert [r[3] for r in replies] == [b"m5", b"m6", b"m7"]
+    await step()
+    assert (await request(nc, f"{API}STREAM.MSG.DELETE.RM", {"seq": 6}))["success"]  # pending
+    await step()
+    assert (await request(nc, f"{API}STREAM.MSG.DELETE.RM", {"seq": 9}))["success"]  # not delivered yet
+    await step()
+    for i in range(11, 15):
+        await js.publish(f"rm.{'ab'[i % 2]}", b"m%d" % i)
+    await step()
+    await request(nc, f"{API}STREAM.DELETE.RM")
+    terminated = []
+    while True:
+        try:
+            advisory = json.loads((await advisories.next_msg(timeout=0.5)).data)
+        except nats.errors.TimeoutError:
+            break
+        terminated.append((advisory["stream_seq"], advisory["consumer_seq"], advisory["deliveries"], advisory.get("reason")))
+    await advisories.unsubscribe()
+    return seen, sorted(terminated)
+
+
+async def test_a_removed_message_leaves_pending_at_once_as_on_nats_server(both: dict[str, nats.NATS]) -> None:
+    theirs, their_terminated = await removals_and_pending(both["nats-server"], None)
+    ours, our_terminated = await removals_and_pending(both["jetraft"], theirs)
+    assert ours == theirs
+    assert our_terminated == their_terminated
+    # the deleted pending message (6) leaves at once, the trimmed one (5) too; 7 stays pending
+    assert [step[2] for step in theirs] == [3, 2, 2, 1]
+    reason = "Unacknowledged message was deleted"
+    assert their_terminated == [(5, 1, 1, reason), (6, 2, 1, reason)]
