@@ -57,6 +57,8 @@ log = structlog.get_logger(__name__)
 
 # How long one catch-up attempt (a ReadIndex through the leader) may take before retrying.
 CATCH_UP_ATTEMPT_TIMEOUT = 2.0
+# messages read at a time when a consumer leaves an interest stream and what it alone wanted goes
+INTEREST_SCAN_BATCH = 1000
 
 
 def group_options_for(config: StreamConfig, base: GroupOptions) -> GroupOptions:
@@ -568,17 +570,35 @@ class StreamReplica:
                 self.ctx.router.publish(stream_subject(self.name, ApiOp.STREAM_MSG_DELETE), body)
 
     def consumers_changed(self, expected: int) -> None:
-        """The meta group's consumer count for this stream; an interest stream with none left is emptied."""
+        """The meta group's consumer count for this stream. On an interest stream a consumer that goes
+        takes its interest with it, as nats-server checks the stream's interest after a consumer delete:
+        with none left the stream is emptied, otherwise what no remaining consumer wants is dropped."""
         had = self.expected_consumers
         self.expected_consumers = expected
-        if (
-            expected == 0
-            and had > 0
-            and self.config.retention is Retention.INTEREST
-            and self.role is Role.LEADER
-        ):
+        if expected >= had or self.config.retention is not Retention.INTEREST or self.role is not Role.LEADER:
+            return
+        if expected == 0:
             with contextlib.suppress(RaftHostError):
                 self.propose(Purge().encode()).add_done_callback(_ignore_result)
+        elif len(self.consumers) == expected:
+            self.ctx.spawn(self._drop_unwanted(), f"interest-{self.name}")
+
+    async def _drop_unwanted(self) -> None:
+        """Delete the messages no consumer wants any more, a batch at a time (the loop serves between)."""
+        seq = self.store.state().first_seq
+        while not self.stopped and self.role is Role.LEADER and len(self.consumers) == self.expected_consumers:
+            batch = self.store.load_batch(">", seq, INTEREST_SCAN_BATCH)
+            if not batch.messages:
+                return
+            interests = [consumer.interest() for consumer in self.consumers.values()]
+            candidates = [(msg.seq, msg.subject) for msg in batch.messages]
+            for removal in interest_removals(candidates, interests):
+                with contextlib.suppress(RaftHostError):
+                    self.propose(DeleteMsg(seq=removal, erase=False).encode()).add_done_callback(_ignore_result)
+            if not batch.num_pending:
+                return
+            seq = batch.messages[-1].seq + 1
+            await asyncio.sleep(0)
 
     def propose(self, data: bytes) -> asyncio.Future[Any]:
         """Raises NotLeaderError and friends synchronously, like the driver."""

@@ -749,3 +749,49 @@ async def test_a_removed_message_leaves_pending_at_once_as_on_nats_server(both: 
     assert [step[2] for step in theirs] == [3, 2, 2, 1]
     reason = "Unacknowledged message was deleted"
     assert their_terminated == [(5, 1, 1, reason), (6, 2, 1, reason)]
+
+
+async def interest_after_a_consumer_goes(nc: nats.NATS, kind: str, expected: list[Any] | None) -> list[Any]:
+    """An interest stream with two consumers: C1 (everything) acks all six messages, C2 (int.a) acks
+    the second of its two deliveries and is deleted. The stream's state after each step, asked again
+    within a bound until it shows `expected`'s (retention acts after the acks' and the delete's
+    answers)."""
+    config = {"name": "INT", "subjects": ["int.>"], "retention": "interest", "num_replicas": replicas_for(kind)}
+    assert "error" not in await request(nc, f"{API}STREAM.CREATE.INT", config)
+    assert "error" not in await make_consumer(nc, "INT", "C1")
+    assert "error" not in await make_consumer(nc, "INT", "C2", filter_subject="int.a")
+    js = nc.jetstream()
+    for i in range(1, 7):
+        await js.publish(f"int.{'ab'[i % 2]}", b"m%d" % i)
+    seen: list[Any] = []
+
+    async def step() -> None:
+        want = expected[len(seen)] if expected is not None else None
+        deadline = asyncio.get_running_loop().time() + 5.0
+        while True:
+            state = (await request(nc, f"{API}STREAM.INFO.INT", {"deleted_details": True}))["state"]
+            got = {k: v for k, v in state.items() if k not in ("first_ts", "last_ts")}
+            if want is None or got == want or asyncio.get_running_loop().time() > deadline:
+                break
+            await asyncio.sleep(0.05)
+        seen.append(got)
+
+    c1 = await js.pull_subscribe_bind("C1", "INT")
+    for msg in await c1.fetch(6, timeout=5):
+        await msg.ack_sync()
+    await step()
+    c2 = await js.pull_subscribe_bind("C2", "INT")
+    await (await c2.fetch(2, timeout=5))[1].ack_sync()
+    await step()
+    assert "error" not in await request(nc, f"{API}CONSUMER.DELETE.INT.C2")
+    await step()
+    await request(nc, f"{API}STREAM.DELETE.INT")
+    return seen
+
+
+async def test_an_interest_stream_drops_what_only_a_deleted_consumer_wanted(both: dict[str, nats.NATS]) -> None:
+    theirs = await interest_after_a_consumer_goes(both["nats-server"], "nats-server", None)
+    ours = await interest_after_a_consumer_goes(both["jetraft"], "jetraft", theirs)
+    assert ours == theirs
+    # C2 still wanted 2 (delivered, not acked) and 6 (not delivered): once it is gone, nothing is left
+    assert [state["messages"] for state in theirs] == [3, 2, 0]
