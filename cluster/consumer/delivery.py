@@ -98,7 +98,9 @@ def _start_seqs(config: ConsumerConfig, store: StreamStore) -> Start:
     return Start(last + 1, tuple(seqs), last)
 
 
-def purge_entry(config: ConsumerConfig, state: ConsumerState, store: StreamStore, purge: PurgeDone) -> Purged | None:
+def purge_entry(
+    config: ConsumerConfig, state: ConsumerState, store: StreamStore, purge: PurgeDone
+) -> Purged | None:
     """The PURGED entry a purge of the stream calls for, as nats-server's stream purge decides which
     consumers it moves: all of them for a purge of everything; for a purge by subject, a consumer whose
     filters lie inside the purge's (it starts at the first message left on that subject, or after the

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -640,22 +640,33 @@ async def test_a_new_consumer_leader_pins_anew(cluster: LocalCluster) -> None:
         await nc.close()
 
 
-def positions(info: dict[str, Any]) -> tuple[Any, ...]:
+async def settled(ask: Callable[[], Awaitable[Any]], want: Any) -> Any:
+    """`ask()`'s answer, asked again until it equals `want` (None: the first answer) for at most five
+    seconds: jetraft's consumer and stream leaders act on a purge, a removal or a delete when their
+    node applies it, which may come after the request's answer, as nats-server's goroutines do."""
+    deadline = asyncio.get_running_loop().time() + 5.0
+    while True:
+        got = await ask()
+        if want is None or got == want or asyncio.get_running_loop().time() > deadline:
+            return got
+        await asyncio.sleep(0.05)
+
+
+def positions(info: dict[str, Any]) -> list[Any]:
     """What a purge moves: delivered and ack floor (consumer, stream), acks and messages pending."""
     delivered, floor = info["delivered"], info["ack_floor"]
-    return (
-        (delivered["consumer_seq"], delivered["stream_seq"]),
-        (floor["consumer_seq"], floor["stream_seq"]),
+    return [
+        [delivered["consumer_seq"], delivered["stream_seq"]],
+        [floor["consumer_seq"], floor["stream_seq"]],
         info["num_ack_pending"],
         info["num_pending"],
-    )
+    ]
 
 
 async def purges_and_consumers(nc: nats.NATS, kind: str, expected: list[Any] | None) -> list[Any]:
     """Six messages on purgeme.a (odd) and purgeme.b (even), four pull consumers with two out each and
-    none acked; then a purge below 4 and a purge of purgeme.b. With `expected` (nats-server's), each info
-    is asked again until it shows that (the consumer's leader moves it when its node applies the purge,
-    which may come after the purge's answer), within a bound."""
+    none acked; then a purge below 4 and a purge of purgeme.b; each consumer's positions after each
+    purge (`settled` on `expected`'s, nats-server's)."""
     await make_stream(nc, "PURGEME", replicas_for(kind))
     js = nc.jetstream()
     for i in range(1, 7):
@@ -671,14 +682,11 @@ async def purges_and_consumers(nc: nats.NATS, kind: str, expected: list[Any] | N
         assert (await request(nc, f"{API}STREAM.PURGE.PURGEME", purge))["success"]
         for name in consumers:
             want = expected[len(seen)] if expected is not None else None
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + 5.0
-            while True:
-                got_info = positions(await request(nc, f"{API}CONSUMER.INFO.PURGEME.{name}"))
-                if want is None or list(got_info) == list(want) or loop.time() > deadline:
-                    break
-                await asyncio.sleep(0.05)
-            seen.append(got_info)
+
+            async def ask(name: str = name) -> list[Any]:
+                return positions(await request(nc, f"{API}CONSUMER.INFO.PURGEME.{name}"))
+
+            seen.append(await settled(ask, want))
     await request(nc, f"{API}STREAM.DELETE.PURGEME")
     return seen
 
@@ -688,17 +696,15 @@ async def test_a_purge_moves_consumers_as_nats_server_moves_them(both: dict[str,
     ours = await purges_and_consumers(both["jetraft"], "jetraft", theirs)
     assert ours == theirs
     # below 4: "b" had 2 and 4 out and keeps 4 pending; the others had nothing left at or past 4
-    assert theirs[2] == ((2, 4), (1, 3), 1, 1)
-    assert theirs[0] == ((2, 3), (2, 3), 0, 3)
+    assert theirs[2] == [[2, 4], [1, 3], 1, 1]
+    assert theirs[0] == [[2, 3], [2, 3], 0, 3]
 
 
 async def removals_and_pending(nc: nats.NATS, expected: list[Any] | None) -> tuple[list[Any], list[Any]]:
     """Ten messages on rm.b (odd) and rm.a (even), three kept per subject, and a consumer with three
     out (5, 6, 7); then a pending message deleted (6), one not delivered yet (9), and four publishes, of
-    which two trim by the per-subject limit (5 among them). The consumer's
-    positions after each step (asked again, within a bound, until they show `expected`'s: the consumer's
-    leader drops a removed message when its node applies the removal), and the MSG_TERMINATED
-    advisories' reasons and sequences."""
+    which two trim by the per-subject limit (5 among them). The consumer's positions after each step
+    (`settled` on `expected`'s), and the MSG_TERMINATED advisories' reasons and sequences."""
     await request(nc, f"{API}STREAM.CREATE.RM", {"name": "RM", "subjects": ["rm.>"], "max_msgs_per_subject": 3})
     js = nc.jetstream()
     advisories = await nc.subscribe("$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.RM.C")
@@ -708,15 +714,11 @@ async def removals_and_pending(nc: nats.NATS, expected: list[Any] | None) -> tup
     pull = Pull(nc, "RM", "C")
     seen: list[Any] = []
 
+    async def ask() -> list[Any]:
+        return positions(await request(nc, f"{API}CONSUMER.INFO.RM.C"))
+
     async def step() -> None:
-        want = expected[len(seen)] if expected is not None else None
-        deadline = asyncio.get_running_loop().time() + 5.0
-        while True:
-            got = positions(await request(nc, f"{API}CONSUMER.INFO.RM.C"))
-            if want is None or list(got) == list(want) or asyncio.get_running_loop().time() > deadline:
-                break
-            await asyncio.sleep(0.05)
-        seen.append(got)
+        seen.append(await settled(ask, expected[len(seen)] if expected is not None else None))
 
     replies = [r for r in await pull({"batch": 3, "expires": 2_000_000_000}, messages=3) if r[0] is None]
     assert [r[3] for r in replies] == [b"m5", b"m6", b"m7"]
@@ -753,9 +755,8 @@ async def test_a_removed_message_leaves_pending_at_once_as_on_nats_server(both: 
 
 async def interest_after_a_consumer_goes(nc: nats.NATS, kind: str, expected: list[Any] | None) -> list[Any]:
     """An interest stream with two consumers: C1 (everything) acks all six messages, C2 (int.a) acks
-    the second of its two deliveries and is deleted. The stream's state after each step, asked again
-    within a bound until it shows `expected`'s (retention acts after the acks' and the delete's
-    answers)."""
+    the second of its two deliveries and is deleted. The stream's state after each step (`settled` on
+    `expected`'s)."""
     config = {"name": "INT", "subjects": ["int.>"], "retention": "interest", "num_replicas": replicas_for(kind)}
     assert "error" not in await request(nc, f"{API}STREAM.CREATE.INT", config)
     assert "error" not in await make_consumer(nc, "INT", "C1")
@@ -765,16 +766,12 @@ async def interest_after_a_consumer_goes(nc: nats.NATS, kind: str, expected: lis
         await js.publish(f"int.{'ab'[i % 2]}", b"m%d" % i)
     seen: list[Any] = []
 
+    async def ask() -> dict[str, Any]:
+        state = (await request(nc, f"{API}STREAM.INFO.INT", {"deleted_details": True}))["state"]
+        return {k: v for k, v in state.items() if k not in ("first_ts", "last_ts")}
+
     async def step() -> None:
-        want = expected[len(seen)] if expected is not None else None
-        deadline = asyncio.get_running_loop().time() + 5.0
-        while True:
-            state = (await request(nc, f"{API}STREAM.INFO.INT", {"deleted_details": True}))["state"]
-            got = {k: v for k, v in state.items() if k not in ("first_ts", "last_ts")}
-            if want is None or got == want or asyncio.get_running_loop().time() > deadline:
-                break
-            await asyncio.sleep(0.05)
-        seen.append(got)
+        seen.append(await settled(ask, expected[len(seen)] if expected is not None else None))
 
     c1 = await js.pull_subscribe_bind("C1", "INT")
     for msg in await c1.fetch(6, timeout=5):
