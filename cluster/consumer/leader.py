@@ -18,7 +18,6 @@ config's `pause_until` lies ahead it delivers nothing (cluster/consumer/pause.py
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 import secrets
 import time
@@ -155,6 +154,8 @@ class ConsumerLeader:
         self.queue = WaitingQueue(max(replica.config.max_waiting, 0))
         self.flow = FlowControl()
         self._kick = asyncio.Event()
+        # what `_sleep` awaits: set by a kick or by its timer (see `_sleep`)
+        self._wake: asyncio.Future[None] | None = None
         self._ack_buffer: list[AckLike] = []
         self._ack_committed: asyncio.Future[None] | None = None
         self._ready = asyncio.Event()
@@ -231,6 +232,9 @@ class ConsumerLeader:
 
     def kick(self) -> None:
         self._kick.set()
+        wake = self._wake
+        if wake is not None and not wake.done():
+            wake.set_result(None)
 
     def stream_removed(self, seqs: list[int]) -> None:
         """The stream's replica on this node removed these messages one by one: those still pending
@@ -344,9 +348,18 @@ class ConsumerLeader:
         if wakeups:
             timeout = min(max((min(wakeups) - now) / 1e9, 0.001), IDLE_SLEEP)
         # a push consumer without a subscriber needs no polling: the router's watch kicks this loop
-        # the moment one subscribes, here or on a peer
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._kick.wait(), timeout)
+        # the moment one subscribes, here or on a peer. A kick resumes this task in the loop's next turn
+        # (asyncio.wait_for would take two more, and a task of its own per wait): a kick from a stream's
+        # apply then delivers before the publishes' acks, which are scheduled after it, as a client
+        # that counts its deliveries when its last publish is acknowledged expects (nats-py's tests do).
+        loop = asyncio.get_running_loop()
+        wake = self._wake = loop.create_future()
+        timer = loop.call_later(timeout, _wake_up, wake)
+        try:
+            await wake
+        finally:
+            timer.cancel()
+            self._wake = None
 
     def _propose(self, entry: ConsumerEntry) -> asyncio.Future[Any]:
         if self._ack_buffer:
@@ -909,6 +922,11 @@ class ConsumerLeader:
             pinned_id=self.pin.id,
             pinned_ns=self.pin.since_ns,
         )
+
+
+def _wake_up(wake: asyncio.Future[None]) -> None:
+    if not wake.done():
+        wake.set_result(None)
 
 
 def _consume_result(future: asyncio.Future[Any]) -> None:
