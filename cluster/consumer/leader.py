@@ -153,8 +153,9 @@ class ConsumerLeader:
         self.working: ConsumerState | None = None
         self.queue = WaitingQueue(max(replica.config.max_waiting, 0))
         self.flow = FlowControl()
-        self._kick = asyncio.Event()
-        # what `_sleep` awaits: set by a kick or by its timer (see `_sleep`)
+        # a kick since the loop last served: more work waits (see `_sleep`)
+        self._kicked = False
+        # what `_sleep` awaits: set by a kick or by its timer
         self._wake: asyncio.Future[None] | None = None
         self._ack_buffer: list[AckLike] = []
         self._ack_committed: asyncio.Future[None] | None = None
@@ -231,7 +232,7 @@ class ConsumerLeader:
         self.pin.release()  # the next leader pins anew, as nats-server's does
 
     def kick(self) -> None:
-        self._kick.set()
+        self._kicked = True
         wake = self._wake
         if wake is not None and not wake.done():
             wake.set_result(None)
@@ -245,7 +246,7 @@ class ConsumerLeader:
         gone = tuple(seq for seq in seqs if seq in working.pending)
         if gone:
             entry = Forget(time.time_ns(), gone, ForgetReason.MSG_GONE)
-            self._advise_gone(entry, entry.ts_ns)
+            self._advise_forget(entry, entry.ts_ns)
             self._propose(entry)
             self.kick()
 
@@ -313,7 +314,7 @@ class ConsumerLeader:
             self._propose(start_position(self.replica.config, self.replica.stream.store, replicated))
         self._ready.set()
         while not self._closed:
-            self._kick.clear()
+            self._kicked = False
             now = time.time_ns()
             try:
                 self._serve(now)
@@ -323,7 +324,7 @@ class ConsumerLeader:
             await self._sleep(now)
 
     async def _sleep(self, now: int) -> None:
-        if self._kick.is_set():
+        if self._kicked:
             await asyncio.sleep(0)  # more work already waits: just let the rest of the node have a turn
             return
         cfg, working = self.replica.config, self.working
@@ -682,37 +683,30 @@ class ConsumerLeader:
             max_bytes,
         )
         for entry in plan.entries:
-            if isinstance(entry, Forget) and entry.reason is ForgetReason.MAX_DELIVER:
-                self._advise_max_deliveries(entry, now)
-            elif isinstance(entry, Forget):
-                self._advise_gone(entry, now)
+            if isinstance(entry, Forget):
+                self._advise_forget(entry, now)
             self._propose(entry)
         return plan
 
-    def _advise_gone(self, entry: Forget, now: int) -> None:
-        """CONSUMER.MSG_TERMINATED for pending messages the stream no longer has, as nats-server
-        terminates them."""
+    def _advise_forget(self, entry: Forget, now: int) -> None:
+        """Announce each pending message a FORGET drops (before it is applied), as nats-server does:
+        CONSUMER.MAX_DELIVERIES at max_deliver; CONSUMER.MSG_TERMINATED for one the stream no longer has."""
         assert self.working is not None
-        subject = consumer_advisory_subject(ConsumerEvent.MSG_TERMINATED, self.stream_name, self.name)
+        max_deliver = entry.reason is ForgetReason.MAX_DELIVER
+        event = ConsumerEvent.MAX_DELIVERIES if max_deliver else ConsumerEvent.MSG_TERMINATED
+        subject = consumer_advisory_subject(event, self.stream_name, self.name)
         for seq in entry.stream_seqs:
             pending = self.working.pending.get(seq)
-            if pending is not None:
+            if pending is None:
+                continue
+            if max_deliver:
+                body = max_deliveries(self.stream_name, self.name, seq, pending.deliveries, new_event_id(), now)
+            else:
                 body = msg_terminated(
                     self.stream_name, self.name, pending.consumer_seq, seq, pending.deliveries,
                     UNACKED_MSG_DELETED, new_event_id(), now,
                 )  # fmt: skip
-                self.ctx.router.publish(subject, body)
-
-    def _advise_max_deliveries(self, entry: Forget, now: int) -> None:
-        assert self.working is not None
-        subject = consumer_advisory_subject(ConsumerEvent.MAX_DELIVERIES, self.stream_name, self.name)
-        for seq in entry.stream_seqs:
-            pending = self.working.pending.get(seq)
-            if pending is not None:
-                body = max_deliveries(
-                    self.stream_name, self.name, seq, pending.deliveries, new_event_id(), now
-                )
-                self.ctx.router.publish(subject, body)
+            self.ctx.router.publish(subject, body)
 
     def _advise_ack(self, reply: AckReply, body: AckBody, now: int) -> None:
         """+TERM and -NAK of a pending message are announced, as nats-server does."""
