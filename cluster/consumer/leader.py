@@ -109,7 +109,6 @@ from cluster.runtime.context import CLUSTER_NAME
 from cluster.runtime.group_membership import converge_membership
 from cluster.runtime.internal_requests import NoRespondersError
 from cluster.runtime.meta_progress import meta_index_of
-from cluster.stream.config import Retention
 from cluster.stream.info import ClusterInfo
 from cluster.stream.leader import elected_members, leader_cluster_info
 from gateway.headers import extend_header_block
@@ -871,10 +870,6 @@ class ConsumerLeader:
         assert self.working is not None
         store = self.replica.stream.store
         seq = reset_seq(requested, self.replica.config, self.working.ack_floor_stream_seq, store.get_seq_from_time)
-        if self.replica.stream.config.retention is not Retention.LIMITS:
-            raise JSErrors.STREAM_GENERAL(
-                err="consumer reset on an interest or work-queue stream is not supported by jetraft"
-            )
         await self._propose(Reset(seq))
         self.kick()
         return reset_response(consumer_info(self.view(), time.time_ns()), seq)

@@ -57,6 +57,9 @@ class ConsumerReplica:
         acked = [seq for result in results for seq in result.acked]
         if acked:
             self.stream.consumer_acked(acked, from_consumer_leader=self.leader is not None)
+        for result in results:
+            if result.reset_to > 1:
+                self.stream.consumer_reset(result.reset_to)
         return results
 
     def snapshot(self) -> bytes:

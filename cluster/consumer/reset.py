@@ -3,9 +3,9 @@ nats-server 2.15.1 does it: an empty body starts over after the ack floor, a `se
 deliver-all consumer may go, no lower than a by-start consumer's start; the answer is the consumer's
 info with the sequence it now starts at (`reset_seq`).
 
-The body is read by json.Unmarshal (unknown fields pass; Go's words carry no offset). A reset that
-moves an interest or work-queue stream's consumer would have to hand the messages it skips to
-retention, which jetraft does not do yet: it refuses those with 10051 rather than keep them.
+The body is read by json.Unmarshal (unknown fields pass; Go's words carry no offset). On an interest
+stream the messages below the new start that no other consumer wants go once the reset is applied
+(`StreamReplica.consumer_reset`); a work-queue stream keeps what a reset skips, as nats-server does.
 """
 
 from __future__ import annotations

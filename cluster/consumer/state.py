@@ -65,11 +65,14 @@ class PendingAck:
 @dataclass(frozen=True, slots=True)
 class ApplyResult:
     """What an entry did, for the node: stream seqs acknowledged (ack or term: workqueue and interest
-    retention act on them) and seqs dropped without an ack (max_deliver: an advisory is due)."""
+    retention act on them), seqs dropped without an ack (max_deliver: an advisory is due), and the stream
+    sequence a RESET starts over at (interest retention checks the messages below it, which the consumer
+    no longer wants)."""
 
     acked: tuple[int, ...] = ()
     forgotten: tuple[int, ...] = ()
     skipped: bool = False
+    reset_to: int = 0
 
 
 _NOTHING = ApplyResult()
@@ -215,7 +218,7 @@ class ConsumerState:
         self.pending.clear()
         self.last_per_subject = []
         self.lps_resume = 0
-        return _NOTHING
+        return ApplyResult(reset_to=self.start_seq)
 
     def _purged(self, entry: Purged) -> ApplyResult:
         """nats-server's consumer purge: the next delivery is at `start_seq` at the earliest; an ack floor

@@ -583,19 +583,31 @@ class StreamReplica:
         elif len(self.consumers) == expected:
             self.ctx.spawn(self._drop_unwanted(), f"interest-{self.name}")
 
-    async def _drop_unwanted(self) -> None:
-        """Delete the messages no consumer wants any more, a batch at a time (the loop serves between)."""
+    def consumer_reset(self, start_seq: int) -> None:
+        """A consumer's RESET committed: it starts over at `start_seq` and no longer wants what lies below.
+        On an interest stream what no other consumer wants there goes, as nats-server checks the stream's
+        interest after a reset (a workqueue keeps what a reset skips: only an ack removes a message)."""
+        if (
+            self.config.retention is Retention.INTEREST
+            and self.role is Role.LEADER
+            and len(self.consumers) == self.expected_consumers
+        ):
+            self.ctx.spawn(self._drop_unwanted(below=start_seq), f"interest-{self.name}")
+
+    async def _drop_unwanted(self, below: int | None = None) -> None:
+        """Delete the messages (below `below`, if given) no consumer wants any more, a batch at a time
+        (the loop serves between)."""
         seq = self.store.state().first_seq
         while not self.stopped and self.role is Role.LEADER and len(self.consumers) == self.expected_consumers:
             batch = self.store.load_batch(">", seq, INTEREST_SCAN_BATCH)
-            if not batch.messages:
+            candidates = [(msg.seq, msg.subject) for msg in batch.messages if below is None or msg.seq < below]
+            if not candidates:
                 return
             interests = [consumer.interest() for consumer in self.consumers.values()]
-            candidates = [(msg.seq, msg.subject) for msg in batch.messages]
             for removal in interest_removals(candidates, interests):
                 with contextlib.suppress(RaftHostError):
                     self.propose(DeleteMsg(seq=removal, erase=False).encode()).add_done_callback(_ignore_result)
-            if not batch.num_pending:
+            if not batch.num_pending or len(candidates) < len(batch.messages):
                 return
             seq = batch.messages[-1].seq + 1
             await asyncio.sleep(0)

@@ -394,7 +394,8 @@ def test_a_reset_starts_over_at_its_sequence_and_round_trips() -> None:
     state.apply_entry(Start(1))
     state.apply_entry(Delivered(5, (Delivery(1, 1, 1), Delivery(2, 2, 1), Delivery(3, 3, 1))))
     state.apply_entry(Ack(1, 1, 6))
-    state.apply_entry(Reset(7))
+    # the node learns where it starts over: interest retention checks what lies below
+    assert state.apply_entry(Reset(7)).reset_to == 7
     assert (state.delivered_stream_seq, state.ack_floor_stream_seq, state.next_stream_seq) == (6, 6, 7)
     assert (state.delivered_consumer_seq, state.ack_floor_consumer_seq, state.pending) == (0, 0, {})
     assert state.wants(7) and not state.wants(6)

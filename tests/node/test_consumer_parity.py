@@ -1,7 +1,8 @@
 """Consumers side by side with a real nats-server 2.15.1: the same requests to both, the replies compared.
 
 Pause and resume (the PAUSE API, deliveries held, info, advisories), pull request statuses
-(no_wait with expires, abandoned requests, Batch Completed), consumer counts; and on jetraft alone,
+(no_wait with expires, abandoned requests, Batch Completed), consumer counts, priority groups, what
+purges, removals and resets do to consumers and to interest and work-queue retention; and on jetraft alone,
 what nats-server's cluster also promises: a pause kept by a new consumer leader, and an update's
 answer showing the new config when the stream's or consumer's leader is not the meta leader.
 """
@@ -792,3 +793,70 @@ async def test_an_interest_stream_drops_what_only_a_deleted_consumer_wanted(both
     assert ours == theirs
     # C2 still wanted 2 (delivered, not acked) and 6 (not delivered): once it is gone, nothing is left
     assert [state["messages"] for state in theirs] == [3, 2, 0]
+
+
+async def resets_and_retention(nc: nats.NATS, kind: str, expected: list[Any] | None) -> list[Any]:
+    """CONSUMER.RESET on an interest stream (C1 everything, C2 int.a of ten messages on int.b, odd, and
+    int.a, even) and on a work queue: each reset's position, and the stream's state after it
+    (`settled` on `expected`'s) and after the fetches and acks between them."""
+    js = nc.jetstream()
+    seen: list[Any] = []
+
+    async def after(stream: str) -> None:
+        async def ask() -> dict[str, Any]:
+            state = (await request(nc, f"{API}STREAM.INFO.{stream}", {"deleted_details": True}))["state"]
+            return {k: v for k, v in state.items() if k not in ("first_ts", "last_ts")}
+
+        seen.append(await settled(ask, expected[len(seen)] if expected is not None else None))
+
+    async def reset(stream: str, consumer: str, seq: int | None) -> None:
+        body = b"" if seq is None else {"seq": seq}
+        answer = await request(nc, f"{API}CONSUMER.RESET.{stream}.{consumer}", body)
+        seen.append([*positions(answer), answer["reset_seq"]])
+        await after(stream)
+
+    async def fetch_and_ack(stream: str, consumer: str) -> None:
+        sub = await js.pull_subscribe_bind(consumer, stream)
+        msgs = await sub.fetch(10, timeout=5)
+        seen.append([msg.metadata.sequence.stream for msg in msgs])
+        for msg in msgs:
+            await msg.ack_sync()
+        await after(stream)
+
+    config = {"name": "RINT", "subjects": ["rint.>"], "retention": "interest", "num_replicas": replicas_for(kind)}
+    assert "error" not in await request(nc, f"{API}STREAM.CREATE.RINT", config)
+    assert "error" not in await make_consumer(nc, "RINT", "C1")
+    assert "error" not in await make_consumer(nc, "RINT", "C2", filter_subject="rint.a")
+    for i in range(1, 11):
+        await js.publish(f"rint.{'ab'[i % 2]}", b"m%d" % i)
+    await reset("RINT", "C1", 7)  # past 1-6: C2 still wants the int.a among them
+    await reset("RINT", "C2", 5)
+    await reset("RINT", "C1", 1)  # back: nothing to drop, what is left comes again
+    await fetch_and_ack("RINT", "C1")
+    await reset("RINT", "C2", None)
+    await request(nc, f"{API}STREAM.DELETE.RINT")
+
+    config = {"name": "RWQ", "subjects": ["rwq.>"], "retention": "workqueue", "num_replicas": replicas_for(kind)}
+    assert "error" not in await request(nc, f"{API}STREAM.CREATE.RWQ", config)
+    assert "error" not in await make_consumer(nc, "RWQ", "C")
+    for i in range(1, 7):
+        await js.publish("rwq.x", b"m%d" % i)
+    for msg in await (await js.pull_subscribe_bind("C", "RWQ")).fetch(2, timeout=5):
+        await msg.ack_sync()
+    await reset("RWQ", "C", 5)  # 3 and 4 stay: only an ack removes from a work queue
+    await fetch_and_ack("RWQ", "C")
+    await reset("RWQ", "C", 1)
+    await fetch_and_ack("RWQ", "C")
+    await request(nc, f"{API}STREAM.DELETE.RWQ")
+    return seen
+
+
+async def test_a_reset_on_interest_and_work_queue_streams_as_on_nats_server(both: dict[str, nats.NATS]) -> None:
+    theirs = await resets_and_retention(both["nats-server"], "nats-server", None)
+    ours = await resets_and_retention(both["jetraft"], "jetraft", theirs)
+    assert ours == theirs
+    # C1's reset past 1-6 dropped the int.b among them (1, 3, 5); C2's past 1-4 the int.a (2, 4)
+    assert (theirs[1]["first_seq"], theirs[1]["deleted"]) == (2, [3, 5])
+    assert theirs[3]["first_seq"] == 6
+    # the work queue kept 3 and 4 through the reset past them, and a reset back delivers them
+    assert theirs[-2] == [3, 4]
