@@ -74,6 +74,7 @@ class JSErrors:
     CLUSTER_NOT_LEADER = ErrorSpec(500, 10009, "JetStream cluster can not handle request")
     CLUSTER_PEER_NOT_MEMBER = ErrorSpec(400, 10040, "peer not a member")
     INSUFFICIENT_RESOURCES = ErrorSpec(503, 10023, "insufficient resources")
+    PEER_REMAP = ErrorSpec(503, 10075, "peer remap failed")
     INVALID_JSON = ErrorSpec(400, 10025, "invalid JSON: {err}")
     MAXIMUM_STREAMS_LIMIT = ErrorSpec(400, 10027, "maximum number of streams reached")
     MEMORY_RESOURCES_EXCEEDED = ErrorSpec(500, 10028, "insufficient memory resources available")

@@ -19,13 +19,12 @@ from cluster.api.errors import ApiError, JSErrors, error_response, plain_error
 from cluster.api.subjects import ApiOp, ApiRequest
 
 UNIMPLEMENTED_OPS = frozenset(
-    {ApiOp.STREAM_SNAPSHOT, ApiOp.STREAM_RESTORE, ApiOp.STREAM_PEER_EVACUATE, ApiOp.STREAM_CANCEL_MOVE}
+    {ApiOp.STREAM_SNAPSHOT, ApiOp.STREAM_RESTORE, ApiOp.STREAM_CANCEL_MOVE}
 )
 
 _WHAT_IS_MISSING = {
     ApiOp.STREAM_SNAPSHOT: "stream snapshots are not supported by jetraft",
     ApiOp.STREAM_RESTORE: "stream restores are not supported by jetraft",
-    ApiOp.STREAM_PEER_EVACUATE: "peer evacuation is not supported by jetraft: use STREAM.PEER.REMOVE",
 }
 
 
@@ -63,9 +62,4 @@ def _check(request: ApiRequest, payload: bytes, stream_exists: bool) -> None:
         name = config.get("name") if isinstance(config, dict) else None
         if name and name != request.stream:
             raise JSErrors.STREAM_MISMATCH()
-    if op is ApiOp.STREAM_PEER_EVACUATE:
-        if not body.get("peer"):
-            raise JSErrors.BAD_REQUEST()
-        if not stream_exists:
-            raise JSErrors.STREAM_NOT_FOUND()
     raise JSErrors.STREAM_GENERAL(err=_WHAT_IS_MISSING[op])

@@ -40,7 +40,7 @@ from cluster.api.audit import send_api_response
 from cluster.api.consumer_subjects import META_CONSUMER_PREFIX, ConsumerRequest
 from cluster.api.errors import ApiError, JSErrors, error_response, plain_error, stream_info_error
 from cluster.api.lists import list_page
-from cluster.api.response_types import PEER_REMOVE_TYPE, STREAM_DELETE_TYPE, STREAM_LIST_TYPE
+from cluster.api.response_types import STREAM_DELETE_TYPE, STREAM_LIST_TYPE
 from cluster.api.subjects import META_PREFIX, ApiOp, ApiRequest, parse_meta_subject, stream_subject
 from cluster.api.unimplemented import UNIMPLEMENTED_OPS, unimplemented_answer
 from cluster.api.unimplemented import error_body as unimplemented_error_body
@@ -50,6 +50,7 @@ from cluster.direct_get.beacons import PositionBeacons
 from cluster.direct_get.positions import presence_subject
 from cluster.meta.account_limits import check_create_limits, check_update_limits, reserved_bytes
 from cluster.meta.consumers import ConsumerAdmin, consumer_error_body, parse_meta_consumer_subject
+from cluster.meta.departures import Departures
 from cluster.meta.leftovers import find_leftovers
 from cluster.meta.machine import MetaMachine, MetaOp, MetaResult, encode_meta_entry
 from cluster.meta.placement import NodeInfo, PlacementError, choose_peers, known_nodes
@@ -157,6 +158,9 @@ class MetaService:
         # a scan of every replica for each made the changes of N streams cost N^2
         self._by_group: dict[str, StreamReplica] = {}
         self._consumers_by_group: dict[str, ConsumerReplica] = {}
+        # replicas of streams that no longer have this node among their peers, until their groups let
+        # them go (still in the group lookups above, no longer in `replicas`)
+        self._departures = Departures(ctx, self.machine.streams, self.machine.consumers, self._forget_replica)
         # this node's one beacon task: its streams' positions and their followers' staleness
         self.positions = PositionBeacons(ctx)
         # name -> (the assignment config dict it was parsed from, the config): see configs()
@@ -224,6 +228,7 @@ class MetaService:
         self._wanted.set()
         for replica in [*self.replicas.values(), *self._started_with_entry.values()]:
             await replica.stop(delete=False)
+        await self._departures.stop()
         self.replicas.clear()
         self._started_with_entry.clear()
         self._by_group.clear()
@@ -241,6 +246,12 @@ class MetaService:
 
     def consumer_replica(self, group: str) -> ConsumerReplica | None:
         return self._consumers_by_group.get(group)
+
+    def _forget_replica(self, replica: StreamReplica | ConsumerReplica) -> None:
+        if isinstance(replica, ConsumerReplica):
+            self._consumers_by_group.pop(replica.group, None)
+        else:
+            self._by_group.pop(replica.group, None)
 
     def group_leader_changed(self, group: str, leader: NodeId | None, role: Role, term: int) -> None:
         """A Raft group of this account's JetStream (its meta group, or a stream's or consumer's, whose
@@ -394,11 +405,18 @@ class MetaService:
             if assignment is not None and self.ctx.name in assignment.peers:
                 wanted[name] = StreamAssignment.from_json(assignment.to_json())
         for name in names:
+            if name in self._departures:
+                await self._departures.stream_changed(name)
             replica = self.replicas.get(name)
             if replica is None:
                 continue
             assignment = wanted.get(name)
-            if assignment is None or assignment.created_ns != replica.assignment.created_ns:
+            current = self.machine.streams.get(name)
+            if assignment is None and current is not None and current.created_ns == replica.assignment.created_ns:
+                # this node was taken out of the stream's peers: its replica leaves once its groups let it
+                del self.replicas[name]
+                self._departures.leave(replica)
+            elif assignment is None or assignment.created_ns != replica.assignment.created_ns:
                 del self.replicas[name]
                 self._by_group.pop(replica.group, None)
                 for consumer in replica.consumers.values():
@@ -409,6 +427,11 @@ class MetaService:
                 replica.assignment_changed(assignment)
         for name, assignment in wanted.items():
             if name in self.replicas:
+                continue
+            back = self._departures.take_back(name)
+            if back is not None:  # among the stream's peers again before it had left
+                self.replicas[name] = back
+                back.assignment_changed(assignment)
                 continue
             started = self._started_with_entry.get(name)
             if started is not None and started.assignment.created_ns == assignment.created_ns:
@@ -571,8 +594,8 @@ class MetaService:
             if not jsjson.is_empty_request(msg.payload):
                 raise JSErrors.NOT_EMPTY_REQUEST()
             return await self._delete(name)
-        if op is ApiOp.STREAM_PEER_REMOVE:
-            return await self._peer_remove(name, msg.payload)
+        if op is ApiOp.STREAM_PEER_REMOVE or op is ApiOp.STREAM_PEER_EVACUATE:
+            return await self._peer_remove(name, msg.payload, request.response_type)
         if op in UNIMPLEMENTED_OPS:
             return unimplemented_answer(request, msg.payload, name in self.machine.streams)
         # a per-stream operation from a node that did not know the stream: we know for sure
@@ -761,11 +784,14 @@ class MetaService:
             lambda: stream_action(name, event, new_event_id(), time.time_ns(), self.ctx.domain),
         )
 
-    async def _peer_remove(self, name: str, payload: bytes) -> bytes:
-        """Take `peer` out of the stream's replicas and place a replacement, which catches up from the leader."""
-        assignment = self.machine.streams.get(name)
-        if assignment is None:
-            raise JSErrors.STREAM_NOT_FOUND()
+    async def _peer_remove(self, name: str, payload: bytes, response_type: str) -> bytes:
+        """STREAM.PEER.REMOVE and STREAM.PEER.EVACUATE: take `peer` out of the stream's replicas and
+        place a replacement. Both move the stream as nats-server's EVACUATE does: the replacement joins
+        and catches up from the leader, and the peer leaves once it is no longer a voter
+        (cluster/meta/departures.py); nats-server's REMOVE drops the peer at once, which starts an R1
+        stream over empty on the new peer."""
+        if jsjson.is_empty_request(payload):
+            raise JSErrors.BAD_REQUEST()
         try:
             request = jsjson.loads_request(payload, "JSApiStreamRemovePeerRequest")
             peer = jsjson.get_str(request, "peer")
@@ -774,16 +800,24 @@ class MetaService:
             raise JSErrors.INVALID_JSON(err=str(exc)) from None
         if not peer:
             raise JSErrors.BAD_REQUEST()
+        assignment = self.machine.streams.get(name)
+        if assignment is None:
+            raise JSErrors.STREAM_NOT_FOUND()
         if peer not in assignment.peers:
             raise JSErrors.CLUSTER_PEER_NOT_MEMBER()
         cfg = stream_config_from_json(assignment.config)
-        (replacement,) = await self._place(1, cfg, exclude=assignment.peers)
+        try:
+            (replacement,) = await self._place(1, cfg, exclude=assignment.peers)
+        except ApiError as error:
+            if JSErrors.CLUSTER_NO_PEERS.matches(error):
+                raise JSErrors.PEER_REMAP() from None  # as nats-server: no node to take its place
+            raise
         peers = [replacement if p == peer else p for p in assignment.peers]
         result = await self._propose(MetaOp.SET_STREAM_PEERS, {"name": name, "peers": peers})
         if not result.ok:
             raise JSErrors.STREAM_NOT_FOUND()
         log.info("stream_peer_replaced", stream=name, removed=peer, added=replacement)
-        return jsjson.dumps({"type": PEER_REMOVE_TYPE, "success": True})
+        return jsjson.dumps({"type": response_type, "success": True})
 
     async def _list(self, payload: bytes) -> bytes:
         request = parse_list_request(payload, "JSApiStreamListRequest")

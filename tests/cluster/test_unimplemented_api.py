@@ -35,13 +35,6 @@ from cluster.api.unimplemented import unimplemented_answer
             b'"error":{"code":400,"err_code":10003,"description":"bad request"},"deliver_subject":""}',
         ),
         (
-            "$JS.API.STREAM.PEER.EVACUATE.KS",
-            b"",
-            True,
-            b'{"type":"io.nats.jetstream.api.v1.stream_evacuate_peer_response",'
-            b'"error":{"code":400,"err_code":10003,"description":"bad request"}}',
-        ),
-        (
             "$JS.API.STREAM.CANCEL_MOVE.KS",
             b"",
             True,
@@ -63,8 +56,6 @@ def test_answers_as_a_nats_server_cluster(subject: str, payload: bytes, exists: 
         (ApiOp.STREAM_SNAPSHOT, b"{", 10025),
         (ApiOp.STREAM_RESTORE, b'{"config":{"name":"KS"}}', 10051),
         (ApiOp.STREAM_RESTORE, b'{"config":{"name":"OTHER"}}', 10056),
-        (ApiOp.STREAM_PEER_EVACUATE, b'{"peer":"n2"}', 10051),
-        (ApiOp.STREAM_PEER_EVACUATE, b"{}", 10003),
         (ApiOp.STREAM_CANCEL_MOVE, b"", 10129),
     ],
 )

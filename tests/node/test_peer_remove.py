@@ -1,5 +1,6 @@
-"""STREAM.PEER.REMOVE of a dead replica: a replacement is placed, catches up, and the stream keeps serving;
-the stream's consumers move with it."""
+"""STREAM.PEER.REMOVE and STREAM.PEER.EVACUATE: a replacement is placed, catches up, and the stream keeps
+serving; the stream's consumers move with it. A dead replica is replaced; a live one (an R1 stream's
+only one, or the leader) stays until the replacement holds the log and leads, then leaves."""
 
 from __future__ import annotations
 
@@ -118,3 +119,82 @@ def _meta_leader_survives(cluster: LocalCluster, victim: str) -> bool:
         _status, body = cluster.health_report(spec.name)
         leaders.add(body.get("meta_leader") if body else None)
     return len(leaders) == 1 and None not in leaders and node_of(victim) not in leaders
+
+
+async def _peers_once_moved(js: nats.js.JetStreamContext, stream: str, victim: str, replicas: int) -> set[str]:
+    """The stream's members once `victim` is out of them and there are `replicas` (bounded)."""
+    deadline = asyncio.get_running_loop().time() + 20
+    while True:
+        try:
+            info = await asyncio.wait_for(js.stream_info(stream), 2)
+        except (TimeoutError, nats.errors.TimeoutError, nats.js.errors.APIError):
+            info = None  # no leader for a moment: leadership moves off the victim
+        if info is not None and info.cluster is not None and info.cluster.leader:
+            members = {info.cluster.leader, *(p.name for p in info.cluster.replicas or [])}
+            if victim not in members and len(members) == replicas:
+                return members
+        assert asyncio.get_running_loop().time() < deadline, f"{stream} never left {victim}: {info}"
+        await asyncio.sleep(0.1)
+
+
+@pytest.mark.parametrize("op", ["REMOVE", "EVACUATE"])
+async def test_a_live_r1_stream_moves_with_its_messages_and_consumer(cluster: LocalCluster, op: str) -> None:
+    """Its only replica leads until the replacement holds the log: before, the node dropped it at once
+    and the replacement waited for ever to be added to a group that had no leader left (10008)."""
+    nc = await nats.connect(cluster.client_urls[0])
+    js = nc.jetstream()
+    stream = f"SOLO{op}"
+    info = await js.add_stream(name=stream, subjects=[f"solo{op.lower()}.>"], num_replicas=1)
+    assert info.cluster is not None
+    victim = info.cluster.leader
+    for i in range(20):
+        await js.publish(f"solo{op.lower()}.k", b"%d" % i)
+    pull = await js.pull_subscribe(f"solo{op.lower()}.k", durable="worker")
+    for m in await pull.fetch(5, timeout=5):
+        await m.ack_sync()
+    reply = await nc.request(f"$JS.API.STREAM.PEER.{op}.{stream}", json.dumps({"peer": victim}).encode(), timeout=5)
+    kind = "remove" if op == "REMOVE" else "evacuate"
+    assert json.loads(reply.data) == {"type": f"io.nats.jetstream.api.v1.stream_{kind}_peer_response", "success": True}
+    (now,) = await _peers_once_moved(js, stream, victim, 1)
+    assert node_of(now) != node_of(victim)
+    info = await js.stream_info(stream)
+    assert (info.state.messages, info.state.last_seq) == (20, 20)
+    assert (await js.publish(f"solo{op.lower()}.k", b"after")).seq == 21
+    consumer = await js.consumer_info(stream, "worker")
+    assert consumer.cluster is not None and node_of(consumer.cluster.leader) == node_of(now)
+    assert (consumer.ack_floor.stream_seq, consumer.num_pending) == (5, 16)
+    await js.delete_stream(stream)
+    await nc.close()
+
+
+async def test_evacuating_an_r2_streams_leader_hands_over_first(cluster: LocalCluster) -> None:
+    nc = await nats.connect(cluster.client_urls[0])
+    js = nc.jetstream()
+    info = await js.add_stream(name="PAIR", subjects=["pair.>"], num_replicas=2)
+    assert info.cluster is not None
+    victim = info.cluster.leader
+    for i in range(10):
+        await js.publish("pair.k", b"%d" % i)
+    reply = await nc.request("$JS.API.STREAM.PEER.EVACUATE.PAIR", json.dumps({"peer": victim}).encode(), timeout=5)
+    assert json.loads(reply.data)["success"] is True
+    members = await _peers_once_moved(js, "PAIR", victim, 2)
+    assert node_of(victim) not in {node_of(m) for m in members}
+    assert (await js.stream_info("PAIR")).state.messages == 10
+    await js.delete_stream("PAIR")
+    await nc.close()
+
+
+async def test_no_node_to_move_to_is_a_peer_remap_failure(cluster: LocalCluster) -> None:
+    """As nats-server: every node up already holds a replica, so none can take the peer's place."""
+    nc = await nats.connect(cluster.client_urls[0])
+    js = nc.jetstream()
+    up = sum(1 for spec in cluster.specs if cluster.is_running(spec.name))  # the first test killed one
+    info = await js.add_stream(name="EVERY", subjects=["every.>"], num_replicas=up)
+    assert info.cluster is not None
+    for op in ("REMOVE", "EVACUATE"):
+        reply = await nc.request(
+            f"$JS.API.STREAM.PEER.{op}.EVERY", json.dumps({"peer": info.cluster.leader}).encode(), timeout=5
+        )
+        assert json.loads(reply.data)["error"] == {"code": 503, "err_code": 10075, "description": "peer remap failed"}
+    await js.delete_stream("EVERY")
+    await nc.close()

@@ -325,7 +325,6 @@ async def _unimplemented(nc: nats.NATS) -> list[Any]:
     for subject, body in [
         ("$JS.API.STREAM.SNAPSHOT.UN", None),
         ("$JS.API.STREAM.RESTORE.UN", None),
-        ("$JS.API.STREAM.PEER.EVACUATE.UN", None),
         ("$JS.API.STREAM.CANCEL_MOVE.UN", None),
     ]:
         out.append(await _request(nc, subject, body))
@@ -337,6 +336,30 @@ async def _unimplemented(nc: nats.NATS) -> list[Any]:
 def test_api_requests_jetraft_does_not_implement(clusters: dict[str, JetStreamTarget]) -> None:
     seen = _compare(clusters, _unimplemented)
     assert seen[-3:] == ["timeout"] * 3
+
+
+async def _peer_changes(nc: nats.NATS) -> list[Any]:
+    """PEER.REMOVE and PEER.EVACUATE refused: each bad request, a peer that is not a member, and, on an
+    R3 stream of a 3-node cluster, a member no other node can replace."""
+    out = [await _create(nc, {"name": "PC", "subjects": ["pc"], "num_replicas": 3})]
+    leader = None
+    for _ in range(50):  # a new R3 stream of nats-server may answer before its leader is elected
+        reply = await _ask(nc, "$JS.API.STREAM.INFO.PC", None, REQUEST_TIMEOUT)
+        leader = None if isinstance(reply, str) else json.loads(reply.data).get("cluster", {}).get("leader")
+        if leader:
+            break
+        await asyncio.sleep(0.1)
+    assert leader, "PC has no leader"
+    for op in ("REMOVE", "EVACUATE"):
+        for body in (None, {}, {"peer": ""}, {"peer": leader, "extra": 1}, {"peer": "nobody"}, {"peer": leader}):
+            out.append(await _request(nc, f"$JS.API.STREAM.PEER.{op}.PC", body))
+        out.append(await _request(nc, f"$JS.API.STREAM.PEER.{op}.NOPE", {"peer": leader}))
+    return out
+
+
+def test_peer_changes_refused_as_nats_server_refuses_them(clusters: dict[str, JetStreamTarget]) -> None:
+    seen = _compare(clusters, _peer_changes)
+    assert [answer["error"]["err_code"] for answer in seen[1:]] == [10003, 10003, 10003, 10025, 10040, 10075, 10059] * 2
 
 
 async def _start_time(nc: nats.NATS) -> list[Any]:
