@@ -104,6 +104,12 @@ class MetaMachine:
             return MetaResult(ok=False, error="stream not found")
         if op is MetaOp.UPDATE_STREAM:
             existing.config = body["config"]
+            if "peers" in body:  # a change of num_replicas: the stream's new peer set comes with it
+                self._rescale_consumers(name, existing.peers, list(body["peers"]))
+                self._count(existing.peers, -1)
+                existing.peers = list(body["peers"])
+                self._count(existing.peers, 1)
+                existing.epoch += 1
         elif op is MetaOp.SET_STREAM_PEERS:
             self._move_consumers(name, existing.peers, list(body["peers"]))
             self._count(existing.peers, -1)
@@ -126,6 +132,30 @@ class MetaMachine:
         for consumer in self.consumers.get(stream, {}).values():
             if any(peer in replaced for peer in consumer.peers):
                 consumer.peers = [replaced.get(peer, peer) for peer in consumer.peers]
+                consumer.epoch += 1
+
+    def _rescale_consumers(self, stream: str, old: list[str], new: list[str]) -> None:
+        """A stream scaled from `old` to `new` peers: its consumers follow in the same entry, as nats-server's
+        do, each to as many replicas as it would have if made now (cluster/meta/consumers.py: its own
+        num_replicas, no more than the stream's; else one for an ephemeral or memory consumer, the
+        stream's for a durable), keeping its peers that stay (a num_replicas above the stream's comes
+        down to it in its config)."""
+        for consumer in self.consumers.get(stream, {}).values():
+            config = consumer.config
+            own = config.get("num_replicas") or 0
+            if own:
+                wanted = min(own, len(new))
+            elif config.get("mem_storage") or not config.get("durable_name"):
+                wanted = 1
+            else:
+                wanted = len(new)
+            peers = [peer for peer in consumer.peers if peer in new]
+            peers += [peer for peer in new if peer not in peers]
+            peers = peers[:wanted]
+            if own > len(new):
+                consumer.config = {**consumer.config, "num_replicas": len(new)}
+            if peers != consumer.peers:
+                consumer.peers = peers
                 consumer.epoch += 1
 
     def _apply_consumer(self, op: MetaOp, body: dict[str, Any]) -> MetaResult:

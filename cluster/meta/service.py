@@ -741,7 +741,8 @@ class MetaService:
         if old is None:
             raise JSErrors.STREAM_NOT_FOUND()
         cfg = decide_update(old, requested, configs, self.ctx.account_limits, self.ctx.server_limits)
-        if max(cfg.num_replicas, 1) != max(old.num_replicas, 1):
+        rescaled = max(cfg.num_replicas, 1) != max(old.num_replicas, 1)
+        if rescaled and self.ctx.standalone:
             raise JSErrors.STREAM_REPLICAS_NOT_UPDATABLE()
         check_update_limits(old, cfg, configs, self.ctx.account_limits)
         every_config, every_peers_of = self._every_accounts_streams()
@@ -749,13 +750,38 @@ class MetaService:
             check_node_update(old, cfg, every_config, self.ctx.server_limits)
         else:
             check_cluster_update(old, cfg, self._node_infos(), every_config, every_peers_of)
-        result = await self._propose(MetaOp.UPDATE_STREAM, {"name": name, "config": cfg.to_json()})
+        body: dict[str, Any] = {"name": name, "config": cfg.to_json()}
+        if rescaled:
+            body["peers"] = await self._rescaled_peers(name, cfg)
+        result = await self._propose(MetaOp.UPDATE_STREAM, body)
         if not result.ok:
             raise JSErrors.STREAM_NOT_FOUND()
         self._advise_stream(StreamEvent.UPDATED, name)
         # the config travels with the request: the stream leader's node may not have applied the meta
         # entry yet, and would answer with the config it had before
         return await self._ask_stream(name, ApiOp.APPLY_UPDATE, cfg.to_bytes())
+
+    async def _rescaled_peers(self, name: str, cfg: StreamConfig) -> list[str]:
+        """The peers of stream `name` at `cfg.num_replicas`: more placed beside its own, or fewer, keeping
+        its leader (as nats-server scales down). The group follows one server at a time, and a peer that
+        goes leaves once it is no longer a voter (cluster/meta/departures.py)."""
+        peers = list(self.machine.streams[name].peers)
+        wanted = max(cfg.num_replicas, 1)
+        if wanted > len(peers):
+            return peers + await self._place(wanted - len(peers), cfg, exclude=peers)
+        leader = await self._stream_leader(name)
+        if leader in peers:
+            peers.remove(leader)
+            peers.insert(0, leader)
+        return peers[:wanted]
+
+    async def _stream_leader(self, name: str) -> str | None:
+        try:
+            reply = await self.ctx.requester.request(stream_subject(name, ApiOp.STREAM_INFO), b"", ACCOUNT_USAGE_TIMEOUT)
+            leader = json.loads(reply.payload)["cluster"]["leader"]
+        except (TimeoutError, NoRespondersError, ValueError, KeyError, TypeError):
+            return None
+        return leader if isinstance(leader, str) else None
 
     async def _delete(self, name: str) -> bytes:
         if name not in self.machine.streams:
