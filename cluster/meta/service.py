@@ -347,9 +347,38 @@ class MetaService:
                 self.ctx.meta_progress.advance(self._state_machine.applied_index)
             await self._wanted.wait()
 
+    async def _resume_departures(self) -> None:
+        """Replicas this node was leaving when it stopped (their stream is still there, without this node
+        among its peers, and their groups are stored here) leave as they would have: deleted now as
+        leftovers, they could take the only full copy of an R1 stream whose replacement had not caught
+        up, or a quorum its group still counts on."""
+        ctx = self.ctx
+        stored = set(ctx.host.stored_groups())
+        running = set(ctx.host.groups())
+        for name, current in list(self.machine.streams.items()):
+            if ctx.name in current.peers or current.group not in stored or current.group in running:
+                continue
+            if name in self._departures:
+                continue
+            assignment = StreamAssignment.from_json(current.to_json())
+            store = await asyncio.to_thread(open_store, ctx, assignment)
+            replica = StreamReplica(ctx, assignment, copiers=OriginFetcher, positions=self.positions, store=store)
+            self._by_group[replica.group] = replica
+            replica.start()
+            for consumer_assignment in self.machine.consumers.get(name, {}).values():
+                if consumer_assignment.group not in stored:
+                    continue
+                consumer = ConsumerReplica(ctx, ConsumerAssignment.from_json(consumer_assignment.to_json()), replica)
+                replica.consumers[consumer.name] = consumer
+                self._consumers_by_group[consumer.group] = consumer
+                consumer.start()
+            self._departures.leave(replica)
+
     async def _remove_leftovers(self) -> None:
         """Delete the logs and stores of replicas deleted or moved away while this node was down
-        (cluster/meta/leftovers.py); run once, after the first pass following the catch-up."""
+        (cluster/meta/leftovers.py); run once, after the first pass following the catch-up, once the
+        replicas it was leaving when it stopped are running again (they are no leftovers)."""
+        await self._resume_departures()
         ctx = self.ctx
         wanted_groups: set[str] = set()
         wanted_stores: set[str] = set()

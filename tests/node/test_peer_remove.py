@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import nats
 import pytest
@@ -198,3 +199,38 @@ async def test_no_node_to_move_to_is_a_peer_remap_failure(cluster: LocalCluster)
         assert json.loads(reply.data)["error"] == {"code": 503, "err_code": 10075, "description": "peer remap failed"}
     await js.delete_stream("EVERY")
     await nc.close()
+
+
+async def test_a_node_taken_out_while_down_hands_its_r1_stream_over_when_back(tmp_path: Path) -> None:
+    """The only replica's node is down when PEER.REMOVE takes it out; back, it finds its replica among the
+    leftovers of streams no longer its own. Deleted there (as before), the stream was gone for good: its
+    group had no voter left and the replacement waited to be added. It runs again and hands over."""
+    with local_cluster(tmp_path) as cluster:
+        nc = await nats.connect(cluster.client_urls[0])
+        js = nc.jetstream()
+        info = await js.add_stream(name="AWAY", subjects=["away.>"], num_replicas=1)
+        assert info.cluster is not None
+        victim = info.cluster.leader
+        for i in range(20):
+            await js.publish("away.k", b"%d" % i)
+        pull = await js.pull_subscribe("away.k", durable="worker")
+        for m in await pull.fetch(5, timeout=5):
+            await m.ack_sync()
+        await nc.close()
+        cluster.kill_node(victim)
+        await asyncio.to_thread(
+            cluster.wait_until, lambda: _meta_leader_survives(cluster, victim), 30, "a meta leader elsewhere"
+        )
+        other = next(spec for spec in cluster.specs if spec.name != node_of(victim))
+        nc = await nats.connect(other.client_url)
+        js = nc.jetstream()
+        reply = await nc.request("$JS.API.STREAM.PEER.REMOVE.AWAY", json.dumps({"peer": victim}).encode(), timeout=5)
+        assert json.loads(reply.data)["success"] is True
+        cluster.restart_node(node_of(victim))
+        (now,) = await _peers_once_moved(js, "AWAY", victim, 1)
+        assert node_of(now) != node_of(victim)
+        info = await js.stream_info("AWAY")
+        assert (info.state.messages, info.state.last_seq) == (20, 20)
+        consumer = await js.consumer_info("AWAY", "worker")
+        assert (consumer.ack_floor.stream_seq, consumer.num_pending) == (5, 15)
+        await nc.close()
