@@ -692,8 +692,11 @@ class Router:
                     break
 
     def _other_member_node(self, group: QueueGroup[Subscription], sender: str | None) -> str | None:
-        """A node other than `sender` with members of `group`, chosen by the group's policy."""
-        others = [(peer, weight) for peer, weight in group.remote if peer != sender and weight > 0]
+        """A node with members of `group`, chosen by the group's policy: another than `sender` if there is
+        one (its view sent the message here), else the sender itself, whose member may well be there
+        still (a stream scaled down: the replica that stays is often the requester's node's)."""
+        members = [(peer, weight) for peer, weight in group.remote if weight > 0]
+        others = [(peer, weight) for peer, weight in members if peer != sender] or members
         if not others:
             return None
         chosen = self.policy_for(group.name).choose(QueueGroup(group.name, (), others))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
@@ -34,7 +35,11 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-CHECK_INTERVAL = 0.5  # seconds between a leaving replica's looks at its groups
+# seconds between a leaving replica's looks at its groups, give or take half: replicas leaving together
+# (a stream scaled down) then leave `_sys_` at different moments, so a Direct Get on its way to one that
+# has just left is handed on to a member still there (gateway/router.py, `deliver_routed`) rather than
+# to another that is leaving in the same instant, where it would be lost
+CHECK_INTERVAL = 0.5
 ASK_TIMEOUT = 2.0  # seconds for a group's leader to say whether this node is still a voter
 
 
@@ -100,9 +105,9 @@ class Departures:
             if current is None or current.created_ns != replica.assignment.created_ns:
                 break  # deleted (or made anew): nothing left to hand over
             await self._follow(replica, current)
+            await asyncio.sleep(CHECK_INTERVAL * (0.5 + random.random()))
             if not await self._still_voter(replica):
                 break
-            await asyncio.sleep(CHECK_INTERVAL)
         self._leaving.pop(replica.name, None)
         await self._gone(replica)
 

@@ -403,7 +403,7 @@ def test_routed_message_reaches_plain_subscribers_and_one_member_of_the_named_gr
 
 def test_a_routed_message_whose_group_left_this_node_goes_once_to_another_members_node() -> None:
     """A replica of a deleted stream left `_sys_` while a Direct Get chosen for it was on the way:
-    the request goes on to a node that still has a member (a mirror), never back to its sender."""
+    the request goes on to a node that still has a member (a mirror), rather than back to its sender."""
     router = Router(rng=random.Random(3))
     links = FakeLinks()
     router.attach_links(links)
@@ -417,6 +417,18 @@ def test_a_routed_message_whose_group_left_this_node_goes_once_to_another_member
     assert links.rerouted == [True]
     # the requester's reply interest is on the sender's node
     assert links.reply_vias == ["n1"]
+
+
+def test_a_routed_message_goes_back_to_its_sender_when_only_it_has_a_member() -> None:
+    """A stream scaled down: the replica this node had left `_sys_` while a Direct Get was on its way,
+    and the one that stays is on the requester's node, which sent it."""
+    router = Router(rng=random.Random(3))
+    links = FakeLinks()
+    router.attach_links(links)
+    router.set_remote_interest("n1", "$JS.API.DIRECT.GET.S", "_sys_", 1)
+    assert router.deliver_routed("$JS.API.DIRECT.GET.S", "_INBOX.r", None, b"{}", ["_sys_"], from_peer="n1") == 1
+    assert links.forwarded == [("n1", "$JS.API.DIRECT.GET.S", "_INBOX.r", ("_sys_",))]
+    assert links.rerouted == [True]
 
 
 def test_a_handed_on_message_is_never_handed_on_again() -> None:
@@ -464,11 +476,11 @@ def test_a_publish_handed_on_is_marked_so_that_the_next_node_never_hands_it_on()
     assert links.rerouted == [True, False]
 
 
-def test_a_routed_message_whose_group_has_no_member_anywhere_else_is_dropped() -> None:
+def test_a_routed_message_whose_group_has_no_member_anywhere_is_dropped() -> None:
     router = Router(rng=random.Random(3))
     links = FakeLinks()
     router.attach_links(links)
-    router.set_remote_interest("n2", "svc", "q", 2)  # only the sender has members
+    router.set_remote_interest("n2", "svc", "q", 0)  # the sender's last member is gone too
     assert router.deliver_routed("svc", None, None, b"x", ["q"], from_peer="n2") == 0
     assert links.forwarded == []
 

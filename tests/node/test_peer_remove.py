@@ -11,7 +11,7 @@ from pathlib import Path
 
 import nats
 import pytest
-from nats.js.api import AckPolicy, ConsumerConfig
+from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo
 
 from cluster.runtime.workers import node_of
 from local.cluster import LocalCluster
@@ -138,6 +138,21 @@ async def _peers_once_moved(js: nats.js.JetStreamContext, stream: str, victim: s
         await asyncio.sleep(0.1)
 
 
+async def _consumer_once_moved(js: nats.js.JetStreamContext, stream: str, name: str, victim: str) -> ConsumerInfo:
+    """The consumer's info once its group is led off `victim`'s node (bounded): it moves after its stream."""
+    deadline = asyncio.get_running_loop().time() + 20
+    while True:
+        try:
+            info = await js.consumer_info(stream, name, timeout=2)
+        except (nats.errors.TimeoutError, nats.js.errors.APIError):
+            info = None  # no leader for a moment
+        leader = info.cluster.leader if info is not None and info.cluster is not None else None
+        if info is not None and leader and node_of(leader) != node_of(victim):
+            return info
+        assert asyncio.get_running_loop().time() < deadline, f"{stream} > {name} never left {victim}: {info}"
+        await asyncio.sleep(0.1)
+
+
 @pytest.mark.parametrize("op", ["REMOVE", "EVACUATE"])
 async def test_a_live_r1_stream_moves_with_its_messages_and_consumer(cluster: LocalCluster, op: str) -> None:
     """Its only replica leads until the replacement holds the log: before, the node dropped it at once
@@ -161,7 +176,7 @@ async def test_a_live_r1_stream_moves_with_its_messages_and_consumer(cluster: Lo
     info = await js.stream_info(stream)
     assert (info.state.messages, info.state.last_seq) == (20, 20)
     assert (await js.publish(f"solo{op.lower()}.k", b"after")).seq == 21
-    consumer = await js.consumer_info(stream, "worker")
+    consumer = await _consumer_once_moved(js, stream, "worker", victim)
     assert consumer.cluster is not None and node_of(consumer.cluster.leader) == node_of(now)
     assert (consumer.ack_floor.stream_seq, consumer.num_pending) == (5, 16)
     await js.delete_stream(stream)
@@ -231,6 +246,6 @@ async def test_a_node_taken_out_while_down_hands_its_r1_stream_over_when_back(tm
         assert node_of(now) != node_of(victim)
         info = await js.stream_info("AWAY")
         assert (info.state.messages, info.state.last_seq) == (20, 20)
-        consumer = await js.consumer_info("AWAY", "worker")
+        consumer = await _consumer_once_moved(js, "AWAY", "worker", victim)
         assert (consumer.ack_floor.stream_seq, consumer.num_pending) == (5, 15)
         await nc.close()
