@@ -75,6 +75,7 @@ class JSErrors:
     CLUSTER_PEER_NOT_MEMBER = ErrorSpec(400, 10040, "peer not a member")
     INSUFFICIENT_RESOURCES = ErrorSpec(503, 10023, "insufficient resources")
     PEER_REMAP = ErrorSpec(503, 10075, "peer remap failed")
+    PEDANTIC = ErrorSpec(400, 10157, "pedantic mode: {err}")
     INVALID_JSON = ErrorSpec(400, 10025, "invalid JSON: {err}")
     MAXIMUM_STREAMS_LIMIT = ErrorSpec(400, 10027, "maximum number of streams reached")
     MEMORY_RESOURCES_EXCEEDED = ErrorSpec(500, 10028, "insufficient memory resources available")
@@ -279,6 +280,9 @@ class JSErrors:
     CONSUMER_ACK_WAIT_NEGATIVE = ErrorSpec(400, 10183, "consumer ack wait needs to be positive")
     CONSUMER_MAX_CONSUMERS_LIMIT = ErrorSpec(400, 10026, "maximum consumers limit reached")
     CONSUMER_MAX_PENDING_ACK_EXCESS = ErrorSpec(400, 10121, "consumer max ack pending exceeds system limit of {limit}")
+    CONSUMER_INACTIVE_THRESHOLD_EXCESS = ErrorSpec(
+        400, 10153, "consumer inactive threshold exceeds system limit of {limit}"
+    )
     CONSUMER_REPLICAS_EXCEEDS_STREAM = ErrorSpec(
         400, 10126, "consumer config replica count exceeds parent stream"
     )

@@ -383,9 +383,6 @@ def parse_create_request(payload: bytes | bytearray | memoryview | str) -> Creat
         jsjson.reject_unknown(obj)
     except jsjson.RequestJSONError as exc:
         raise JSErrors.INVALID_JSON(err=str(exc)) from None
-    if pedantic:
-        # nats-server's pedantic mode refuses what it would otherwise adjust; jetraft always adjusts
-        raise JSErrors.CONSUMER_CREATE(err="pedantic mode is not supported by jetraft")
     return CreateConsumerRequest(stream_name, config, action, pedantic)
 
 

@@ -8,9 +8,10 @@ the server, as NOTES.md asks:
 - `max_deliver` 0 or negative is not an error: it becomes -1 (unlimited);
 - a filter outside the stream's subjects is accepted (it matches nothing yet).
 
-Features jetraft does not implement (direct and sourcing consumers, pedantic
-mode) are refused with a clear error instead of being accepted and ignored. All
-functions are pure.
+Pedantic mode (`pedantic: true` in the create request) refuses, with nats-server's
+10157, what it would otherwise adjust. Features jetraft does not implement (direct
+and sourcing consumers) are refused with a clear error instead of being accepted
+and ignored. All functions are pure.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from cluster.consumer.config import (
 )
 from cluster.runtime.server_limits import NO_SERVER_LIMITS, ServerJetStreamLimits
 from cluster.stream.config import DYNAMIC_METADATA_KEYS, REQUIRED_LEVEL_KEY, Retention, StreamConfig
+from storage.nats_time import format_go_duration
 from subjects.grammar import filters_overlap, is_valid_filter, is_valid_subject, subject_matches
 
 NS_PER_S = 1_000_000_000
@@ -184,8 +186,10 @@ def normalize_consumer_config(
     others: Mapping[str, ConsumerConfig] | None = None,
     account_max_ack_pending: int = -1,
     server_limits: ServerJetStreamLimits = NO_SERVER_LIMITS,
+    pedantic: bool = False,
 ) -> ConsumerConfig:
     """Fill defaults as nats-server 2.15 does and validate against the stream; raises ApiError.
+    `pedantic` (the request's `pedantic: true`): where nats-server would adjust, refuse instead (10157).
 
     `others` are the stream's other consumers by name (workqueue uniqueness);
     an existing consumer being updated must not be among them. `account_max_ack_pending` is the
@@ -211,6 +215,8 @@ def normalize_consumer_config(
     ack_wait = cfg.ack_wait
     if ack_wait < 0:
         raise JSErrors.CONSUMER_ACK_WAIT_NEGATIVE()
+    if pedantic:
+        _refuse_adjustments(cfg, stream, server_limits)
     if cfg.backoff:
         ack_wait = cfg.backoff[0]
     elif ack_wait == 0 and cfg.ack_policy is not AckPolicy.NONE:
@@ -219,10 +225,13 @@ def normalize_consumer_config(
     max_ack_pending = cfg.max_ack_pending
     if max_ack_pending < 0:
         max_ack_pending = -1
-    elif max_ack_pending == 0 and cfg.ack_policy is not AckPolicy.NONE:
+    elif max_ack_pending == 0:
+        # the stream's consumer limit, for any ack policy (as nats-server); else the default, capped
         limit = stream.consumer_limits.max_ack_pending
-        max_ack_pending = limit if limit > 0 else DEFAULT_MAX_ACK_PENDING
-        if limit <= 0:
+        if limit > 0:
+            max_ack_pending = limit
+        elif cfg.ack_policy is not AckPolicy.NONE:
+            max_ack_pending = DEFAULT_MAX_ACK_PENDING
             for cap in (server_limits.max_ack_pending, account_max_ack_pending):
                 if 0 < cap < max_ack_pending:
                     max_ack_pending = cap
@@ -232,12 +241,13 @@ def normalize_consumer_config(
             raise JSErrors.CONSUMER_PUSH_MAX_WAITING()
     elif max_waiting <= 0:
         max_waiting = DEFAULT_MAX_WAITING
-    inactive = cfg.inactive_threshold
-    if inactive < 0:
-        inactive = 0
+    # the stream's consumer limit is every consumer's default, durables' too (nats-server's
+    # setConsumerConfigDefaults); an ephemeral without either goes after nats-server's five seconds
+    inactive = max(cfg.inactive_threshold, 0)
+    if inactive == 0:
+        inactive = max(stream.consumer_limits.inactive_threshold, 0)
     if not cfg.durable_name and inactive == 0:
-        limit = stream.consumer_limits.inactive_threshold
-        inactive = limit if limit > 0 else DEFAULT_EPHEMERAL_INACTIVE_NS
+        inactive = DEFAULT_EPHEMERAL_INACTIVE_NS
     max_expires = max(cfg.max_expires, 0)
     if 0 < max_expires < MIN_MAX_EXPIRES_NS:
         raise JSErrors.CONSUMER_MAX_REQUEST_EXPIRES_TOO_SMALL()
@@ -275,6 +285,9 @@ def normalize_consumer_config(
         cfg.max_ack_pending,
         (server_limits.max_ack_pending, account_max_ack_pending, stream.consumer_limits.max_ack_pending),
     )
+    inactive_limit = stream.consumer_limits.inactive_threshold
+    if 0 < inactive_limit < cfg.inactive_threshold:
+        raise JSErrors.CONSUMER_INACTIVE_THRESHOLD_EXCESS(limit=format_go_duration(inactive_limit))
     _check_deliver_policy(cfg)
     _check_filters(cfg)
     _check_sampling(cfg.sample_freq)
@@ -289,6 +302,37 @@ def normalize_consumer_config(
     if stream.retention is Retention.WORKQUEUE:
         _check_workqueue(cfg, (others or {}).values())
     return cfg
+
+
+def _refuse_adjustments(cfg: ConsumerConfig, stream: StreamConfig, server_limits: ServerJetStreamLimits) -> None:
+    """Pedantic mode: nats-server's pedantic errors, in its order, for each value it would otherwise
+    adjust (a negative limit, an ack_wait the backoff overrides, a default taken from the stream's or
+    the server's limits)."""
+    negatives = (
+        (cfg.max_deliver < -1, "max_deliver must be set to -1"),
+        (cfg.max_waiting < 0, "max_waiting must not be negative"),
+        (cfg.max_ack_pending < -1, "max_ack_pending must be set to -1"),
+        (cfg.max_batch < 0, "max_batch must not be negative"),
+        (cfg.max_expires < 0, "max_expires must not be negative"),
+        (cfg.max_bytes < 0, "max_bytes must not be negative"),
+        (cfg.idle_heartbeat < 0, "idle_heartbeat must not be negative"),
+        (cfg.inactive_threshold < 0, "inactive_threshold must not be negative"),
+        (cfg.priority_timeout < 0, "priority_timeout must not be negative"),
+    )
+    for refused, why in negatives:
+        if refused:
+            raise JSErrors.PEDANTIC(err=why)
+    ack_wait = cfg.ack_wait
+    if ack_wait == 0 and cfg.ack_policy in (AckPolicy.EXPLICIT, AckPolicy.ALL):
+        ack_wait = DEFAULT_ACK_WAIT_NS
+    if cfg.backoff and ack_wait != cfg.backoff[0]:
+        raise JSErrors.PEDANTIC(err="first backoff value has to equal batch AckWait")
+    if cfg.max_ack_pending == 0 and stream.consumer_limits.max_ack_pending > 0:
+        raise JSErrors.PEDANTIC(err="max_ack_pending must be set if it's configured in stream limits")
+    if cfg.inactive_threshold == 0 and stream.consumer_limits.inactive_threshold > 0:
+        raise JSErrors.PEDANTIC(err="inactive_threshold must be set if it's configured in stream limits")
+    if cfg.is_pull and cfg.max_batch == 0 and server_limits.max_request_batch > 0:
+        raise JSErrors.PEDANTIC(err="max_request_batch must be set if it's JetStream limits are set")
 
 
 def _priority_timeout(cfg: ConsumerConfig) -> int:

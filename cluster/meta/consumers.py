@@ -206,7 +206,7 @@ class ConsumerAdmin:
             n: consumer_config_from_json(a.config) for n, a in existing_assignments.items() if n != name
         }
         cfg = normalize_consumer_config(
-            cfg, stream_cfg, others, self.ctx.account_limits.max_ack_pending, self.ctx.server_limits
+            cfg, stream_cfg, others, self.ctx.account_limits.max_ack_pending, self.ctx.server_limits, create.pedantic
         )
         existing = existing_assignments.get(name) if name else None
         existing_cfg = consumer_config_from_json(existing.config) if existing is not None else None

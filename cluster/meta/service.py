@@ -76,7 +76,7 @@ from cluster.runtime.meta_progress import with_meta_index
 from cluster.runtime.server_limits import limit_labels
 from cluster.runtime.workers import meta_learners, meta_voters, node_count
 from cluster.stream.assignment import StreamAssignment
-from cluster.stream.config import StorageType, StreamConfig, parse_stream_config, stream_config_from_json
+from cluster.stream.config import StorageType, StreamConfig, parse_stream_request, stream_config_from_json
 from cluster.stream.config_check import (
     check_replicas_placeable,
     check_request_subject,
@@ -664,11 +664,11 @@ class MetaService:
         return result
 
     async def _create(self, name: str, msg: Message) -> bytes | None:
-        requested = parse_stream_config(msg.payload)
+        requested, pedantic = parse_stream_request(msg.payload)
         check_request_subject(name, requested)
         limits = self.ctx.account_limits
         configs = self.configs()
-        decision = decide_create(requested, configs, limits, self._subjects, self.ctx.server_limits)
+        decision = decide_create(requested, configs, limits, self._subjects, self.ctx.server_limits, pedantic)
         if decision.exists:
             return await self._ask_stream(name, ApiOp.CREATE_RESULT, b"0")
         cfg = decision.config
@@ -761,7 +761,7 @@ class MetaService:
         return replica
 
     async def _update(self, name: str, payload: bytes) -> bytes:
-        requested = parse_stream_config(payload)
+        requested, pedantic = parse_stream_request(payload)
         # as nats-server: the config's own checks come before the name in the subject is compared
         check_stream_name(requested)
         check_request_subject(name, requested)
@@ -769,7 +769,7 @@ class MetaService:
         old = configs.get(name)
         if old is None:
             raise JSErrors.STREAM_NOT_FOUND()
-        cfg = decide_update(old, requested, configs, self.ctx.account_limits, self.ctx.server_limits)
+        cfg = decide_update(old, requested, configs, self.ctx.account_limits, self.ctx.server_limits, pedantic)
         rescaled = max(cfg.num_replicas, 1) != max(old.num_replicas, 1)
         if rescaled and self.ctx.standalone:
             raise JSErrors.STREAM_REPLICAS_NOT_UPDATABLE()

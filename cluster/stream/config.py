@@ -417,6 +417,12 @@ def stream_config_from_json(obj: dict[str, Any]) -> StreamConfig:
 def parse_stream_config(payload: bytes | bytearray | memoryview | str) -> StreamConfig:
     """Decode a STREAM.CREATE / STREAM.UPDATE body as nats-server's strict decoder does; raises
     ApiError 10025 when it is not valid JSON or holds a field nats-server (and jetraft) does not know."""
+    return parse_stream_request(payload)[0]
+
+
+def parse_stream_request(payload: bytes | bytearray | memoryview | str) -> tuple[StreamConfig, bool]:
+    """`parse_stream_config`, and whether the request asks for pedantic mode (`pedantic: true`: refuse
+    what nats-server would otherwise adjust, cluster/stream/config_check.py)."""
     try:
         obj = jsjson.loads_request(payload, "StreamConfigRequest")
         config = _from_json(obj)
@@ -424,10 +430,7 @@ def parse_stream_config(payload: bytes | bytearray | memoryview | str) -> Stream
         jsjson.reject_unknown(obj)
     except jsjson.RequestJSONError as exc:
         raise JSErrors.INVALID_JSON(err=str(exc)) from None
-    if pedantic:
-        # nats-server's pedantic mode refuses what it would otherwise adjust; jetraft always adjusts
-        raise JSErrors.STREAM_INVALID_CONFIG(err="pedantic mode is not supported by jetraft")
-    return config
+    return config, pedantic
 
 
 def _from_json(obj: dict[str, Any]) -> StreamConfig:
@@ -525,6 +528,7 @@ __all__ = [
     "StreamSource",
     "SubjectTransformConfig",
     "parse_stream_config",
+    "parse_stream_request",
     "stream_config_from_bytes",
     "stream_config_from_json",
 ]

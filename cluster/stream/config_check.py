@@ -102,10 +102,11 @@ def _unsupported(cfg: StreamConfig) -> str | None:
     return None
 
 
-def _limit(value: int, field: str) -> int:
-    if value < -1:
-        raise _invalid(f"{field} can not be negative (use -1 for unlimited)")
-    return -1 if value == 0 else value
+def _limit(value: int, field: str, pedantic: bool) -> int:
+    """A limit as nats-server sets it: 0 or below -1 is -1 (unlimited); pedantic mode refuses below -1."""
+    if value < -1 and pedantic:
+        raise JSErrors.PEDANTIC(err=f"{field} must be set to -1")
+    return -1 if value == 0 or value < -1 else value
 
 
 def _static_metadata(metadata: Mapping[str, str], allow_msg_ttl: bool) -> dict[str, str]:
@@ -121,8 +122,10 @@ def normalize_stream_config(
     streams: Mapping[str, StreamConfig] | None = None,
     limits: JetStreamAccountLimits = UNLIMITED,
     server_limits: ServerJetStreamLimits = NO_SERVER_LIMITS,
+    pedantic: bool = False,
 ) -> StreamConfig:
-    """Fill defaults as nats-server 2.15 does and validate; raises ApiError.
+    """Fill defaults as nats-server 2.15 does and validate; raises ApiError. `pedantic` (the request's
+    `pedantic: true`): where nats-server would adjust the config, refuse it with its pedantic error.
 
     `streams` holds the other existing streams' (normalized) configs by name,
     for mirror/source checks; subject overlap with them is `check_subject_overlap`.
@@ -144,11 +147,11 @@ def normalize_stream_config(
         raise _invalid(f"maximum replicas is {MAX_REPLICAS}")
     if replicas < 0:
         raise JSErrors.REPLICAS_COUNT_CANNOT_BE_NEGATIVE()
-    max_msgs = _limit(cfg.max_msgs, "max_msgs")
-    max_per_subject = _limit(cfg.max_msgs_per_subject, "max_msgs_per_subject")
-    max_bytes = _limit(cfg.max_bytes, "max_bytes")
-    max_msg_size = _limit(cfg.max_msg_size, "max_msg_size")
-    max_consumers = _limit(cfg.max_consumers, "max_consumers")
+    max_msgs = _limit(cfg.max_msgs, "max_msgs", pedantic)
+    max_per_subject = _limit(cfg.max_msgs_per_subject, "max_msgs_per_subject", pedantic)
+    max_bytes = _limit(cfg.max_bytes, "max_bytes", pedantic)
+    max_msg_size = _limit(cfg.max_msg_size, "max_msg_size", pedantic)
+    max_consumers = _limit(cfg.max_consumers, "max_consumers", pedantic)
     if cfg.max_age < 0:
         raise _invalid("max age can not be negative")
     if 0 < cfg.max_age < MIN_WINDOW_NS:
@@ -158,7 +161,13 @@ def normalize_stream_config(
     server_window = server_limits.duplicate_window_ns
     if duplicates == 0 and cfg.mirror is None and not cfg.sources:
         # the default, no larger than the server's limit (`jetstream { limits { duplicate_window } }`)
-        window = min(DEFAULT_DUPLICATE_WINDOW_NS, server_window) if server_window > 0 else DEFAULT_DUPLICATE_WINDOW_NS
+        window = DEFAULT_DUPLICATE_WINDOW_NS
+        if 0 < server_window < window:
+            if pedantic:
+                raise JSErrors.PEDANTIC(err="duplicate window limits are higher than current limits")
+            window = server_window
+        if 0 < cfg.max_age < window and pedantic:
+            raise JSErrors.PEDANTIC(err="duplicate window cannot be bigger than max age")
         duplicates = cfg.max_age if 0 < cfg.max_age < window else window
     if duplicates < 0:
         raise _invalid("duplicates window can not be negative")
@@ -182,14 +191,20 @@ def normalize_stream_config(
         if marker_ttl < MIN_MARKER_TTL_NS:
             raise _invalid("subject delete marker TTL must be at least 1 second")
         # markers carry a TTL and a subject roll-up, so both must be on (nats-server turns them on)
+        if not allow_msg_ttl and pedantic:
+            raise _invalid("subject delete marker cannot be set if message TTLs are disabled")
         allow_msg_ttl = True
         if not allow_rollup:
+            if pedantic:
+                raise _invalid("subject delete marker cannot be set if roll-ups are disabled")
             allow_rollup, deny_purge = True, False
     elif marker_ttl < 0:
         raise _invalid("subject delete marker TTL must not be negative")
     _check_schedules_and_persistence(cfg, replicas)
     if cfg.allow_msg_schedules and not allow_rollup:
         # schedules are stored as subject roll-ups (nats-server turns them on)
+        if pedantic:
+            raise _invalid("message scheduling cannot be set if roll-ups are disabled")
         allow_rollup, deny_purge = True, False
     if cfg.mirror_direct and cfg.mirror is None:
         raise _invalid("stream has no mirror but does have mirror direct")
@@ -197,6 +212,8 @@ def normalize_stream_config(
     mirror_direct = cfg.mirror_direct
     if cfg.mirror is not None:
         mirror_direct = _check_mirror(cfg, max_msg_size, others)
+        if pedantic and mirror_direct != cfg.mirror_direct:
+            raise JSErrors.PEDANTIC(err="origin stream has direct get set, mirror has it disabled")
     if cfg.sources and cfg.allow_msg_schedules:
         raise JSErrors.SOURCE_WITH_MSG_SCHEDULES()
     _check_sources(cfg.sources, max_msg_size, others)
@@ -218,6 +235,8 @@ def normalize_stream_config(
     republish = cfg.republish
     if republish is not None:
         if not republish.src:
+            if pedantic:
+                raise JSErrors.PEDANTIC(err="republish source can not be empty")
             republish = dataclasses.replace(republish, src=">")
         transform = cfg.subject_transform
         if (
@@ -228,6 +247,8 @@ def normalize_stream_config(
             and transform.src == subjects[0]
         ):
             # nats-server's implicit republish: `>` to `>` republishes what the transform produced
+            if pedantic:
+                raise JSErrors.PEDANTIC(err="implicit republish based on subject transform")
             republish = dataclasses.replace(republish, src=transform.dest, dest=transform.dest)
         if any(filters_overlap(republish.dest, subject) for subject in subjects):
             raise _invalid("stream configuration for republish destination forms a cycle")
@@ -544,12 +565,13 @@ def decide_create(
     limits: JetStreamAccountLimits = UNLIMITED,
     subjects: FirstTokenIndex | None = None,
     server_limits: ServerJetStreamLimits = NO_SERVER_LIMITS,
+    pedantic: bool = False,
 ) -> CreateDecision:
     """Validate a create against the existing streams (by name); raises ApiError. `subjects`: the
     streams' subjects indexed (see check_subject_overlap)."""
     if requested.sealed:
         raise _invalid("stream configuration for create can not be sealed")
-    cfg = normalize_stream_config(requested, streams, limits, server_limits)
+    cfg = normalize_stream_config(requested, streams, limits, server_limits, pedantic)
     existing = streams.get(cfg.name)
     if existing is not None:
         if not same_config(existing, cfg):
@@ -579,9 +601,10 @@ def decide_update(
     streams: Mapping[str, StreamConfig],
     limits: JetStreamAccountLimits = UNLIMITED,
     server_limits: ServerJetStreamLimits = NO_SERVER_LIMITS,
+    pedantic: bool = False,
 ) -> StreamConfig:
     """The config an update results in, or ApiError for a change nats-server forbids."""
-    cfg = normalize_stream_config(requested, streams, limits, server_limits)
+    cfg = normalize_stream_config(requested, streams, limits, server_limits, pedantic)
     if cfg.name != old.name:
         raise _invalid("stream configuration name must match original")
     if cfg.storage is not old.storage:

@@ -22,7 +22,7 @@ from cluster.consumer.config_check import (
     normalize_consumer_config,
     parse_create_subject,
 )
-from cluster.stream.config import Retention, StreamConfig
+from cluster.stream.config import ConsumerLimits, Retention, StreamConfig
 from tests.cluster.trace_data import section
 
 STREAMS = {
@@ -243,6 +243,68 @@ def test_defaults_as_the_server_fills_them() -> None:
         {"stream_name": "S", "config": {"name": "B", "backoff": [2, 4], "ack_wait": 500, "max_deliver": 5}}
     ).encode()
     assert create("$JS.API.CONSUMER.CREATE.S.B", body).ack_wait == 2
+
+
+LIMITED = StreamConfig(
+    name="L", subjects=("l.>",), num_replicas=1, consumer_limits=ConsumerLimits(inactive_threshold=5 * 10**9, max_ack_pending=100)
+)
+
+
+def test_the_streams_consumer_limits_are_every_consumers_defaults() -> None:
+    """nats-server 2.15.1: a durable takes the stream's inactive_threshold, an ack-none consumer its
+    max_ack_pending; an inactive_threshold above the limit is refused (10153)."""
+    durable = normalize_consumer_config(ConsumerConfig(durable_name="d", ack_policy=AckPolicy.EXPLICIT), LIMITED)
+    assert (durable.inactive_threshold, durable.max_ack_pending) == (5 * 10**9, 100)
+    assert normalize_consumer_config(ConsumerConfig(durable_name="n", ack_policy=AckPolicy.NONE), LIMITED).max_ack_pending == 100
+    with pytest.raises(ApiError) as info:
+        normalize_consumer_config(ConsumerConfig(durable_name="x", inactive_threshold=9 * 10**9), LIMITED)
+    assert info.value.to_json() == {
+        "code": 400,
+        "err_code": 10153,
+        "description": "consumer inactive threshold exceeds system limit of 5s",
+    }
+
+
+@pytest.mark.parametrize(
+    ("config", "stream", "description"),
+    [
+        # nats-server 2.15.1's answers to the same requests with `pedantic: true`
+        (ConsumerConfig(durable_name="c", max_deliver=-5), STREAMS["WORK"], "max_deliver must be set to -1"),
+        (ConsumerConfig(durable_name="c", max_waiting=-1), STREAMS["WORK"], "max_waiting must not be negative"),
+        (ConsumerConfig(durable_name="c", max_batch=-1), STREAMS["WORK"], "max_batch must not be negative"),
+        (
+            ConsumerConfig(durable_name="c", ack_policy=AckPolicy.EXPLICIT, backoff=(10**9, 2 * 10**9)),
+            STREAMS["WORK"],
+            "first backoff value has to equal batch AckWait",
+        ),
+        (
+            ConsumerConfig(durable_name="c", ack_policy=AckPolicy.EXPLICIT),
+            LIMITED,
+            "max_ack_pending must be set if it's configured in stream limits",
+        ),
+        (
+            ConsumerConfig(durable_name="c", ack_policy=AckPolicy.EXPLICIT, max_ack_pending=50),
+            LIMITED,
+            "inactive_threshold must be set if it's configured in stream limits",
+        ),
+    ],
+)
+def test_pedantic_mode_refuses_what_nats_server_would_adjust(
+    config: ConsumerConfig, stream: StreamConfig, description: str
+) -> None:
+    normalize_consumer_config(config, stream)  # adjusted and accepted without it
+    with pytest.raises(ApiError) as info:
+        normalize_consumer_config(config, stream, pedantic=True)
+    assert (info.value.err_code, info.value.description) == (10157, f"pedantic mode: {description}")
+
+
+def test_pedantic_mode_takes_a_config_that_needs_no_adjusting() -> None:
+    config = ConsumerConfig(
+        durable_name="c", ack_policy=AckPolicy.EXPLICIT, ack_wait=10**9, backoff=(10**9,), max_deliver=5
+    )
+    assert normalize_consumer_config(config, STREAMS["WORK"], pedantic=True).ack_wait == 10**9
+    body = json.dumps({"stream_name": "S", "config": {"durable_name": "D"}, "pedantic": True}).encode()
+    assert parse_create_request(body).pedantic
 
 
 def test_a_name_in_the_subject_wins() -> None:

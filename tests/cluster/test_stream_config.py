@@ -14,6 +14,7 @@ from cluster.stream.config import (
     StorageType,
     StreamConfig,
     StreamSource,
+    SubjectTransformConfig,
     parse_stream_config,
     stream_config_from_bytes,
     stream_config_from_json,
@@ -219,8 +220,6 @@ def _invalid(cfg: StreamConfig, streams: dict[str, StreamConfig] | None = None) 
             10052,
             "subjects that overlap with jetstream api require no-ack to be true",
         ),
-        (StreamConfig(name="S", max_msgs=-2), 10052, "max_msgs can not be negative (use -1 for unlimited)"),
-        (StreamConfig(name="S", max_bytes=-5), 10052, "max_bytes can not be negative (use -1 for unlimited)"),
         (StreamConfig(name="S", max_age=-1), 10052, "max age can not be negative"),
         (StreamConfig(name="S", max_age=5), 10052, "max age needs to be >= 100ms"),
         (StreamConfig(name="S", duplicate_window=-1), 10052, "duplicates window can not be negative"),
@@ -315,6 +314,70 @@ def test_subject_delete_markers_turn_on_ttls_and_rollups() -> None:
         ttl_only, dataclasses.replace(ttl_only, subject_delete_marker_ttl=2 * 10**9), {"T": ttl_only}
     )
     assert with_markers.subject_delete_marker_ttl == 2 * 10**9 and with_markers.allow_rollup_hdrs
+
+
+def test_limits_below_minus_one_are_unlimited_unless_pedantic() -> None:
+    """nats-server 2.15.1: max_msgs -2 comes back -1; with `pedantic: true` it is refused (10157)."""
+    cfg = decide_create(StreamConfig(name="S", max_msgs=-2, max_bytes=-5, max_consumers=-9), {}).config
+    assert (cfg.max_msgs, cfg.max_bytes, cfg.max_consumers) == (-1, -1, -1)
+    with pytest.raises(ApiError) as info:
+        decide_create(StreamConfig(name="S", max_msgs=-2), {}, pedantic=True)
+    assert info.value.to_json() == {"code": 400, "err_code": 10157, "description": "pedantic mode: max_msgs must be set to -1"}
+
+
+@pytest.mark.parametrize(
+    ("cfg", "err_code", "description"),
+    [
+        # each from a nats-server 2.15.1 answer to the same request with `pedantic: true`
+        (StreamConfig(name="S", max_age=10**9), 10157, "pedantic mode: duplicate window cannot be bigger than max age"),
+        (
+            StreamConfig(name="S", subject_delete_marker_ttl=2 * 10**9, allow_rollup_hdrs=True),
+            10052,
+            "subject delete marker cannot be set if message TTLs are disabled",
+        ),
+        (
+            StreamConfig(name="S", subject_delete_marker_ttl=2 * 10**9, allow_msg_ttl=True),
+            10052,
+            "subject delete marker cannot be set if roll-ups are disabled",
+        ),
+        (
+            StreamConfig(name="S", allow_msg_schedules=True),
+            10052,
+            "message scheduling cannot be set if roll-ups are disabled",
+        ),
+        (
+            StreamConfig(name="S", republish=RePublish(src="", dest="rp.>")),
+            10157,
+            "pedantic mode: republish source can not be empty",
+        ),
+        (
+            StreamConfig(
+                name="S",
+                subjects=("p8",),
+                subject_transform=SubjectTransformConfig("p8", "q8"),
+                republish=RePublish(src=">", dest=">"),
+            ),
+            10157,
+            "pedantic mode: implicit republish based on subject transform",
+        ),
+    ],
+)
+def test_pedantic_mode_refuses_what_nats_server_would_adjust(cfg: StreamConfig, err_code: int, description: str) -> None:
+    decide_create(cfg, {})  # without pedantic mode: adjusted, accepted
+    with pytest.raises(ApiError) as info:
+        decide_create(cfg, {}, pedantic=True)
+    assert (info.value.err_code, info.value.description) == (err_code, description)
+
+
+def test_pedantic_mode_takes_a_config_that_needs_no_adjusting() -> None:
+    origin = decide_create(StreamConfig(name="ORIG", subjects=("orig",), allow_direct=True), {}).config
+    mirror = StreamConfig(name="M", mirror=StreamSource(name="ORIG"))
+    with pytest.raises(ApiError) as info:
+        decide_create(mirror, {"ORIG": origin}, pedantic=True)
+    assert info.value.description == "pedantic mode: origin stream has direct get set, mirror has it disabled"
+    direct = dataclasses.replace(mirror, mirror_direct=True)
+    assert decide_create(direct, {"ORIG": origin}, pedantic=True).config.mirror_direct
+    assert decide_create(StreamConfig(name="P", subjects=("p",)), {}, pedantic=True).config.max_msgs == -1
 
 
 def test_subjects_overlap_between_streams() -> None:

@@ -705,3 +705,57 @@ def test_a_reset_consumer_delivers_from_its_new_sequence(clusters: dict[str, Jet
     # after the reset to 2, message 2 comes again as the consumer's first; an empty reset goes back to
     # the ack floor (nothing acked: 2 again)
     assert [seen[i] for i in (0, 1, 3, 5)] == [[(b"m0", 1, 1)], [(b"m1", 2, 2)], [(b"m1", 2, 1)], [(b"m1", 2, 1)]]
+
+
+PEDANTIC_STREAMS = [
+    {"name": "PD1", "subjects": ["pd1"]},
+    {"name": "PD2", "subjects": ["pd2"], "max_age": 1_000_000_000},
+    {"name": "PD3", "subjects": ["pd3"], "subject_delete_marker_ttl": 2_000_000_000, "allow_rollup_hdrs": True},
+    {"name": "PD4", "subjects": ["pd4"], "subject_delete_marker_ttl": 2_000_000_000, "allow_msg_ttl": True},
+    {"name": "PD5", "subjects": ["pd5"], "allow_msg_schedules": True},
+    {"name": "PD6", "subjects": ["pd6"], "republish": {"src": "", "dest": "rp6.>"}},
+    {"name": "PD7", "subjects": ["pd7"], "max_msgs": -2, "max_bytes": -3},
+    {"name": "PDM", "mirror": {"name": "PDO"}},
+    {"name": "PDD", "mirror": {"name": "PDO"}, "mirror_direct": True},
+    {"name": "PD8", "subjects": ["pd8"], "subject_transform": {"src": "pd8", "dest": "pq8"}, "republish": {"src": ">", "dest": ">"}},
+]
+PEDANTIC_CONSUMERS = [
+    {"durable_name": "c1", "ack_policy": "explicit"},
+    {"durable_name": "c2", "ack_policy": "explicit", "backoff": [1_000_000_000, 2_000_000_000]},
+    {"durable_name": "c3", "ack_policy": "explicit", "backoff": [1_000_000_000], "ack_wait": 1_000_000_000, "max_deliver": 5},
+    {"durable_name": "c4", "ack_policy": "explicit", "max_ack_pending": 50},
+    {"durable_name": "c5", "ack_policy": "explicit", "max_ack_pending": 50, "inactive_threshold": 9_000_000_000},
+    {"durable_name": "c6", "ack_policy": "explicit", "max_waiting": -1},
+    {"durable_name": "c7", "ack_policy": "explicit", "max_deliver": -5},
+    {"durable_name": "c8", "ack_policy": "explicit", "max_ack_pending": -5},
+    {"durable_name": "c9", "ack_policy": "none", "max_batch": -1},
+]
+
+
+async def _pedantic(nc: nats.NATS) -> list[Any]:
+    """Each config created as it is and again with `pedantic: true` (a name of its own): what nats-server
+    adjusts, and what it refuses in pedantic mode; consumers on a stream with consumer limits."""
+    out = [await _create(nc, {"name": "PDO", "subjects": ["pdo"], "allow_direct": True})]
+    for pedantic in (False, True):
+        for config in PEDANTIC_STREAMS:
+            name = config["name"] + ("P" if pedantic else "")
+            out.append(await _request(nc, f"$JS.API.STREAM.CREATE.{name}", {**config, "name": name, "pedantic": pedantic}))
+    limits = {"max_ack_pending": 100, "inactive_threshold": 5_000_000_000}
+    out.append(await _create(nc, {"name": "PDC", "subjects": ["pdc"], "consumer_limits": limits}))
+    for pedantic in (False, True):
+        for config in PEDANTIC_CONSUMERS:
+            name = config["durable_name"] + ("p" if pedantic else "")
+            body = {"stream_name": "PDC", "config": {**config, "durable_name": name}, "pedantic": pedantic}
+            out.append(await _request(nc, f"$JS.API.CONSUMER.DURABLE.CREATE.PDC.{name}", body))
+    return out
+
+
+def test_pedantic_mode_as_nats_server(clusters: dict[str, JetStreamTarget]) -> None:
+    seen = _compare(clusters, _pedantic)
+    refused = [answer["error"]["err_code"] for answer in seen if "error" in answer]
+    # pedantic: 5 stream configs and 8 consumer configs refused with 10157, 3 stream configs with 10052;
+    # c5's inactive_threshold above the stream's limit is refused either way (10153)
+    assert (refused.count(10157), refused.count(10052), refused.count(10153)) == (13, 3, 2)
+    # without pedantic mode a limit below -1 is unlimited, and a durable takes the stream's consumer limits
+    assert seen[7]["config"]["max_msgs"] == -1
+    assert (seen[22]["config"]["inactive_threshold"], seen[22]["config"]["max_ack_pending"]) == (5_000_000_000, 100)
