@@ -280,6 +280,16 @@ class JSErrors:
     CONSUMER_ACK_WAIT_NEGATIVE = ErrorSpec(400, 10183, "consumer ack wait needs to be positive")
     CONSUMER_MAX_CONSUMERS_LIMIT = ErrorSpec(400, 10026, "maximum consumers limit reached")
     CONSUMER_MAX_PENDING_ACK_EXCESS = ErrorSpec(400, 10121, "consumer max ack pending exceeds system limit of {limit}")
+    CONSUMER_BACKOFF_NEGATIVE = ErrorSpec(400, 10184, "consumer backoff needs to be positive")
+    CONSUMER_DESCRIPTION_TOO_LONG = ErrorSpec(400, 10107, "consumer description is too long, maximum allowed is {max}")
+    CONSUMER_DELIVER_TO_WILDCARDS = ErrorSpec(400, 10079, "consumer deliver subject has wildcards")
+    CONSUMER_PULL_WITH_RATE_LIMIT = ErrorSpec(400, 10086, "consumer in pull mode can not have rate limit set")
+    CONSUMER_EMPTY_FILTER = ErrorSpec(400, 10139, "consumer filter in FilterSubjects cannot be empty")
+    CONSUMER_ACK_FC_REQUIRES_PUSH = ErrorSpec(400, 10218, "flow control ack policy requires a push based consumer")
+    CONSUMER_ACK_FC_REQUIRES_FC = ErrorSpec(400, 10219, "flow control ack policy requires flow control")
+    CONSUMER_ACK_FC_REQUIRES_MAX_ACK_PENDING = ErrorSpec(400, 10220, "flow control ack policy requires max ack pending")
+    CONSUMER_ACK_FC_REQUIRES_NO_ACK_WAIT = ErrorSpec(400, 10221, "flow control ack policy requires unset ack wait")
+    CONSUMER_ACK_FC_REQUIRES_NO_MAX_DELIVER = ErrorSpec(400, 10222, "flow control ack policy requires unset max deliver")
     CONSUMER_INACTIVE_THRESHOLD_EXCESS = ErrorSpec(
         400, 10153, "consumer inactive threshold exceeds system limit of {limit}"
     )

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cluster.api import jsjson
-from cluster.api.errors import JSErrors
+from cluster.api.errors import ApiError, JSErrors
 from cluster.stream.config import REQUIRED_LEVEL_KEY, SERVER_LEVEL_KEY, SERVER_VERSION_KEY
 from storage.nats_time import ZERO_TIME, format_optional_ts, parse_request_time, parse_rfc3339_nano
 
@@ -245,6 +245,32 @@ class CreateConsumerRequest:
     pedantic: bool = False
 
 
+# nats-server 2.15's fourth ack policy: a push consumer acknowledged through its flow control (what it
+# uses for sourcing streams), which jetraft does not implement
+ACK_FLOW_CONTROL = "flow_control"
+
+
+def _flow_control_ack_refusal(config: dict[str, Any], pedantic: bool) -> ApiError:
+    """nats-server's answer to an `ack_policy: flow_control` config that its checks refuse, in their
+    order (after its defaults: flow control on and a heartbeat of one second, unless pedantic); else
+    jetraft's refusal."""
+    if not config.get("deliver_subject"):
+        return JSErrors.CONSUMER_ACK_FC_REQUIRES_PUSH()
+    if pedantic and not config.get("flow_control"):
+        return JSErrors.CONSUMER_ACK_FC_REQUIRES_FC()
+    def number(key: str) -> int:
+        value = config.get(key)
+        return value if isinstance(value, int) else 0
+
+    if number("max_ack_pending") < 0:
+        return JSErrors.CONSUMER_ACK_FC_REQUIRES_MAX_ACK_PENDING()
+    if number("ack_wait") or config.get("backoff"):
+        return JSErrors.CONSUMER_ACK_FC_REQUIRES_NO_ACK_WAIT()
+    if number("max_deliver") > 0:
+        return JSErrors.CONSUMER_ACK_FC_REQUIRES_NO_MAX_DELIVER()
+    return JSErrors.CONSUMER_CREATE(err="flow control ack policy is not supported by jetraft")
+
+
 def _go_unmarshal_error(raw: Any) -> jsjson.RequestJSONError:
     # nats-server's enum decoders answer `can not unmarshal %q` of the raw JSON token
     return jsjson.RequestJSONError(f"can not unmarshal {json.dumps(json.dumps(raw))}")
@@ -379,6 +405,8 @@ def parse_create_request(payload: bytes | bytearray | memoryview | str) -> Creat
             action = CreateAction(action_raw)
         except ValueError:
             raise _go_unmarshal_error(action_raw) from None
+        if config_obj.get("ack_policy") == ACK_FLOW_CONTROL:
+            raise _flow_control_ack_refusal(config_obj, pedantic)
         config = _from_json(config_obj)
         jsjson.reject_unknown(obj)
     except jsjson.RequestJSONError as exc:

@@ -44,6 +44,7 @@ DEFAULT_MAX_WAITING = 512
 DEFAULT_EPHEMERAL_INACTIVE_NS = 5 * NS_PER_S
 MIN_MAX_EXPIRES_NS = 1_000_000
 MAX_NAME_LEN = 255
+MAX_DESCRIPTION_LEN = 4096  # nats-server's JSMaxDescriptionLen
 _FORBIDDEN_NAME_CHARS = frozenset(" \t\r\n\f.*>\\/")
 
 
@@ -147,6 +148,8 @@ def _check_filters(cfg: ConsumerConfig) -> None:
     if cfg.filter_subject and cfg.filter_subjects:
         raise JSErrors.CONSUMER_DUPLICATE_FILTER_SUBJECTS()
     filters = cfg.filter_subjects or ((cfg.filter_subject,) if cfg.filter_subject else ())
+    if "" in cfg.filter_subjects:
+        raise JSErrors.CONSUMER_EMPTY_FILTER()
     for subject in filters:
         if not is_valid_filter(subject):
             raise _invalid("invalid subject")
@@ -206,6 +209,8 @@ def normalize_consumer_config(
         raise _invalid("consumer name can not contain '.', '*', '>', '\\', '/'")
     if len(name) > MAX_NAME_LEN:
         raise JSErrors.CONSUMER_NAME_TOO_LONG(max=MAX_NAME_LEN)
+    if len(cfg.description) > MAX_DESCRIPTION_LEN:
+        raise JSErrors.CONSUMER_DESCRIPTION_TOO_LONG(max=MAX_DESCRIPTION_LEN)
     if cfg.direct:
         raise JSErrors.CONSUMER_CREATE(err="direct consumers are not supported by jetraft")
     if cfg.sourcing:
@@ -213,6 +218,8 @@ def normalize_consumer_config(
 
     # defaults, in nats-server's order (the checks below see the filled-in values)
     ack_wait = cfg.ack_wait
+    if any(backoff < 0 for backoff in cfg.backoff):
+        raise JSErrors.CONSUMER_BACKOFF_NEGATIVE()
     if ack_wait < 0:
         raise JSErrors.CONSUMER_ACK_WAIT_NEGATIVE()
     if pedantic:
@@ -268,6 +275,8 @@ def normalize_consumer_config(
     )
 
     if cfg.is_pull:
+        if cfg.rate_limit_bps > 0:
+            raise JSErrors.CONSUMER_PULL_WITH_RATE_LIMIT()
         if cfg.idle_heartbeat:
             raise JSErrors.CONSUMER_HB_REQUIRES_PUSH()
         if cfg.flow_control:
@@ -275,6 +284,8 @@ def normalize_consumer_config(
         if 0 < server_limits.max_request_batch < cfg.max_batch:
             raise JSErrors.CONSUMER_MAX_REQUEST_BATCH_EXCEEDED(limit=server_limits.max_request_batch)
     else:
+        if any(token in ("*", ">") for token in cfg.deliver_subject.split(".")):
+            raise JSErrors.CONSUMER_DELIVER_TO_WILDCARDS()
         if not is_valid_subject(cfg.deliver_subject):
             raise _invalid("invalid deliver subject")
         if any(subject_matches(s, cfg.deliver_subject) for s in stream.subjects):
@@ -291,7 +302,7 @@ def normalize_consumer_config(
     _check_deliver_policy(cfg)
     _check_filters(cfg)
     _check_sampling(cfg.sample_freq)
-    if cfg.backoff and cfg.max_deliver != -1 and cfg.max_deliver <= len(cfg.backoff):
+    if cfg.backoff and cfg.max_deliver != -1 and cfg.max_deliver < len(cfg.backoff):
         raise JSErrors.CONSUMER_MAX_DELIVER_BACKOFF()
     replicas = stream.num_replicas or 1
     if cfg.num_replicas < 0:

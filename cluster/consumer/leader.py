@@ -128,6 +128,10 @@ PUSH_BATCH = 256
 PUSH_ROUNDS = 4
 CATCH_UP_TIMEOUT = 2.0
 IDLE_SLEEP = 1.0
+# a new leader lets an inactive threshold run out only once it has answered its consumer's create, or
+# after this long (a leader after a failover gets no create to answer): nats-server answers the create
+# before its delete timer can fire, so even a threshold of a nanosecond gets its create answered
+EXPIRY_GRACE_NS = 2_000_000_000
 
 
 class LedConsumer(Protocol):
@@ -170,6 +174,7 @@ class ConsumerLeader:
         # inactive threshold runs from here; None while someone can
         self._idle_since: int | None = None
         self._expiring = False
+        self._expiry_from_ns = time.time_ns() + EXPIRY_GRACE_NS  # see EXPIRY_GRACE_NS
         # replay original: the first delivery's (wall clock, stream time), and a message held until due
         self._replay_origin: tuple[int, int] | None = None
         self._held: tuple[OutgoingMsg, int] | None = None
@@ -343,7 +348,7 @@ class ConsumerLeader:
         elif self._replay_due is not None:
             wakeups.append(self._replay_due)
         if self._idle_since is not None and cfg.inactive_threshold and not self._expiring:
-            wakeups.append(self._idle_since + cfg.inactive_threshold)
+            wakeups.append(max(self._idle_since + cfg.inactive_threshold, self._expiry_from_ns))
         timeout = IDLE_SLEEP
         if wakeups:
             timeout = min(max((min(wakeups) - now) / 1e9, 0.001), IDLE_SLEEP)
@@ -653,7 +658,12 @@ class ConsumerLeader:
             return
         if self._idle_since is None:
             self._idle_since = now
-        if cfg.inactive_threshold and not self._expiring and now - self._idle_since >= cfg.inactive_threshold:
+        if (
+            cfg.inactive_threshold
+            and not self._expiring
+            and now - self._idle_since >= cfg.inactive_threshold
+            and now >= self._expiry_from_ns
+        ):
             self._expiring = True
             self.ctx.spawn(self._delete_self(), f"expire-{self.name}")
 
@@ -848,6 +858,9 @@ class ConsumerLeader:
                     if op is ConsumerOp.CREATE_RESULT
                     else info_response(view, time.time_ns())
                 )
+                if op is ConsumerOp.CREATE_RESULT and self._expiry_from_ns:
+                    self._expiry_from_ns = 0  # answered: its inactive threshold may run out now
+                    self.kick()
             elif op is ConsumerOp.LIST_ENTRY:
                 body = info_response(self.view(), time.time_ns())
             elif op is ConsumerOp.UNPIN:

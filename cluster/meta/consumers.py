@@ -192,6 +192,8 @@ class ConsumerAdmin:
     async def _create(
         self, subject: CreateSubject, create: CreateConsumerRequest, cfg: ConsumerConfig
     ) -> bytes:
+        if self.ctx.standalone and cfg.num_replicas > 1:
+            raise JSErrors.STREAM_REPLICAS_NOT_SUPPORTED()  # nats-server's answer on one server
         stream_assignment = self.meta.machine.streams[subject.stream]
         known = self.meta.machine.consumers.get(subject.stream, {}).get(cfg.name or cfg.durable_name)
         if known is not None:

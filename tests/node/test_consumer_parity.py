@@ -860,3 +860,51 @@ async def test_a_reset_on_interest_and_work_queue_streams_as_on_nats_server(both
     assert theirs[3]["first_seq"] == 6
     # the work queue kept 3 and 4 through the reset past them, and a reset back delivers them
     assert theirs[-2] == [3, 4]
+
+
+S = 1_000_000_000
+CONSUMER_CONFIGS = [
+    {"deliver_subject": "ds.1", "flow_control": True},
+    {"deliver_subject": "ds.2", "flow_control": True, "idle_heartbeat": 5 * S},
+    {"deliver_subject": "ds.3", "idle_heartbeat": 100_000_000},
+    {"rate_limit_bps": 1000},
+    {"headers_only": True},
+    {"max_expires": 500_000},
+    {"ack_policy": "none", "ack_wait": 5 * S},
+    {"ack_policy": "explicit", "backoff": [S, 2 * S], "max_deliver": 2},
+    {"ack_policy": "explicit", "backoff": [S, S, S], "max_deliver": 2},
+    {"ack_policy": "explicit", "backoff": [-1]},
+    {"filter_subjects": ["cfg.>", ""]},
+    {"filter_subjects": ["cfg.a", "cfg.*"]},
+    {"description": "x" * 4097},
+    {"inactive_threshold": 1},
+    {"deliver_subject": "ds.*"},
+    {"deliver_subject": "a..*"},
+    {"deliver_subject": "cfg.x"},
+    {"ack_policy": "flow_control"},
+    {"ack_policy": "flow_control", "deliver_subject": "ds.fc2", "ack_wait": S},
+    {"ack_policy": "flow_control", "deliver_subject": "ds.fc3", "max_deliver": 3},
+    {"ack_policy": "flow_control", "deliver_subject": "ds.fc4", "max_ack_pending": -1},
+]
+
+
+async def consumer_configs(nc: nats.NATS, kind: str) -> list[Any]:
+    await make_stream(nc, "CFG", replicas_for(kind))
+    out = []
+    for i, config in enumerate(CONSUMER_CONFIGS):
+        body = {"stream_name": "CFG", "config": {**config, "durable_name": f"c{i}"}}
+        answer = await request(nc, f"{API}CONSUMER.DURABLE.CREATE.CFG.c{i}", body)
+        out.append(shape({k: v for k, v in answer.items() if k != "cluster"}))
+    await request(nc, f"{API}STREAM.DELETE.CFG")
+    return out
+
+
+async def test_consumer_configs_answered_as_nats_server_answers_them(both: dict[str, nats.NATS]) -> None:
+    """Each config's create answer, the defaults filled in or the error, as nats-server 2.15.1's. (An
+    `ack_policy: flow_control` that passes nats-server's checks is refused by jetraft: docs/config-fields.md.)"""
+    theirs = await consumer_configs(both["nats-server"], "nats-server")
+    ours = await consumer_configs(both["jetraft"], "jetraft")
+    assert ours == theirs
+    errors = [answer.get("error", {}).get("err_code") for answer in theirs]
+    assert errors[:4] == [10108, None, None, 10086]  # flow control needs heartbeats; a pull rate limit
+    assert theirs[13]["config"]["inactive_threshold"] == 1  # answered, then gone at once
