@@ -557,7 +557,7 @@ class MetaService:
                     replicas,
                     nodes,
                     placement.load(view),
-                    required_tags=cfg.placement.tags if cfg.placement is not None else (),
+                    required_tags=cfg.placement.tags if cfg.placement is not None and not self.ctx.standalone else (),
                     is_mirror=cfg.mirror is not None,
                     exclude=exclude,
                     first_in=placement.first_peers(view),
@@ -675,7 +675,11 @@ class MetaService:
         check_create_limits(cfg, configs, limits)
         if self.ctx.standalone:
             check_node_create(cfg, self._every_accounts_streams()[0], self.ctx.server_limits)
-        check_replicas_placeable(cfg, node_count(self.ctx.members), CLUSTER_NAME)
+        if self.ctx.standalone:  # as nats-server on one server, where placement places nothing
+            if cfg.num_replicas > 1:
+                raise JSErrors.STREAM_REPLICAS_NOT_SUPPORTED()
+        else:
+            check_replicas_placeable(cfg, node_count(self.ctx.members), CLUSTER_NAME)
         peers = await self._place(max(cfg.num_replicas, 1), cfg)
         assignment = StreamAssignment(name, cfg.to_json(), peers, time.time_ns(), tag=self.ctx.account_tag)
         started = self._start_with_entry(assignment, cfg)

@@ -12,6 +12,7 @@ the wire.
 from __future__ import annotations
 
 import enum
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -328,7 +329,10 @@ def _enum(obj: dict[str, Any], key: str, kind: type[enum.StrEnum], default: enum
     try:
         return kind(value)
     except ValueError:
-        raise jsjson.RequestJSONError(f'can not unmarshal "{raw}"') from None
+        if kind is Compression:
+            raise jsjson.RequestJSONError("unknown compression algorithm") from None
+        # Go's `can not unmarshal %q` of the raw JSON token, its quotes included
+        raise jsjson.RequestJSONError(f"can not unmarshal {json.dumps(json.dumps(raw))}") from None
 
 
 def _time_ns(obj: dict[str, Any], key: str) -> int | None:

@@ -109,11 +109,17 @@ def _limit(value: int, field: str, pedantic: bool) -> int:
     return -1 if value == 0 or value < -1 else value
 
 
-def _static_metadata(metadata: Mapping[str, str], allow_msg_ttl: bool) -> dict[str, str]:
-    """Drop server-managed keys a client echoed back and record the API level this config needs (that of
-    per-message TTLs when the normalized config allows them)."""
-    out = {k: v for k, v in metadata.items() if k not in DYNAMIC_METADATA_KEYS}
-    out[REQUIRED_LEVEL_KEY] = "1" if allow_msg_ttl else "0"
+def _static_metadata(cfg: StreamConfig, allow_msg_ttl: bool) -> dict[str, str]:
+    """Drop server-managed keys a client echoed back and record the API level this config needs, as
+    nats-server's setStaticStreamMetadata: 1 for per-message TTLs (`allow_msg_ttl` as normalized), 2 for
+    counters, atomic batches, schedules and async persistence, 4 for fast batch publishing."""
+    out = {k: v for k, v in cfg.metadata.items() if k not in DYNAMIC_METADATA_KEYS}
+    level = 1 if allow_msg_ttl else 0
+    if cfg.allow_msg_counter or cfg.allow_atomic or cfg.allow_msg_schedules or cfg.persist_mode is PersistMode.ASYNC:
+        level = 2
+    if cfg.allow_batched:
+        level = 4
+    out[REQUIRED_LEVEL_KEY] = str(level)
     return out
 
 
@@ -286,7 +292,7 @@ def normalize_stream_config(
         allow_msg_ttl=allow_msg_ttl,
         allow_rollup_hdrs=allow_rollup,
         deny_purge=deny_purge,
-        metadata=_static_metadata(cfg.metadata, allow_msg_ttl),
+        metadata=_static_metadata(cfg, allow_msg_ttl),
     )
 
 

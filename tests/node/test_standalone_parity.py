@@ -75,3 +75,63 @@ async def test_replies_carry_the_cluster_object_a_standalone_nats_server_does(
         "consumer info": "absent",
     }
     assert ours == theirs
+
+
+S = 1_000_000_000
+VOLATILE = {"created", "ts", "first_ts", "last_ts", "cluster"}
+# each created with subjects of its own; what jetraft answers differently on purpose is left out
+# (docs/config-fields.md: allow_direct with max_msgs_per_subject, a memory stream larger than the
+# machine, counters and fast batches)
+STREAM_CONFIGS = [
+    {"max_age": 50_000_000},
+    {"duplicate_window": 50_000_000},
+    {"discard_new_per_subject": True},
+    {"description": "d" * 5000},
+    {"subjects": ["a", "a.>"]},
+    {"subjects": [""]},
+    {"sealed": True},
+    {"allow_rollup_hdrs": True, "deny_purge": True},
+    {"compression": "s2"},
+    {"compression": "zstd"},
+    {"first_seq": 10},
+    {"allow_msg_ttl": True, "subject_delete_marker_ttl": 500_000_000},
+    {"allow_msg_counter": True, "discard": "new"},
+    {"allow_atomic": True},
+    {"allow_msg_schedules": True},
+    {"persist_mode": "async"},
+    {"persist_mode": "bad"},
+    {"retention": "bad"},
+    {"placement": {"tags": ["x"]}},
+    {"placement": {"cluster": "other"}},
+    {"max_msgs": -7},
+    {"num_replicas": 3},
+    {"allow_msg_ttl": True, "subject_delete_marker_ttl": S},
+]
+
+
+async def _stream_configs(url: str) -> list[Any]:
+    nc = await nats.connect(url)
+    out = []
+    try:
+        for i, config in enumerate(STREAM_CONFIGS):
+            body = {"name": f"SC{i}", "subjects": [f"sc{i}.>"], **config}
+            reply = json.loads((await nc.request(f"$JS.API.STREAM.CREATE.SC{i}", json.dumps(body).encode(), timeout=10)).data)
+            out.append({k: v for k, v in reply.items() if k not in VOLATILE})
+            if "config" in reply:
+                out[-1]["state"] = {k: v for k, v in reply["state"].items() if k not in VOLATILE}
+    finally:
+        await nc.close()
+    return out
+
+
+async def test_stream_configs_answered_as_a_standalone_nats_server_answers_them(
+    clusters: dict[str, JetStreamTarget],
+) -> None:
+    theirs = await _stream_configs(clusters["nats-server"].urls[0])
+    ours = await _stream_configs(clusters["jetraft"].urls[0])
+    assert ours == theirs
+    # the API level each needs (_nats.req.level): TTLs 1; atomic batches, schedules, async persistence 2
+    levels = {i: theirs[i]["config"]["metadata"]["_nats.req.level"] for i in (22, 13, 14, 15)}
+    assert levels == {22: "1", 13: "2", 14: "2", 15: "2"}
+    # placement places nothing on one server: accepted and kept as asked
+    assert (theirs[18]["config"]["placement"], theirs[19]["config"]["placement"]) == ({"tags": ["x"]}, {"cluster": "other"})
