@@ -653,6 +653,17 @@ async def settled(ask: Callable[[], Awaitable[Any]], want: Any) -> Any:
         await asyncio.sleep(0.05)
 
 
+async def the_same_on_both(
+    both: dict[str, nats.NATS], scenario: Callable[[nats.NATS, str, Any], Awaitable[list[Any]]]
+) -> list[Any]:
+    """`scenario` run on nats-server, then on jetraft told nats-server's answers (its `settled` steps wait
+    for them, bounded); asserts that both saw the same, and returns what they saw."""
+    theirs = await scenario(both["nats-server"], "nats-server", None)
+    ours = await scenario(both["jetraft"], "jetraft", theirs)
+    assert ours == theirs
+    return theirs
+
+
 def positions(info: dict[str, Any]) -> list[Any]:
     """What a purge moves: delivered and ack floor (consumer, stream), acks and messages pending."""
     delivered, floor = info["delivered"], info["ack_floor"]
@@ -693,9 +704,7 @@ async def purges_and_consumers(nc: nats.NATS, kind: str, expected: list[Any] | N
 
 
 async def test_a_purge_moves_consumers_as_nats_server_moves_them(both: dict[str, nats.NATS]) -> None:
-    theirs = await purges_and_consumers(both["nats-server"], "nats-server", None)
-    ours = await purges_and_consumers(both["jetraft"], "jetraft", theirs)
-    assert ours == theirs
+    theirs = await the_same_on_both(both, purges_and_consumers)
     # below 4: "b" had 2 and 4 out and keeps 4 pending; the others had nothing left at or past 4
     assert theirs[2] == [[2, 4], [1, 3], 1, 1]
     assert theirs[0] == [[2, 3], [2, 3], 0, 3]
@@ -788,9 +797,7 @@ async def interest_after_a_consumer_goes(nc: nats.NATS, kind: str, expected: lis
 
 
 async def test_an_interest_stream_drops_what_only_a_deleted_consumer_wanted(both: dict[str, nats.NATS]) -> None:
-    theirs = await interest_after_a_consumer_goes(both["nats-server"], "nats-server", None)
-    ours = await interest_after_a_consumer_goes(both["jetraft"], "jetraft", theirs)
-    assert ours == theirs
+    theirs = await the_same_on_both(both, interest_after_a_consumer_goes)
     # C2 still wanted 2 (delivered, not acked) and 6 (not delivered): once it is gone, nothing is left
     assert [state["messages"] for state in theirs] == [3, 2, 0]
 
@@ -852,9 +859,7 @@ async def resets_and_retention(nc: nats.NATS, kind: str, expected: list[Any] | N
 
 
 async def test_a_reset_on_interest_and_work_queue_streams_as_on_nats_server(both: dict[str, nats.NATS]) -> None:
-    theirs = await resets_and_retention(both["nats-server"], "nats-server", None)
-    ours = await resets_and_retention(both["jetraft"], "jetraft", theirs)
-    assert ours == theirs
+    theirs = await the_same_on_both(both, resets_and_retention)
     # C1's reset past 1-6 dropped the int.b among them (1, 3, 5); C2's past 1-4 the int.a (2, 4)
     assert (theirs[1]["first_seq"], theirs[1]["deleted"]) == (2, [3, 5])
     assert theirs[3]["first_seq"] == 6

@@ -138,6 +138,19 @@ async def _peers_once_moved(js: nats.js.JetStreamContext, stream: str, victim: s
         await asyncio.sleep(0.1)
 
 
+async def _r1_stream_with_a_worker(js: nats.js.JetStreamContext, stream: str) -> str:
+    """An R1 stream of 20 messages on `<stream>.k` and a durable `worker` that acked the first 5; its
+    node's name."""
+    info = await js.add_stream(name=stream, subjects=[f"{stream.lower()}.>"], num_replicas=1)
+    assert info.cluster is not None and info.cluster.leader
+    for i in range(20):
+        await js.publish(f"{stream.lower()}.k", b"%d" % i)
+    pull = await js.pull_subscribe(f"{stream.lower()}.k", durable="worker")
+    for m in await pull.fetch(5, timeout=5):
+        await m.ack_sync()
+    return info.cluster.leader
+
+
 async def _consumer_once_moved(js: nats.js.JetStreamContext, stream: str, name: str, victim: str) -> ConsumerInfo:
     """The consumer's info once its group is led off `victim`'s node (bounded): it moves after its stream."""
     deadline = asyncio.get_running_loop().time() + 20
@@ -160,14 +173,7 @@ async def test_a_live_r1_stream_moves_with_its_messages_and_consumer(cluster: Lo
     nc = await nats.connect(cluster.client_urls[0])
     js = nc.jetstream()
     stream = f"SOLO{op}"
-    info = await js.add_stream(name=stream, subjects=[f"solo{op.lower()}.>"], num_replicas=1)
-    assert info.cluster is not None
-    victim = info.cluster.leader
-    for i in range(20):
-        await js.publish(f"solo{op.lower()}.k", b"%d" % i)
-    pull = await js.pull_subscribe(f"solo{op.lower()}.k", durable="worker")
-    for m in await pull.fetch(5, timeout=5):
-        await m.ack_sync()
+    victim = await _r1_stream_with_a_worker(js, stream)
     reply = await nc.request(f"$JS.API.STREAM.PEER.{op}.{stream}", json.dumps({"peer": victim}).encode(), timeout=5)
     kind = "remove" if op == "REMOVE" else "evacuate"
     assert json.loads(reply.data) == {"type": f"io.nats.jetstream.api.v1.stream_{kind}_peer_response", "success": True}
@@ -175,7 +181,7 @@ async def test_a_live_r1_stream_moves_with_its_messages_and_consumer(cluster: Lo
     assert node_of(now) != node_of(victim)
     info = await js.stream_info(stream)
     assert (info.state.messages, info.state.last_seq) == (20, 20)
-    assert (await js.publish(f"solo{op.lower()}.k", b"after")).seq == 21
+    assert (await js.publish(f"{stream.lower()}.k", b"after")).seq == 21
     consumer = await _consumer_once_moved(js, stream, "worker", victim)
     assert consumer.cluster is not None and node_of(consumer.cluster.leader) == node_of(now)
     assert (consumer.ack_floor.stream_seq, consumer.num_pending) == (5, 16)
@@ -222,15 +228,7 @@ async def test_a_node_taken_out_while_down_hands_its_r1_stream_over_when_back(tm
     group had no voter left and the replacement waited to be added. It runs again and hands over."""
     with local_cluster(tmp_path) as cluster:
         nc = await nats.connect(cluster.client_urls[0])
-        js = nc.jetstream()
-        info = await js.add_stream(name="AWAY", subjects=["away.>"], num_replicas=1)
-        assert info.cluster is not None
-        victim = info.cluster.leader
-        for i in range(20):
-            await js.publish("away.k", b"%d" % i)
-        pull = await js.pull_subscribe("away.k", durable="worker")
-        for m in await pull.fetch(5, timeout=5):
-            await m.ack_sync()
+        victim = await _r1_stream_with_a_worker(nc.jetstream(), "AWAY")
         await nc.close()
         cluster.kill_node(victim)
         await asyncio.to_thread(
