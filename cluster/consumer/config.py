@@ -258,6 +258,7 @@ def _flow_control_ack_refusal(config: dict[str, Any], pedantic: bool) -> ApiErro
         return JSErrors.CONSUMER_ACK_FC_REQUIRES_PUSH()
     if pedantic and not config.get("flow_control"):
         return JSErrors.CONSUMER_ACK_FC_REQUIRES_FC()
+
     def number(key: str) -> int:
         value = config.get(key)
         return value if isinstance(value, int) else 0
