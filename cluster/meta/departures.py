@@ -16,7 +16,7 @@ import asyncio
 import json
 import random
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -57,7 +57,7 @@ class Departures:
         # the meta machine's assignments (read, never changed here)
         self._streams = streams
         self._consumers = consumers
-        # takes a replica that goes out of the meta service's group lookups
+        # takes a replica that goes (a stream's with its consumers) out of the meta service's group lookups
         self._forget = forget
         self._leaving: dict[str, tuple[StreamReplica, asyncio.Task[None]]] = {}
 
@@ -112,8 +112,6 @@ class Departures:
         await self._gone(replica)
 
     async def _gone(self, replica: StreamReplica) -> None:
-        for consumer in replica.consumers.values():
-            self._forget(consumer)
         self._forget(replica)
         log.info("stream_replica_left", stream=replica.name, node=self._ctx.name)
         await replica.stop(delete=True)
@@ -154,15 +152,22 @@ class Departures:
             return False
         if status.role is Role.LEADER:
             return True  # it hands leadership over first
-        try:
-            reply = await self._ctx.requester.request(info_subject, b"", ASK_TIMEOUT)
-            cluster = json.loads(reply.payload).get("cluster")
-        except (TimeoutError, NoRespondersError, ValueError, AttributeError):
-            return True
-        if not isinstance(cluster, dict) or cluster.get("leader") in (None, "", me):
+        cluster = await cluster_info(self._ctx, info_subject, ASK_TIMEOUT)
+        if cluster is None or cluster.get("leader") in (None, "", me):
             return True
         replicas = cluster.get("replicas") or []
         return any(isinstance(r, dict) and me in (r.get("name"), r.get("peer")) for r in replicas)
 
 
-__all__ = ["Departures"]
+async def cluster_info(ctx: NodeContext, info_subject: str, timeout: float) -> dict[str, Any] | None:
+    """The `cluster` object of a group leader's STREAM.INFO or CONSUMER.INFO answer (leader, replicas),
+    or None without one in time."""
+    try:
+        reply = await ctx.requester.request(info_subject, b"", timeout)
+        cluster = json.loads(reply.payload).get("cluster")
+    except (TimeoutError, NoRespondersError, ValueError, AttributeError):
+        return None
+    return cluster if isinstance(cluster, dict) else None
+
+
+__all__ = ["Departures", "cluster_info"]

@@ -50,7 +50,7 @@ from cluster.direct_get.beacons import PositionBeacons
 from cluster.direct_get.positions import presence_subject
 from cluster.meta.account_limits import check_create_limits, check_update_limits, reserved_bytes
 from cluster.meta.consumers import ConsumerAdmin, consumer_error_body, parse_meta_consumer_subject
-from cluster.meta.departures import Departures
+from cluster.meta.departures import Departures, cluster_info
 from cluster.meta.leftovers import find_leftovers
 from cluster.meta.machine import MetaMachine, MetaOp, MetaResult, encode_meta_entry
 from cluster.meta.placement import NodeInfo, PlacementError, choose_peers, known_nodes
@@ -248,10 +248,13 @@ class MetaService:
         return self._consumers_by_group.get(group)
 
     def _forget_replica(self, replica: StreamReplica | ConsumerReplica) -> None:
+        """Take a replica that stops out of the group lookups (a stream's with its consumers)."""
         if isinstance(replica, ConsumerReplica):
             self._consumers_by_group.pop(replica.group, None)
-        else:
-            self._by_group.pop(replica.group, None)
+            return
+        self._by_group.pop(replica.group, None)
+        for consumer in replica.consumers.values():
+            self._consumers_by_group.pop(consumer.group, None)
 
     def group_leader_changed(self, group: str, leader: NodeId | None, role: Role, term: int) -> None:
         """A Raft group of this account's JetStream (its meta group, or a stream's or consumer's, whose
@@ -360,18 +363,10 @@ class MetaService:
                 continue
             if name in self._departures:
                 continue
-            assignment = StreamAssignment.from_json(current.to_json())
-            store = await asyncio.to_thread(open_store, ctx, assignment)
-            replica = StreamReplica(ctx, assignment, copiers=OriginFetcher, positions=self.positions, store=store)
-            self._by_group[replica.group] = replica
-            replica.start()
+            replica = await self._open_replica(StreamAssignment.from_json(current.to_json()))
             for consumer_assignment in self.machine.consumers.get(name, {}).values():
-                if consumer_assignment.group not in stored:
-                    continue
-                consumer = ConsumerReplica(ctx, ConsumerAssignment.from_json(consumer_assignment.to_json()), replica)
-                replica.consumers[consumer.name] = consumer
-                self._consumers_by_group[consumer.group] = consumer
-                consumer.start()
+                if consumer_assignment.group in stored:
+                    self._start_consumer(replica, ConsumerAssignment.from_json(consumer_assignment.to_json()))
             self._departures.leave(replica)
 
     async def _remove_leftovers(self) -> None:
@@ -447,9 +442,7 @@ class MetaService:
                 self._departures.leave(replica)
             elif assignment is None or assignment.created_ns != replica.assignment.created_ns:
                 del self.replicas[name]
-                self._by_group.pop(replica.group, None)
-                for consumer in replica.consumers.values():
-                    self._consumers_by_group.pop(consumer.group, None)
+                self._forget_replica(replica)
                 log.info("stream_replica_removed", stream=name, node=self.ctx.name)
                 await replica.stop(delete=True)
             elif assignment.to_json() != replica.assignment.to_json():
@@ -468,23 +461,32 @@ class MetaService:
                 self.replicas[name] = started
                 self._by_group[started.group] = started
                 continue
-            if store_is_new(self.ctx, assignment):
-                store = open_store(self.ctx, assignment)  # nothing to read: a fraction of a millisecond
-            else:
-                # opening a store with data reads its index (tens of ms for a big one): not on the
-                # event loop, where it would hold up every client and Raft group of this node
-                store = await asyncio.to_thread(open_store, self.ctx, assignment)
-            replica = StreamReplica(
-                self.ctx, assignment, copiers=OriginFetcher, positions=self.positions, store=store
-            )
-            self.replicas[name] = replica
-            self._by_group[replica.group] = replica
-            replica.start()
-            log.info("stream_replica_started", stream=name, node=self.ctx.name, peers=assignment.peers)
+            self.replicas[name] = await self._open_replica(assignment)
         for name in names:
             replica = self.replicas.get(name)
             if replica is not None:
                 await self._reconcile_consumers(replica)
+
+    async def _open_replica(self, assignment: StreamAssignment) -> StreamReplica:
+        """This node's replica of a stream, its store opened and its group started."""
+        if store_is_new(self.ctx, assignment):
+            store = open_store(self.ctx, assignment)  # nothing to read: a fraction of a millisecond
+        else:
+            # opening a store with data reads its index (tens of ms for a big one): not on the
+            # event loop, where it would hold up every client and Raft group of this node
+            store = await asyncio.to_thread(open_store, self.ctx, assignment)
+        replica = StreamReplica(self.ctx, assignment, copiers=OriginFetcher, positions=self.positions, store=store)
+        self._by_group[replica.group] = replica
+        replica.start()
+        log.info("stream_replica_started", stream=assignment.name, node=self.ctx.name, peers=assignment.peers)
+        return replica
+
+    def _start_consumer(self, stream: StreamReplica, assignment: ConsumerAssignment) -> None:
+        consumer = ConsumerReplica(self.ctx, assignment, stream)
+        stream.consumers[assignment.name] = consumer
+        self._consumers_by_group[consumer.group] = consumer
+        consumer.start()
+        log.info("consumer_replica_started", stream=stream.name, consumer=assignment.name, node=self.ctx.name)
 
     async def _reconcile_consumers(self, stream: StreamReplica) -> None:
         assigned = self.machine.consumers.get(stream.name, {})
@@ -503,11 +505,7 @@ class MetaService:
                 consumer.assignment_changed(assignment)
         for name, assignment in wanted.items():
             if name not in stream.consumers:
-                consumer = ConsumerReplica(self.ctx, assignment, stream)
-                stream.consumers[name] = consumer
-                self._consumers_by_group[consumer.group] = consumer
-                consumer.start()
-                log.info("consumer_replica_started", stream=stream.name, consumer=name, node=self.ctx.name)
+                self._start_consumer(stream, assignment)
         stream.consumers_changed(len(assigned))
 
     # -- leadership -------------------------------------------------------------------------
@@ -675,8 +673,7 @@ class MetaService:
         check_create_limits(cfg, configs, limits)
         if self.ctx.standalone:
             check_node_create(cfg, self._every_accounts_streams()[0], self.ctx.server_limits)
-        if self.ctx.standalone:  # as nats-server on one server, where placement places nothing
-            if cfg.num_replicas > 1:
+            if cfg.num_replicas > 1:  # as nats-server on one server, where placement places nothing
                 raise JSErrors.STREAM_REPLICAS_NOT_SUPPORTED()
         else:
             check_replicas_placeable(cfg, node_count(self.ctx.members), CLUSTER_NAME)
@@ -809,11 +806,8 @@ class MetaService:
         return peers[:wanted]
 
     async def _stream_leader(self, name: str) -> str | None:
-        try:
-            reply = await self.ctx.requester.request(stream_subject(name, ApiOp.STREAM_INFO), b"", ACCOUNT_USAGE_TIMEOUT)
-            leader = json.loads(reply.payload)["cluster"]["leader"]
-        except (TimeoutError, NoRespondersError, ValueError, KeyError, TypeError):
-            return None
+        cluster = await cluster_info(self.ctx, stream_subject(name, ApiOp.STREAM_INFO), ACCOUNT_USAGE_TIMEOUT)
+        leader = cluster.get("leader") if cluster is not None else None
         return leader if isinstance(leader, str) else None
 
     async def _delete(self, name: str) -> bytes:

@@ -551,7 +551,7 @@ class StreamReplica:
         if retention is Retention.WORKQUEUE:
             removals: tuple[int, ...] = workqueue_removals(seqs)
         elif retention is Retention.INTEREST and self.role is Role.LEADER:
-            if len(self.consumers) != self.expected_consumers:
+            if not self._decides_interest():
                 return  # a consumer's state lives elsewhere: keep the messages (the safe side)
             candidates = []
             for seq in sorted(set(seqs)):
@@ -580,25 +580,26 @@ class StreamReplica:
         if expected == 0:
             with contextlib.suppress(RaftHostError):
                 self.propose(Purge().encode()).add_done_callback(_ignore_result)
-        elif len(self.consumers) == expected:
+        elif self._decides_interest():
             self.ctx.spawn(self._drop_unwanted(), f"interest-{self.name}")
+
+    def _decides_interest(self) -> bool:
+        """Whether this replica may drop what no consumer wants: it leads the stream and every consumer's
+        state is at hand here."""
+        return self.role is Role.LEADER and len(self.consumers) == self.expected_consumers
 
     def consumer_reset(self, start_seq: int) -> None:
         """A consumer's RESET committed: it starts over at `start_seq` and no longer wants what lies below.
         On an interest stream what no other consumer wants there goes, as nats-server checks the stream's
         interest after a reset (a workqueue keeps what a reset skips: only an ack removes a message)."""
-        if (
-            self.config.retention is Retention.INTEREST
-            and self.role is Role.LEADER
-            and len(self.consumers) == self.expected_consumers
-        ):
+        if self.config.retention is Retention.INTEREST and self._decides_interest():
             self.ctx.spawn(self._drop_unwanted(below=start_seq), f"interest-{self.name}")
 
     async def _drop_unwanted(self, below: int | None = None) -> None:
         """Delete the messages (below `below`, if given) no consumer wants any more, a batch at a time
         (the loop serves between)."""
         seq = self.store.state().first_seq
-        while not self.stopped and self.role is Role.LEADER and len(self.consumers) == self.expected_consumers:
+        while not self.stopped and self._decides_interest():
             batch = self.store.load_batch(">", seq, INTEREST_SCAN_BATCH)
             candidates = [(msg.seq, msg.subject) for msg in batch.messages if below is None or msg.seq < below]
             if not candidates:
