@@ -29,6 +29,7 @@ import structlog
 
 from cluster.node.config import ConfigError, NodeConfig, add_node_arguments, config_from_args
 from cluster.node.logs import configure_logging
+from cluster.node.phase_cpu import install_phase_clock
 from cluster.node.process_setup import die_with_parent, lame_duck_requests, profiled
 from cluster.node.supervision.worker_share import NodeShare
 from cluster.node.supervision.worker_status import SUPERVISOR_PID_ENV, report_started
@@ -163,6 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         import uvloop
 
         uvloop.install()
+    install_phase_clock(config.name)
     try:
         with profiled(config.name):
             asyncio.run(run(config, listeners))
