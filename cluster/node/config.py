@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from cluster.node.default_limits import default_limits
 from cluster.node.natsconf.parser import ConfSyntaxError, parse
 from cluster.node.natsconf.settings import ConfKeyError, node_settings
 from cluster.runtime.account_limits import UNLIMITED, JetStreamAccountLimits
@@ -103,7 +104,7 @@ class NodeConfig:
     system_account: str | None = None
     # nats-server's `jetstream { max_memory_store, max_file_store }`: bytes this node's streams may hold in
     # memory and on disk (one replica's worth, this node's own); None or below 0: not set, as nats-server
-    # takes a negative one (its default then: /varz shows 75% of memory and of the free disk, not enforced)
+    # takes a negative one, and nats-server's defaults then (`server_limits`: 75% of memory and of the disk)
     max_memory_store: int | None = None
     max_file_store: int | None = None
     # nats-server's `jetstream { limits { max_ack_pending, max_request_batch } }` (0 or less: none): what a
@@ -236,13 +237,16 @@ class NodeConfig:
 
     def _validate_account_within_node(self) -> None:
         """A nats-server without a cluster will not start JetStream when the account may hold more than the
-        server (sufficientResources; a clustered one does not check): nor does a node without peers."""
+        server (sufficientResources; a clustered one does not check): nor does a node without peers. Its
+        default memory limit counts there, its default storage limit does not (nats-server 2.15.1 starts
+        with an account's max_file of a petabyte unless max_file_store is set)."""
         if self.peers or self.workers > 1:
             return
         node, account = self.server_limits, self.jetstream_limits
+        storage_set = self.max_file_store is not None and self.max_file_store >= 0
         for kind, code, account_limit, node_limit in (
             ("memory", 10028, account.max_memory, node.max_memory),
-            ("storage", 10047, account.max_storage, node.max_storage),
+            ("storage", 10047, account.max_storage, node.max_storage if storage_set else None),
         ):
             if node_limit is not None and account_limit > 0 and account_limit > node_limit:
                 raise ConfigError(
@@ -262,12 +266,15 @@ class NodeConfig:
 
     @property
     def server_limits(self) -> ServerJetStreamLimits:
-        def configured(value: int | None) -> int | None:
-            return value if value is not None and value >= 0 else None
+        """The node's own limits: those configured, else nats-server's defaults (cluster/node/default_limits.py)."""
+        memory, storage = default_limits(str(self.node_data_dir))
+
+        def configured(value: int | None, default: int) -> int:
+            return value if value is not None and value >= 0 else default
 
         return ServerJetStreamLimits(
-            configured(self.max_memory_store),
-            configured(self.max_file_store),
+            configured(self.max_memory_store, memory),
+            configured(self.max_file_store, storage),
             max_ack_pending=self.jetstream_max_ack_pending,
             max_request_batch=self.jetstream_max_request_batch,
             duplicate_window_ns=self.jetstream_duplicate_window,

@@ -4,8 +4,6 @@ of /varz (config, usage, the meta group), from the replicas this node holds."""
 from __future__ import annotations
 
 import contextlib
-import os
-import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -54,22 +52,13 @@ class JetStreamMonitor:
 
     def config(self) -> dict[str, Any]:
         """The `config` object: limits, store directory, sync interval, domain."""
-        store_dir = str(self._node.config.node_data_dir)
-        try:
-            disk = shutil.disk_usage(store_dir).free
-        except OSError:
-            disk = 0
-        try:
-            memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        except (ValueError, OSError):
-            memory = 0
-        # the node's own `jetstream { max_memory_store, max_file_store }`, else nats-server's defaults: 75% of
-        # memory and of the free disk
+        # the node's own `jetstream { max_memory_store, max_file_store }`, else nats-server's defaults (75% of
+        # memory and of the disk available at start), which it enforces as nats-server does
         limits = self._node.config.server_limits
         return {
-            "max_memory": memory * 3 // 4 if limits.max_memory is None else limits.max_memory,
-            "max_storage": disk * 3 // 4 if limits.max_storage is None else limits.max_storage,
-            "store_dir": store_dir,
+            "max_memory": limits.max_memory,
+            "max_storage": limits.max_storage,
+            "store_dir": str(self._node.config.node_data_dir),
             "sync_interval": SYNC_INTERVAL_NS,
             "sync_always": True,
             **({"domain": self._node.config.domain} if self._node.config.domain else {}),

@@ -401,7 +401,8 @@ class StreamLeader:
         js.limitsExceeded: the publish that crosses the limit is stored, the next one refused with 10023)."""
         limits, in_memory = self.ctx.server_limits, self.replica.config.storage is StorageType.MEMORY
         if limits.byte_limit(in_memory) is None:
-            return False  # the common case reads no store state
+            return False  # no limit (a node's own are always set; a test's context may have none)
+        # reads only the stores that changed since the last publish asked (NodeHoldings)
         return node_over_limit(limits, in_memory, self.ctx.holdings.held(in_memory))
 
     def _over_account_bytes(self, msg: Message) -> bool:

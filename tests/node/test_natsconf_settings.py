@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from cluster.node.config import ConfigError, NodeConfig, add_node_arguments, config_from_args, load_nats_conf
+from cluster.node.default_limits import default_limits
 from cluster.node.natsconf.accounts import account_jetstream
 from cluster.node.natsconf.parser import parse
 from cluster.runtime.account_limits import UNLIMITED, JetStreamAccountLimits
@@ -186,11 +187,12 @@ def test_jetstream_sizes_read_as_nats_server_reads_them(tmp_path: Path, written:
 
 def test_jetstream_sizes_by_every_name_and_a_negative_one_is_the_default(tmp_path: Path) -> None:
     config = _load(tmp_path, "server_name: n1\njetstream { max_mem_store: 5K, max_file: -1 }\n")
+    memory, storage = default_limits(str(config.node_data_dir))
     assert (config.max_memory_store, config.max_file_store) == (5000, -1)
-    assert (config.server_limits.max_memory, config.server_limits.max_storage) == (5000, None)
+    assert (config.server_limits.max_memory, config.server_limits.max_storage) == (5000, storage)
     config = _load(tmp_path, "server_name: n1\njetstream { max_mem: '-5K' }\n")
-    assert config.server_limits.max_memory is None
-    assert _load(tmp_path, "server_name: n1\njetstream: enabled\n").server_limits.max_storage is None
+    assert config.server_limits.max_memory == memory
+    assert _load(tmp_path, "server_name: n1\njetstream: enabled\n").server_limits.max_storage == storage
 
 
 def test_the_domain_flag_is_the_config_files_jetstream_domain(tmp_path: Path) -> None:

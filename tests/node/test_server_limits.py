@@ -282,19 +282,23 @@ def _node_config(path: Path, *argv: str) -> None:
     config_from_args(parser.parse_args(["--config", str(path), *argv]))
 
 
+LONE_LIMITS = "max_memory_store: 1000, max_file_store: 1000"
+
+
 @pytest.mark.parametrize(
-    ("account", "words"),
+    ("limits", "account", "words"),
     [
-        ("max_mem: 1001, max_file: 1000", "insufficient memory resources available (10028)"),
-        ("max_mem: 1000, max_file: 1001", "insufficient storage resources available (10047)"),
+        (LONE_LIMITS, "max_mem: 1001, max_file: 1000", "insufficient memory resources available (10028)"),
+        (LONE_LIMITS, "max_mem: 1000, max_file: 1001", "insufficient storage resources available (10047)"),
+        # no limits of the node's own: nats-server's default memory limit, 75% of the machine's, counts
+        ("", "max_mem: 1000T, max_file: 1", "insufficient memory resources available (10028)"),
     ],
 )
 async def test_an_account_that_may_hold_more_than_a_lone_node_stops_it_as_nats_server(
-    tmp_path: Path, account: str, words: str
+    tmp_path: Path, limits: str, account: str, words: str
 ) -> None:
     """A nats-server without a cluster does not start when the account may hold more than the server."""
     accounts = f"accounts: {{ A: {{ users: [ {{user: a, password: a}} ], jetstream: {{ {account} }} }} }}\n"
-    limits = "max_memory_store: 1000, max_file_store: 1000"
     conf = tmp_path / "nats-server.conf"
     conf.write_text(f"listen: {HOST}:{free_port_base(1)}\njetstream {{ store_dir: '{tmp_path / 'js'}', {limits} }}\n{accounts}")
     done = await asyncio.to_thread(
@@ -310,6 +314,21 @@ async def test_an_account_that_may_hold_more_than_a_lone_node_stops_it_as_nats_s
     assert str(refused.value) == expected
     # a node with peers starts, as a clustered nats-server does
     _node_config(ours, "--peer", "n2=127.0.0.1:1")
+
+
+async def test_an_account_that_may_store_more_than_a_lone_nodes_default_still_starts_it_as_nats_server(
+    tmp_path: Path,
+) -> None:
+    """nats-server 2.15.1 does not hold an account's max_file to its default storage limit (it does to its
+    default memory limit): it starts with an account that may store a petabyte, and so does the node."""
+    accounts = "accounts: { A: { users: [ {user: a, password: a} ], jetstream: { max_file: 1000T } } }\n"
+    reference = tmp_path / "reference"
+    reference.mkdir()
+    async with nats_server_from_config(reference, f"jetstream {{ store_dir: '{reference / 'js'}' }}\n{accounts}"):
+        pass  # it is serving, its JetStream started (a JetStream that cannot start stops it before it listens)
+    ours = tmp_path / "node.conf"
+    ours.write_text(f"server_name: n1\njetstream: enabled\n{accounts}")
+    _node_config(ours)  # no ConfigError
 
 
 DUPLICATES = [
