@@ -3,7 +3,7 @@
     .venv/bin/python bench/phase_cpu.py [--workloads pub_async,kv_put,direct_get] [--seconds 8]
 
 For each workload, a fresh 3-node cluster (`local.cluster`, R3 file streams, the client on n1) runs
-with `JETRAFT_PHASE_CPU_DIR` set (cluster/node/phase_cpu.py), and the agreed client
+with `JETRAFT_PHASE_CPU_DIR` set (cluster/runtime/phase_cpu.py), and the agreed client
 (`../shared/bench/jsbench.py`) runs the workload. Between two of the nodes' phase reports taken
 inside the client's measuring window (after `--settle` seconds, `--window` seconds apart) it prints,
 per node, the loop thread's and the whole process's CPU per operation and each phase's, the
@@ -27,7 +27,7 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from cluster.node.phase_cpu import PHASE_CPU_DIR_ENV, WRITE_INTERVAL_S  # noqa: E402
+from cluster.runtime.phase_cpu import PHASE_CPU_DIR_ENV, WRITE_INTERVAL_S  # noqa: E402
 from local.cluster import LocalCluster, plan_free_nodes  # noqa: E402
 
 JSBENCH = REPO_ROOT.parent / "shared" / "bench" / "jsbench.py"

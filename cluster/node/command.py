@@ -29,11 +29,11 @@ import structlog
 
 from cluster.node.config import ConfigError, NodeConfig, add_node_arguments, config_from_args
 from cluster.node.logs import configure_logging
-from cluster.node.phase_cpu import install_phase_clock
 from cluster.node.process_setup import die_with_parent, lame_duck_requests, profiled
 from cluster.node.supervision.worker_share import NodeShare
 from cluster.node.supervision.worker_status import SUPERVISOR_PID_ENV, report_started
 from cluster.node.worker_config import worker_config
+from cluster.runtime.phase_cpu import install_phase_clock
 from gateway.transports.listen import EarlyListeners, bind_listening_socket
 from raft.grpc_setup import prefer_posix_endpoints
 

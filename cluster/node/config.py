@@ -12,10 +12,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from cluster.node.default_limits import default_limits
 from cluster.node.natsconf.parser import ConfSyntaxError, parse
 from cluster.node.natsconf.settings import ConfKeyError, node_settings
 from cluster.runtime.account_limits import UNLIMITED, JetStreamAccountLimits
+from cluster.runtime.default_limits import default_limits
 from cluster.runtime.server_limits import ServerJetStreamLimits
 from gateway.accounts import SYSTEM_ACCOUNT, Accounts
 from gateway.auth import NkeyUser, User
@@ -266,7 +266,7 @@ class NodeConfig:
 
     @property
     def server_limits(self) -> ServerJetStreamLimits:
-        """The node's own limits: those configured, else nats-server's defaults (cluster/node/default_limits.py)."""
+        """The node's own limits: those configured, else nats-server's defaults (cluster/runtime/default_limits.py)."""
         memory, storage = default_limits(str(self.node_data_dir))
 
         def configured(value: int | None, default: int) -> int:

@@ -25,7 +25,7 @@ from typing import Protocol
 @dataclass(frozen=True, slots=True)
 class ServerJetStreamLimits:
     # bytes of memory / file storage this node's streams may hold; None: no limit (a node's own always has
-    # them, configured or nats-server's defaults, cluster/node/default_limits.py; a peer may announce none)
+    # them, configured or nats-server's defaults, cluster/runtime/default_limits.py; a peer may announce none)
     max_memory: int | None = None
     max_storage: int | None = None
     # `limits { max_ack_pending }`: the most a consumer may ask for, and the default's cap (0 or less: none)

@@ -1,6 +1,6 @@
 """A node whose config sets no `max_memory_store` / `max_file_store` holds nats-server's own defaults (75% of
 the machine's memory, 75% of the disk available at start) and enforces them as nats-server 2.15.1 does: a
-memory stream of a terabyte is refused, not reserved (cluster/node/default_limits.py)."""
+memory stream of a terabyte is refused, not reserved (cluster/runtime/default_limits.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import nats
 
-from cluster.node.default_limits import default_limits
+from cluster.runtime.default_limits import default_limits
 from local.ports import HOST
 from tests.node.cluster_fixtures import local_cluster
 from tests.node.test_server_limits import on_both_with_limits, varz_and_jsz

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from cluster.node.config import ConfigError, NodeConfig, add_node_arguments, config_from_args, load_nats_conf
-from cluster.node.default_limits import default_limits
 from cluster.node.natsconf.accounts import account_jetstream
 from cluster.node.natsconf.parser import parse
 from cluster.runtime.account_limits import UNLIMITED, JetStreamAccountLimits
+from cluster.runtime.default_limits import default_limits
 from gateway.auth import User
 from gateway.permissions import ConnectionPermissions
 from tests.gateway.throwaway_ca import make_certificates

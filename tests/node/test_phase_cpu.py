@@ -1,4 +1,4 @@
-"""JETRAFT_PHASE_CPU_DIR: a node's CPU by phase of its hot paths (cluster/node/phase_cpu.py)."""
+"""JETRAFT_PHASE_CPU_DIR: a node's CPU by phase of its hot paths (cluster/runtime/phase_cpu.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import nats
 import pytest
 from nats.js.api import StreamConfig
 
-from cluster.node.phase_cpu import PHASE_CPU_DIR_ENV, PHASES, PhaseClock, install_phase_clock
+from cluster.runtime.phase_cpu import PHASE_CPU_DIR_ENV, PHASES, PhaseClock, install_phase_clock
 from tests.node.cluster_fixtures import local_cluster
 
 PUBLISHES = 50

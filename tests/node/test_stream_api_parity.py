@@ -14,7 +14,7 @@ from typing import Any
 import nats
 import pytest
 from nats.aio.msg import Msg
-from nats.js.errors import ObjectNotFoundError
+from nats.js.errors import ObjectNotFoundError, ServiceUnavailableError
 
 from local.cluster import node_available
 from tests.pipeline.servers import NATS_SERVER, JetStreamTarget, request_when_served, side_by_side
@@ -695,9 +695,21 @@ async def _reset_and_fetch(nc: nats.NATS) -> list[Any]:
         if isinstance(step, bytes):
             out.append(_stable(json.loads((await nc.request("$JS.API.CONSUMER.RESET.RST.P", step, 5.0)).data)))
             continue
-        msgs = await sub.fetch(1, timeout=REQUEST_TIMEOUT)
+        msgs = await _fetch_when_served(sub)
         out.append([(m.data, m.metadata.sequence.stream, m.metadata.sequence.consumer) for m in msgs])
     return out
+
+
+async def _fetch_when_served(sub: nats.js.JetStreamContext.PullSubscription) -> list[Msg]:
+    """One message, asked again while the pull request finds no responder (503): a clustered nats-server's
+    consumer leader may not serve its MSG.NEXT subject the instant its create or reset is answered, and a
+    request no one took changed nothing."""
+    for _ in range(20):  # bounded
+        try:
+            return await sub.fetch(1, timeout=REQUEST_TIMEOUT)
+        except ServiceUnavailableError:
+            await asyncio.sleep(0.1)
+    return await sub.fetch(1, timeout=REQUEST_TIMEOUT)
 
 
 def test_a_reset_consumer_delivers_from_its_new_sequence(clusters: dict[str, JetStreamTarget]) -> None:
