@@ -105,6 +105,19 @@ async def _listed_keys(bucket: Any) -> list[str]:
     raise AssertionError("the bucket never listed a key")
 
 
+async def _put_when_served(bucket: Any, key: str, value: bytes) -> None:
+    """A put into a bucket just created, asked again while nobody takes it: a clustered nats-server's new R3
+    stream leader may not yet serve its subjects on the client's server (no responders, seen under load),
+    and a put nobody took stored nothing."""
+    for _ in range(50):  # bounded
+        try:
+            await bucket.put(key, value)
+            return
+        except (nats.js.errors.NoStreamResponseError, nats.errors.NoRespondersError):
+            await asyncio.sleep(0.1)
+    await bucket.put(key, value)
+
+
 async def _topologies(url: str) -> list[Any]:
     nc = await nats.connect(url, max_reconnect_attempts=0)
     js = nc.jetstream()
@@ -112,7 +125,7 @@ async def _topologies(url: str) -> list[Any]:
     try:
         orders = await js.create_key_value(bucket="ORDERS", replicas=3, history=1, direct=True)
         for key, value in KEYS.items():
-            await orders.put(key, value)
+            await _put_when_served(orders, key, value)
         transform = {"src": "$KV.ORDERS.NEW.>", "dest": "$KV.NEW_ORDERS.NEW.>"}
         aggregate = _kv_stream(
             "NEW_ORDERS",
