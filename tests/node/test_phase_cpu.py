@@ -8,6 +8,7 @@ import importlib
 import json
 import threading
 import types
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -86,17 +87,28 @@ async def test_a_node_reports_the_phases_its_publishes_ran(
             await js.add_stream(StreamConfig(name="PHASES", subjects=["phases.>"]))
             for i in range(PUBLISHES):
                 await js.publish("phases.a", b"%d" % i)
-            phases: dict[str, Any] = {}
-            for _ in range(50):  # a report every second; bounded
-                written = list(reports.glob("n1-*.json"))
-                if written:
-                    phases = json.loads(written[0].read_text())["phases"]
-                    if phases["stream_puback"]["calls"] >= PUBLISHES:
-                        break
+            phases: dict[str, dict[str, int]] = {}
+            for _ in range(50):  # each process writes its report every second; bounded
+                phases = _summed(reports.glob("n1-*.json"))
+                done = phases.get("stream_puback", {}).get("calls", 0) >= PUBLISHES
+                if done and phases["client_commands"]["calls"] > 0:
+                    break
                 await asyncio.sleep(0.1)
         finally:
             await nc.close()
     assert phases["stream_publish"]["calls"] >= PUBLISHES, phases
     assert phases["stream_puback"]["calls"] >= PUBLISHES, phases
     assert phases["raft_apply"]["calls"] > 0 and phases["raft_apply"]["cpu_ns"] > 0, phases
-    assert phases["client_commands"]["cpu_ns"] >= phases["stream_publish"]["cpu_ns"], phases
+    assert phases["client_commands"]["calls"] > 0, phases
+
+
+def _summed(paths: Iterable[Path]) -> dict[str, dict[str, int]]:
+    """The phases of every process of a node (its workers', when it has several: a publish may be taken
+    in by one and led by another), summed."""
+    total: dict[str, dict[str, int]] = {}
+    for path in paths:
+        for phase, counts in json.loads(path.read_text())["phases"].items():
+            into = total.setdefault(phase, {"calls": 0, "cpu_ns": 0})
+            into["calls"] += counts["calls"]
+            into["cpu_ns"] += counts["cpu_ns"]
+    return total
