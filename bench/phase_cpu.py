@@ -2,8 +2,8 @@
 
     .venv/bin/python bench/phase_cpu.py [--workloads pub_async,kv_put,direct_get] [--seconds 8]
 
-For each workload, a fresh 3-node cluster (`local.cluster`, R3 file streams, the client on n1) runs
-with `JETRAFT_PHASE_CPU_DIR` set (cluster/runtime/phase_cpu.py), and the agreed client
+For each workload, a fresh 3-node cluster (`jetstream_bench.py`'s; R3 file streams, the client on n1)
+runs with `JETRAFT_PHASE_CPU_DIR` set (cluster/runtime/phase_cpu.py), and the agreed client
 (`../shared/bench/jsbench.py`) runs the workload. Between two of the nodes' phase reports taken
 inside the client's measuring window (after `--settle` seconds, `--window` seconds apart) it prints,
 per node, the loop thread's and the whole process's CPU per operation and each phase's, the
@@ -27,8 +27,9 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
+from jetstream_bench import jetraft_cluster, stop_pids  # noqa: E402
+
 from cluster.runtime.phase_cpu import PHASE_CPU_DIR_ENV, WRITE_INTERVAL_S  # noqa: E402
-from local.cluster import LocalCluster, plan_free_nodes  # noqa: E402
 
 JSBENCH = REPO_ROOT.parent / "shared" / "bench" / "jsbench.py"
 
@@ -63,31 +64,27 @@ def per_op(before: dict[str, Any], after: dict[str, Any], ops: float) -> dict[st
 
 
 def run_workload(workload: str, args: argparse.Namespace) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="phase-cpu-") as tmp:
-        reports_dir = Path(tmp) / "phases"
-        os.environ[PHASE_CPU_DIR_ENV] = str(reports_dir)
-        cluster = LocalCluster(plan_free_nodes(3, 0), tmp, extra_args=["--log-level", "WARNING"])
+    with tempfile.TemporaryDirectory(prefix="phase-cpu-") as reports:
+        reports_dir = Path(reports)
+        os.environ[PHASE_CPU_DIR_ENV] = reports  # every node the cluster starts times its phases
         try:
-            cluster.start(timeout=60)
-            pids = [proc.pid for proc in cluster.procs.values()]
-            wait_for_reports(reports_dir, pids, timeout=10 * WRITE_INTERVAL_S)
-            cmd = [
-                sys.executable, str(args.jsbench), "--url", ",".join(cluster.client_urls),
-                "--replicas", "3", "--seconds", str(args.seconds), "--workloads", workload,
-            ]  # fmt: skip
-            client = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            try:
-                # the fill (kv and get workloads) comes first: the window opens once it is over
-                time.sleep(args.settle)
-                before = read_reports(reports_dir, pids)
-                time.sleep(args.window)
-                after = read_reports(reports_dir, pids)
-                out, err = client.communicate(timeout=args.seconds * 4 + 300)
-            finally:
-                if client.poll() is None:
-                    client.kill()
+            with jetraft_cluster() as cluster:
+                wait_for_reports(reports_dir, cluster.pids, timeout=10 * WRITE_INTERVAL_S)
+                cmd = [
+                    sys.executable, str(args.jsbench), "--url", ",".join(cluster.urls),
+                    "--replicas", "3", "--seconds", str(args.seconds), "--workloads", workload,
+                ]  # fmt: skip
+                client = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                try:
+                    # the fill (kv and get workloads) comes first: the window opens once it is over
+                    time.sleep(args.settle)
+                    before = read_reports(reports_dir, cluster.pids)
+                    time.sleep(args.window)
+                    after = read_reports(reports_dir, cluster.pids)
+                    out, err = client.communicate(timeout=args.seconds * 4 + 300)
+                finally:
+                    stop_pids([client], grace_s=2.0)
         finally:
-            cluster.stop()
             os.environ.pop(PHASE_CPU_DIR_ENV, None)
     rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     result = next((row for row in rows if row.get("workload") == workload), None)

@@ -117,13 +117,6 @@ async def _new_leader(nc: nats.NATS, stream: str, old: str, within: float) -> st
     raise AssertionError(f"no new leader for {stream} within {within}s")
 
 
-async def _all_healthy(cluster: LocalCluster) -> bool:
-    for spec in cluster.specs:
-        if (await asyncio.to_thread(_healthz, spec.http_url))[0] != 200:
-            return False
-    return True
-
-
 async def _partition_and_heal(
     cluster: LocalCluster, clients: dict[str, nats.NATS], stream: str, cut: object, heal: object
 ) -> tuple[str, dict[str, float]]:
@@ -132,10 +125,7 @@ async def _partition_and_heal(
     assert info.cluster is not None and info.cluster.leader
     # every replica caught up before the cut: a replica cut off from its leader before its first catch-up
     # is rightly "not current" (as in nats-server), which is not the flapping this test looks for
-    deadline = time.monotonic() + 20
-    while not await _all_healthy(cluster):
-        assert time.monotonic() < deadline, "the new stream's replicas did not all catch up"
-        await asyncio.sleep(0.1)
+    await asyncio.to_thread(cluster.wait_ready, 20)
     # the leader's node (machine) is cut off or frozen whole, its other workers too when it has several
     leader = node_of(info.cluster.leader)
     others = [name for name in clients if name != leader]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import hashlib
 import json
 import random
@@ -28,7 +29,7 @@ from nats.js.api import ObjectMeta
 from nats.js.kv import KeyValue
 
 from local.cluster import node_available
-from tests.pipeline.servers import NATS_SERVER, JetStreamTarget, side_by_side
+from tests.pipeline.servers import NATS_SERVER, JetStreamTarget, side_by_side, when_served
 
 pytestmark = pytest.mark.skipif(
     not (node_available() and NATS_SERVER.exists()), reason="needs `jetraft node` and nats-server"
@@ -105,19 +106,6 @@ async def _listed_keys(bucket: Any) -> list[str]:
     raise AssertionError("the bucket never listed a key")
 
 
-async def _put_when_served(bucket: Any, key: str, value: bytes) -> None:
-    """A put into a bucket just created, asked again while nobody takes it: a clustered nats-server's new R3
-    stream leader may not yet serve its subjects on the client's server (no responders, seen under load),
-    and a put nobody took stored nothing."""
-    for _ in range(50):  # bounded
-        try:
-            await bucket.put(key, value)
-            return
-        except (nats.js.errors.NoStreamResponseError, nats.errors.NoRespondersError):
-            await asyncio.sleep(0.1)
-    await bucket.put(key, value)
-
-
 async def _topologies(url: str) -> list[Any]:
     nc = await nats.connect(url, max_reconnect_attempts=0)
     js = nc.jetstream()
@@ -125,7 +113,8 @@ async def _topologies(url: str) -> list[Any]:
     try:
         orders = await js.create_key_value(bucket="ORDERS", replicas=3, history=1, direct=True)
         for key, value in KEYS.items():
-            await _put_when_served(orders, key, value)
+            # a bucket just created: a clustered nats-server's new stream leader may not serve it yet
+            await when_served(functools.partial(orders.put, key, value), f"$KV.ORDERS.{key}")
         transform = {"src": "$KV.ORDERS.NEW.>", "dest": "$KV.NEW_ORDERS.NEW.>"}
         aggregate = _kv_stream(
             "NEW_ORDERS",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import json
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
@@ -17,7 +18,13 @@ from nats.aio.msg import Msg
 from nats.js.errors import ObjectNotFoundError, ServiceUnavailableError
 
 from local.cluster import node_available
-from tests.pipeline.servers import NATS_SERVER, JetStreamTarget, request_when_served, side_by_side
+from tests.pipeline.servers import (
+    NATS_SERVER,
+    JetStreamTarget,
+    request_when_served,
+    side_by_side,
+    when_served,
+)
 
 pytestmark = pytest.mark.skipif(
     not (node_available() and NATS_SERVER.exists()), reason="needs `jetraft node` and nats-server"
@@ -695,21 +702,14 @@ async def _reset_and_fetch(nc: nats.NATS) -> list[Any]:
         if isinstance(step, bytes):
             out.append(_stable(json.loads((await nc.request("$JS.API.CONSUMER.RESET.RST.P", step, 5.0)).data)))
             continue
-        msgs = await _fetch_when_served(sub)
+        # a clustered nats-server's consumer leader may not serve MSG.NEXT the instant its create or
+        # reset is answered (503): a request no one took changed nothing
+        fetch = functools.partial(sub.fetch, 1, timeout=REQUEST_TIMEOUT)
+        msgs = await when_served(
+            fetch, "$JS.API.CONSUMER.MSG.NEXT.RST.P", unserved=(ServiceUnavailableError,), tries=20
+        )
         out.append([(m.data, m.metadata.sequence.stream, m.metadata.sequence.consumer) for m in msgs])
     return out
-
-
-async def _fetch_when_served(sub: nats.js.JetStreamContext.PullSubscription) -> list[Msg]:
-    """One message, asked again while the pull request finds no responder (503): a clustered nats-server's
-    consumer leader may not serve its MSG.NEXT subject the instant its create or reset is answered, and a
-    request no one took changed nothing."""
-    for _ in range(20):  # bounded
-        try:
-            return await sub.fetch(1, timeout=REQUEST_TIMEOUT)
-        except ServiceUnavailableError:
-            await asyncio.sleep(0.1)
-    return await sub.fetch(1, timeout=REQUEST_TIMEOUT)
 
 
 def test_a_reset_consumer_delivers_from_its_new_sequence(clusters: dict[str, JetStreamTarget]) -> None:

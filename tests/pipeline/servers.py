@@ -265,16 +265,23 @@ def side_by_side(tmp_path_factory: Any, nodes: int = 3) -> Iterator[dict[str, Je
 T = TypeVar("T")
 
 
-async def when_served(attempt: Callable[[], Awaitable[T]], what: str) -> T:
+async def when_served(
+    attempt: Callable[[], Awaitable[T]],
+    what: str,
+    *,
+    unserved: tuple[type[Exception], ...] = (nats.errors.NoRespondersError, nats.js.errors.NoStreamResponseError),
+    tries: int = 50,
+) -> T:
     """`attempt` (a publish or a request on a stream's subject), tried again, bounded, while the server
     answers "no responders". Right after a stream is created, its leader's interest reaches the server
     asked on its own time, on nats-server's routes as on jetraft's mesh (and a jetraft stream may hand
     its leadership to its preferred member), and meanwhile a publish hears 503; nats-py does not ask
-    again. A 503 stored nothing, so asking again is safe."""
-    for _ in range(50):
+    again. A 503 stored nothing, so asking again is safe. `unserved`: how the client reports that 503
+    (a pull's fetch raises ServiceUnavailableError)."""
+    for _ in range(tries):
         try:
             return await attempt()
-        except (nats.errors.NoRespondersError, nats.js.errors.NoStreamResponseError):
+        except unserved:
             await asyncio.sleep(0.1)
     raise AssertionError(f"{what} never served")
 
