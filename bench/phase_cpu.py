@@ -60,6 +60,7 @@ def per_op(before: dict[str, Any], after: dict[str, Any], ops: float) -> dict[st
         spent = counts["cpu_ns"] - before["phases"][phase]["cpu_ns"]
         if spent:
             row[phase] = spent / 1e3 / ops
+            row[f"{phase} calls"] = (counts["calls"] - before["phases"][phase]["calls"]) / ops
     return row
 
 
@@ -110,8 +111,14 @@ def print_table(row: dict[str, Any]) -> None:
         *sorted({k for node in nodes for k in node} - {"process", "loop_thread"}),
     ]
     for name in names:
+        if name.endswith(" calls"):
+            continue
         values = [node.get(name, 0.0) for node in nodes]
         print(f"| {name} | " + " | ".join(f"{v:.1f}" for v in values) + f" | {sum(values):.1f} |")
+    print(f"\ncalls per operation ({row['workload']})")
+    for name in (name for name in names if name.endswith(" calls")):
+        values = [node.get(name, 0.0) for node in nodes]
+        print(f"| {name} | " + " | ".join(f"{v:.2f}" for v in values) + " |")
 
 
 def main() -> int:

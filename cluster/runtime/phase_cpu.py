@@ -24,11 +24,14 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 PHASE_CPU_DIR_ENV = "JETRAFT_PHASE_CPU_DIR"
+# more phases for one investigation, without editing PHASES: `module:function` or `module:Class.method`,
+# comma-separated, each reported under that name
+PHASE_CPU_EXTRA_ENV = "JETRAFT_PHASE_CPU_EXTRA"
 WRITE_INTERVAL_S = 1.0
 
 # (phase, module, class or None for a module function, attribute). Each a synchronous function of a
@@ -112,6 +115,19 @@ class PhaseClock:
         }
 
 
+def extra_phases(env: Mapping[str, str]) -> list[tuple[str, str, str | None, str]]:
+    """The phases $JETRAFT_PHASE_CPU_EXTRA names (`cluster.stream.leader:prepare_publish`,
+    `gateway.router:Router.publish`); a malformed name stops the node at start, not halfway."""
+    phases = []
+    for spec in filter(None, (part.strip() for part in env.get(PHASE_CPU_EXTRA_ENV, "").split(","))):
+        module_name, sep, qualified = spec.partition(":")
+        class_name, dot, attribute = qualified.rpartition(".")
+        if not sep or not module_name or not attribute or qualified.count(".") > 1:
+            raise ValueError(f"{PHASE_CPU_EXTRA_ENV}: {spec!r} is not module:function or module:Class.method")
+        phases.append((spec, module_name, class_name if dot else None, attribute))
+    return phases
+
+
 def install_phase_clock(member: str) -> PhaseClock | None:
     """Wrap the phases and start writing reports when $JETRAFT_PHASE_CPU_DIR is set (call it on the
     thread that will run the event loop, before the node is built); otherwise do nothing."""
@@ -119,7 +135,7 @@ def install_phase_clock(member: str) -> PhaseClock | None:
     if not directory:
         return None
     clock = PhaseClock()
-    for phase, module_name, class_name, attribute in PHASES:
+    for phase, module_name, class_name, attribute in (*PHASES, *extra_phases(os.environ)):
         owner: Any = importlib.import_module(module_name)
         if class_name is not None:
             owner = getattr(owner, class_name)

@@ -16,7 +16,14 @@ import nats
 import pytest
 from nats.js.api import StreamConfig
 
-from cluster.runtime.phase_cpu import PHASE_CPU_DIR_ENV, PHASES, PhaseClock, install_phase_clock
+from cluster.runtime.phase_cpu import (
+    PHASE_CPU_DIR_ENV,
+    PHASE_CPU_EXTRA_ENV,
+    PHASES,
+    PhaseClock,
+    extra_phases,
+    install_phase_clock,
+)
 from tests.node.cluster_fixtures import local_cluster
 
 PUBLISHES = 50
@@ -68,6 +75,18 @@ def test_every_phase_names_a_plain_python_function() -> None:
         function = getattr(owner, attribute)
         assert isinstance(function, types.FunctionType), (phase, function)
         assert not asyncio.iscoroutinefunction(function), phase  # an await would count other tasks' CPU
+
+
+def test_extra_phases_name_a_module_function_or_a_class_method() -> None:
+    env = {PHASE_CPU_EXTRA_ENV: "cluster.stream.leader:prepare_publish, gateway.router:Router.publish,"}
+    assert extra_phases(env) == [
+        ("cluster.stream.leader:prepare_publish", "cluster.stream.leader", None, "prepare_publish"),
+        ("gateway.router:Router.publish", "gateway.router", "Router", "publish"),
+    ]
+    assert extra_phases({}) == []
+    for malformed in ("gateway.router", "gateway.router:", ":publish", "gateway.router:a.b.c"):
+        with pytest.raises(ValueError, match=PHASE_CPU_EXTRA_ENV):
+            extra_phases({PHASE_CPU_EXTRA_ENV: malformed})
 
 
 def test_nothing_is_wrapped_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
