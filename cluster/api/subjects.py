@@ -54,7 +54,6 @@ class ApiOp(enum.StrEnum):
     STREAM_MSG_DELETE = "MSG_DELETE"
     STREAM_LEADER_STEPDOWN = "LEADER_STEPDOWN"
     STREAM_PEER_REMOVE = "PEER_REMOVE"
-    # nats-server's, not implemented here: answered with an error (cluster/api/unimplemented.py)
     STREAM_SNAPSHOT = "SNAPSHOT"
     STREAM_RESTORE = "RESTORE"
     STREAM_PEER_EVACUATE = "PEER_EVACUATE"
@@ -65,6 +64,7 @@ class ApiOp(enum.StrEnum):
     APPLY_UPDATE = "APPLY_UPDATE"
     LIST_ENTRY = "LIST_ENTRY"
     FETCH = "FETCH"
+    RESTORE_MSGS = "RESTORE_MSGS"  # a restore's messages, at their sequences (cluster/meta/restore.py)
 
 
 # Operations whose target is the meta leader whatever the stream.

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import orjson
 import structlog
 
 from cluster.api import jsjson
@@ -40,7 +41,7 @@ from cluster.api.audit import send_api_response
 from cluster.api.consumer_subjects import META_CONSUMER_PREFIX, ConsumerRequest
 from cluster.api.errors import ApiError, JSErrors, error_response, plain_error, stream_info_error
 from cluster.api.lists import list_page
-from cluster.api.response_types import STREAM_DELETE_TYPE, STREAM_LIST_TYPE
+from cluster.api.response_types import STREAM_DELETE_TYPE, STREAM_LIST_TYPE, STREAM_RESTORE_TYPE
 from cluster.api.subjects import META_PREFIX, ApiOp, ApiRequest, parse_meta_subject, stream_subject
 from cluster.api.unimplemented import UNIMPLEMENTED_OPS, unimplemented_answer
 from cluster.api.unimplemented import error_body as unimplemented_error_body
@@ -54,6 +55,7 @@ from cluster.meta.departures import Departures, cluster_info
 from cluster.meta.leftovers import find_leftovers
 from cluster.meta.machine import MetaMachine, MetaOp, MetaResult, encode_meta_entry
 from cluster.meta.placement import NodeInfo, PlacementError, choose_peers, known_nodes
+from cluster.meta.restore import StreamRestore, restore_config
 from cluster.meta.server_limits import (
     check_cluster_update,
     check_node_create,
@@ -623,8 +625,12 @@ class MetaService:
             return await self._delete(name)
         if op is ApiOp.STREAM_PEER_REMOVE or op is ApiOp.STREAM_PEER_EVACUATE:
             return await self._peer_remove(name, msg.payload, request.response_type)
+        if op is ApiOp.STREAM_RESTORE:
+            return self._restore(name, msg.payload)
         if op in UNIMPLEMENTED_OPS:
             return unimplemented_answer(request, msg.payload, name in self.machine.streams)
+        if op is ApiOp.STREAM_SNAPSHOT and jsjson.is_empty_request(msg.payload):
+            raise JSErrors.BAD_REQUEST()  # nats-server checks the body before it looks the stream up
         # a per-stream operation from a node that did not know the stream: we know for sure
         if name not in self.machine.streams:
             raise JSErrors.STREAM_NOT_FOUND()
@@ -716,6 +722,20 @@ class MetaService:
         if msg.reply and await pass_on_when_served(self.ctx.router, target, b"1", msg.reply, headers):
             return None
         return await self._ask_stream(name, ApiOp.CREATE_RESULT, b"1")
+
+    def _restore(self, name: str, payload: bytes) -> bytes:
+        """STREAM.RESTORE: the request's and the config's checks, then the deliver subject the client
+        sends the archive to (cluster/meta/restore.py rebuilds the stream once it has all of it)."""
+        config = restore_config(name, payload)
+        if name in self.machine.streams:
+            raise JSErrors.STREAM_NAME_EXIST_RESTORE_FAILED()
+        requested, pedantic = parse_stream_request(jsjson.dumps(config))
+        configs, limits = self.configs(), self.ctx.account_limits
+        decision = decide_create(requested, configs, limits, self._subjects, self.ctx.server_limits, pedantic)
+        check_create_limits(decision.config, configs, limits)
+        restore = StreamRestore(self.ctx, name, config, _RestoreSteps(self), self.ctx.data_dir / "restores")
+        restore.start()
+        return jsjson.dumps({"type": STREAM_RESTORE_TYPE, "deliver_subject": restore.deliver_subject})
 
     def _config_parsed(self, name: str, config_json: dict[str, Any], config: StreamConfig) -> None:
         """`configs()` need not parse a config the meta leader itself just committed: `config`, from
@@ -927,7 +947,38 @@ class MetaService:
         return reply.payload
 
 
+class _RestoreSteps:
+    """A restore's rebuild (cluster/meta/restore.py) done with the meta leader's own create, update and
+    delete, and the stream leader storing the messages."""
+
+    def __init__(self, meta: MetaService) -> None:
+        self._meta = meta
+
+    async def create_stream(self, name: str, config: dict[str, Any]) -> None:
+        payload = jsjson.dumps(config)
+        await self._meta._create(name, Message(f"$JS.API.STREAM.CREATE.{name}", None, None, payload))
+
+    async def store_restored(self, name: str, batch: bytes) -> None:
+        reply = await self._meta.ctx.requester.request_when_answered(
+            stream_subject(name, ApiOp.RESTORE_MSGS), batch, STREAM_READY_TIMEOUT, None
+        )
+        if b'"error"' in reply.payload:
+            error = orjson.loads(reply.payload).get("error") or {}
+            raise RuntimeError(error.get("description", "the stream leader refused the messages"))
+
+    async def update_stream(self, name: str, config: dict[str, Any]) -> None:
+        await self._meta._update(name, jsjson.dumps(config))
+
+    async def delete_stream(self, name: str) -> None:
+        await self._meta._delete(name)
+
+    async def restored_info(self, name: str) -> bytes:
+        return await self._meta._ask_stream(name, ApiOp.CREATE_RESULT, b"0")
+
+
 def _error_body(request: ApiRequest, error: ApiError) -> bytes:
+    if request.op is ApiOp.STREAM_RESTORE:
+        return error_response(request.response_type, error, deliver_subject="")
     if request.op in UNIMPLEMENTED_OPS:
         return unimplemented_error_body(request, error)
     if request.op is ApiOp.STREAM_INFO:

@@ -39,6 +39,8 @@ from cluster.api.errors import ApiError, JSErrors, plain_error, stream_info_erro
 from cluster.api.response_types import LEADER_STEPDOWN_TYPE, MSG_DELETE_TYPE, STREAM_UPDATE_TYPE
 from cluster.api.stepdown import stepdown_candidates
 from cluster.api.subjects import ApiOp, parse_stream_subject, stream_subscription
+from cluster.backup.restore_batch import split_restore_batch
+from cluster.backup.snapshot import StreamAtSnapshot, serve_snapshot
 from cluster.runtime.catch_up import caught_up
 from cluster.runtime.context import CLUSTER_NAME, SYSTEM_ACCOUNT
 from cluster.runtime.group_membership import converge_membership, next_change
@@ -60,7 +62,14 @@ from cluster.stream.atomic_batch import (
 )
 from cluster.stream.config import StorageType, stream_config_from_bytes
 from cluster.stream.config_check import same_config
-from cluster.stream.entries import Republished, StoreBatch, UpdateConfig
+from cluster.stream.entries import (
+    Republished,
+    SkipMsgs,
+    StoreAtSeq,
+    StoreBatch,
+    UpdateConfig,
+    decode_entry,
+)
 from cluster.stream.expiry import ExpiryTimer
 from cluster.stream.fetch import FetchedMsg, encode_batch, parse_fetch_request
 from cluster.stream.info import (
@@ -694,6 +703,9 @@ class StreamLeader:
         self.ctx.spawn(self._answer_api(request.op, msg), f"api-{request.op}-{self.replica.name}")
 
     async def _answer_api(self, op: ApiOp, msg: Message) -> None:
+        if op is ApiOp.STREAM_SNAPSHOT:
+            await serve_snapshot(self.ctx, msg, self._at_snapshot())
+            return
         reply = msg.reply
         try:
             # asked by way of the meta leader: answer with what it had applied (a config it just
@@ -762,7 +774,29 @@ class StreamLeader:
             return await self._step_down(payload)
         if op is ApiOp.FETCH:
             return await self._fetch(payload)
+        if op is ApiOp.RESTORE_MSGS:
+            return await self._restore_msgs(payload)
         raise JSErrors.BAD_REQUEST()
+
+    async def _restore_msgs(self, payload: bytes) -> bytes:
+        """Store a restore's messages at their archived sequences (and skip the sequences after the last
+        one), in order; the meta leader restoring the stream sends them, a batch at a time."""
+        proposals = []
+        try:
+            entries = list(split_restore_batch(payload))
+        except ValueError as exc:
+            raise JSErrors.STREAM_RESTORE(err=str(exc)) from None
+        for data in entries:
+            entry = decode_entry(data)
+            if not isinstance(entry, StoreAtSeq | SkipMsgs):
+                raise JSErrors.STREAM_RESTORE(err="a restore batch holds no message")
+            proposals.append(self.replica.propose(data))
+        for result in await asyncio.gather(*proposals):
+            if isinstance(result, Rejected):
+                raise JSErrors.STREAM_RESTORE(err=result.error.description)
+            if isinstance(result, Duplicate):
+                raise JSErrors.STREAM_RESTORE(err=f"sequence {result.seq} was stored already")
+        return b"{}"
 
     @property
     def serves_api(self) -> bool:
@@ -842,6 +876,21 @@ class StreamLeader:
         target = max(others, key=lambda peer: progress.get(peer, (0, False))[0])
         await host.transfer_leadership(group, target)
         return leader_stepdown_response()
+
+    def _at_snapshot(self) -> StreamAtSnapshot:
+        replica = self.replica
+        info = self.stream_info(with_cluster=False)
+        state = info.state
+        return StreamAtSnapshot(
+            name=replica.name,
+            store=replica.store,
+            in_memory=replica.config.storage is StorageType.MEMORY,
+            config=replica.config.to_json(),  # as stored: nats-server's snapshot shows no _nats.ver
+            state=info.to_json(None)["state"],  # STREAM.INFO's, consumer_count included
+            first_seq=state.first_seq,
+            last_seq=state.last_seq,
+            consumer_count=info.consumer_count,
+        )
 
     # -- info -------------------------------------------------------------------------------
 

@@ -1,0 +1,299 @@
+"""STREAM.SNAPSHOT on the stream leader: the request's checks, and the archive streamed in chunks.
+
+As nats-server does it (server/jetstream_api.go, streamSnapshot): the chunk size is clamped to 1 KiB-1 MiB
+(128 KiB by default) and the window to 1 KiB-32 MiB (8 MiB by default, at least one chunk), so at most
+window / chunk chunks are unacknowledged. Each full chunk carries a reply subject
+`$JS.SNAPSHOT.ACK.<stream>.<id>.<size>.<index>` the client answers to acknowledge it; the last, shorter
+chunk carries none; then an empty message ends the stream: status 204 once a full chunk went, nothing
+before (nats-server's quirk, which a client that reads an empty message as the end accepts), 408 "No
+Interest" when the client's inbox lost its subscriber, 408 "No Flow Response" when no chunk was
+acknowledged for five seconds, 500 with the reason when reading the stream failed.
+
+The archive (cluster/backup/archive.py) holds the messages stored from the first sequence to the last at
+the moment the snapshot began; messages stored after it are not in it, and a message removed while the
+snapshot runs (a limit, a delete) may be missing from it, as from nats-server's block copy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from cluster.api import jsjson
+from cluster.api.advisories import new_event_id
+from cluster.api.audit import send_api_response
+from cluster.api.errors import ApiError, JSErrors, plain_error
+from cluster.api.response_types import STREAM_SNAPSHOT_TYPE
+from cluster.backup.archive import ArchiveHeader, ArchiveWriter
+from cluster.runtime.context import NodeContext
+from gateway.router import Message
+from storage.errors import MsgNotFoundError, StoreClosedError
+from storage.interface import StreamStore
+from subjects.grammar import is_valid_subject
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_CHUNK_BYTES = 128 * 1024
+DEFAULT_WINDOW_BYTES = 8 * 1024 * 1024
+ACK_TIMEOUT_S = 5.0
+INTEREST_WAIT_S = 2.0
+SUBSCRIBE_GRACE_S = 0.25
+MESSAGES_PER_READ = 256  # the store read between two turns of the loop
+
+STATUS_DONE = b"NATS/1.0 204\r\n\r\n"
+STATUS_NO_INTEREST = b"NATS/1.0 408 No Interest\r\n\r\n"
+STATUS_NO_FLOW = b"NATS/1.0 408 No Flow Response\r\n\r\n"
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotRequest:
+    deliver_subject: str
+    no_consumers: bool = False
+    chunk_size: int = 0
+    window_size: int = 0
+    check_msgs: bool = False
+
+
+def parse_snapshot_request(payload: bytes) -> SnapshotRequest:
+    """The request's body, after the checks nats-server made before it (not empty, the stream exists):
+    10025 for JSON it cannot read into its JSApiStreamSnapshotRequest (unknown fields included), 10015
+    for a deliver subject that is no subject."""
+    try:
+        body = jsjson.loads_request(payload, "JSApiStreamSnapshotRequest")
+        request = SnapshotRequest(
+            deliver_subject=jsjson.get_str(body, "deliver_subject"),
+            no_consumers=jsjson.get_bool(body, "no_consumers"),
+            chunk_size=jsjson.get_int(body, "chunk_size"),
+            window_size=jsjson.get_int(body, "window_size"),
+            check_msgs=jsjson.get_bool(body, "jsck"),
+        )
+        jsjson.reject_unknown(body)
+    except jsjson.RequestJSONError as exc:
+        raise JSErrors.INVALID_JSON(err=str(exc)) from None
+    if not is_valid_subject(request.deliver_subject):
+        raise JSErrors.SNAPSHOT_DELIVER_SUBJECT_INVALID()
+    return request
+
+
+def chunking(request: SnapshotRequest) -> tuple[int, int]:
+    """(chunk size, chunks in flight at most), clamped as nats-server clamps them."""
+    chunk = request.chunk_size or DEFAULT_CHUNK_BYTES
+    window = request.window_size or DEFAULT_WINDOW_BYTES
+    chunk = min(max(1024, chunk), 1024 * 1024)
+    window = max(min(max(1024, window), 32 * 1024 * 1024), chunk)
+    return chunk, window // chunk
+
+
+class SnapshotSender:
+    """One snapshot's chunks to `deliver_subject`, paced by the client's acknowledgements."""
+
+    def __init__(
+        self,
+        ctx: NodeContext,
+        stream: str,
+        store: StreamStore,
+        header: ArchiveHeader,
+        request: SnapshotRequest,
+        snapshot_id: str,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._ctx = ctx
+        self._stream = stream
+        self._store = store
+        self._header = header
+        self._deliver = request.deliver_subject
+        self._chunk, self._max_inflight = chunking(request)
+        self._slots = asyncio.Semaphore(self._max_inflight)
+        self._awaiting_ack = 0  # full chunks sent and not acknowledged: each ack frees one slot
+        self._ack_prefix = f"$JS.SNAPSHOT.ACK.{stream}.{snapshot_id}"
+        self.chunks_sent = 0
+        self.bytes_sent = 0
+        self.outcome = ""
+
+    async def run(self) -> bool:
+        """Send the whole archive; whether the client got all of it (the end marker says which)."""
+        router = self._ctx.router
+        ack_sub = router.subscribe(self._ack_prefix + ".>", self._on_ack)
+        try:
+            if not await self._interest():
+                self.outcome = "no interest"
+                router.publish(self._deliver, b"", None, STATUS_NO_INTEREST)
+                return False
+            status = await self._send_archive()
+        finally:
+            router.unsubscribe(ack_sub)
+        if status is None:
+            # nats-server's end marker: 204 once a full chunk went, an empty message with no status before
+            router.publish(self._deliver, b"", None, STATUS_DONE if self.chunks_sent else None)
+            self.outcome = "ok"
+            return True
+        router.publish(self._deliver, b"", None, status)
+        return False
+
+    def _on_ack(self, _msg: Message) -> None:
+        if self._awaiting_ack:  # an ack repeated by the client frees no extra slot
+            self._awaiting_ack -= 1
+            self._slots.release()
+
+    async def _interest(self) -> bool:
+        """Whether the client listens on the deliver subject, waiting up to two seconds for it (nats-server's
+        wait). A client may subscribe only once it has the answer (the nats CLI does), while its
+        request-reply inbox wildcard already matches the subject: chunks sent at once would reach that
+        wildcard and be dropped. So where something listens already, the first chunk waits a moment for
+        a subscription to come, and goes at once when one does."""
+        router = self._ctx.router
+        changed = asyncio.Event()
+        watch = router.watch_interest(self._deliver, changed.set)
+        try:
+            if router.has_interest(self._deliver):
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), SUBSCRIBE_GRACE_S)
+                return True
+            deadline = time.monotonic() + INTEREST_WAIT_S
+            while not router.has_interest(self._deliver):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                changed.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), left)
+            return True
+        finally:
+            router.unwatch_interest(watch)
+
+    async def _send_archive(self) -> bytes | None:
+        """None when every byte went; else the status that ends the stream."""
+        writer = ArchiveWriter()
+        writer.header(self._header)
+        pending = bytearray()
+        seq, last = self._header.first_seq, self._header.last_seq
+        while seq <= last:
+            try:
+                batch = self._store.load_batch("", seq, MESSAGES_PER_READ)
+            except MsgNotFoundError:
+                break  # nothing stored from seq on any more (the tail was removed meanwhile)
+            except StoreClosedError as exc:
+                self.outcome = f"store closed: {exc}"
+                return b"NATS/1.0 500 %s\r\n\r\n" % str(exc).encode()
+            if not batch.messages:
+                break
+            for msg in batch.messages:
+                if msg.seq > last:
+                    seq = last + 1
+                    break
+                writer.message(msg.seq, msg.ts_ns, msg.subject, msg.headers, msg.payload)
+                seq = msg.seq + 1
+            if writer.pending_bytes >= self._chunk:
+                pending += writer.take()
+            status = await self._send_full_chunks(pending)
+            if status is not None:
+                return status
+            await asyncio.sleep(0)  # other clients' work between two reads of a long stream
+        writer.end()
+        pending += writer.take(final=True)
+        status = await self._send_full_chunks(pending)
+        if status is not None:
+            return status
+        if pending:
+            status = await self._take_slot()
+            if status is not None:
+                return status
+            self._ctx.router.publish(self._deliver, bytes(pending))  # the short last chunk: no ack asked
+            self.bytes_sent += len(pending)
+        return None
+
+    async def _send_full_chunks(self, pending: bytearray) -> bytes | None:
+        chunk = self._chunk
+        while len(pending) >= chunk:
+            status = await self._take_slot()
+            if status is not None:
+                return status
+            data = bytes(pending[:chunk])
+            del pending[:chunk]
+            self.chunks_sent += 1
+            self._awaiting_ack += 1
+            reply = f"{self._ack_prefix}.{len(data)}.{self.chunks_sent}"
+            self._ctx.router.publish(self._deliver, data, reply)
+            self.bytes_sent += len(data)
+        return None
+
+    async def _take_slot(self) -> bytes | None:
+        if not self._ctx.router.has_interest(self._deliver):
+            self.outcome = "no interest"
+            return STATUS_NO_INTEREST
+        try:
+            await asyncio.wait_for(self._slots.acquire(), ACK_TIMEOUT_S)
+        except TimeoutError:
+            self.outcome = "no flow response"
+            return STATUS_NO_FLOW
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamAtSnapshot:
+    """What the stream leader knows of its stream when a snapshot is asked for."""
+
+    name: str
+    store: StreamStore
+    in_memory: bool
+    config: dict[str, Any]
+    state: dict[str, Any]  # STREAM.INFO's, consumer_count included
+    first_seq: int
+    last_seq: int
+    consumer_count: int
+
+
+async def serve_snapshot(ctx: NodeContext, msg: Message, stream: StreamAtSnapshot) -> None:
+    """Answer a STREAM.SNAPSHOT the stream leader received, then stream the archive to the client."""
+    try:
+        request = parse_snapshot_request(msg.payload)
+        if stream.in_memory:
+            raise JSErrors.STREAM_SNAPSHOT(err="no impl")  # nats-server's memory store has no snapshot
+        if stream.consumer_count and not request.no_consumers:
+            # Refused rather than sent without them: a restore would quietly lose the consumers.
+            raise JSErrors.STREAM_SNAPSHOT(
+                err="jetraft cannot include consumers in a snapshot yet; ask with no_consumers "
+                "(nats backup stream --no-consumers)"
+            )
+        if request.check_msgs:
+            await _check_messages(stream)
+    except ApiError as error:
+        send_api_response(ctx, msg, plain_error(STREAM_SNAPSHOT_TYPE, error))
+        return
+    body = {"type": STREAM_SNAPSHOT_TYPE, "config": stream.config, "state": stream.state}
+    send_api_response(ctx, msg, jsjson.dumps(body))
+    header = ArchiveHeader(stream.name, stream.config, stream.state, stream.first_seq, stream.last_seq)
+    sender = SnapshotSender(ctx, stream.name, stream.store, header, request, new_event_id())
+    started = time.monotonic()
+    await sender.run()
+    log.info(
+        "stream_snapshot_sent",
+        stream=stream.name,
+        outcome=sender.outcome,
+        chunks=sender.chunks_sent,
+        bytes=sender.bytes_sent,
+        seconds=round(time.monotonic() - started, 3),
+    )
+
+
+async def _check_messages(stream: StreamAtSnapshot) -> None:
+    """`jsck`: read every message back before the snapshot starts (RocksDB verifies its blocks' checksums
+    on each read), and refuse the snapshot, as nats-server does, if one cannot be read."""
+    seq = stream.first_seq
+    while seq <= stream.last_seq:
+        try:
+            batch = stream.store.load_batch("", seq, MESSAGES_PER_READ)
+        except MsgNotFoundError:
+            return
+        except Exception as exc:  # a corrupt block, a closed store: whatever the store raises
+            raise JSErrors.STREAM_SNAPSHOT(err=f"snapshot check detected a bad message: {exc}") from None
+        if not batch.messages:
+            return
+        seq = batch.messages[-1].seq + 1
+        await asyncio.sleep(0)
