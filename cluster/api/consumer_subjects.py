@@ -38,6 +38,8 @@ class ConsumerOp(enum.StrEnum):
     LIST_ENTRY = "LIST_ENTRY"
     # answered (empty) once the leader's node has applied the meta index the request names
     APPLIED = "APPLIED"
+    # the leader's whole state, for a stream snapshot that includes its consumers
+    ARCHIVE = "ARCHIVE"
 
 
 META_CONSUMER_OPS = frozenset(

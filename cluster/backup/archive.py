@@ -8,9 +8,10 @@ way round, and each says so rather than storing something else.
 
 Uncompressed, an archive is `MAGIC` followed by records, each `kind (1 byte) | length (4, little endian) |
 body`: one HEADER (JSON: the stream's config and state when the snapshot began, and the sequences it
-covers), a MESSAGE per stored message (sequence, timestamp, subject, headers, payload), and one END (JSON:
-how many messages came and a BLAKE2b digest of everything before it), so a truncated or altered archive
-is refused as a whole before anything is restored.
+covers), a MESSAGE per stored message (sequence, timestamp, subject, headers, payload), a CONSUMER per
+consumer asked for (JSON: its config, creation time and replicated state), and one END (JSON: how many
+messages and consumers came and a BLAKE2b digest of everything before it), so a truncated or altered
+archive is refused as a whole before anything is restored.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import orjson
 MAGIC = b"JRARC001"
 NATS_SERVER_ARCHIVE = b"NATSARC1"  # the magic inside nats-server 2.15's S2 stream
 
-HEADER, MESSAGE, END = 1, 2, 3
+HEADER, MESSAGE, END, CONSUMER = 1, 2, 3, 4
 _RECORD_HEAD = struct.Struct("<BI")
 _MESSAGE_HEAD = struct.Struct("<QqII")  # seq, ts_ns, subject length, headers length; the payload is the rest
 FORMAT_VERSION = 1
@@ -53,6 +54,27 @@ class ArchivedMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class ArchivedConsumer:
+    """A consumer of the stream: its config as stored, when it was made, and its whole replicated state
+    (ConsumerState.snapshot(), JSON) as its leader had it."""
+
+    name: str
+    config: dict[str, Any]
+    created_ns: int
+    state: bytes
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "config": self.config, "created_ns": self.created_ns, "state": self.state.decode()}
+
+    @classmethod
+    def from_json(cls, value: Any) -> ArchivedConsumer:
+        try:
+            return cls(str(value["name"]), dict(value["config"]), int(value["created_ns"]), value["state"].encode())
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise ArchiveError("a malformed consumer record") from None
+
+
+@dataclass(frozen=True, slots=True)
 class ArchiveHeader:
     stream: str
     config: dict[str, Any]
@@ -68,6 +90,7 @@ class ArchiveWriter:
         self._compressor = cramjam.snappy.Compressor()
         self._digest = hashlib.blake2b(digest_size=32)
         self._messages = 0
+        self._consumers = 0
         self._pending = 0
         self._write(MAGIC)
 
@@ -88,9 +111,14 @@ class ArchiveWriter:
         self._record(MESSAGE, b"".join((head, subject_bytes, headers or b"", payload)))
         self._messages += 1
 
+    def consumer(self, consumer: ArchivedConsumer) -> None:
+        self._record(CONSUMER, orjson.dumps(consumer.to_json()))
+        self._consumers += 1
+
     def end(self) -> None:
         digest = self._digest.hexdigest()
-        self._record(END, orjson.dumps({"messages": self._messages, "digest": digest}))
+        body = {"messages": self._messages, "consumers": self._consumers, "digest": digest}
+        self._record(END, orjson.dumps(body))
 
     @property
     def pending_bytes(self) -> int:
@@ -160,10 +188,10 @@ def unframe(chunks: Iterable[bytes]) -> Iterator[bytes]:
         raise ArchiveError("the archive ends inside a chunk")
 
 
-def read_archive(data: Iterable[bytes]) -> Iterator[ArchiveHeader | ArchivedMessage]:
-    """The header, then every message, of an archive's uncompressed bytes; raises ArchiveError (after
-    the records it could read) for a bad magic, a malformed or missing record, or a digest that does not
-    match. Read it to its end before acting on what it yielded."""
+def read_archive(data: Iterable[bytes]) -> Iterator[ArchiveHeader | ArchivedMessage | ArchivedConsumer]:
+    """The header, then every message and consumer, of an archive's uncompressed bytes; raises
+    ArchiveError (after the records it could read) for a bad magic, a malformed or missing record, or a
+    digest that does not match. Read it to its end before acting on what it yielded."""
     reader = _RecordReader(data)
     if reader.read_exactly(len(MAGIC)) != MAGIC:
         raise ArchiveError("not a jetraft stream archive")
@@ -171,7 +199,7 @@ def read_archive(data: Iterable[bytes]) -> Iterator[ArchiveHeader | ArchivedMess
     if kind != HEADER:
         raise ArchiveError("the archive does not start with its header")
     yield _header(body)
-    messages = 0
+    messages = consumers = 0
     while True:
         digest = reader.digest.hexdigest()  # of everything before the record about to be read
         kind, body = reader.record()
@@ -179,10 +207,15 @@ def read_archive(data: Iterable[bytes]) -> Iterator[ArchiveHeader | ArchivedMess
             messages += 1
             yield _message(body)
             continue
+        if kind == CONSUMER:
+            consumers += 1
+            yield ArchivedConsumer.from_json(_json(body))
+            continue
         if kind != END:
             raise ArchiveError(f"unknown record kind {kind}")
         end = _json(body)
-        if end.get("messages") != messages or end.get("digest") != digest:
+        counts = (end.get("messages"), end.get("consumers", 0))
+        if counts != (messages, consumers) or end.get("digest") != digest:
             raise ArchiveError("the archive is incomplete or altered (its digest or count does not match)")
         if reader.read_exactly(1, allow_eof=True):
             raise ArchiveError("bytes after the archive's end")

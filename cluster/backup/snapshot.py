@@ -9,8 +9,10 @@ before (nats-server's quirk, which a client that reads an empty message as the e
 Interest" when the client's inbox lost its subscriber, 408 "No Flow Response" when no chunk was
 acknowledged for five seconds, 500 with the reason when reading the stream failed.
 
-The archive (cluster/backup/archive.py) holds the messages stored from the first sequence to the last at
-the moment the snapshot began; messages stored after it are not in it, and a message removed while the
+The meta leader checks the request, gathers each consumer's config and state from its leader (unless
+the request says no_consumers) and hands both to the stream leader, which answers. The archive
+(cluster/backup/archive.py) holds the messages stored from the first sequence to the last at the moment
+the snapshot began, then the consumers; messages stored after it are not in it, and a message removed while the
 snapshot runs (a limit, a delete) may be missing from it, as from nats-server's block copy.
 """
 
@@ -23,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 import structlog
 
 from cluster.api import jsjson
@@ -30,7 +33,7 @@ from cluster.api.advisories import new_event_id
 from cluster.api.audit import send_api_response
 from cluster.api.errors import ApiError, JSErrors, plain_error
 from cluster.api.response_types import STREAM_SNAPSHOT_TYPE
-from cluster.backup.archive import ArchiveHeader, ArchiveWriter
+from cluster.backup.archive import ArchivedConsumer, ArchiveError, ArchiveHeader, ArchiveWriter
 from cluster.runtime.context import NodeContext
 from gateway.router import Message
 from storage.errors import MsgNotFoundError, StoreClosedError
@@ -99,6 +102,7 @@ class SnapshotSender:
         stream: str,
         store: StreamStore,
         header: ArchiveHeader,
+        consumers: list[ArchivedConsumer],
         request: SnapshotRequest,
         snapshot_id: str,
         clock: Callable[[], float] = time.monotonic,
@@ -107,6 +111,7 @@ class SnapshotSender:
         self._stream = stream
         self._store = store
         self._header = header
+        self._consumers = consumers
         self._deliver = request.deliver_subject
         self._chunk, self._max_inflight = chunking(request)
         self._slots = asyncio.Semaphore(self._max_inflight)
@@ -195,6 +200,8 @@ class SnapshotSender:
             if status is not None:
                 return status
             await asyncio.sleep(0)  # other clients' work between two reads of a long stream
+        for consumer in self._consumers:
+            writer.consumer(consumer)
         writer.end()
         pending += writer.take(final=True)
         status = await self._send_full_chunks(pending)
@@ -246,21 +253,30 @@ class StreamAtSnapshot:
     state: dict[str, Any]  # STREAM.INFO's, consumer_count included
     first_seq: int
     last_seq: int
-    consumer_count: int
+
+
+def forwarded_snapshot(request: bytes, consumers: list[ArchivedConsumer]) -> bytes:
+    """What the meta leader sends the stream leader: the client's request and the consumers it gathered
+    from their leaders (none when the request says no_consumers)."""
+    return orjson.dumps({"request": request.decode(errors="replace"), "consumers": [c.to_json() for c in consumers]})
+
+
+def read_forwarded_snapshot(payload: bytes) -> tuple[bytes, list[ArchivedConsumer]]:
+    body = orjson.loads(payload)
+    return body["request"].encode(), [ArchivedConsumer.from_json(c) for c in body["consumers"]]
 
 
 async def serve_snapshot(ctx: NodeContext, msg: Message, stream: StreamAtSnapshot) -> None:
-    """Answer a STREAM.SNAPSHOT the stream leader received, then stream the archive to the client."""
+    """Answer a STREAM.SNAPSHOT the stream leader received from the meta leader, then stream the archive
+    to the client."""
     try:
-        request = parse_snapshot_request(msg.payload)
+        try:
+            payload, consumers = read_forwarded_snapshot(msg.payload)
+        except (orjson.JSONDecodeError, KeyError, TypeError, ArchiveError):
+            raise JSErrors.BAD_REQUEST() from None
+        request = parse_snapshot_request(payload)
         if stream.in_memory:
             raise JSErrors.STREAM_SNAPSHOT(err="no impl")  # nats-server's memory store has no snapshot
-        if stream.consumer_count and not request.no_consumers:
-            # Refused rather than sent without them: a restore would quietly lose the consumers.
-            raise JSErrors.STREAM_SNAPSHOT(
-                err="jetraft cannot include consumers in a snapshot yet; ask with no_consumers "
-                "(nats backup stream --no-consumers)"
-            )
         if request.check_msgs:
             await _check_messages(stream)
     except ApiError as error:
@@ -269,7 +285,7 @@ async def serve_snapshot(ctx: NodeContext, msg: Message, stream: StreamAtSnapsho
     body = {"type": STREAM_SNAPSHOT_TYPE, "config": stream.config, "state": stream.state}
     send_api_response(ctx, msg, jsjson.dumps(body))
     header = ArchiveHeader(stream.name, stream.config, stream.state, stream.first_seq, stream.last_seq)
-    sender = SnapshotSender(ctx, stream.name, stream.store, header, request, new_event_id())
+    sender = SnapshotSender(ctx, stream.name, stream.store, header, consumers, request, new_event_id())
     started = time.monotonic()
     await sender.run()
     log.info(

@@ -20,6 +20,9 @@ class ConsumerAssignment:
     # the account's tag (NodeContext.account_tag): another account's consumer of the same names is
     # another group
     tag: str = ""
+    # a restored consumer's archived state (ConsumerState.snapshot()), which its first leader proposes
+    # in place of a start position (cluster/meta/restore.py)
+    restored_state: bytes = b""
 
     @property
     def group(self) -> str:
@@ -34,6 +37,7 @@ class ConsumerAssignment:
             "created_ns": self.created_ns,
             "epoch": self.epoch,
             **({"tag": self.tag} if self.tag else {}),
+            **({"restored_state": self.restored_state.decode()} if self.restored_state else {}),
         }
 
     @classmethod
@@ -46,4 +50,5 @@ class ConsumerAssignment:
             data["created_ns"],
             data.get("epoch", 1),
             data.get("tag", ""),
+            data.get("restored_state", "").encode(),
         )

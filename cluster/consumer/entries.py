@@ -39,6 +39,7 @@ class ConsumerOp(enum.IntEnum):
     ACKS = 8
     RESET = 9
     PURGED = 10
+    RESTORED = 11
 
 
 class ConsumerEntryDecodeError(ValueError):
@@ -204,7 +205,18 @@ class Purged:
         return bytes([ConsumerOp.PURGED]) + orjson.dumps({"start": self.start_seq, "gone": list(self.gone)})
 
 
-ConsumerEntry = Start | Delivered | Ack | Nak | Progress | Term | Forget | Acks | Reset | Purged
+@dataclass(frozen=True, slots=True)
+class Restored:
+    """A restored consumer's first entry, in place of START: the whole state its snapshot archived
+    (ConsumerState.snapshot()), which every replica takes as its own (cluster/meta/restore.py)."""
+
+    state: bytes
+
+    def encode(self) -> bytes:
+        return bytes([ConsumerOp.RESTORED]) + self.state
+
+
+ConsumerEntry = Start | Delivered | Ack | Nak | Progress | Term | Forget | Acks | Reset | Purged | Restored
 
 _ACK_KINDS: dict[ConsumerOp, type[Ack] | type[Progress] | type[Term]] = {
     ConsumerOp.ACK: Ack,
@@ -235,6 +247,8 @@ def decode_consumer_entry(data: bytes) -> ConsumerEntry:
             return Purged(int(body["start"]), tuple(int(s) for s in body.get("gone", ())))
         if op is ConsumerOp.RESET:
             return Reset(int(orjson.loads(data[1:])["seq"]))
+        if op is ConsumerOp.RESTORED:
+            return Restored(bytes(data[1:]))
         if op is ConsumerOp.DELIVERED:
             _, ts, count = _DELIVERED_HEAD.unpack_from(data)
             if len(data) != _DELIVERED_HEAD.size + count * _DELIVERY.size:

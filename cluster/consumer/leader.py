@@ -84,7 +84,7 @@ from cluster.consumer.delivery import (
     purge_entry,
     start_position,
 )
-from cluster.consumer.entries import AckLike, Acks, ConsumerEntry, Forget, ForgetReason, Reset
+from cluster.consumer.entries import AckLike, Acks, ConsumerEntry, Forget, ForgetReason, Reset, Restored
 from cluster.consumer.pause import is_paused, pause_remaining
 from cluster.consumer.pinning import PIN_ID_HEADER, PinnedClient
 from cluster.consumer.pull import (
@@ -314,8 +314,13 @@ class ConsumerLeader:
                 return  # stopped, or the group is gone with its stream or consumer
         self.working = self.replica.state.clone()
         if not self.working.started:
-            replicated = len(self.replica.assignment.peers) > 1
-            self._propose(start_position(self.replica.config, self.replica.stream.store, replicated))
+            restored = self.replica.assignment.restored_state
+            if restored:
+                # applied to the working copy at once too: nothing is delivered from a start position
+                self._propose(Restored(restored))
+            else:
+                replicated = len(self.replica.assignment.peers) > 1
+                self._propose(start_position(self.replica.config, self.replica.stream.store, replicated))
         self._ready.set()
         while not self._closed:
             self._kicked = False
@@ -863,6 +868,9 @@ class ConsumerLeader:
                     self.kick()
             elif op is ConsumerOp.LIST_ENTRY:
                 body = info_response(self.view(), time.time_ns())
+            elif op is ConsumerOp.ARCHIVE:
+                assert self.working is not None  # set before _ready
+                body = self.working.snapshot()
             elif op is ConsumerOp.UNPIN:
                 # the meta leader checked the stream, the consumer and the group (cluster/consumer/unpin.py)
                 group = parse_unpin_group(msg.payload)

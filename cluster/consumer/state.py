@@ -46,6 +46,7 @@ from cluster.consumer.entries import (
     Progress,
     Purged,
     Reset,
+    Restored,
     Start,
     Term,
     decode_consumer_entry,
@@ -76,6 +77,21 @@ class ApplyResult:
 
 
 _NOTHING = ApplyResult()
+# what a RESTORED entry takes from the archived state (not its ack policy or applied index: the
+# consumer's own config and log decide those)
+_RESTORED_FIELDS = (
+    "start_seq",
+    "delivered_consumer_seq",
+    "delivered_stream_seq",
+    "delivered_ts_ns",
+    "ack_floor_consumer_seq",
+    "ack_floor_stream_seq",
+    "ack_floor_ts_ns",
+    "pending",
+    "last_per_subject",
+    "lps_resume",
+    "floor_on_record",
+)
 _SKIPPED = ApplyResult(skipped=True)
 
 
@@ -157,6 +173,8 @@ class ConsumerState:
         """Apply one decoded entry (also what the leader does to its working copy when it proposes)."""
         if isinstance(entry, Start):
             return self._start(entry)
+        if isinstance(entry, Restored):
+            return self._restored(entry)
         if not self.started:
             return _SKIPPED
         if isinstance(entry, Reset):
@@ -207,6 +225,20 @@ class ConsumerState:
         self.floor_on_record = entry.floor_on_record
         self.last_per_subject = lps
         self.lps_resume = entry.resume if lps else 0
+        return _NOTHING
+
+    def _restored(self, entry: Restored) -> ApplyResult:
+        """A restored consumer starts where its snapshot left it: the archived positions, pending acks
+        and their delivery counts, under its own ack policy and its own log's applied index."""
+        if self.started:
+            return _SKIPPED
+        try:
+            archived = ConsumerState.restore(entry.state)
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            return _SKIPPED  # every replica skips the same bytes the same way
+        for name in _RESTORED_FIELDS:
+            setattr(self, name, getattr(archived, name))
+        self.started = True
         return _NOTHING
 
     def _reset(self, seq: int) -> ApplyResult:

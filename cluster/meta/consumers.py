@@ -249,6 +249,43 @@ class ConsumerAdmin:
                 self._advise_pause(subject.stream, name, decided)  # as the server: created paused
         return answer
 
+    async def create_restored(self, stream: str, name: str, config: dict[str, Any], state: bytes) -> None:
+        """A consumer of a restored stream (cluster/meta/restore.py), with the config and state its
+        snapshot archived: checked against the stream as a create is, placed as a create places it, and
+        started from `state` rather than a start position."""
+        stream_assignment = self.meta.machine.streams[stream]
+        stream_cfg = stream_config_from_json(stream_assignment.config)
+        existing = self.meta.machine.consumers.get(stream, {})
+        if name in existing:
+            raise JSErrors.CONSUMER_NAME_EXIST()
+        others = {n: consumer_config_from_json(a.config) for n, a in existing.items()}
+        cfg = normalize_consumer_config(
+            consumer_config_from_json(config),
+            stream_cfg,
+            others,
+            self.ctx.account_limits.max_ack_pending,
+            self.ctx.server_limits,
+            False,
+        )
+        peers = list(stream_assignment.peers)
+        replicas = cfg.num_replicas or len(peers)
+        if (cfg.mem_storage or not cfg.is_durable) and not cfg.num_replicas:
+            replicas = 1
+        assignment = ConsumerAssignment(
+            stream,
+            name,
+            cfg.to_json(),
+            peers[: max(replicas, 1)],
+            time.time_ns(),
+            tag=self.ctx.account_tag,
+            restored_state=state,
+        )
+        result = await self.meta.propose(MetaOp.ASSIGN_CONSUMER, assignment.to_json())
+        if not result.ok:
+            raise JSErrors.STREAM_NOT_FOUND()
+        await self._ask_consumer(stream, name, ConsumerOp.CREATE_RESULT)  # its leader is up, restored
+        self._advise(stream, name, created=True)
+
     def _advise(self, stream: str, name: str, created: bool) -> None:
         """CONSUMER.CREATED / CONSUMER.DELETED, published once: by the meta leader that made the change."""
         event = ConsumerEvent.CREATED if created else ConsumerEvent.DELETED

@@ -12,8 +12,9 @@ the whole archive has arrived and read back intact (cluster/backup/archive.py ch
 or altered upload creates no stream. Then the stream is created under a subject no client publishes to
 (its republish and subject transform left out, unsealed), its messages are proposed at their archived
 sequences and times through its own Raft group (so every replica stores them), the sequences after the
-last message are skipped, and an update gives it the requested configuration; if any step fails, the
-stream is deleted again. Clients cannot publish into it while it is rebuilt, so no new message can take
+last message are skipped, an update gives it the requested configuration, and each archived consumer is
+created with its config and starts from its archived state (its first entry RESTORED, in place of a
+start position); if any step fails, the stream is deleted again (its consumers with it). Clients cannot publish into it while it is rebuilt, so no new message can take
 a sequence the archive holds.
 """
 
@@ -34,6 +35,7 @@ from cluster.api import jsjson
 from cluster.api.errors import ApiError, JSErrors, plain_error
 from cluster.api.response_types import STREAM_CREATE_TYPE
 from cluster.backup.archive import (
+    ArchivedConsumer,
     ArchivedMessage,
     ArchiveError,
     ArchiveHeader,
@@ -99,6 +101,8 @@ class RestoreSteps(Protocol):
     async def store_restored(self, name: str, batch: bytes) -> None: ...
 
     async def update_stream(self, name: str, config: dict[str, Any]) -> None: ...
+
+    async def create_consumer(self, name: str, consumer: ArchivedConsumer) -> None: ...
 
     async def delete_stream(self, name: str) -> None: ...
 
@@ -177,12 +181,14 @@ class StreamRestore:
         started = time.monotonic()
         created = False
         try:
-            header = await asyncio.to_thread(self._verified_header)
+            header, consumers = await asyncio.to_thread(self._verified_archive)
             building = rebuilding_config(self._config, self._token)
             await self._steps.create_stream(self._name, building)
             created = True
             messages = await self._replay(header, building)
             await self._steps.update_stream(self._name, self._config)
+            for consumer in consumers:
+                await self._steps.create_consumer(self._name, consumer)
             body = await self._steps.restored_info(self._name)
         except Exception as exc:  # every failure ends the restore with nats-server's restore error
             reason = exc.description if isinstance(exc, ApiError) else str(exc)
@@ -203,9 +209,9 @@ class StreamRestore:
         )
         self._ctx.api_reply(reply, body)
 
-    def _verified_header(self) -> ArchiveHeader:
-        """Read the whole spooled archive once (off the loop): its header, if every record and the digest
-        are intact."""
+    def _verified_archive(self) -> tuple[ArchiveHeader, list[ArchivedConsumer]]:
+        """Read the whole spooled archive once (off the loop): its header and consumers, if every record
+        and the digest are intact."""
         with self._spool_path.open("rb") as spool:
             kind = archive_kind(spool.read(16))
         if kind == "nats-server":
@@ -213,13 +219,16 @@ class StreamRestore:
         if kind != "jetraft":
             raise ArchiveError("not a jetraft stream archive")
         header: ArchiveHeader | None = None
+        consumers = []
         for record in read_archive(unframe(self._spool_pieces())):
             if isinstance(record, ArchiveHeader):
                 header = record
+            elif isinstance(record, ArchivedConsumer):
+                consumers.append(record)
         assert header is not None  # read_archive raises before it could yield no header
         if header.stream != self._name:
             raise ArchiveError(f"the archive holds stream {header.stream!r}")
-        return header
+        return header, consumers
 
     async def _replay(self, header: ArchiveHeader, building: dict[str, Any]) -> int:
         """Propose every message at its sequence, then skip to the archived last sequence."""

@@ -38,13 +38,15 @@ from cluster.api.advisories import (
     stream_advisory_subject,
 )
 from cluster.api.audit import send_api_response
-from cluster.api.consumer_subjects import META_CONSUMER_PREFIX, ConsumerRequest
+from cluster.api.consumer_subjects import META_CONSUMER_PREFIX, ConsumerOp, ConsumerRequest, consumer_subject
 from cluster.api.errors import ApiError, JSErrors, error_response, plain_error, stream_info_error
 from cluster.api.lists import list_page
 from cluster.api.response_types import STREAM_DELETE_TYPE, STREAM_LIST_TYPE, STREAM_RESTORE_TYPE
 from cluster.api.subjects import META_PREFIX, ApiOp, ApiRequest, parse_meta_subject, stream_subject
 from cluster.api.unimplemented import UNIMPLEMENTED_OPS, unimplemented_answer
 from cluster.api.unimplemented import error_body as unimplemented_error_body
+from cluster.backup.archive import ArchivedConsumer
+from cluster.backup.snapshot import forwarded_snapshot, parse_snapshot_request
 from cluster.consumer.assignment import ConsumerAssignment
 from cluster.consumer.replica import ConsumerReplica
 from cluster.direct_get.beacons import PositionBeacons
@@ -629,8 +631,8 @@ class MetaService:
             return self._restore(name, msg.payload)
         if op in UNIMPLEMENTED_OPS:
             return unimplemented_answer(request, msg.payload, name in self.machine.streams)
-        if op is ApiOp.STREAM_SNAPSHOT and jsjson.is_empty_request(msg.payload):
-            raise JSErrors.BAD_REQUEST()  # nats-server checks the body before it looks the stream up
+        if op is ApiOp.STREAM_SNAPSHOT:
+            return await self._snapshot(name, msg)
         # a per-stream operation from a node that did not know the stream: we know for sure
         if name not in self.machine.streams:
             raise JSErrors.STREAM_NOT_FOUND()
@@ -722,6 +724,37 @@ class MetaService:
         if msg.reply and await pass_on_when_served(self.ctx.router, target, b"1", msg.reply, headers):
             return None
         return await self._ask_stream(name, ApiOp.CREATE_RESULT, b"1")
+
+    async def _snapshot(self, name: str, msg: Message) -> None:
+        """STREAM.SNAPSHOT: checked as nats-server checks it (the body before the stream), then, with the
+        consumers' states gathered from their leaders, answered and sent by the stream leader."""
+        if jsjson.is_empty_request(msg.payload):
+            raise JSErrors.BAD_REQUEST()
+        if name not in self.machine.streams:
+            raise JSErrors.STREAM_NOT_FOUND()
+        request = parse_snapshot_request(msg.payload)
+        consumers = [] if request.no_consumers else await self._archived_consumers(name)
+        headers = with_meta_index(msg.headers, self.applied_index)
+        subject = stream_subject(name, ApiOp.STREAM_SNAPSHOT)
+        forwarded = forwarded_snapshot(msg.payload, consumers)
+        if not await pass_on_when_served(self.ctx.router, subject, forwarded, msg.reply, headers):
+            raise JSErrors.CLUSTER_NOT_AVAILABLE()
+
+    async def _archived_consumers(self, name: str) -> list[ArchivedConsumer]:
+        """Each consumer of `name`: its stored config and its leader's state (the working state, which
+        is the committed one plus what the leader proposed since)."""
+        archived = []
+        headers = with_meta_index(None, self.applied_index)
+        for consumer, assignment in sorted(self.machine.consumers.get(name, {}).items()):
+            subject = consumer_subject(name, consumer, ConsumerOp.ARCHIVE)
+            try:
+                reply = await self.ctx.requester.request_when_answered(subject, b"", STREAM_READY_TIMEOUT, headers)
+            except (TimeoutError, NoRespondersError):
+                raise JSErrors.STREAM_SNAPSHOT(err=f"consumer {consumer!r} has no leader to ask") from None
+            if b'"error"' in reply.payload:
+                raise JSErrors.STREAM_SNAPSHOT(err=f"consumer {consumer!r} did not give its state")
+            archived.append(ArchivedConsumer(consumer, assignment.config, assignment.created_ns, reply.payload))
+        return archived
 
     def _restore(self, name: str, payload: bytes) -> bytes:
         """STREAM.RESTORE: the request's and the config's checks, then the deliver subject the client
@@ -971,6 +1004,9 @@ class _RestoreSteps:
 
     async def delete_stream(self, name: str) -> None:
         await self._meta._delete(name)
+
+    async def create_consumer(self, name: str, consumer: ArchivedConsumer) -> None:
+        await self._meta.consumer_admin.create_restored(name, consumer.name, consumer.config, consumer.state)
 
     async def restored_info(self, name: str) -> bytes:
         return await self._meta._ask_stream(name, ApiOp.CREATE_RESULT, b"0")

@@ -889,7 +889,6 @@ class StreamLeader:
             state=info.to_json(None)["state"],  # STREAM.INFO's, consumer_count included
             first_seq=state.first_seq,
             last_seq=state.last_seq,
-            consumer_count=info.consumer_count,
         )
 
     # -- info -------------------------------------------------------------------------------

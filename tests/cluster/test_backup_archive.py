@@ -8,6 +8,7 @@ import pytest
 
 from cluster.api.errors import ApiError
 from cluster.backup.archive import (
+    ArchivedConsumer,
     ArchivedMessage,
     ArchiveError,
     ArchiveHeader,
@@ -28,6 +29,9 @@ MESSAGES = [
 ]
 
 
+CONSUMERS = [ArchivedConsumer("C", {"durable_name": "C", "ack_policy": "explicit"}, 7, b'{"started":true}')]
+
+
 def _archive(messages: list[ArchivedMessage] = MESSAGES, take_every: int = 1) -> bytes:
     writer = ArchiveWriter()
     writer.header(HEADER)
@@ -36,6 +40,8 @@ def _archive(messages: list[ArchivedMessage] = MESSAGES, take_every: int = 1) ->
         writer.message(msg.seq, msg.ts_ns, msg.subject, msg.headers or None, msg.payload)
         if i % take_every == 0:
             out += writer.take()
+    for consumer in CONSUMERS:
+        writer.consumer(consumer)
     writer.end()
     return bytes(out + writer.take(final=True))
 
@@ -48,7 +54,7 @@ def _pieces(data: bytes, size: int) -> list[bytes]:
 def test_an_archive_reads_back_as_written_whatever_the_chunks(piece: int) -> None:
     data = _archive(take_every=2)
     records = list(read_archive(unframe(_pieces(data, piece))))
-    assert records == [HEADER, *MESSAGES]
+    assert records == [HEADER, *MESSAGES, *CONSUMERS]
 
 
 def test_an_archive_is_snappy_framed_as_an_s2_reader_accepts_it() -> None:

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 import nats
 import pytest
-from nats.js.api import StreamConfig
+from nats.js.api import ConsumerConfig, StreamConfig
 
 from local.cluster import node_available
 from tests.cli.natscli import find_cli, run_cli
@@ -138,19 +139,68 @@ async def test_a_corrupt_or_foreign_archive_restores_nothing(tmp_path: Path) -> 
             await nc.close()
 
 
-async def test_a_snapshot_that_would_lose_consumers_is_refused(tmp_path: Path) -> None:
+def _consumer_state(info: Any) -> dict[str, Any]:
+    return {
+        "delivered": (info.delivered.consumer_seq, info.delivered.stream_seq),
+        "ack_floor": (info.ack_floor.consumer_seq, info.ack_floor.stream_seq),
+        "num_ack_pending": info.num_ack_pending,
+        "num_redelivered": info.num_redelivered,
+        "num_pending": info.num_pending,
+        "config": (info.config.durable_name, info.config.filter_subject, info.config.ack_wait),
+    }
+
+
+@pytest.mark.parametrize("nodes", [1, 3])
+async def test_consumers_come_back_where_they_were(tmp_path: Path, nodes: int) -> None:
+    with local_cluster(tmp_path / "cluster", nodes=nodes) as cluster:
+        nc = await nats.connect(cluster.client_urls[-1])
+        try:
+            js = nc.jetstream(timeout=TIMEOUT)
+            await js.add_stream(StreamConfig(name="JOBS", subjects=["jobs.>"], num_replicas=nodes))
+            for i in range(20):
+                await js.publish(f"jobs.{i % 2}", b"job %d" % i)
+            work = await js.pull_subscribe("jobs.>", durable="WORK", config=ConsumerConfig(ack_wait=1.0))
+            batch = await work.fetch(8, timeout=TIMEOUT)
+            redelivery_due = time.monotonic() + 1.0  # the ack wait runs from the delivery
+            for msg in batch[:5]:
+                await msg.ack_sync()  # 6, 7 and 8 stay delivered and unacknowledged
+            odd = await js.pull_subscribe("jobs.1", durable="ODD")
+            for msg in await odd.fetch(3, timeout=TIMEOUT):
+                await msg.ack_sync()
+            before = {name: _consumer_state(await js.consumer_info("JOBS", name)) for name in ("WORK", "ODD")}
+            answer, archive, _ = await _snapshot(nc, "JOBS")
+            assert answer["state"]["consumer_count"] == 2
+            await js.delete_stream("JOBS")
+
+            final = await _restore(nc, "JOBS", answer["config"], archive)
+            assert "error" not in final, final
+            assert final["state"]["consumer_count"] == 2
+            after = {name: _consumer_state(await js.consumer_info("JOBS", name)) for name in ("WORK", "ODD")}
+            assert after == before
+            # WORK's unacknowledged three come again once their ack wait (a timer: nothing to await but
+            # the time) has run from their delivery before the snapshot
+            await asyncio.sleep(max(0.0, redelivery_due - time.monotonic()) + 0.2)
+            work = await js.pull_subscribe("jobs.>", durable="WORK")
+            again = await work.fetch(3, timeout=TIMEOUT)
+            assert [m.metadata.sequence.stream for m in again] == [6, 7, 8]
+            assert all(m.metadata.num_delivered == 2 for m in again)
+            odd = await js.pull_subscribe("jobs.1", durable="ODD")
+            [next_odd] = await odd.fetch(1, timeout=TIMEOUT)
+            assert next_odd.data == b"job 7"  # the fourth on jobs.1
+        finally:
+            await nc.close()
+        assert log_problems(cluster) == []
+
+
+async def test_what_nats_server_refuses_to_snapshot(tmp_path: Path) -> None:
     with local_cluster(tmp_path / "cluster", nodes=1) as cluster:
         nc = await nats.connect(cluster.client_urls[0])
         try:
             js = nc.jetstream(timeout=TIMEOUT)
             await js.add_stream(StreamConfig(name="S", subjects=["s"]))
             await js.publish("s", b"x")
-            await js.add_consumer("S", durable_name="C")
-            answer, _, _ = await _snapshot(nc, "S")
-            assert answer["error"]["err_code"] == 10064
-            assert "no_consumers" in answer["error"]["description"]
-            answer, archive, _ = await _snapshot(nc, "S", no_consumers=True, jsck=True)
-            assert answer["state"]["consumer_count"] == 1 and archive
+            answer, archive, _ = await _snapshot(nc, "S", jsck=True)
+            assert answer["state"]["messages"] == 1 and archive
             await js.add_stream(StreamConfig(name="M", subjects=["m"], storage="memory"))
             answer, _, _ = await _snapshot(nc, "M")
             assert answer["error"] == {"code": 500, "err_code": 10064, "description": "snapshot failed: no impl"}
@@ -173,6 +223,9 @@ async def test_the_nats_cli_backs_up_and_restores_a_stream(tmp_path: Path) -> No
             await js.add_stream(StreamConfig(name="ORDERS", subjects=["orders.>"]))
             for i in range(500):
                 await js.publish(f"orders.{i % 3}", b"%d" % i * 100)
+            sub = await js.pull_subscribe("orders.>", durable="SHIP")
+            for msg in await sub.fetch(10, timeout=TIMEOUT):
+                await msg.ack_sync()
             before = (await js.stream_info("ORDERS")).state
             target = tmp_path / "backup"
             backup = await asyncio.to_thread(
@@ -186,7 +239,63 @@ async def test_the_nats_cli_backs_up_and_restores_a_stream(tmp_path: Path) -> No
             )
             assert restore.returncode == 0, restore.output
             assert (await js.stream_info("ORDERS")).state == before
+            shipped = await js.consumer_info("ORDERS", "SHIP")  # the CLI backs consumers up by default
+            assert (shipped.ack_floor.stream_seq, shipped.num_pending) == (10, 490)
             msg = await js.get_msg("ORDERS", 500)
             assert msg.data == b"499" * 100
+        finally:
+            await nc.close()
+
+
+@pytest.mark.parametrize("retention", ["workqueue", "interest"])
+async def test_retention_streams_restore_with_their_consumers(tmp_path: Path, retention: str) -> None:
+    """The rebuilt stream has no consumer until its messages are back: none of them may be dropped for
+    want of interest meanwhile, nor acknowledged ones come back."""
+    with local_cluster(tmp_path / "cluster", nodes=1) as cluster:
+        nc = await nats.connect(cluster.client_urls[0])
+        try:
+            js = nc.jetstream(timeout=TIMEOUT)
+            await js.add_stream(StreamConfig(name="Q", subjects=["q.>"], retention=retention))
+            sub = await js.pull_subscribe("q.>", durable="C")
+            for i in range(10):
+                await js.publish("q.x", b"%d" % i)
+            for msg in (await sub.fetch(5, timeout=TIMEOUT))[:3]:
+                await msg.ack_sync()
+            before = ((await js.stream_info("Q")).state, _consumer_state(await js.consumer_info("Q", "C")))
+            assert before[0].first_seq == 4 and before[0].messages == 7
+            answer, archive, _ = await _snapshot(nc, "Q")
+            await js.delete_stream("Q")
+            assert "error" not in await _restore(nc, "Q", answer["config"], archive)
+            after = ((await js.stream_info("Q")).state, _consumer_state(await js.consumer_info("Q", "C")))
+            assert after == before
+        finally:
+            await nc.close()
+
+
+async def test_an_upload_that_stops_or_asks_no_ack_is_abandoned(tmp_path: Path) -> None:
+    with local_cluster(tmp_path / "cluster", nodes=1) as cluster:
+        nc = await nats.connect(cluster.client_urls[0])
+        log = cluster.log_dir / "n1.log"
+        try:
+            js = nc.jetstream(timeout=TIMEOUT)
+            config = {"name": "S", "subjects": ["s"]}
+            for abandoned, mistake in enumerate(("no reply", "stall"), start=1):
+                reply = await nc.request("$JS.API.STREAM.RESTORE.S", json.dumps({"config": config}).encode())
+                deliver = json.loads(reply.data)["deliver_subject"]
+                await nc.request(deliver, b"\xff\x06\x00\x00sNaPpY", timeout=TIMEOUT)  # a first chunk, taken
+                if mistake == "no reply":
+                    await nc.publish(deliver, b"more")  # nats-server: each chunk needs a reply subject
+                    await nc.flush()
+                for _ in range(80):  # a stall is declared after 5 s without a chunk; bounded at 8 s
+                    if log.read_text().count("stream_restore_abandoned") >= abandoned:
+                        break
+                    await asyncio.sleep(0.1)
+                assert log.read_text().count("stream_restore_abandoned") == abandoned, mistake
+                with pytest.raises(nats.errors.NoRespondersError):
+                    await nc.request(deliver, b"late", timeout=TIMEOUT)
+                with pytest.raises(nats.js.errors.NotFoundError):
+                    await js.stream_info("S")
+            assert list(cluster.data_dir.glob("*/restores"))  # where the uploads were spooled
+            assert not list(cluster.data_dir.glob("*/restores/*"))  # and no spool file is left
         finally:
             await nc.close()
