@@ -84,6 +84,45 @@ def stream_action(stream: str, event: StreamEvent, event_id: str, now_ns: int, d
     return jsjson.dumps(body)
 
 
+SNAPSHOT_CREATE_TYPE = "io.nats.jetstream.advisory.v1.snapshot_create"
+SNAPSHOT_COMPLETE_TYPE = "io.nats.jetstream.advisory.v1.snapshot_complete"
+RESTORE_CREATE_TYPE = "io.nats.jetstream.advisory.v1.restore_create"
+RESTORE_COMPLETE_TYPE = "io.nats.jetstream.advisory.v1.restore_complete"
+
+
+def backup_advisory_subject(event: str, stream: str) -> str:
+    """STREAM.SNAPSHOT_CREATE, SNAPSHOT_COMPLETE, RESTORE_CREATE or RESTORE_COMPLETE of `stream`."""
+    return f"{ADVISORY_PREFIX}STREAM.{event}.{stream}"
+
+
+def backup_advisory(
+    kind: str,
+    stream: str,
+    client: dict[str, Any] | None,
+    event_id: str,
+    now_ns: int,
+    domain: str = "",
+    **fields: Any,
+) -> bytes:
+    """A snapshot's or a restore's advisory, in nats-server's field order: `fields` (its state, its start
+    and end, its bytes) after the stream, then the client (null when the request named none), the domain
+    and a snapshot's error."""
+    error = fields.pop("error", "")
+    body: dict[str, Any] = {
+        "type": kind,
+        "id": event_id,
+        "timestamp": format_rfc3339_nano(now_ns),
+        "stream": stream,
+        **{key: format_rfc3339_nano(value) if key in ("start", "end") else value for key, value in fields.items()},
+        "client": client,
+    }
+    if domain:
+        body["domain"] = domain
+    if error:
+        body["error"] = error
+    return jsjson.dumps(body)
+
+
 def batch_abandoned_subject(stream: str) -> str:
     return f"{ADVISORY_PREFIX}STREAM.BATCH_ABANDONED.{stream}"
 

@@ -29,8 +29,14 @@ import orjson
 import structlog
 
 from cluster.api import jsjson
-from cluster.api.advisories import new_event_id
-from cluster.api.audit import send_api_response
+from cluster.api.advisories import (
+    SNAPSHOT_COMPLETE_TYPE,
+    SNAPSHOT_CREATE_TYPE,
+    backup_advisory,
+    backup_advisory_subject,
+    new_event_id,
+)
+from cluster.api.audit import audited_call, send_api_response
 from cluster.api.errors import ApiError, JSErrors, plain_error
 from cluster.api.response_types import STREAM_SNAPSHOT_TYPE
 from cluster.backup.archive import ArchivedConsumer, ArchiveError, ArchiveHeader, ArchiveWriter
@@ -284,10 +290,35 @@ async def serve_snapshot(ctx: NodeContext, msg: Message, stream: StreamAtSnapsho
         return
     body = {"type": STREAM_SNAPSHOT_TYPE, "config": stream.config, "state": stream.state}
     send_api_response(ctx, msg, jsjson.dumps(body))
+    call = audited_call(msg)
+    client = call[1] if call is not None else None
+    begun_ns = time.time_ns()
+    ctx.advise(
+        backup_advisory_subject("SNAPSHOT_CREATE", stream.name),
+        lambda: backup_advisory(
+            SNAPSHOT_CREATE_TYPE, stream.name, client, new_event_id(), begun_ns, ctx.domain, state=stream.state
+        ),
+    )
     header = ArchiveHeader(stream.name, stream.config, stream.state, stream.first_seq, stream.last_seq)
     sender = SnapshotSender(ctx, stream.name, stream.store, header, consumers, request, new_event_id())
     started = time.monotonic()
-    await sender.run()
+    sent = await sender.run()
+    ended_ns = time.time_ns()
+    error = "" if sent else sender.outcome
+    ctx.advise(
+        backup_advisory_subject("SNAPSHOT_COMPLETE", stream.name),
+        lambda: backup_advisory(
+            SNAPSHOT_COMPLETE_TYPE,
+            stream.name,
+            client,
+            new_event_id(),
+            ended_ns,
+            ctx.domain,
+            start=begun_ns,
+            end=ended_ns,
+            error=error,
+        ),
+    )
     log.info(
         "stream_snapshot_sent",
         stream=stream.name,

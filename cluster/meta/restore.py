@@ -32,6 +32,13 @@ from typing import Any, Protocol
 import structlog
 
 from cluster.api import jsjson
+from cluster.api.advisories import (
+    RESTORE_COMPLETE_TYPE,
+    RESTORE_CREATE_TYPE,
+    backup_advisory,
+    backup_advisory_subject,
+    new_event_id,
+)
 from cluster.api.errors import ApiError, JSErrors, plain_error
 from cluster.api.response_types import STREAM_CREATE_TYPE
 from cluster.backup.archive import (
@@ -115,9 +122,17 @@ class StreamRestore:
     """One restore: the upload into a spool file, then the rebuild."""
 
     def __init__(
-        self, ctx: NodeContext, name: str, config: dict[str, Any], steps: RestoreSteps, spool_dir: Path
+        self,
+        ctx: NodeContext,
+        name: str,
+        config: dict[str, Any],
+        steps: RestoreSteps,
+        spool_dir: Path,
+        client: dict[str, Any] | None = None,
     ) -> None:
         self._ctx = ctx
+        self._client = client  # the requester's ClientInfo, for the advisories
+        self._begun_ns = time.time_ns()
         self._name = name
         self._config = config
         self._steps = steps
@@ -135,6 +150,20 @@ class StreamRestore:
     def start(self) -> None:
         self._sub = self._ctx.router.subscribe(self.deliver_subject, self._on_chunk)
         self._watchdog = self._ctx.spawn(self._watch(), f"restore-watch-{self._name}")
+        self._advise("RESTORE_CREATE", RESTORE_CREATE_TYPE, self._begun_ns)
+
+    def _advise(self, event: str, kind: str, now_ns: int, **fields: Any) -> None:
+        ctx, name, client = self._ctx, self._name, self._client
+        ctx.advise(
+            backup_advisory_subject(event, name),
+            lambda: backup_advisory(kind, name, client, new_event_id(), now_ns, ctx.domain, **fields),
+        )
+
+    def _advise_complete(self) -> None:
+        """RESTORE_COMPLETE, sent as nats-server sends it: once the upload ended, the restore done or not."""
+        ended_ns = time.time_ns()
+        fields = {"start": self._begun_ns, "end": ended_ns, "bytes": self._received}
+        self._advise("RESTORE_COMPLETE", RESTORE_COMPLETE_TYPE, ended_ns, **fields)
 
     def _on_chunk(self, msg: Message) -> None:
         if self._done:
@@ -200,6 +229,7 @@ class StreamRestore:
             return
         finally:
             self._spool_path.unlink(missing_ok=True)
+            self._advise_complete()
         log.info(
             "stream_restored",
             stream=self._name,

@@ -37,7 +37,7 @@ from cluster.api.advisories import (
     stream_action,
     stream_advisory_subject,
 )
-from cluster.api.audit import send_api_response
+from cluster.api.audit import audited_call, send_api_response
 from cluster.api.consumer_subjects import META_CONSUMER_PREFIX, ConsumerOp, ConsumerRequest, consumer_subject
 from cluster.api.errors import ApiError, JSErrors, error_response, plain_error, stream_info_error
 from cluster.api.lists import list_page
@@ -628,7 +628,7 @@ class MetaService:
         if op is ApiOp.STREAM_PEER_REMOVE or op is ApiOp.STREAM_PEER_EVACUATE:
             return await self._peer_remove(name, msg.payload, request.response_type)
         if op is ApiOp.STREAM_RESTORE:
-            return self._restore(name, msg.payload)
+            return self._restore(name, msg)
         if op in UNIMPLEMENTED_OPS:
             return unimplemented_answer(request, msg.payload, name in self.machine.streams)
         if op is ApiOp.STREAM_SNAPSHOT:
@@ -756,17 +756,19 @@ class MetaService:
             archived.append(ArchivedConsumer(consumer, assignment.config, assignment.created_ns, reply.payload))
         return archived
 
-    def _restore(self, name: str, payload: bytes) -> bytes:
+    def _restore(self, name: str, msg: Message) -> bytes:
         """STREAM.RESTORE: the request's and the config's checks, then the deliver subject the client
         sends the archive to (cluster/meta/restore.py rebuilds the stream once it has all of it)."""
-        config = restore_config(name, payload)
+        config = restore_config(name, msg.payload)
         if name in self.machine.streams:
             raise JSErrors.STREAM_NAME_EXIST_RESTORE_FAILED()
         requested, pedantic = parse_stream_request(jsjson.dumps(config))
         configs, limits = self.configs(), self.ctx.account_limits
         decision = decide_create(requested, configs, limits, self._subjects, self.ctx.server_limits, pedantic)
         check_create_limits(decision.config, configs, limits)
-        restore = StreamRestore(self.ctx, name, config, _RestoreSteps(self), self.ctx.data_dir / "restores")
+        call = audited_call(msg)
+        steps, spool_dir = _RestoreSteps(self), self.ctx.data_dir / "restores"
+        restore = StreamRestore(self.ctx, name, config, steps, spool_dir, call[1] if call is not None else None)
         restore.start()
         return jsjson.dumps({"type": STREAM_RESTORE_TYPE, "deliver_subject": restore.deliver_subject})
 
@@ -814,7 +816,7 @@ class MetaService:
         log.info("stream_replica_started", stream=name, node=me, peers=assignment.peers, with_entry=True)
         return replica
 
-    async def _update(self, name: str, payload: bytes) -> bytes:
+    async def _update(self, name: str, payload: bytes, *, advise: bool = True) -> bytes:
         requested, pedantic = parse_stream_request(payload)
         # as nats-server: the config's own checks come before the name in the subject is compared
         check_stream_name(requested)
@@ -839,7 +841,8 @@ class MetaService:
         result = await self._propose(MetaOp.UPDATE_STREAM, body)
         if not result.ok:
             raise JSErrors.STREAM_NOT_FOUND()
-        self._advise_stream(StreamEvent.UPDATED, name)
+        if advise:  # not a restore's last step: nats-server announces a restored stream as created only
+            self._advise_stream(StreamEvent.UPDATED, name)
         # the config travels with the request: the stream leader's node may not have applied the meta
         # entry yet, and would answer with the config it had before
         return await self._ask_stream(name, ApiOp.APPLY_UPDATE, cfg.to_bytes())
@@ -1000,7 +1003,7 @@ class _RestoreSteps:
             raise RuntimeError(error.get("description", "the stream leader refused the messages"))
 
     async def update_stream(self, name: str, config: dict[str, Any]) -> None:
-        await self._meta._update(name, jsjson.dumps(config))
+        await self._meta._update(name, jsjson.dumps(config), advise=False)
 
     async def delete_stream(self, name: str) -> None:
         await self._meta._delete(name)

@@ -392,6 +392,65 @@ async def _snapshots_and_restores(nc: nats.NATS) -> list[Any]:
     return out
 
 
+async def _advisories_of(nc: nats.NATS, subject: str) -> tuple[list[dict[str, Any]], Any]:
+    seen: list[dict[str, Any]] = []
+
+    async def keep(msg: Msg) -> None:
+        seen.append(json.loads(msg.data))
+
+    return seen, await nc.subscribe(subject, cb=keep)
+
+
+async def _snapshot_then_restore(nc: nats.NATS) -> list[Any]:
+    """A stream taken out and put back by each server from its own archive: the answers, the restored
+    state and the advisories (their kinds and fields; times, ids and the client's details aside)."""
+    advisories, sub = await _advisories_of(nc, "$JS.EVENT.ADVISORY.STREAM.*.RT")
+    out = [await _create(nc, {"name": "RT", "subjects": ["rt.>"], "num_replicas": 3})]
+    for i in range(60):
+        await _publish(nc, f"rt.{i % 3}", b"m%d" % i * 40)
+    inbox, archive = nc.new_inbox(), bytearray()
+    ended: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+    async def on_chunk(msg: Msg) -> None:
+        if not msg.data:
+            if not ended.done():
+                ended.set_result((msg.headers or {}).get("Status"))
+            return
+        archive.extend(msg.data)
+        if msg.reply:
+            await nc.publish(msg.reply, b"")
+
+    chunks = await nc.subscribe(inbox, cb=on_chunk)
+    answer = await _request(nc, "$JS.API.STREAM.SNAPSHOT.RT", {"deliver_subject": inbox, "chunk_size": 1024})
+    out.append([answer, await asyncio.wait_for(ended, REQUEST_TIMEOUT)])
+    await chunks.unsubscribe()
+    out.append(await _request(nc, "$JS.API.STREAM.DELETE.RT"))
+    started = await _request(nc, "$JS.API.STREAM.RESTORE.RT", {"config": answer["config"]})
+    deliver = started["deliver_subject"]
+    for i in range(0, len(archive), 4096):
+        # a clustered nats-server's restore subject is the new stream leader's, which the client's server
+        # may hear of a moment after the answer
+        await request_when_served(nc, deliver, bytes(archive[i : i + 4096]), timeout=REQUEST_TIMEOUT)
+    final = await nc.request(deliver, b"", timeout=60)
+    out.append(_stable(json.loads(final.data)))
+    out.append((await _request(nc, "$JS.API.STREAM.INFO.RT"))["state"])
+    for _ in range(50):  # the advisories come from the meta and stream leaders, asynchronously; bounded
+        if {a["type"] for a in advisories} >= {_ADVISORY + "restore_complete", _ADVISORY + "snapshot_complete"}:
+            break
+        await asyncio.sleep(0.1)
+    await sub.unsubscribe()
+    out.append(sorted((a["type"], a.get("action"), sorted(a)) for a in advisories))
+    return out
+
+
+_ADVISORY = "io.nats.jetstream.advisory.v1."
+
+
+def test_a_snapshot_restored(clusters: dict[str, JetStreamTarget]) -> None:
+    seen = _compare(clusters, _snapshot_then_restore)
+    assert seen[4]["messages"] == 60
+
+
 def test_snapshot_and_restore_requests(clusters: dict[str, JetStreamTarget]) -> None:
     seen = _compare(clusters, _snapshots_and_restores)
     answer, acked, status = seen[7]
