@@ -9,7 +9,6 @@ wording; what it only reports (a bad subject), we only report.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ipaddress
 import ssl
 import time
@@ -445,9 +444,12 @@ class ClientConnection(asyncio.Protocol):
             elif client_subject == USER_INFO_REQUEST:
                 # its answer names this client's user and account, as nats-server's does from its ClientInfo
                 headers = stamp_request_info(headers, self._request_info(policy))
-        # Without pedantic, nats-server drops a message on an invalid subject silently.
-        with contextlib.suppress(InvalidSubjectError):
+        # Without pedantic, nats-server drops a message on an invalid subject silently. (try, not
+        # contextlib.suppress: this runs for every PUB, and the context manager costs it ~0.7 us)
+        try:  # noqa: SIM105
             self.router.publish(subject, payload, reply, headers, origin=self)
+        except InvalidSubjectError:
+            pass
 
     def _with_request_info(
         self, policy: RequestInfoPolicy, client_subject: str, subject: str, headers: bytes | None
