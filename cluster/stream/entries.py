@@ -37,6 +37,8 @@ class EntryOp(enum.IntEnum):
     REPUBLISHED = 8
     # an atomic batch (ADR-50): every message stored, or none
     STORE_BATCH = 9
+    # many messages at their own sequences and times, in one entry: a restore's (cluster/meta/restore.py)
+    STORE_AT_SEQS = 10
 
 
 class Rollup(enum.IntEnum):
@@ -228,8 +230,33 @@ class StoreBatch:
         return b"".join(parts)
 
 
+@dataclass(frozen=True, slots=True)
+class StoreAtSeqs:
+    """Messages stored at their own sequences and times, in order, as one entry: a restore's messages
+    go through the stream's group a few hundred kilobytes at a time rather than one entry each."""
+
+    messages: tuple[StoreAtSeq, ...]
+
+    def encode(self) -> bytes:
+        parts = [bytes([EntryOp.STORE_AT_SEQS]), _U32.pack(len(self.messages))]
+        for message in self.messages:
+            encoded = message.encode()
+            parts.append(_U32.pack(len(encoded)))
+            parts.append(encoded)
+        return b"".join(parts)
+
+
 StreamEntry = (
-    StoreMsg | StoreAtSeq | Purge | DeleteMsg | UpdateConfig | SkipMsgs | Expire | Republished | StoreBatch
+    StoreMsg
+    | StoreAtSeq
+    | Purge
+    | DeleteMsg
+    | UpdateConfig
+    | SkipMsgs
+    | Expire
+    | Republished
+    | StoreBatch
+    | StoreAtSeqs
 )
 
 
@@ -330,6 +357,19 @@ def _decode_batch(data: bytes) -> StoreBatch:
     return StoreBatch(batch_id, tuple(messages))
 
 
+def _decode_at_seqs(data: bytes) -> StoreAtSeqs:
+    reader = _Reader(data, 1)
+    messages = []
+    for _ in range(reader.u32()):
+        encoded = reader.take(reader.u32())
+        if not encoded or encoded[0] != EntryOp.STORE_AT_SEQ:
+            raise EntryDecodeError("a STORE_AT_SEQS entry holds only messages at sequences")
+        messages.append(_decode_at_seq(encoded))
+    if reader.pos != len(data):
+        raise EntryDecodeError("bytes after the entry's last message")
+    return StoreAtSeqs(tuple(messages))
+
+
 # by byte: calling EntryOp(byte) runs the enum machinery in Python, ~1 us for every applied entry
 _OPS = {op.value: op for op in EntryOp}
 
@@ -348,6 +388,8 @@ def decode_entry(data: bytes) -> StreamEntry:
             return _decode_at_seq(data)
         if op is EntryOp.STORE_BATCH:
             return _decode_batch(data)
+        if op is EntryOp.STORE_AT_SEQS:
+            return _decode_at_seqs(data)
         body = orjson.loads(data[1:])
         if op is EntryOp.PURGE:
             return Purge(

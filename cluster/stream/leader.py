@@ -62,14 +62,7 @@ from cluster.stream.atomic_batch import (
 )
 from cluster.stream.config import StorageType, stream_config_from_bytes
 from cluster.stream.config_check import same_config
-from cluster.stream.entries import (
-    Republished,
-    SkipMsgs,
-    StoreAtSeq,
-    StoreBatch,
-    UpdateConfig,
-    decode_entry,
-)
+from cluster.stream.entries import EntryOp, Republished, StoreBatch, UpdateConfig
 from cluster.stream.expiry import ExpiryTimer
 from cluster.stream.fetch import FetchedMsg, encode_batch, parse_fetch_request
 from cluster.stream.info import (
@@ -787,8 +780,8 @@ class StreamLeader:
         except ValueError as exc:
             raise JSErrors.STREAM_RESTORE(err=str(exc)) from None
         for data in entries:
-            entry = decode_entry(data)
-            if not isinstance(entry, StoreAtSeq | SkipMsgs):
+            # by its op alone: every replica decodes it as it applies it, and refuses what it cannot read
+            if data[:1] not in _RESTORE_OPS:
                 raise JSErrors.STREAM_RESTORE(err="a restore batch holds no message")
             proposals.append(self.replica.propose(data))
         for result in await asyncio.gather(*proposals):
@@ -923,6 +916,9 @@ class StreamLeader:
         return leader_cluster_info(
             self.ctx.host, self.ctx.name, self.replica.group, self._since_ns, SYSTEM_ACCOUNT
         )
+
+
+_RESTORE_OPS = (bytes([EntryOp.STORE_AT_SEQS]), bytes([EntryOp.SKIP_MSGS]))
 
 
 def replica_progress(replica: LedReplica) -> dict[str, tuple[int, bool]]:

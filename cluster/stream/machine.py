@@ -53,6 +53,7 @@ from cluster.stream.entries import (
     Rollup,
     SkipMsgs,
     StoreAtSeq,
+    StoreAtSeqs,
     StoreBatch,
     StoreMsg,
     UpdateConfig,
@@ -348,6 +349,8 @@ class StreamStateMachine:
             return self._store_msg(op)
         if isinstance(op, StoreAtSeq):
             return self._store_at_seq(op)
+        if isinstance(op, StoreAtSeqs):
+            return self._store_at_seqs(op)
         if isinstance(op, StoreBatch):
             return self._store_batch(op)
         if isinstance(op, Purge):
@@ -466,6 +469,16 @@ class StreamStateMachine:
         self._pristine = False
         self._dedup.forget_seqs(result.removed)
         return Stored(result.seq, result.ts_ns, result.removed, republish)
+
+    def _store_at_seqs(self, op: StoreAtSeqs) -> EntryResult:
+        """Each message as a STORE_AT_SEQ of its own; the first that is not stored ends the entry with
+        its result (a restore then fails, and deletes what it stored), else the last one's."""
+        result: EntryResult = NoOp()
+        for message in op.messages:
+            result = self._store_at_seq(message)
+            if not isinstance(result, Stored):
+                return result
+        return result
 
     def _for_republish(self, subject: str, header: bytes, payload: bytes) -> StoredForRepublish | None:
         """On a leader, before storing: where RePublish sends the message, and the subject's

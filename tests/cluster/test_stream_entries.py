@@ -14,6 +14,7 @@ from cluster.stream.entries import (
     Rollup,
     SkipMsgs,
     StoreAtSeq,
+    StoreAtSeqs,
     StoreMsg,
     UpdateConfig,
     decode_entry,
@@ -71,6 +72,8 @@ def test_other_ops_round_trip() -> None:
         Expire(now_ns=78, limit=4096),
         Republished(seq=5),
         StoreAtSeq(seq=42, subject="s.x", header=b"NATS/1.0\r\n\r\n", payload=b"p", timestamp_ns=123),
+        StoreAtSeqs(()),
+        StoreAtSeqs(tuple(StoreAtSeq(seq, "s.y", b"", b"%d" % seq, seq * 10) for seq in (3, 4, 9))),
     ):
         assert decode_entry(entry.encode()) == entry
 
@@ -92,6 +95,7 @@ def test_op_codes_are_append_only() -> None:
         "EXPIRE": 7,
         "REPUBLISHED": 8,
         "STORE_BATCH": 9,
+        "STORE_AT_SEQS": 10,
     }
 
 
@@ -110,3 +114,15 @@ def test_op_codes_are_append_only() -> None:
 def test_bad_entries_raise_decode_error(data: bytes) -> None:
     with pytest.raises(EntryDecodeError):
         decode_entry(data)
+
+
+def test_a_store_at_seqs_entry_holds_only_messages_at_sequences() -> None:
+    data = StoreAtSeqs((StoreAtSeq(1, "s", b"", b"p", 1),)).encode()
+    with pytest.raises(EntryDecodeError):
+        decode_entry(data[:-1])
+    with pytest.raises(EntryDecodeError):
+        decode_entry(data + b"\x00")
+    inner = StoreMsg("s", b"", b"p", 1).encode()
+    smuggled = bytes([EntryOp.STORE_AT_SEQS]) + (1).to_bytes(4, "big") + len(inner).to_bytes(4, "big") + inner
+    with pytest.raises(EntryDecodeError, match="only messages at sequences"):
+        decode_entry(smuggled)

@@ -17,6 +17,7 @@ from cluster.stream.entries import (
     Republished,
     SkipMsgs,
     StoreAtSeq,
+    StoreAtSeqs,
     StoreMsg,
     UpdateConfig,
 )
@@ -114,6 +115,20 @@ def test_results_of_each_op() -> None:
     assert m.last_seq == 5
     # the purged message's id no longer dedups: its message is gone
     assert m.duplicate_of("x", T0 + 10) is None
+
+
+def test_messages_at_sequences_are_stored_in_one_entry_until_one_is_not() -> None:
+    """A restore's STORE_AT_SEQS: each message at its own sequence and time, gaps read as deleted; the
+    first one that cannot be stored (a sequence already passed) ends the entry with its result."""
+    m, log = machine(), Log()
+    at = [StoreAtSeq(seq, "s.a", b"", b"%d" % seq, T0 + seq) for seq in (5, 6, 9)]
+    assert m.apply([log(StoreAtSeqs(tuple(at)).encode())]) == [Stored(9, T0 + 9)]
+    state = m.store.state()
+    assert (state.first_seq, state.last_seq, state.messages, state.num_deleted) == (5, 9, 3, 2)
+    assert m.store.load_msg(6).ts_ns == T0 + 6
+    again = StoreAtSeqs((StoreAtSeq(10, "s.a", b"", b"x", T0 + 10), at[0]))
+    assert m.apply([log(again.encode())]) == [Duplicate(5)]
+    assert m.last_seq == 10  # the message before it was stored
 
 
 def test_racing_publishes_are_settled_by_log_order() -> None:
