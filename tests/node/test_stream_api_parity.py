@@ -18,6 +18,7 @@ from nats.aio.msg import Msg
 from nats.js.errors import ObjectNotFoundError, ServiceUnavailableError
 
 from local.cluster import node_available
+from tests.node.backup_client import restore_archive, take_snapshot
 from tests.pipeline.servers import (
     NATS_SERVER,
     JetStreamTarget,
@@ -344,23 +345,8 @@ def test_api_requests_jetraft_does_not_implement(clusters: dict[str, JetStreamTa
 async def _snapshot_answer(nc: nats.NATS, stream: str) -> list[Any]:
     """A whole snapshot of a small stream: its answer, the chunks that asked for an ack and the end
     marker's status (the archives themselves differ: nats-server's and jetraft's own)."""
-    inbox = nc.new_inbox()
-    acked: list[int] = []
-    ended: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-
-    async def on_chunk(msg: Msg) -> None:
-        if not msg.data:
-            if not ended.done():
-                ended.set_result((msg.headers or {}).get("Status"))
-        elif msg.reply:
-            acked.append(len(msg.data))
-            await nc.publish(msg.reply, b"")
-
-    sub = await nc.subscribe(inbox, cb=on_chunk)
-    answer = await _request(nc, f"$JS.API.STREAM.SNAPSHOT.{stream}", {"deliver_subject": inbox, "chunk_size": 1024})
-    status = await asyncio.wait_for(ended, REQUEST_TIMEOUT)
-    await sub.unsubscribe()
-    return [answer, acked, status]
+    taken = await take_snapshot(nc, stream, chunk_size=1024)
+    return [_stable(taken.answer), taken.acked, taken.status]
 
 
 async def _snapshots_and_restores(nc: nats.NATS) -> list[Any]:
@@ -408,31 +394,10 @@ async def _snapshot_then_restore(nc: nats.NATS) -> list[Any]:
     out = [await _create(nc, {"name": "RT", "subjects": ["rt.>"], "num_replicas": 3})]
     for i in range(60):
         await _publish(nc, f"rt.{i % 3}", b"m%d" % i * 40)
-    inbox, archive = nc.new_inbox(), bytearray()
-    ended: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-
-    async def on_chunk(msg: Msg) -> None:
-        if not msg.data:
-            if not ended.done():
-                ended.set_result((msg.headers or {}).get("Status"))
-            return
-        archive.extend(msg.data)
-        if msg.reply:
-            await nc.publish(msg.reply, b"")
-
-    chunks = await nc.subscribe(inbox, cb=on_chunk)
-    answer = await _request(nc, "$JS.API.STREAM.SNAPSHOT.RT", {"deliver_subject": inbox, "chunk_size": 1024})
-    out.append([answer, await asyncio.wait_for(ended, REQUEST_TIMEOUT)])
-    await chunks.unsubscribe()
+    taken = await take_snapshot(nc, "RT", chunk_size=1024)
+    out.append([_stable(taken.answer), taken.status])
     out.append(await _request(nc, "$JS.API.STREAM.DELETE.RT"))
-    started = await _request(nc, "$JS.API.STREAM.RESTORE.RT", {"config": answer["config"]})
-    deliver = started["deliver_subject"]
-    for i in range(0, len(archive), 4096):
-        # a clustered nats-server's restore subject is the new stream leader's, which the client's server
-        # may hear of a moment after the answer
-        await request_when_served(nc, deliver, bytes(archive[i : i + 4096]), timeout=REQUEST_TIMEOUT)
-    final = await nc.request(deliver, b"", timeout=60)
-    out.append(_stable(json.loads(final.data)))
+    out.append(_stable(await restore_archive(nc, "RT", taken.answer["config"], taken.archive)))
     out.append((await _request(nc, "$JS.API.STREAM.INFO.RT"))["state"])
     for _ in range(50):  # the advisories come from the meta and stream leaders, asynchronously; bounded
         if {a["type"] for a in advisories} >= {_ADVISORY + "restore_complete", _ADVISORY + "snapshot_complete"}:

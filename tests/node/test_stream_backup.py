@@ -15,6 +15,7 @@ from nats.js.api import ConsumerConfig, StreamConfig
 
 from local.cluster import node_available
 from tests.cli.natscli import find_cli, run_cli
+from tests.node.backup_client import restore_archive, take_snapshot
 from tests.node.cluster_fixtures import local_cluster, log_problems
 
 pytestmark = pytest.mark.skipif(not node_available(), reason="needs `jetraft node`")
@@ -25,42 +26,12 @@ async def _snapshot(
     nc: nats.NATS, stream: str, chunk_size: int = 1024, **options: Any
 ) -> tuple[dict[str, Any], bytes, list[str | None]]:
     """The snapshot's answer, the archive's bytes and the end marker's status."""
-    inbox = nc.new_inbox()
-    data = bytearray()
-    ended: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
-
-    async def on_chunk(msg: Any) -> None:
-        if not msg.data:
-            if not ended.done():
-                ended.set_result((msg.headers or {}).get("Status"))
-            return
-        data.extend(msg.data)
-        if msg.reply:
-            await nc.publish(msg.reply, b"")
-
-    sub = await nc.subscribe(inbox, cb=on_chunk)
-    try:
-        body = {"deliver_subject": inbox, "chunk_size": chunk_size, **options}
-        reply = await nc.request(f"$JS.API.STREAM.SNAPSHOT.{stream}", json.dumps(body).encode(), timeout=TIMEOUT)
-        answer = json.loads(reply.data)
-        if "error" in answer:
-            return answer, b"", []
-        status = await asyncio.wait_for(ended, TIMEOUT)
-    finally:
-        await sub.unsubscribe()
-    return answer, bytes(data), [status]
+    taken = await take_snapshot(nc, stream, chunk_size=chunk_size, **options)
+    return taken.answer, taken.archive, [] if "error" in taken.answer else [taken.status]
 
 
 async def _restore(nc: nats.NATS, stream: str, config: dict[str, Any], data: bytes) -> dict[str, Any]:
-    reply = await nc.request(f"$JS.API.STREAM.RESTORE.{stream}", json.dumps({"config": config}).encode(), timeout=TIMEOUT)
-    answer = json.loads(reply.data)
-    assert answer.get("deliver_subject", "").startswith(f"$JS.SNAPSHOT.RESTORE.{stream}."), answer
-    for i in range(0, len(data), 4096):
-        ack = await nc.request(answer["deliver_subject"], data[i : i + 4096], timeout=TIMEOUT)
-        assert ack.data == b""
-    final = await nc.request(answer["deliver_subject"], b"", timeout=60)
-    result: dict[str, Any] = json.loads(final.data)
-    return result
+    return await restore_archive(nc, stream, config, data)
 
 
 async def _messages(js: Any, stream: str, first: int, last: int) -> list[Any]:
