@@ -222,12 +222,7 @@ class StoreBatch:
     messages: tuple[StoreMsg, ...]
 
     def encode(self) -> bytes:
-        parts = [bytes([EntryOp.STORE_BATCH]), _short(self.batch_id), _U32.pack(len(self.messages))]
-        for message in self.messages:
-            encoded = message.encode()
-            parts.append(_U32.pack(len(encoded)))
-            parts.append(encoded)
-        return b"".join(parts)
+        return bytes([EntryOp.STORE_BATCH]) + _short(self.batch_id) + _counted([m.encode() for m in self.messages])
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,12 +233,7 @@ class StoreAtSeqs:
     messages: tuple[StoreAtSeq, ...]
 
     def encode(self) -> bytes:
-        parts = [bytes([EntryOp.STORE_AT_SEQS]), _U32.pack(len(self.messages))]
-        for message in self.messages:
-            encoded = message.encode()
-            parts.append(_U32.pack(len(encoded)))
-            parts.append(encoded)
-        return b"".join(parts)
+        return bytes([EntryOp.STORE_AT_SEQS]) + _counted([m.encode() for m in self.messages])
 
 
 StreamEntry = (
@@ -258,6 +248,28 @@ StreamEntry = (
     | StoreBatch
     | StoreAtSeqs
 )
+
+
+def _counted(encoded: list[bytes]) -> bytes:
+    """Entries inside an entry: how many, then each behind its length."""
+    parts = [_U32.pack(len(encoded))]
+    for one in encoded:
+        parts.append(_U32.pack(len(one)))
+        parts.append(one)
+    return b"".join(parts)
+
+
+def _inner(reader: _Reader, data: bytes, op: EntryOp, refusal: str) -> list[bytes]:
+    """The entries `_counted` put in `data` from the reader's position on, each of op `op`, to its end."""
+    inner = []
+    for _ in range(reader.u32()):
+        encoded = reader.take(reader.u32())
+        if not encoded or encoded[0] != op:
+            raise EntryDecodeError(refusal)
+        inner.append(encoded)
+    if reader.pos != len(data):
+        raise EntryDecodeError("bytes after the entry's last message")
+    return inner
 
 
 def _short(text: str) -> bytes:
@@ -346,28 +358,13 @@ def _decode_at_seq(data: bytes) -> StoreAtSeq:
 def _decode_batch(data: bytes) -> StoreBatch:
     reader = _Reader(data, 1)
     batch_id = reader.short_text()
-    messages = []
-    for _ in range(reader.u32()):
-        encoded = reader.take(reader.u32())
-        if not encoded or encoded[0] != EntryOp.STORE_MSG:
-            raise EntryDecodeError("a batch holds only stored messages")
-        messages.append(_decode_store(encoded))
-    if reader.pos != len(data):
-        raise EntryDecodeError("bytes after the batch's last message")
-    return StoreBatch(batch_id, tuple(messages))
+    inner = _inner(reader, data, EntryOp.STORE_MSG, "a batch holds only stored messages")
+    return StoreBatch(batch_id, tuple([_decode_store(encoded) for encoded in inner]))
 
 
 def _decode_at_seqs(data: bytes) -> StoreAtSeqs:
-    reader = _Reader(data, 1)
-    messages = []
-    for _ in range(reader.u32()):
-        encoded = reader.take(reader.u32())
-        if not encoded or encoded[0] != EntryOp.STORE_AT_SEQ:
-            raise EntryDecodeError("a STORE_AT_SEQS entry holds only messages at sequences")
-        messages.append(_decode_at_seq(encoded))
-    if reader.pos != len(data):
-        raise EntryDecodeError("bytes after the entry's last message")
-    return StoreAtSeqs(tuple(messages))
+    inner = _inner(_Reader(data, 1), data, EntryOp.STORE_AT_SEQ, "a STORE_AT_SEQS entry holds only messages at sequences")
+    return StoreAtSeqs(tuple([_decode_at_seq(encoded) for encoded in inner]))
 
 
 # by byte: calling EntryOp(byte) runs the enum machinery in Python, ~1 us for every applied entry
