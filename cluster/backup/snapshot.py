@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,7 +41,7 @@ from cluster.api.response_types import STREAM_SNAPSHOT_TYPE
 from cluster.backup.archive import ArchivedConsumer, ArchiveError, ArchiveHeader, ArchiveWriter
 from cluster.runtime.context import NodeContext
 from gateway.router import Message
-from storage.errors import MsgNotFoundError, StoreClosedError
+from storage.errors import MsgNotFoundError, StoreError
 from storage.interface import StreamStore
 from subjects.grammar import is_valid_subject
 
@@ -111,7 +110,6 @@ class SnapshotSender:
         consumers: list[ArchivedConsumer],
         request: SnapshotRequest,
         snapshot_id: str,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._ctx = ctx
         self._stream = stream
@@ -189,9 +187,9 @@ class SnapshotSender:
                 batch = self._store.load_batch("", seq, MESSAGES_PER_READ)
             except MsgNotFoundError:
                 break  # nothing stored from seq on any more (the tail was removed meanwhile)
-            except StoreClosedError as exc:
-                self.outcome = f"store closed: {exc}"
-                return b"NATS/1.0 500 %s\r\n\r\n" % str(exc).encode()
+            except StoreError as exc:  # the stream deleted meanwhile (its store closed), a corrupt record
+                self.outcome = f"reading the stream failed: {exc}"
+                return b"NATS/1.0 500 %s\r\n\r\n" % " ".join(str(exc).split()).encode()
             if not batch.messages:
                 break
             for msg in batch.messages:

@@ -270,3 +270,33 @@ async def test_an_upload_that_stops_or_asks_no_ack_is_abandoned(tmp_path: Path) 
             assert not list(cluster.data_dir.glob("*/restores/*"))  # and no spool file is left
         finally:
             await nc.close()
+
+
+async def test_a_client_that_stops_acking_gets_no_flow_response(tmp_path: Path) -> None:
+    """A window of one chunk: the second waits for the first's ack, which never comes; after five seconds
+    the snapshot ends with nats-server's 408 "No Flow Response"."""
+    with local_cluster(tmp_path / "cluster", nodes=1) as cluster:
+        nc = await nats.connect(cluster.client_urls[0])
+        try:
+            js = nc.jetstream(timeout=TIMEOUT)
+            await js.add_stream(StreamConfig(name="S", subjects=["s"]))
+            for i in range(50):
+                await js.publish("s", bytes(range(256)) * (1 + i % 3))  # compresses little: several chunks
+            inbox = nc.new_inbox()
+            chunks: list[Any] = []
+            ended: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+            async def keep(msg: Any) -> None:
+                if msg.data:
+                    chunks.append(msg)
+                elif not ended.done():
+                    ended.set_result(msg.headers)
+
+            await nc.subscribe(inbox, cb=keep)
+            body = {"deliver_subject": inbox, "chunk_size": 1024, "window_size": 1024}
+            await nc.request("$JS.API.STREAM.SNAPSHOT.S", json.dumps(body).encode(), timeout=TIMEOUT)
+            headers = await asyncio.wait_for(ended, 10)  # the flow timeout is five seconds
+            assert headers == {"Status": "408", "Description": "No Flow Response"}
+            assert len(chunks) == 1 and chunks[0].reply.startswith("$JS.SNAPSHOT.ACK.S.")
+        finally:
+            await nc.close()
