@@ -29,6 +29,7 @@ from cluster.consumer.entries import (
     Delivery,
     Purged,
     Reset,
+    Restored,
     Start,
     decode_consumer_entry,
 )
@@ -484,3 +485,24 @@ def test_a_purge_moves_the_consumers_it_covers_as_nats_server_moves_them() -> No
     only_b.propose(Purged(7))
     assert only_b.numbers()["delivered"] == (2, 6) and only_b.numbers()["ack_floor"] == (2, 6)
     assert decode_consumer_entry(Purged(5, (5, 6)).encode()) == Purged(5, (5, 6))
+
+
+def test_a_restored_consumer_takes_the_archived_state_but_keeps_its_own_log_position() -> None:
+    original = ConsumerState(AckPolicy.EXPLICIT)
+    original.apply_entry(Start(3))
+    original.apply_entry(Delivered(50, (Delivery(3, 1, 1), Delivery(4, 2, 1), Delivery(5, 3, 1))))
+    original.apply_entry(Ack(3, 1, 60))
+    original.applied_index = 41
+    entry = Restored(original.snapshot())
+    assert decode_consumer_entry(entry.encode()) == entry
+
+    restored = ConsumerState(AckPolicy.EXPLICIT)
+    restored.apply([(1, entry.encode())])
+    assert restored.started and restored.applied_index == 1  # its own log's, not the archived 41
+    restored.applied_index = original.applied_index
+    assert restored.snapshot() == original.snapshot()
+    assert sorted(restored.pending) == [4, 5] and restored.ack_floor_stream_seq == 3
+    # only as the first entry: a started consumer, or bytes that are no state, are skipped alike
+    assert restored.apply_entry(Restored(ConsumerState(AckPolicy.EXPLICIT).snapshot())).skipped
+    fresh = ConsumerState(AckPolicy.EXPLICIT)
+    assert fresh.apply_entry(Restored(b"not a state")).skipped and not fresh.started
