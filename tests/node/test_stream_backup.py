@@ -266,8 +266,9 @@ async def test_an_upload_that_stops_or_asks_no_ack_is_abandoned(tmp_path: Path) 
                     await nc.request(deliver, b"late", timeout=TIMEOUT)
                 with pytest.raises(nats.js.errors.NotFoundError):
                     await js.stream_info("S")
-            assert list(cluster.data_dir.glob("*/restores"))  # where the uploads were spooled
-            assert not list(cluster.data_dir.glob("*/restores/*"))  # and no spool file is left
+            spools = list(cluster.data_dir.rglob("restores"))  # where the uploads were spooled (a node's or
+            assert spools  # a worker's data directory)
+            assert not [file for spool in spools for file in spool.iterdir()]  # and no spool file is left
         finally:
             await nc.close()
 
