@@ -301,3 +301,37 @@ async def test_a_client_that_stops_acking_gets_no_flow_response(tmp_path: Path) 
             assert len(chunks) == 1 and chunks[0].reply.startswith("$JS.SNAPSHOT.ACK.S.")
         finally:
             await nc.close()
+
+
+async def test_a_snapshot_holds_the_stream_as_it_was_when_it_began(tmp_path: Path) -> None:
+    """Publishes go on while the archive is read: the restored stream ends at the last sequence the
+    snapshot's answer gave, every message up to it in place."""
+    with local_cluster(tmp_path / "cluster", nodes=1) as cluster:
+        nc = await nats.connect(cluster.client_urls[0])
+        try:
+            js = nc.jetstream(timeout=TIMEOUT)
+            await js.add_stream(StreamConfig(name="S", subjects=["s.>"]))
+            for i in range(2000):
+                await js.publish_async(f"s.{i % 4}", b"%d" % i * 20)
+            await js.publish("s.0", b"last before")
+            stop = asyncio.Event()
+
+            async def keep_publishing() -> int:
+                count = 0
+                while not stop.is_set() and count < 5000:  # bounded
+                    await js.publish("s.1", b"during")
+                    count += 1
+                return count
+
+            writer = asyncio.create_task(keep_publishing())
+            taken = await take_snapshot(nc, "S", chunk_size=1024, window_size=4096)
+            stop.set()
+            assert await writer > 0
+            last = taken.answer["state"]["last_seq"]
+            assert last >= 2001
+            await js.delete_stream("S")
+            final = await restore_archive(nc, "S", taken.answer["config"], taken.archive)
+            assert (final["state"]["last_seq"], final["state"]["messages"]) == (last, last)
+            assert (await js.get_msg("S", 2001)).data == b"last before"
+        finally:
+            await nc.close()
