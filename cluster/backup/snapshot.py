@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +45,7 @@ from cluster.runtime.context import NodeContext
 from gateway.router import Message
 from storage.errors import MsgNotFoundError, StoreError
 from storage.interface import StreamStore
+from storage.model import StoredMsg
 from subjects.grammar import is_valid_subject
 
 log = structlog.get_logger(__name__)
@@ -181,29 +184,19 @@ class SnapshotSender:
         writer = ArchiveWriter()
         writer.header(self._header)
         pending = bytearray()
-        seq, last = self._header.first_seq, self._header.last_seq
-        while seq <= last:
-            try:
-                batch = self._store.load_batch("", seq, MESSAGES_PER_READ)
-            except MsgNotFoundError:
-                break  # nothing stored from seq on any more (the tail was removed meanwhile)
-            except StoreError as exc:  # the stream deleted meanwhile (its store closed), a corrupt record
-                self.outcome = f"reading the stream failed: {exc}"
-                return b"NATS/1.0 500 %s\r\n\r\n" % " ".join(str(exc).split()).encode()
-            if not batch.messages:
-                break
-            for msg in batch.messages:
-                if msg.seq > last:
-                    seq = last + 1
-                    break
-                writer.message(msg.seq, msg.ts_ns, msg.subject, msg.headers, msg.payload)
-                seq = msg.seq + 1
-            if writer.pending_bytes >= self._chunk:
-                pending += writer.take()
-            status = await self._send_full_chunks(pending)
-            if status is not None:
-                return status
-            await asyncio.sleep(0)  # other clients' work between two reads of a long stream
+        try:
+            for batch in stored_between(self._store, self._header.first_seq, self._header.last_seq):
+                for msg in batch:
+                    writer.message(msg.seq, msg.ts_ns, msg.subject, msg.headers, msg.payload)
+                if writer.pending_bytes >= self._chunk:
+                    pending += writer.take()
+                status = await self._send_full_chunks(pending)
+                if status is not None:
+                    return status
+                await asyncio.sleep(0)  # other clients' work between two reads of a long stream
+        except StoreError as exc:  # the stream deleted meanwhile (its store closed), a corrupt record
+            self.outcome = f"reading the stream failed: {exc}"
+            return b"NATS/1.0 500 %s\r\n\r\n" % " ".join(str(exc).split()).encode()
         for consumer in self._consumers:
             writer.consumer(consumer)
         writer.end()
@@ -259,15 +252,15 @@ class StreamAtSnapshot:
     last_seq: int
 
 
-def forwarded_snapshot(request: bytes, consumers: list[ArchivedConsumer]) -> bytes:
-    """What the meta leader sends the stream leader: the client's request and the consumers it gathered
+def forwarded_snapshot(request: SnapshotRequest, consumers: list[ArchivedConsumer]) -> bytes:
+    """What the meta leader sends the stream leader: the request it checked and the consumers it gathered
     from their leaders (none when the request says no_consumers)."""
-    return orjson.dumps({"request": request.decode(errors="replace"), "consumers": [c.to_json() for c in consumers]})
+    return orjson.dumps({"request": dataclasses.asdict(request), "consumers": [c.to_json() for c in consumers]})
 
 
-def read_forwarded_snapshot(payload: bytes) -> tuple[bytes, list[ArchivedConsumer]]:
+def read_forwarded_snapshot(payload: bytes) -> tuple[SnapshotRequest, list[ArchivedConsumer]]:
     body = orjson.loads(payload)
-    return body["request"].encode(), [ArchivedConsumer.from_json(c) for c in body["consumers"]]
+    return SnapshotRequest(**body["request"]), [ArchivedConsumer.from_json(c) for c in body["consumers"]]
 
 
 async def serve_snapshot(ctx: NodeContext, msg: Message, stream: StreamAtSnapshot) -> None:
@@ -275,10 +268,9 @@ async def serve_snapshot(ctx: NodeContext, msg: Message, stream: StreamAtSnapsho
     to the client."""
     try:
         try:
-            payload, consumers = read_forwarded_snapshot(msg.payload)
+            request, consumers = read_forwarded_snapshot(msg.payload)
         except (orjson.JSONDecodeError, KeyError, TypeError, ArchiveError):
             raise JSErrors.BAD_REQUEST() from None
-        request = parse_snapshot_request(payload)
         if stream.in_memory:
             raise JSErrors.STREAM_SNAPSHOT(err="no impl")  # nats-server's memory store has no snapshot
         if request.check_msgs:
@@ -330,15 +322,24 @@ async def serve_snapshot(ctx: NodeContext, msg: Message, stream: StreamAtSnapsho
 async def _check_messages(stream: StreamAtSnapshot) -> None:
     """`jsck`: read every message back before the snapshot starts (RocksDB verifies its blocks' checksums
     on each read), and refuse the snapshot, as nats-server does, if one cannot be read."""
-    seq = stream.first_seq
-    while seq <= stream.last_seq:
+    try:
+        for _ in stored_between(stream.store, stream.first_seq, stream.last_seq):
+            await asyncio.sleep(0)
+    except Exception as exc:  # a corrupt block, a closed store: whatever the store raises
+        raise JSErrors.STREAM_SNAPSHOT(err=f"snapshot check detected a bad message: {exc}") from None
+
+
+def stored_between(store: StreamStore, first_seq: int, last_seq: int) -> Iterator[list[StoredMsg]]:
+    """The messages stored from `first_seq` to `last_seq`, MESSAGES_PER_READ at a time (a loop turn may
+    go between two); the store's errors but "nothing stored from here on" reach the caller."""
+    seq = first_seq
+    while seq <= last_seq:
         try:
-            batch = stream.store.load_batch("", seq, MESSAGES_PER_READ)
+            found = store.load_batch("", seq, MESSAGES_PER_READ).messages
         except MsgNotFoundError:
+            return  # nothing stored from seq on any more (the tail was removed meanwhile)
+        batch = [msg for msg in found if msg.seq <= last_seq]
+        if not batch:
             return
-        except Exception as exc:  # a corrupt block, a closed store: whatever the store raises
-            raise JSErrors.STREAM_SNAPSHOT(err=f"snapshot check detected a bad message: {exc}") from None
-        if not batch.messages:
-            return
-        seq = batch.messages[-1].seq + 1
-        await asyncio.sleep(0)
+        yield batch
+        seq = batch[-1].seq + 1

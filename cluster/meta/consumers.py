@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import os
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cluster.api import jsjson
@@ -83,6 +84,15 @@ CONSUMER_READY_TIMEOUT = 10.0
 # How long a pause waits for the consumer's leader to have it before answering anyway (nats-server
 # answers once it proposed the change; waiting means deliveries have stopped when the client hears)
 PAUSE_APPLIED_TIMEOUT = 2.0
+
+
+def _consumer_peers(stream_peers: Sequence[str], cfg: ConsumerConfig) -> list[str]:
+    """A new consumer's replicas: its stream's, the first `num_replicas` of them where it asks; as
+    nats-server, an ephemeral (or memory) consumer is R1 unless it asks for more."""
+    replicas = cfg.num_replicas or len(stream_peers)
+    if (cfg.mem_storage or not cfg.is_durable) and not cfg.num_replicas:
+        replicas = 1
+    return list(stream_peers[: max(replicas, 1)])
 
 
 def parse_meta_consumer_subject(subject: str) -> ConsumerRequest | None:
@@ -226,16 +236,11 @@ class ConsumerAdmin:
                     cap = account_cap
                 if 0 < cap <= len(existing_assignments):
                     raise JSErrors.CONSUMER_MAX_CONSUMERS_LIMIT()
-                peers = list(stream_assignment.peers)
-                replicas = decided.num_replicas or len(peers)
-                if (decided.mem_storage or not decided.is_durable) and not decided.num_replicas:
-                    # as nats-server: an ephemeral (or memory) consumer is R1 unless it asks for more
-                    replicas = 1
                 assignment = ConsumerAssignment(
                     subject.stream,
                     name,
                     decided.to_json(),
-                    peers[: max(replicas, 1)],
+                    _consumer_peers(stream_assignment.peers, decided),
                     time.time_ns(),
                     tag=self.ctx.account_tag,
                 )
@@ -267,15 +272,11 @@ class ConsumerAdmin:
             self.ctx.server_limits,
             False,
         )
-        peers = list(stream_assignment.peers)
-        replicas = cfg.num_replicas or len(peers)
-        if (cfg.mem_storage or not cfg.is_durable) and not cfg.num_replicas:
-            replicas = 1
         assignment = ConsumerAssignment(
             stream,
             name,
             cfg.to_json(),
-            peers[: max(replicas, 1)],
+            _consumer_peers(stream_assignment.peers, cfg),
             time.time_ns(),
             tag=self.ctx.account_tag,
             restored_state=state,

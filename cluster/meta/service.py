@@ -37,7 +37,7 @@ from cluster.api.advisories import (
     stream_action,
     stream_advisory_subject,
 )
-from cluster.api.audit import audited_call, send_api_response
+from cluster.api.audit import audited_call, is_error_response, send_api_response
 from cluster.api.consumer_subjects import META_CONSUMER_PREFIX, ConsumerOp, ConsumerRequest, consumer_subject
 from cluster.api.errors import ApiError, JSErrors, error_response, plain_error, stream_info_error
 from cluster.api.lists import list_page
@@ -736,7 +736,7 @@ class MetaService:
         consumers = [] if request.no_consumers else await self._archived_consumers(name)
         headers = with_meta_index(msg.headers, self.applied_index)
         subject = stream_subject(name, ApiOp.STREAM_SNAPSHOT)
-        forwarded = forwarded_snapshot(msg.payload, consumers)
+        forwarded = forwarded_snapshot(request, consumers)
         if not await pass_on_when_served(self.ctx.router, subject, forwarded, msg.reply, headers):
             raise JSErrors.CLUSTER_NOT_AVAILABLE()
 
@@ -751,7 +751,7 @@ class MetaService:
                 reply = await self.ctx.requester.request_when_answered(subject, b"", STREAM_READY_TIMEOUT, headers)
             except (TimeoutError, NoRespondersError):
                 raise JSErrors.STREAM_SNAPSHOT(err=f"consumer {consumer!r} has no leader to ask") from None
-            if b'"error"' in reply.payload:
+            if is_error_response(reply.payload):
                 raise JSErrors.STREAM_SNAPSHOT(err=f"consumer {consumer!r} did not give its state")
             archived.append(ArchivedConsumer(consumer, assignment.config, assignment.created_ns, reply.payload))
         return archived
@@ -998,7 +998,7 @@ class _RestoreSteps:
         reply = await self._meta.ctx.requester.request_when_answered(
             stream_subject(name, ApiOp.RESTORE_MSGS), batch, STREAM_READY_TIMEOUT, None
         )
-        if b'"error"' in reply.payload:
+        if is_error_response(reply.payload):
             error = orjson.loads(reply.payload).get("error") or {}
             raise RuntimeError(error.get("description", "the stream leader refused the messages"))
 
